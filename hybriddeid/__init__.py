@@ -1,0 +1,17 @@
+"""hybriddeid: hybrid (token CRF + character CRF + rules) de-identification of clinical notes."""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from hybriddeid.document import Document, Span
+
+__all__ = ["Document", "Pipeline", "Span", "__version__"]
+
+
+def __getattr__(name: str):
+    # Imported lazily so that `import hybriddeid` stays cheap for readers and evaluators.
+    if name == "Pipeline":
+        from hybriddeid.pipeline import Pipeline
+
+        return Pipeline
+    raise AttributeError(name)

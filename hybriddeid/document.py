@@ -1,0 +1,67 @@
+"""The two types every part of hybriddeid exchanges: ``Span`` and ``Document``.
+
+Offsets are Python string indices (code points) into the original note text, end exclusive.
+Token and character label schemes (BIO, BIOES) stay private to the taggers that use them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Span:
+    """One PHI mention: ``text[start:end]`` has type ``label``; ``source`` names who found it."""
+
+    start: int
+    end: int
+    label: str
+    source: str = "gold"
+    score: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.start, int) and isinstance(self.end, int)):
+            raise TypeError("span offsets must be integers")
+        if self.start < 0 or self.end <= self.start:
+            raise ValueError(f"invalid span offsets [{self.start}, {self.end})")
+        if not self.label:
+            raise ValueError("span label must not be empty")
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def overlaps(self, other: "Span") -> bool:
+        return self.start < other.end and other.start < self.end
+
+    def with_label(self, label: str) -> "Span":
+        return replace(self, label=label)
+
+    def with_source(self, source: str) -> "Span":
+        return replace(self, source=source)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A note: its ``name`` (file stem), full ``text``, gold or predicted ``spans`` and free ``meta``."""
+
+    name: str
+    text: str
+    spans: tuple[Span, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        spans = tuple(sorted(self.spans))
+        for span in spans:
+            if span.end > len(self.text):
+                raise ValueError(
+                    f"{self.name}: span [{span.start}, {span.end}) lies outside the text "
+                    f"(length {len(self.text)})"
+                )
+        object.__setattr__(self, "spans", spans)
+
+    def with_spans(self, spans: Iterable[Span]) -> "Document":
+        """A copy of this document holding ``spans`` instead of its own."""
+        return Document(self.name, self.text, tuple(spans), self.meta)
+
+    def span_text(self, span: Span) -> str:
+        return self.text[span.start:span.end]

@@ -1,0 +1,1 @@
+"""Bundled trained models (the default model lives in ``default/``)."""

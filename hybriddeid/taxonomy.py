@@ -1,0 +1,72 @@
+"""PHI label taxonomies held as data (``resources/taxonomy/*.toml``).
+
+A taxonomy maps each fine label (subtype) to its parent category and says whether it is one of the
+HIPAA identifiers. Evaluation, HIPAA subsets and per-category reports read it; nothing hard-codes labels.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Iterable
+
+from hybriddeid.document import Span
+
+BUNDLED_TAXONOMIES = ("i2b2_2014", "i2b2_2006", "meddocan")
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    """Fine labels -> (category, hipaa flag). Unknown labels are their own category, non-HIPAA."""
+
+    name: str
+    categories: dict[str, str]
+    hipaa: frozenset[str]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(self.categories)
+
+    def category(self, label: str) -> str:
+        return self.categories.get(label, label)
+
+    def is_hipaa(self, label: str) -> bool:
+        return label in self.hipaa
+
+    def knows(self, label: str) -> bool:
+        return label in self.categories
+
+    def to_category(self, span: Span) -> Span:
+        """The span relabelled with its parent category."""
+        return span.with_label(self.category(span.label))
+
+    @classmethod
+    def from_toml(cls, text: str, origin: str = "<string>") -> "Taxonomy":
+        try:
+            data = tomllib.loads(text)
+            subtypes = data["subtypes"]
+            categories = {label: entry["category"] for label, entry in subtypes.items()}
+            hipaa = frozenset(label for label, entry in subtypes.items() if entry.get("hipaa"))
+            return cls(data.get("name", origin), categories, hipaa)
+        except (tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{origin}: not a valid taxonomy file ({exc})") from None
+
+
+@lru_cache(maxsize=None)
+def load_taxonomy(name: str) -> Taxonomy:
+    """A bundled taxonomy by name: ``i2b2_2014``, ``i2b2_2006`` or ``meddocan`` (dashes allowed)."""
+    key = name.replace("-", "_").lower()
+    if key not in BUNDLED_TAXONOMIES:
+        raise ValueError(f"unknown taxonomy {name!r}; bundled: {', '.join(BUNDLED_TAXONOMIES)}")
+    text = resources.files("hybriddeid.resources").joinpath("taxonomy", f"{key}.toml").read_text("utf-8")
+    return Taxonomy.from_toml(text, origin=f"taxonomy/{key}.toml")
+
+
+def guess_taxonomy(labels: Iterable[str]) -> Taxonomy:
+    """The bundled taxonomy that knows most of ``labels`` (ties go to i2b2 2014)."""
+    labels = set(labels)
+    return max(
+        (load_taxonomy(name) for name in BUNDLED_TAXONOMIES),
+        key=lambda tax: sum(tax.knows(label) for label in labels),
+    )

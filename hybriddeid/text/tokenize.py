@@ -1,0 +1,30 @@
+"""Offset-keeping tokenisation shared by every classifier.
+
+Tokens are runs of letters, runs of digits, or single other non-space characters, so PHI
+boundaries inside glued strings ("NºCol:28", "28016Madrid") still fall on token edges.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import regex
+
+TOKEN_PATTERN = regex.compile(r"[^\W\d_]+|\d+|[^\s]", regex.V1)
+LINE_PATTERN = regex.compile(r"[^\n]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    text: str
+    start: int
+    end: int
+
+
+def tokenize(text: str, start: int = 0, end: int | None = None) -> list[Token]:
+    """The tokens of ``text[start:end]`` with offsets into ``text``."""
+    return [Token(m.group(), m.start(), m.end()) for m in TOKEN_PATTERN.finditer(text, start, end)]
+
+
+def lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every non-empty line; the CRFs treat a line as one sequence, as the paper does."""
+    return [(m.start(), m.end()) for m in LINE_PATTERN.finditer(text)]

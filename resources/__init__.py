@@ -1,0 +1,1 @@
+"""Data files shipped with hybriddeid: regex rules, dictionaries, taxonomies."""
