@@ -1,0 +1,34 @@
+"""Readers and writers for clinical notes with PHI annotations, keeping offsets exact.
+
+Formats: ``text`` (bare ``.txt``), ``brat`` (``.txt`` + ``.ann``), ``i2b2`` (2014 XML, also MEDDOCAN),
+``i2b2-2006`` (inline ``<PHI>`` XML, many records a file) and ``jsonl`` (one document a line).
+Offsets are Python string indices into the note exactly as stored: ``"\\r\\n"`` and a leading UTF-8
+byte-order mark count as characters (MEDDOCAN's offsets count its BOMs). Every problem with an input is
+an ``InputError`` naming the file and what is wrong, never quoting note text.
+"""
+from __future__ import annotations
+
+from hybriddeid.io._common import InputError, atomic_write_text
+from hybriddeid.io.core import (
+    FORMATS,
+    detect_format,
+    iter_documents,
+    output_path,
+    read_corpus,
+    read_document,
+    write_document,
+    write_documents,
+)
+
+__all__ = [
+    "FORMATS",
+    "InputError",
+    "atomic_write_text",
+    "detect_format",
+    "iter_documents",
+    "output_path",
+    "read_corpus",
+    "read_document",
+    "write_document",
+    "write_documents",
+]

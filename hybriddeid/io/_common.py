@@ -1,0 +1,163 @@
+"""Pieces every reader and writer shares: the error type, safe file loading, span checks, atomic writes.
+
+Error messages name the file, line numbers, span ids and offsets, never note or span text: they end up
+in logs that are not cleared for PHI.
+"""
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from hybriddeid.document import Document, Span
+
+DEFAULT_MAX_BYTES = 20_000_000
+
+# Keys the readers set to say where a document came from; they describe one reading, not the document.
+PROVENANCE_KEYS = ("path", "format", "file", "line")
+
+_SAFE_ID = re.compile(r"[\w.:-]{1,40}")
+_SAFE_NAME = re.compile(r"[^\x00-\x1f/\\]{1,200}")
+_WHITESPACE = re.compile(r"\s+")
+
+
+class InputError(ValueError):
+    """A file that cannot be read as asked. ``str()`` is ``"{path}: {problem}"`` and holds no PHI."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+    def __reduce__(self):  # picklable, so errors can cross process boundaries in batch runs
+        return type(self), (self.path, self.problem)
+
+
+def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool = False) -> str:
+    """The file decoded as strict UTF-8, after the checks every format needs.
+
+    A UTF-8 byte-order mark is kept as ``"\\ufeff"`` at index 0: annotation offsets count it (MEDDOCAN's
+    BRAT and XML files both do), so dropping it would shift every span. Formats whose offsets do not
+    point into the raw file (XML, JSONL) strip it themselves.
+    """
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise InputError(path, f"file is {size} bytes, over the limit of {max_bytes}")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, f"cannot read file ({exc.strerror or type(exc).__name__})") from None
+    if not data and not allow_empty:
+        raise InputError(path, "file is empty")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError(path, "file is UTF-16 (byte-order mark); convert it to UTF-8")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise InputError(path, f"binary file (NUL byte at byte offset {nul})")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not valid UTF-8 (byte offset {exc.start})") from None
+
+
+def safe_id(raw: object, index: int) -> str:
+    """An annotation id fit for an error message: the file's own id when it looks like one, else ``#index``."""
+    return raw if isinstance(raw, str) and _SAFE_ID.fullmatch(raw) else f"#{index}"
+
+
+def is_safe_name(name: str) -> bool:
+    """True when ``name`` can be a file stem inside an output folder (no separators, not ``.``/``..``)."""
+    return bool(_SAFE_NAME.fullmatch(name)) and name not in (".", "..")
+
+
+def same_text(annotated: str, actual: str) -> bool:
+    """Whether a span's recorded text matches the document slice.
+
+    Runs of whitespace compare equal to one space: XML attribute normalisation turns line breaks into
+    spaces, and BRAT lines cannot hold line breaks at all.
+    """
+    return annotated == actual or _WHITESPACE.sub(" ", annotated) == _WHITESPACE.sub(" ", actual)
+
+
+def make_span(path: Path, sid: str, start: object, end: object, label: object, length: int,
+              source: str = "gold", score: float = 1.0) -> Span:
+    """A ``Span`` from raw file values checked against a text of ``length`` characters.
+
+    Any problem is an ``InputError`` naming the span id and offsets.
+    """
+    if isinstance(start, bool) or isinstance(end, bool) or not isinstance(start, int) or not isinstance(end, int):
+        raise InputError(path, f"span {sid}: offsets are not integers")
+    if start >= end:
+        raise InputError(path, f"span {sid} [{start}, {end}) is empty or reversed")
+    if start < 0 or end > length:
+        raise InputError(path, f"span {sid} [{start}, {end}) is out of range for a text of {length} characters")
+    if not isinstance(label, str) or not label.strip() or label != label.strip():
+        raise InputError(path, f"span {sid} [{start}, {end}): missing or malformed label")
+    return Span(start, end, label, source, score)
+
+
+def parse_offset(path: Path, sid: str, raw: object) -> int:
+    """An offset written as decimal digits in a file (XML attribute, BRAT field)."""
+    if not isinstance(raw, str) or not raw.isascii() or not raw.isdigit():
+        raise InputError(path, f"span {sid}: offsets are not non-negative integers")
+    return int(raw)
+
+
+def check_text(path: Path, sid: str, start: int, end: int, annotated: object, actual: str) -> None:
+    """Raise when a span's recorded text (if the file has one) is not what its offsets select."""
+    if annotated is not None and not (isinstance(annotated, str) and same_text(annotated, actual)):
+        raise InputError(path, f"span {sid} [{start}, {end}): recorded text differs from the document text")
+
+
+def check_overlaps(path: Path, spans: Iterable[tuple[str, Span]]) -> None:
+    """Gold spans must not overlap: every downstream step (BIO tags, inline XML, scoring) assumes so."""
+    previous: tuple[str, Span] | None = None
+    for sid, span in sorted(spans, key=lambda item: (item[1].start, item[1].end)):
+        if previous is not None and previous[1].end > span.start:
+            psid, pspan = previous
+            raise InputError(path, f"spans {psid} [{pspan.start}, {pspan.end}) and {sid} "
+                                   f"[{span.start}, {span.end}) overlap")
+        if previous is None or span.end > previous[1].end:
+            previous = (sid, span)
+
+
+def make_document(path: Path, name: str, text: str, spans: list[tuple[str, Span]],
+                  meta: Mapping[str, object]) -> Document:
+    """The ``Document`` once its gold spans have passed the overlap check."""
+    check_overlaps(path, [(sid, span) for sid, span in spans if span.source == "gold"])
+    return Document(name, text, tuple(span for _, span in spans), dict(meta))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` as UTF-8 to ``path`` so readers see the old file or the new one, never half of one.
+
+    The text goes to a temporary file in the same folder (same file system), is flushed to disk, then
+    ``os.replace`` swaps it in. Newlines are written exactly as they are in ``text``.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 so the umask applies
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def refuse_own_input(target: Path, doc: Document) -> None:
+    """Raise when writing ``target`` would overwrite the file ``doc`` was read from."""
+    source = doc.meta.get("path")
+    if not source or not target.exists():
+        return
+    sources = [Path(source)]
+    if doc.meta.get("format") == "brat":
+        sources.append(Path(source).with_suffix(".ann"))
+    for src in sources:
+        if src.exists() and os.path.samefile(src, target):
+            raise InputError(target, f"is the input of document {doc.name!r}; refusing to overwrite it")

@@ -1,0 +1,215 @@
+"""Format detection, the format registry, and the public read/write functions.
+
+A folder is read non-recursively; names starting with "." are skipped (our own temporary files
+among them). Each format is a reader (file -> documents) and a renderer (documents -> file contents
+by extension), so adding one is one registry entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+from hybriddeid.document import Document
+from hybriddeid.io._common import (
+    DEFAULT_MAX_BYTES,
+    InputError,
+    atomic_write_text,
+    is_safe_name,
+    read_text,
+    refuse_own_input,
+)
+from hybriddeid.io.brat import read_brat, render_brat
+from hybriddeid.io.i2b2 import read_i2b2, read_i2b2_2006, render_i2b2, render_i2b2_2006, sniff_xml
+from hybriddeid.io.jsonl import read_jsonl, render_jsonl
+
+FORMATS = ("text", "brat", "i2b2", "i2b2-2006", "jsonl")
+_SNIFF_BYTES = 65_536
+
+
+def _read_plain(path: Path, max_bytes: int) -> list[Document]:
+    text = read_text(path, max_bytes)
+    return [Document(path.stem, text, (), {"path": str(path), "format": "text", "file": path.stem})]
+
+
+def _render_plain(docs: Sequence[Document]) -> dict[str, str]:
+    (doc,) = docs
+    return {".txt": doc.text}
+
+
+def _read_brat_pair(path: Path, max_bytes: int) -> list[Document]:
+    txt, ann = path.with_suffix(".txt"), path.with_suffix(".ann")
+    for missing, present in ((txt, ann), (ann, txt)):
+        if not missing.is_file():
+            raise InputError(present, f"no {missing.suffix} file beside it")
+    return [read_brat(txt, ann, max_bytes)]
+
+
+@dataclass(frozen=True)
+class _Format:
+    suffix: str  # the file readers take and write_document returns
+    read: Callable[[Path, int], list[Document]]
+    render: Callable[[Sequence[Document]], dict[str, str]]  # extension -> content of one output
+    multi: bool = False  # one file may hold several documents
+
+
+_REGISTRY = {
+    "text": _Format(".txt", _read_plain, _render_plain),
+    "brat": _Format(".ann", _read_brat_pair, render_brat),
+    "i2b2": _Format(".xml", read_i2b2, render_i2b2),
+    "i2b2-2006": _Format(".xml", read_i2b2_2006, render_i2b2_2006, multi=True),
+    "jsonl": _Format(".jsonl", read_jsonl, render_jsonl, multi=True),
+}
+
+
+def _format(fmt: str) -> _Format:
+    if fmt not in _REGISTRY:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return _REGISTRY[fmt]
+
+
+def _detect_file(path: Path) -> str:
+    """The format of one file, from its extension and, for XML, its first elements."""
+    suffix = path.suffix
+    if suffix == ".ann" or (suffix == ".txt" and path.with_suffix(".ann").is_file()):
+        return "brat"
+    if suffix in (".txt", ".jsonl"):
+        return "text" if suffix == ".txt" else "jsonl"
+    if suffix != ".xml":
+        raise InputError(path, "unknown file type (expected .txt, .ann, .xml or .jsonl)")
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(path, f"cannot read file ({exc.strerror or type(exc).__name__})") from None
+    fmt = sniff_xml(head)
+    if fmt is None:
+        raise InputError(path, "neither i2b2 2014 (<TEXT>, <TAGS>) nor i2b2 2006 (<RECORD>) XML")
+    return fmt
+
+
+def _listing(in_dir: Path) -> list[Path]:
+    if not in_dir.is_dir():
+        raise InputError(in_dir, "not a folder")
+    return sorted(p for p in in_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def detect_format(in_dir: Path) -> str:
+    """The one format of the files in ``in_dir`` (or of ``in_dir`` itself when it is a file).
+
+    ``.ann`` beside ``.txt`` is BRAT, bare ``.txt`` plain text, ``.jsonl`` JSON Lines, and ``.xml`` i2b2
+    2014 or 2006 by its first elements. A folder mixing formats is an ``InputError``: guessing would
+    silently read half of it.
+    """
+    in_dir = Path(in_dir)
+    if in_dir.is_file():
+        return _detect_file(in_dir)
+    files = _listing(in_dir)
+    suffixes = {p.suffix for p in files}
+    kinds = {"brat" if ".ann" in suffixes else "text"} if suffixes & {".ann", ".txt"} else set()
+    if ".jsonl" in suffixes:
+        kinds.add("jsonl")
+    xml = next((p for p in files if p.suffix == ".xml"), None)
+    if xml is not None:
+        kinds.add(_detect_file(xml))
+    if not kinds:
+        raise InputError(in_dir, "no input files (.txt, .ann, .xml or .jsonl)")
+    if len(kinds) > 1:
+        raise InputError(in_dir, f"holds several formats ({', '.join(sorted(kinds))}); name the one to read")
+    return kinds.pop()
+
+
+def _inputs(in_dir: Path, fmt: str) -> list[Path]:
+    """The files to read for ``fmt``; for BRAT one path per stem, the ``.txt`` when there is one."""
+    files = _listing(in_dir)
+    if fmt != "brat":
+        suffix = _format(fmt).suffix
+        return [p for p in files if p.suffix == suffix]
+    pairs: dict[Path, Path] = {}
+    for path in files:
+        if path.suffix in (".txt", ".ann"):
+            stem = path.with_suffix("")
+            if stem not in pairs or path.suffix == ".txt":
+                pairs[stem] = path
+    return [pairs[stem] for stem in sorted(pairs)]
+
+
+def read_document(path: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> list[Document]:
+    """The documents in one file (several for i2b2 2006 and JSONL); BRAT takes the ``.txt`` or ``.ann``."""
+    path = Path(path).absolute()  # meta["path"] must still point at the input if the cwd changes
+    return _format(_detect_file(path) if fmt == "auto" else fmt).read(path, max_bytes)
+
+
+def iter_documents(in_dir: Path, fmt: str = "auto",
+                   max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[tuple[Path, Document | InputError]]:
+    """``(path, document)`` for every document of every input file, files in sorted order.
+
+    A file that cannot be read yields ``(path, InputError)`` once and the batch carries on. A folder
+    that cannot be listed or whose format cannot be told raises at once.
+    """
+    in_dir = Path(in_dir)
+    fmt = detect_format(in_dir) if fmt == "auto" else fmt
+    _format(fmt)
+    for path in _inputs(in_dir, fmt):
+        try:
+            docs = read_document(path, fmt, max_bytes)
+        except InputError as exc:
+            yield path, exc
+            continue
+        for doc in docs:
+            yield path, doc
+
+
+def read_corpus(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> list[Document]:
+    """Every document in ``in_dir``; raises the first ``InputError``, or one for a name used twice."""
+    docs: dict[str, Document] = {}
+    for path, item in iter_documents(in_dir, fmt, max_bytes):
+        if isinstance(item, InputError):
+            raise item
+        if item.name in docs:
+            raise InputError(path, f"document name {item.name!r} is already used by "
+                                   f"{docs[item.name].meta.get('path')}")
+        docs[item.name] = item
+    return list(docs.values())
+
+
+def _write(spec: _Format, docs: Sequence[Document], out_dir: Path, stem: str) -> Path:
+    if not is_safe_name(stem):
+        raise ValueError(f"{stem!r} cannot be used as a file name")
+    contents = spec.render(docs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    targets = {out_dir / f"{stem}{suffix}": text for suffix, text in contents.items()}
+    for target in targets:
+        for doc in docs:
+            refuse_own_input(target, doc)
+    for target, text in targets.items():
+        atomic_write_text(target, text)
+    return out_dir / f"{stem}{spec.suffix}"
+
+
+def write_document(doc: Document, out_dir: Path, fmt: str) -> Path:
+    """Write ``doc`` as ``out_dir/<doc.name><extension>`` and return that path (BRAT: the ``.ann``).
+
+    Each file is replaced atomically. Writing over the document's own input is refused. Multi-document
+    formats (i2b2 2006, JSONL) get a file holding just this document; use ``write_documents`` to rebuild
+    the input's files.
+    """
+    return _write(_format(fmt), [doc], Path(out_dir), doc.name)
+
+
+def output_path(doc: Document, out_dir: Path, fmt: str) -> Path:
+    """The file ``write_documents`` writes ``doc`` into (lets batch runs skip finished inputs)."""
+    spec = _format(fmt)
+    stem = str(doc.meta.get("file") or doc.name) if spec.multi else doc.name
+    return Path(out_dir) / f"{stem}{spec.suffix}"
+
+
+def write_documents(docs: Iterable[Document], out_dir: Path, fmt: str) -> list[Path]:
+    """Write ``docs``; for i2b2 2006 and JSONL, documents sharing ``meta["file"]`` go into one file again."""
+    spec = _format(fmt)
+    if not spec.multi:
+        return [write_document(doc, out_dir, fmt) for doc in docs]
+    groups: dict[str, list[Document]] = {}
+    for doc in docs:
+        groups.setdefault(str(doc.meta.get("file") or doc.name), []).append(doc)
+    return [_write(spec, group, Path(out_dir), stem) for stem, group in groups.items()]
