@@ -1,0 +1,94 @@
+"""MEDDOCAN benchmark: the paper's Table 4 analogue, measured side by side in one run.
+
+Trains on ``../shared/corpora/meddocan/train`` (or --train), evaluates on ``dev`` and prints
+strict micro P/R/F1 (fine MEDDOCAN types) for a plain token-CRF baseline, each classifier, each
+pair and the merged system, with training time and annotation speed (notes/second, one process,
+feature extraction included). Speeds of the combinations are the sums of their parts' times.
+
+    python benchmarks/meddocan.py [--train DIR] [--dev DIR] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+from hybriddeid.classifiers.token_crf import TokenCRF
+from hybriddeid.evaluation import evaluate
+from hybriddeid.io import read_corpus
+from hybriddeid.merge import merge
+from hybriddeid.pipeline import Pipeline
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
+BASELINE_FEATURES = ["words", "affixes", "shapes"]  # word, shape, affixes, words in [-2, 2]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", type=Path, default=SHARED / "train" / "brat")
+    parser.add_argument("--dev", type=Path, default=SHARED / "dev" / "brat")
+    parser.add_argument("--config", type=Path, help="pipeline config TOML (default: the Spanish benchmark config)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+
+    from hybriddeid.pipeline import load_config
+
+    config_path = args.config or Path(__file__).with_name("meddocan.toml")
+    config = load_config(config_path)
+    train, dev = read_corpus(args.train), read_corpus(args.dev)
+    print(f"train {len(train)} notes, dev {len(dev)} notes; config {config_path.name}", flush=True)
+
+    started = time.perf_counter()
+    pipeline = Pipeline(config).fit(train, corpus_name="meddocan-train")
+    fit_wall = time.perf_counter() - started
+    fit_seconds = pipeline.meta["fit_seconds"]
+
+    baseline = TokenCRF(features=BASELINE_FEATURES, window=2, language="es", max_iterations=config["token"]["max_iterations"])
+    started = time.perf_counter()
+    baseline.fit(train)
+    baseline_fit = time.perf_counter() - started
+
+    # One pass over dev per classifier, timing each; merges are recombined from these outputs.
+    predictions: dict[str, list] = {name: [] for name in [*pipeline.components, "baseline"]}
+    seconds: dict[str, float] = dict.fromkeys(predictions, 0.0)
+    components = {**pipeline.components, "baseline": baseline}
+    for doc in dev:
+        for name, component in components.items():
+            t0 = time.perf_counter()
+            predictions[name].append(component.predict(doc))
+            seconds[name] += time.perf_counter() - t0
+
+    def score(spans_per_doc: list) -> dict:
+        pred_docs = [doc.with_spans(spans) for doc, spans in zip(dev, spans_per_doc)]
+        prf = evaluate(dev, pred_docs).score("strict", "subtype", "micro")
+        return {"precision": prf.precision, "recall": prf.recall, "f1": prf.f1}
+
+    rows = [("token baseline (word, shape, affixes, [-2,2])", ["baseline"], baseline_fit)]
+    sources = [name for name in pipeline.precedence if name in pipeline.components]
+    for size in (1, 2, 3):
+        for combo in itertools.combinations(sources, size):
+            label = " + ".join(combo) if size < 3 else "merged " + " > ".join(combo)
+            rows.append((label, list(combo), max(fit_seconds.get(n, 0.0) for n in combo)))
+    alt = ["rule", "token", "char"]
+    if set(alt) <= set(sources) and alt != sources:
+        rows.append(("merged " + " > ".join(alt), alt, max(fit_seconds.values())))
+
+    results = []
+    print(f"\n{'system':48s} {'P':>7s} {'R':>7s} {'F1':>7s} {'train s':>8s} {'notes/s':>8s}")
+    for label, combo, train_seconds in rows:
+        merged = [merge({n: predictions[n][i] for n in combo}, combo) for i in range(len(dev))]
+        prf = score(merged)
+        rate = len(dev) / sum(seconds[n] for n in combo)
+        results.append({"system": label, **prf, "train_seconds": round(train_seconds, 1), "notes_per_second": round(rate, 1)})
+        print(f"{label:48s} {prf['precision']:7.4f} {prf['recall']:7.4f} {prf['f1']:7.4f} {train_seconds:8.1f} {rate:8.1f}")
+    print(f"\npipeline training wall time (CRFs in parallel, 2 processes): {fit_wall:.1f} s")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": results, "fit_wall_seconds": fit_wall}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""What the token and character CRFs share: tag schemes, crfsuite training, tagging, persistence.
+
+A subclass turns a document into sequences of units (tokens or characters, as character
+offsets) with one feature list per unit; this module does the rest. Models are crfsuite's own
+binary files plus a TOML of parameters, so loading never unpickles anything.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import pycrfsuite
+import tomli_w
+
+from hybriddeid.classifiers.base import NotFittedError
+from hybriddeid.document import Document, Span
+
+OUTSIDE = "O"
+SCHEMES = ("BIO", "BIOES")
+
+
+@dataclass(slots=True)
+class UnitSequence:
+    """One CRF sequence: unit offsets (start, end) into the note and each unit's features."""
+
+    units: list[tuple[int, int]]
+    features: list[list[str]]
+
+
+def encode_tags(units: Sequence[tuple[int, int]], spans: Iterable[Span], scheme: str) -> list[str]:
+    """BIO/BIOES tags for ``units`` from character spans; a unit touching a span belongs to it."""
+    tags = [OUTSIDE] * len(units)
+    starts = [start for start, _ in units]
+    for span in spans:
+        first = bisect.bisect_right(starts, span.start) - 1
+        if first < 0 or units[first][1] <= span.start:
+            first += 1
+        inside = []
+        for i in range(max(first, 0), len(units)):
+            if units[i][0] >= span.end:
+                break
+            inside.append(i)
+        if not inside:
+            continue
+        if any(tags[i] != OUTSIDE for i in inside):
+            continue  # overlapping gold spans cannot both be encoded; keep the first
+        for n, i in enumerate(inside):
+            prefix = "B" if n == 0 else "I"
+            if scheme == "BIOES":
+                if len(inside) == 1:
+                    prefix = "S"
+                elif n == len(inside) - 1:
+                    prefix = "E"
+            tags[i] = f"{prefix}-{span.label}"
+    return tags
+
+
+def decode_tags(units: Sequence[tuple[int, int]], tags: Sequence[str], source: str) -> list[Span]:
+    """Spans from BIO or BIOES tags; tolerant of ill-formed sequences (an I after O starts a span)."""
+    spans: list[Span] = []
+    open_label: str | None = None
+    open_start = 0
+    open_end = 0
+
+    def close() -> None:
+        if open_label is not None:
+            spans.append(Span(open_start, open_end, open_label, source))
+
+    for (start, end), tag in zip(units, tags):
+        if tag == OUTSIDE:
+            close()
+            open_label = None
+            continue
+        prefix, label = tag[0], tag[2:]
+        if prefix in "BS" or label != open_label:
+            close()
+            open_label, open_start = label, start
+        open_end = end
+        if prefix in "ES":
+            close()
+            open_label = None
+    close()
+    return spans
+
+
+class CRFTagger:
+    """Base class: crfsuite training and tagging over the unit sequences a subclass produces."""
+
+    source = "crf"
+    scheme = "BIO"
+    model_file = "model.crfsuite"
+
+    def __init__(
+        self,
+        algorithm: str = "lbfgs",
+        c1: float = 0.05,
+        c2: float = 0.01,
+        max_iterations: int = 100,
+        min_freq: int = 1,
+        label_level: str = "subtype",
+        verbose: bool = False,
+    ) -> None:
+        self.algorithm = algorithm
+        self.c1 = c1
+        self.c2 = c2
+        self.max_iterations = max_iterations
+        self.min_freq = min_freq
+        self.label_level = label_level
+        self.verbose = verbose
+
+    # -- what subclasses provide -------------------------------------------------------------
+    def sequences(self, doc: Document) -> Iterator[UnitSequence]:
+        raise NotImplementedError
+
+    def get_params(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.algorithm,
+            "c1": self.c1,
+            "c2": self.c2,
+            "max_iterations": self.max_iterations,
+            "min_freq": self.min_freq,
+            "label_level": self.label_level,
+        }
+
+    # -- training ---------------------------------------------------------------------------
+    def _trainer_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"max_iterations": self.max_iterations, "feature.minfreq": self.min_freq}
+        if self.algorithm == "lbfgs":
+            params.update({"c1": self.c1, "c2": self.c2})
+        elif self.algorithm in ("l2sgd",):
+            params.update({"c2": self.c2})
+        return params
+
+    def training_label(self, span: Span) -> str:
+        """The tag label a gold span trains as (hook for coarser label levels)."""
+        return span.label
+
+    def fit(self, docs: Iterable[Document]) -> "CRFTagger":
+        trainer = pycrfsuite.Trainer(algorithm=self.algorithm, verbose=self.verbose)
+        trainer.set_params(self._trainer_params())
+        for doc in docs:
+            spans = [span.with_label(self.training_label(span)) for span in doc.spans]
+            for seq in self.sequences(doc):
+                trainer.append(seq.features, encode_tags(seq.units, spans, self.scheme))
+        with tempfile.TemporaryDirectory() as tmp:
+            model_path = os.path.join(tmp, self.model_file)
+            trainer.train(model_path)
+            self._load_model(Path(model_path).read_bytes())
+        return self
+
+    def _load_model(self, data: bytes) -> None:
+        self.model_bytes_ = data
+        self.tagger_ = pycrfsuite.Tagger()
+        self.tagger_.open_inmemory(data)
+        self.labels_ = tuple(sorted({tag[2:] for tag in self.tagger_.labels() if tag != OUTSIDE}))
+
+    # -- prediction -------------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "tagger_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit() or from_disk()")
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        self._check_fitted()
+        return self.labels_
+
+    def tag_sequence(self, seq: UnitSequence) -> list[str]:
+        return self.tagger_.tag(seq.features)
+
+    def predict(self, doc: Document) -> list[Span]:
+        self._check_fitted()
+        spans: list[Span] = []
+        for seq in self.sequences(doc):
+            if seq.units:
+                spans.extend(decode_tags(seq.units, self.tag_sequence(seq), self.source))
+        return spans
+
+    # -- persistence ------------------------------------------------------------------------
+    def to_disk(self, path: Path) -> None:
+        self._check_fitted()
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / self.model_file).write_bytes(self.model_bytes_)
+        (path / "params.toml").write_text(tomli_w.dumps(self.get_params()), encoding="utf-8")
+
+    @classmethod
+    def from_disk(cls, path: Path) -> "CRFTagger":
+        path = Path(path)
+        params = tomllib.loads((path / "params.toml").read_text(encoding="utf-8"))
+        tagger = cls(**params)
+        tagger._load_model((path / cls.model_file).read_bytes())
+        return tagger

@@ -1,0 +1,115 @@
+"""Decide the fine PHI type of a span whose boundaries are already known.
+
+A maximum-entropy classifier over the span's words and shapes, its left/right context and its
+line key ("Médico:", "NHC:"). It is trained with crfsuite on one-item sequences (a linear-chain
+CRF over one item is exactly multinomial logistic regression), so it needs no extra dependency
+and saves as a crfsuite file.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pycrfsuite
+import tomli_w
+
+from hybriddeid.classifiers.base import NotFittedError
+from hybriddeid.document import Document, Span
+from hybriddeid.features.context import LineContext, line_contexts
+from hybriddeid.features.lexical import short_shape
+from hybriddeid.text.tokenize import tokenize
+
+
+def _line_of(lines: list[LineContext], offset: int) -> LineContext | None:
+    for line in lines:
+        if line.start <= offset < line.end:
+            return line
+    return None
+
+
+class SpanTyper:
+    """Multinomial logistic regression from span features to a fine label."""
+
+    model_file = "typer.crfsuite"
+
+    def __init__(self, language: str = "en", context: int = 3, c2: float = 0.1, max_iterations: int = 150) -> None:
+        self.language = language
+        self.context = context
+        self.c2 = c2
+        self.max_iterations = max_iterations
+
+    def span_features(self, doc: Document, span: Span, lines: list[LineContext]) -> list[str]:
+        text = doc.text
+        line = _line_of(lines, span.start)
+        line_start, line_end = (line.start, line.end) if line else (0, len(text))
+        inside = tokenize(text, span.start, span.end)
+        left = tokenize(text, max(line_start, span.start - 80), span.start)[-self.context:]
+        right = tokenize(text, span.end, min(line_end, span.end + 60))[: self.context - 1]
+        words = [tok.text.lower() for tok in inside]
+        feats = [f"n={min(len(inside), 6)}", "shape=" + "".join(short_shape(tok.text) for tok in inside[:6])]
+        feats.extend("in=" + w for w in words)
+        if words:
+            feats.extend(("first=" + words[0], "last=" + words[-1], "suf3=" + words[-1][-3:]))
+        for k, tok in enumerate(reversed(left), 1):
+            feats.append(f"l{k}=" + tok.text.lower())
+        for k, tok in enumerate(right, 1):
+            feats.append(f"r{k}=" + tok.text.lower())
+        if line is not None:
+            feats.extend(line.features)
+            feats.append("key=" + line.key if line.key and span.start >= line.key_end else "key=none")
+        return feats
+
+    def fit(self, docs: Iterable[Document]) -> "SpanTyper":
+        trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
+        trainer.set_params({"c2": self.c2, "max_iterations": self.max_iterations})
+        for doc in docs:
+            lines = line_contexts(doc.text, self.language)
+            for span in doc.spans:
+                trainer.append([self.span_features(doc, span, lines)], [span.label])
+        with tempfile.TemporaryDirectory() as tmp:
+            model_path = os.path.join(tmp, self.model_file)
+            trainer.train(model_path)
+            self._load_model(Path(model_path).read_bytes())
+        return self
+
+    def _load_model(self, data: bytes) -> None:
+        self.model_bytes_ = data
+        self.tagger_ = pycrfsuite.Tagger()
+        self.tagger_.open_inmemory(data)
+        self.labels_ = tuple(sorted(self.tagger_.labels()))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        if not hasattr(self, "labels_"):
+            raise NotFittedError("SpanTyper is not fitted")
+        return self.labels_
+
+    def type_span(
+        self, doc: Document, span: Span, allowed: Sequence[str] | None = None, lines: list[LineContext] | None = None
+    ) -> Span:
+        """``span`` relabelled with its most probable type (restricted to ``allowed`` if given)."""
+        if lines is None:
+            lines = line_contexts(doc.text, self.language)
+        self.tagger_.set([self.span_features(doc, span, lines)])
+        if allowed:
+            best = max(allowed, key=lambda label: self.tagger_.marginal(label, 0))
+        else:
+            best = self.tagger_.tag()[0]
+        return span.with_label(best)
+
+    def to_disk(self, path: Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / self.model_file).write_bytes(self.model_bytes_)
+        params = {"language": self.language, "context": self.context, "c2": self.c2, "max_iterations": self.max_iterations}
+        (path / "params.toml").write_text(tomli_w.dumps(params), encoding="utf-8")
+
+    @classmethod
+    def from_disk(cls, path: Path) -> "SpanTyper":
+        path = Path(path)
+        typer = cls(**tomllib.loads((path / "params.toml").read_text(encoding="utf-8")))
+        typer._load_model((path / cls.model_file).read_bytes())
+        return typer

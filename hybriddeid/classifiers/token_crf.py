@@ -1,0 +1,47 @@
+"""Token-level CRF (BIO over fine labels), paper section 3.2.2."""
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from hybriddeid.classifiers.crf import CRFTagger, UnitSequence
+from hybriddeid.document import Document
+from hybriddeid.features.context import line_contexts
+from hybriddeid.features.token import TokenSequence, extract_token_features
+from hybriddeid.text.tokenize import tokenize
+
+DEFAULT_TOKEN_FEATURES = ("words", "ngrams", "affixes", "orthography", "shapes", "line", "pos", "extra")
+
+
+class TokenCRF(CRFTagger):
+    """BIO CRF over the tokens of each line; features are named extractors from ``features.token``."""
+
+    source = "token"
+    scheme = "BIO"
+    model_file = "token.crfsuite"
+
+    def __init__(
+        self,
+        features: Sequence[str] = DEFAULT_TOKEN_FEATURES,
+        window: int = 2,
+        language: str = "en",
+        **crf_params: Any,
+    ) -> None:
+        super().__init__(**crf_params)
+        self.features = list(features)
+        self.window = window
+        self.language = language
+
+    def get_params(self) -> dict[str, Any]:
+        return {**super().get_params(), "features": self.features, "window": self.window, "language": self.language}
+
+    def token_sequences(self, doc: Document) -> Iterator[TokenSequence]:
+        """One ``TokenSequence`` per non-empty line of ``doc``."""
+        for line in line_contexts(doc.text, self.language):
+            tokens = tokenize(doc.text, line.start, line.end)
+            if tokens:
+                yield TokenSequence(tokens, line, self.window)
+
+    def sequences(self, doc: Document) -> Iterator[UnitSequence]:
+        for seq in self.token_sequences(doc):
+            feats = extract_token_features(seq, self.features)
+            yield UnitSequence([(tok.start, tok.end) for tok in seq.tokens], feats)

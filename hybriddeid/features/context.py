@@ -1,0 +1,74 @@
+"""Line, sentence and section context of a note, shared by the token and character CRFs.
+
+The paper's "sentence information" (length, final end mark, unmatched brackets) and "section
+information" (which header the text sits under) are computed once per line here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from hybriddeid.text.tokenize import lines
+
+_END_MARKS = frozenset(".?!")
+
+
+@lru_cache(maxsize=None)
+def section_headers(language: str) -> frozenset[str]:
+    """The bundled section headers for ``language`` (``resources/sections/<language>.txt``)."""
+    path = resources.files("hybriddeid.resources").joinpath("sections", f"{language}.txt")
+    if not path.is_file():
+        raise ValueError(f"no section-header list for language {language!r}")
+    entries = (line.strip() for line in path.read_text("utf-8").splitlines())
+    return frozenset(entry for entry in entries if entry and not entry.startswith("#"))
+
+
+def _header_of(line: str, headers: frozenset[str]) -> str | None:
+    """The header a line opens with ("Exploración física: ..." -> "exploración física"), if any."""
+    head = line.split(":", 1)[0].strip().rstrip(".").lower()
+    if head in headers:
+        return head
+    stripped = line.strip().rstrip(".:").lower()
+    return stripped if stripped in headers else None
+
+
+@dataclass(frozen=True, slots=True)
+class LineContext:
+    """What the CRFs know about one line: offsets plus the line-level feature strings."""
+
+    start: int
+    end: int
+    features: tuple[str, ...]
+    key_end: int  # offset just after the line's "Field:" key (start if none)
+    key: str  # lower-cased "Field" label of a "Field: value" line, "" if none
+
+
+def line_contexts(text: str, language: str) -> list[LineContext]:
+    """Per-line sentence and section facts for ``text``."""
+    headers = section_headers(language)
+    section = "none"
+    out: list[LineContext] = []
+    for start, end in lines(text):
+        line = text[start:end]
+        header = _header_of(line, headers)
+        if header is not None:
+            section = header
+        stripped = line.rstrip()
+        colon = line.find(":")
+        key = ""
+        key_end = start
+        if 0 < colon <= 40:
+            key = " ".join(line[:colon].lower().split()[-3:])
+            key_end = start + colon + 1
+        feats = [
+            f"sec={section}",
+            f"linelen={min(len(line) // 20, 10)}",
+            "endmark" if stripped[-1:] in _END_MARKS else "noendmark",
+        ]
+        if line.count("(") != line.count(")") or line.count("[") != line.count("]"):
+            feats.append("unbalanced")
+        if header is not None:
+            feats.append("headerline")
+        out.append(LineContext(start, end, tuple(feats), key_end, key))
+    return out

@@ -1,0 +1,62 @@
+"""Word-level lexical facts shared by the token and character feature sets.
+
+Each function is pure and cached: the same word forms recur constantly in clinical notes, so
+memoising them makes feature extraction a dictionary lookup for most tokens.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import regex
+
+_ROMAN = regex.compile(r"^(?=[MDCLXVI])M{0,3}(CM|CD|D?C{0,3})(XC|XL|L?X{0,3})(IX|IV|V?I{0,3})$")
+
+
+def _char_class(ch: str) -> str:
+    if ch.isupper():
+        return "A"
+    if ch.islower():
+        return "a"
+    if ch.isdigit():
+        return "#"
+    return "-"
+
+
+@lru_cache(maxsize=200_000)
+def shape(word: str) -> str:
+    """Every character mapped to A/a/#/- ("PO/5mg" -> "AA-#aa"), the paper's first word shape."""
+    return "".join(_char_class(ch) for ch in word[:20])
+
+
+@lru_cache(maxsize=200_000)
+def short_shape(word: str) -> str:
+    """Runs of one class collapsed ("PO/5mg" -> "A-#a"), the paper's second word shape."""
+    out: list[str] = []
+    for ch in word:
+        cls = _char_class(ch)
+        if not out or out[-1] != cls:
+            out.append(cls)
+    return "".join(out)
+
+
+@lru_cache(maxsize=200_000)
+def orthography(word: str) -> tuple[str, ...]:
+    """Orthographic flags of a word (case, digits, punctuation, Roman numerals, length)."""
+    flags: list[str] = []
+    if word.isupper():
+        flags.append("allcaps")
+    elif word[:1].isupper():
+        flags.append("title")
+    if any(ch.isupper() for ch in word[1:]) and not word.isupper():
+        flags.append("innercap")
+    if word.isdigit():
+        flags.append("digits")
+        flags.append(f"ndigits={min(len(word), 9)}")
+    elif any(ch.isdigit() for ch in word):
+        flags.append("hasdigit")
+    if not word.isalnum():
+        flags.append("punct" if len(word) == 1 else "haspunct")
+    if len(word) > 1 and _ROMAN.match(word):
+        flags.append("roman")
+    flags.append(f"len={min(len(word), 10)}")
+    return tuple(flags)

@@ -1,0 +1,232 @@
+"""``Pipeline``: the hybrid system (rules + character CRF + token CRF + precedence merger).
+
+A pipeline is fully described by its config (one TOML file saved with the model), so a saved
+model can always be rebuilt and checked: ``Pipeline.load`` refuses a model whose saved recipe
+does not match the code's feature names or whose files are missing. No pickles anywhere.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import platform
+import tempfile
+import time
+import tomllib
+from concurrent.futures import ProcessPoolExecutor
+from importlib import resources
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import tomli_w
+
+import hybriddeid
+from hybriddeid.classifiers.char_crf import CharCRF
+from hybriddeid.classifiers.rules import RuleClassifier
+from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
+from hybriddeid.document import Document, Span
+from hybriddeid.features.token import TOKEN_EXTRACTORS
+from hybriddeid.merge import DEFAULT_PRECEDENCE, merge
+
+log = logging.getLogger(__name__)
+
+COMPONENT_CLASSES = {"rule": RuleClassifier, "char": CharCRF, "token": TokenCRF}
+CONFIG_FILE = "config.toml"
+META_FILE = "meta.json"
+DEFAULT_MODEL = "default"
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "pipeline": {
+        "language": "en",
+        "components": ["rule", "char", "token"],
+        "precedence": list(DEFAULT_PRECEDENCE),
+    },
+    "rule": {"min_precision": 0.0, "rule_files": []},
+    "char": {
+        "radius": 5,
+        "bigram_radius": 3,
+        "trigram_radius": 2,
+        "label_level": "phi",
+        "algorithm": "lbfgs",
+        "c1": 0.05,
+        "c2": 0.01,
+        "max_iterations": 100,
+        "min_freq": 1,
+    },
+    "token": {
+        "features": list(DEFAULT_TOKEN_FEATURES),
+        "window": 2,
+        "algorithm": "lbfgs",
+        "c1": 0.05,
+        "c2": 0.01,
+        "max_iterations": 150,
+        "min_freq": 1,
+    },
+}
+
+
+class ConfigError(ValueError):
+    """A configuration (file or dict) that cannot describe a pipeline."""
+
+
+def build_config(overrides: Mapping[str, Any] | None = None, origin: str = "config") -> dict[str, Any]:
+    """The default config with ``overrides`` applied section by section; unknown keys are errors."""
+    config = copy.deepcopy(DEFAULT_CONFIG)
+    for section, values in (overrides or {}).items():
+        if section not in config:
+            raise ConfigError(f"{origin}: unknown section [{section}]; known: {', '.join(config)}")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{origin}: [{section}] must be a table")
+        for key, value in values.items():
+            if key not in config[section]:
+                raise ConfigError(f"{origin}: unknown key {key!r} in [{section}]")
+            config[section][key] = value
+    _validate(config, origin)
+    return config
+
+
+def _validate(config: dict[str, Any], origin: str) -> None:
+    components = config["pipeline"]["components"]
+    unknown = [name for name in components if name not in COMPONENT_CLASSES]
+    if unknown or not components:
+        raise ConfigError(f"{origin}: components must be a non-empty subset of {sorted(COMPONENT_CLASSES)}")
+    if sorted(config["pipeline"]["precedence"]) != sorted(set(config["pipeline"]["precedence"])):
+        raise ConfigError(f"{origin}: precedence lists a source twice")
+    missing_features = [name for name in config["token"]["features"] if name not in TOKEN_EXTRACTORS]
+    if missing_features:
+        raise ConfigError(f"{origin}: unknown token features {missing_features}; this version knows {sorted(TOKEN_EXTRACTORS)}")
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """Read a TOML config file (partial configs are completed with the defaults)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc})") from None
+    return build_config(data, origin=str(path))
+
+
+def _component(name: str, config: Mapping[str, Any]):
+    language = config["pipeline"]["language"]
+    params = dict(config[name])
+    return COMPONENT_CLASSES[name](language=language, **params)
+
+
+def _fit_and_save(name: str, config: dict[str, Any], docs: list[Document], out_dir: str) -> float:
+    """Fit one component and write it to ``out_dir`` (runs in a worker process)."""
+    started = time.perf_counter()
+    _component(name, config).fit(docs).to_disk(Path(out_dir))
+    return time.perf_counter() - started
+
+
+class Pipeline:
+    """Rules, character CRF and token CRF run independently; their spans are merged by precedence."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config = build_config(config)
+        self.components: dict[str, Any] = {}
+        self.meta: dict[str, Any] = {}
+
+    @property
+    def language(self) -> str:
+        return self.config["pipeline"]["language"]
+
+    @property
+    def precedence(self) -> list[str]:
+        return list(self.config["pipeline"]["precedence"])
+
+    # -- training -------------------------------------------------------------------------
+    def fit(self, docs: Iterable[Document], n_jobs: int = 2, corpus_name: str = "") -> "Pipeline":
+        """Train every component on ``docs``; the two CRFs train in parallel processes when n_jobs > 1."""
+        docs = list(docs)
+        if not any(doc.spans for doc in docs):
+            raise ValueError("no training document has any gold span; nothing to learn from")
+        names = list(self.config["pipeline"]["components"])
+        timings: dict[str, float] = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            crfs = [name for name in names if name != "rule"]
+            if n_jobs > 1 and len(crfs) > 1:
+                with ProcessPoolExecutor(max_workers=min(n_jobs, len(crfs)), mp_context=get_context("fork")) as pool:
+                    futures = {name: pool.submit(_fit_and_save, name, self.config, docs, f"{tmp}/{name}") for name in crfs}
+                    timings.update({name: future.result() for name, future in futures.items()})
+            else:
+                for name in crfs:
+                    timings[name] = _fit_and_save(name, self.config, docs, f"{tmp}/{name}")
+            for name in names:
+                if name == "rule":
+                    started = time.perf_counter()
+                    self.components[name] = _component(name, self.config).fit(docs)
+                    timings[name] = time.perf_counter() - started
+                else:
+                    self.components[name] = COMPONENT_CLASSES[name].from_disk(Path(tmp) / name)
+        labels = sorted({span.label for doc in docs for span in doc.spans})
+        self.meta = {
+            "hybriddeid_version": hybriddeid.__version__,
+            "python": platform.python_version(),
+            "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "training_corpus": {"name": corpus_name, "documents": len(docs), "spans": sum(len(d.spans) for d in docs)},
+            "labels": labels,
+            "fit_seconds": {name: round(seconds, 1) for name, seconds in timings.items()},
+        }
+        return self
+
+    # -- prediction -----------------------------------------------------------------------
+    def _as_document(self, doc_or_text: Document | str) -> Document:
+        if isinstance(doc_or_text, Document):
+            return doc_or_text
+        if isinstance(doc_or_text, str):
+            return Document("text", doc_or_text)
+        raise TypeError("predict() takes a Document or a str")
+
+    def _check_ready(self) -> None:
+        if not self.components:
+            raise RuntimeError("this pipeline has no trained components; call fit() or Pipeline.load()")
+
+    def predict_by_source(self, doc_or_text: Document | str) -> dict[str, list[Span]]:
+        """Each component's own spans, before merging (for ablations and error analysis)."""
+        self._check_ready()
+        doc = self._as_document(doc_or_text)
+        return {name: component.predict(doc) for name, component in self.components.items()}
+
+    def predict(self, doc_or_text: Document | str, precedence: Sequence[str] | None = None) -> list[Span]:
+        """Merged PHI spans of a note (character offsets into its text)."""
+        by_source = self.predict_by_source(doc_or_text)
+        return merge(by_source, self.precedence if precedence is None else precedence)
+
+    def annotate(self, doc: Document) -> Document:
+        """``doc`` with its spans replaced by the pipeline's merged predictions."""
+        return doc.with_spans(self.predict(doc))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(sorted({label for component in self.components.values() for label in component.labels}))
+
+    # -- persistence ----------------------------------------------------------------------
+    def to_disk(self, path: Path) -> None:
+        """Write config.toml, meta.json and one folder per component into ``path``."""
+        self._check_ready()
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / CONFIG_FILE).write_text(tomli_w.dumps(self.config), encoding="utf-8")
+        (path / META_FILE).write_text(json.dumps(self.meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        for name, component in self.components.items():
+            component.to_disk(path / name)
+
+    @classmethod
+    def load(cls, path_or_name: str | Path = DEFAULT_MODEL) -> "Pipeline":
+        """Load a saved pipeline from a folder, or the bundled model by name ("default")."""
+        path = Path(path_or_name)
+        if not (path / CONFIG_FILE).is_file() and str(path_or_name) == DEFAULT_MODEL:
+            path = Path(str(resources.files("hybriddeid.models").joinpath(DEFAULT_MODEL)))
+        if not (path / CONFIG_FILE).is_file():
+            raise FileNotFoundError(f"{path}: not a hybriddeid model (no {CONFIG_FILE})")
+        pipeline = cls(load_config(path / CONFIG_FILE))
+        meta_path = path / META_FILE
+        pipeline.meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        for name in pipeline.config["pipeline"]["components"]:
+            if not (path / name).is_dir():
+                raise FileNotFoundError(f"{path}: the config lists component {name!r} but its folder is missing")
+            pipeline.components[name] = COMPONENT_CLASSES[name].from_disk(path / name)
+        return pipeline

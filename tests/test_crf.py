@@ -1,0 +1,90 @@
+"""BIO/BIOES encoding and decoding, feature extraction and the CRF taggers on a tiny corpus."""
+from __future__ import annotations
+
+import pytest
+
+from hybriddeid.classifiers.char_crf import CharCRF
+from hybriddeid.classifiers.crf import decode_tags, encode_tags
+from hybriddeid.classifiers.token_crf import TokenCRF
+from hybriddeid.document import Document, Span
+from hybriddeid.features.lexical import shape, short_shape
+from hybriddeid.text.tokenize import tokenize
+
+
+def test_word_shapes_follow_the_paper_example():
+    assert shape("PO/5mg") == "AA-#aa"
+    assert short_shape("PO/5mg") == "A-#a"
+
+
+def test_tokens_split_letters_digits_and_punctuation_with_offsets():
+    text = "NºCol:28 Ana-María"
+    tokens = tokenize(text)
+    assert [t.text for t in tokens] == ["NºCol", ":", "28", "Ana", "-", "María"]
+    assert all(text[t.start:t.end] == t.text for t in tokens)
+
+
+UNITS = [(0, 3), (4, 8), (9, 12), (13, 15)]
+
+
+@pytest.mark.parametrize(
+    "scheme, spans, tags",
+    [
+        ("BIO", [Span(4, 12, "NAME")], ["O", "B-NAME", "I-NAME", "O"]),
+        ("BIOES", [Span(4, 12, "NAME")], ["O", "B-NAME", "E-NAME", "O"]),
+        ("BIOES", [Span(0, 3, "ID"), Span(4, 15, "LOC")], ["S-ID", "B-LOC", "I-LOC", "E-LOC"]),
+        ("BIO", [Span(5, 7, "NAME")], ["O", "B-NAME", "O", "O"]),  # a span inside a unit tags the unit
+    ],
+)
+def test_encode_tags(scheme, spans, tags):
+    assert encode_tags(UNITS, spans, scheme) == tags
+
+
+@pytest.mark.parametrize(
+    "tags, expected",
+    [
+        (["O", "B-NAME", "I-NAME", "O"], [Span(4, 12, "NAME", "t")]),
+        (["S-ID", "B-LOC", "I-LOC", "E-LOC"], [Span(0, 3, "ID", "t"), Span(4, 15, "LOC", "t")]),
+        (["O", "I-NAME", "I-NAME", "O"], [Span(4, 12, "NAME", "t")]),  # ill-formed start is tolerated
+        (["B-NAME", "I-DATE", "O", "O"], [Span(0, 3, "NAME", "t"), Span(4, 8, "DATE", "t")]),
+        (["B-NAME", "B-NAME", "O", "B-ID"], [Span(0, 3, "NAME", "t"), Span(4, 8, "NAME", "t"), Span(13, 15, "ID", "t")]),
+    ],
+)
+def test_decode_tags(tags, expected):
+    assert decode_tags(UNITS, tags, "t") == expected
+
+
+def _tiny_corpus() -> list[Document]:
+    names = ["Ana Ruiz", "Pedro Gil", "Marta Sanz", "Luis Vega", "Eva Mora", "Juan Ortiz"]
+    docs = []
+    for i, name in enumerate(names):
+        date = f"{i + 10}/0{i + 1}/2019"
+        text = f"Nombre: {name}.\nFecha de ingreso: {date}.\nPaciente con fiebre y tos.\n"
+        start = text.index(name)
+        dstart = text.index(date)
+        docs.append(Document(f"d{i}", text, (Span(start, start + len(name), "NOMBRE_SUJETO_ASISTENCIA"),
+                                            Span(dstart, dstart + len(date), "FECHAS"))))
+    return docs
+
+
+@pytest.mark.parametrize("make", [
+    lambda: TokenCRF(language="es", max_iterations=50),
+    lambda: CharCRF(language="es", max_iterations=50, label_level="phi"),
+    lambda: CharCRF(language="es", max_iterations=50, label_level="subtype"),
+])
+def test_taggers_learn_a_tiny_corpus_and_round_trip_to_disk(make, tmp_path):
+    docs = _tiny_corpus()
+    model = make().fit(docs[:5])
+    held_out = docs[5]
+    predicted = model.predict(held_out)
+    assert set(predicted) == {span.with_source(model.source) for span in held_out.spans}
+    model.to_disk(tmp_path / "m")
+    reloaded = type(model).from_disk(tmp_path / "m")
+    assert reloaded.predict(held_out) == predicted
+    assert set(reloaded.labels) == {"NOMBRE_SUJETO_ASISTENCIA", "FECHAS"}
+
+
+def test_predict_before_fit_is_a_clear_error():
+    from hybriddeid.classifiers.base import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        TokenCRF().predict(Document("x", "texto"))

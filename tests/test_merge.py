@@ -1,0 +1,88 @@
+"""The precedence merger, table-driven: each row is (spans by source, precedence, expected)."""
+from __future__ import annotations
+
+import pytest
+
+from hybriddeid.document import Span
+from hybriddeid.merge import DEFAULT_PRECEDENCE, merge
+
+
+def s(start: int, end: int, label: str, source: str) -> Span:
+    return Span(start, end, label, source)
+
+
+CASES = [
+    pytest.param({"rule": [], "char": [], "token": []}, DEFAULT_PRECEDENCE, [], id="nothing"),
+    pytest.param(
+        {"token": [s(0, 5, "NAME", "token")], "char": [s(10, 15, "DATE", "char")], "rule": [s(20, 25, "ID", "rule")]},
+        DEFAULT_PRECEDENCE,
+        [s(0, 5, "NAME", "token"), s(10, 15, "DATE", "char"), s(20, 25, "ID", "rule")],
+        id="disjoint spans from all sources are all kept",
+    ),
+    pytest.param(
+        {"token": [s(0, 10, "ID", "token")], "char": [s(2, 8, "DATE", "char")], "rule": [s(5, 12, "PHONE", "rule")]},
+        DEFAULT_PRECEDENCE,
+        [s(5, 12, "PHONE", "rule")],
+        id="rule beats char and token",
+    ),
+    pytest.param(
+        {"token": [s(0, 10, "NAME", "token")], "char": [s(0, 9, "NAME", "char")]},
+        DEFAULT_PRECEDENCE,
+        [s(0, 9, "NAME", "char")],
+        id="char beats token on a boundary disagreement",
+    ),
+    pytest.param(
+        {"token": [s(0, 10, "NAME", "token")], "char": [s(0, 9, "NAME", "char")]},
+        ["token", "char"],
+        [s(0, 10, "NAME", "token")],
+        id="precedence is configurable",
+    ),
+    pytest.param(
+        {"char": [s(0, 4, "NAME", "char"), s(6, 10, "NAME", "char")], "token": [s(0, 10, "NAME", "token")]},
+        DEFAULT_PRECEDENCE,
+        [s(0, 4, "NAME", "char"), s(6, 10, "NAME", "char")],
+        id="a long lower-precedence span loses to two short ones it overlaps",
+    ),
+    pytest.param(
+        {"token": [s(0, 4, "NAME", "token"), s(20, 30, "DATE", "token")], "rule": [s(2, 6, "ID", "rule")]},
+        DEFAULT_PRECEDENCE,
+        [s(2, 6, "ID", "rule"), s(20, 30, "DATE", "token")],
+        id="only the overlapped span of a source is dropped",
+    ),
+    pytest.param(
+        {"token": [s(0, 5, "NAME", "token")], "neural": [s(3, 8, "NAME", "neural")]},
+        DEFAULT_PRECEDENCE,
+        [s(0, 5, "NAME", "token")],
+        id="unlisted sources rank last",
+    ),
+    pytest.param(
+        {"rule": [s(0, 4, "ID", "rule"), s(0, 8, "ID", "rule")]},
+        DEFAULT_PRECEDENCE,
+        [s(0, 8, "ID", "rule")],
+        id="within a source the longest span wins",
+    ),
+    pytest.param(
+        {"token": [s(0, 5, "NAME", "token")], "char": [s(5, 9, "NAME", "char")]},
+        DEFAULT_PRECEDENCE,
+        [s(0, 5, "NAME", "token"), s(5, 9, "NAME", "char")],
+        id="touching spans do not overlap",
+    ),
+]
+
+
+@pytest.mark.parametrize("by_source, precedence, expected", CASES)
+def test_merge(by_source, precedence, expected):
+    assert merge(by_source, precedence) == expected
+
+
+def test_merged_spans_never_overlap_and_keep_their_source():
+    by_source = {
+        "token": [s(i, i + 3, "NAME", "token") for i in range(0, 60, 2)],
+        "char": [s(i, i + 4, "DATE", "char") for i in range(1, 60, 5)],
+        "rule": [s(i, i + 2, "ID", "rule") for i in range(0, 60, 7)],
+    }
+    out = merge(by_source)
+    assert all(a.end <= b.start for a, b in zip(out, out[1:]))
+    assert {span.source for span in out} <= {"token", "char", "rule"}
+    rule_spans = set(by_source["rule"])
+    assert rule_spans <= set(out)  # nothing outranks the rules, and they do not overlap each other

@@ -1,0 +1,150 @@
+"""Pipeline fit/predict/save/load and the CLI (train, annotate, evaluate) on a tiny corpus."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybriddeid import Pipeline
+from hybriddeid.cli import main
+from hybriddeid.document import Document, Span
+from hybriddeid.io import read_corpus, write_document
+from hybriddeid.pipeline import ConfigError, build_config
+
+NAMES = ["Ana Ruiz", "Pedro Gil", "Marta Sanz", "Luis Vega", "Eva Mora", "Juan Ortiz", "Rosa Prieto", "Hugo Lara"]
+FAST = {
+    "pipeline": {"language": "es"},
+    "char": {"max_iterations": 30},
+    "token": {"max_iterations": 30},
+}
+
+
+def make_corpus() -> list[Document]:
+    docs = []
+    for i, name in enumerate(NAMES):
+        date = f"{i + 10}/0{i + 1}/2019"
+        nhc = f"{4417920 + 37 * i}"
+        text = f"Nombre: {name}.\nNHC: {nhc}.\nFecha de ingreso: {date}.\nPaciente con fiebre y tos.\n"
+        spans = []
+        for value, label in ((name, "NOMBRE_SUJETO_ASISTENCIA"), (nhc, "ID_SUJETO_ASISTENCIA"), (date, "FECHAS")):
+            start = text.index(value)
+            spans.append(Span(start, start + len(value), label))
+        docs.append(Document(f"note{i}", text, tuple(spans)))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def corpus_dirs(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("corpus")
+    docs = make_corpus()
+    for doc in docs[:6]:
+        write_document(doc, root / "train", "brat")
+    for doc in docs[6:]:
+        write_document(doc, root / "dev", "brat")
+    return root / "train", root / "dev"
+
+
+@pytest.fixture(scope="module")
+def trained(corpus_dirs) -> Pipeline:
+    return Pipeline(FAST).fit(read_corpus(corpus_dirs[0]), n_jobs=1)
+
+
+def test_pipeline_predicts_merged_spans_with_sources(trained):
+    doc = make_corpus()[7]
+    spans = trained.predict(doc)
+    assert {(s.start, s.end, s.label) for s in spans} == {(s.start, s.end, s.label) for s in doc.spans}
+    assert {s.source for s in spans} <= {"rule", "char", "token"}
+    by_source = trained.predict_by_source(doc)
+    assert set(by_source) == {"rule", "char", "token"}
+    assert trained.predict(doc.text) == spans  # a plain string works too
+
+
+def test_pipeline_round_trips_through_disk_without_pickles(trained, tmp_path):
+    trained.to_disk(tmp_path / "model")
+    files = {p.suffix for p in (tmp_path / "model").rglob("*") if p.is_file()}
+    assert ".pkl" not in files and ".pickle" not in files
+    assert (tmp_path / "model" / "config.toml").is_file()
+    reloaded = Pipeline.load(tmp_path / "model")
+    doc = make_corpus()[6]
+    assert reloaded.predict(doc) == trained.predict(doc)
+    assert reloaded.config == trained.config
+
+
+def test_load_refuses_a_model_with_a_missing_component(trained, tmp_path):
+    trained.to_disk(tmp_path / "model")
+    shutil.rmtree(tmp_path / "model" / "char")
+    with pytest.raises(FileNotFoundError, match="char"):
+        Pipeline.load(tmp_path / "model")
+
+
+def test_load_refuses_an_unknown_feature_recipe(trained, tmp_path):
+    trained.to_disk(tmp_path / "model")
+    config = (tmp_path / "model" / "config.toml").read_text()
+    (tmp_path / "model" / "config.toml").write_text(config.replace('"words"', '"no_such_feature"', 1))
+    with pytest.raises(ConfigError, match="no_such_feature"):
+        Pipeline.load(tmp_path / "model")
+
+
+def test_config_rejects_unknown_keys_and_components():
+    with pytest.raises(ConfigError, match="unknown key"):
+        build_config({"token": {"windw": 3}})
+    with pytest.raises(ConfigError, match="components"):
+        build_config({"pipeline": {"components": ["crf9000"]}})
+
+
+def test_precedence_ablation_changes_the_winner(trained):
+    doc = make_corpus()[7]
+    only_token = trained.predict(doc, precedence=["token", "char", "rule"])
+    assert all(s.source in {"token", "char", "rule"} for s in only_token)
+
+
+def test_cli_train_annotate_evaluate(corpus_dirs, tmp_path, capsys):
+    train_dir, dev_dir = corpus_dirs
+    config = tmp_path / "fast.toml"
+    config.write_text('[pipeline]\nlanguage = "es"\n[char]\nmax_iterations = 30\n[token]\nmax_iterations = 30\n')
+    model = tmp_path / "model"
+    assert main(["-q", "train", "--train", str(train_dir), "--dev", str(dev_dir), "--config", str(config),
+                 "--out", str(model), "--jobs", "1"]) == 0
+    meta = json.loads((model / "meta.json").read_text())
+    assert meta["training_corpus"]["documents"] == 6 and "dev_metrics" in meta
+
+    # Annotate a folder of plain notes: one output per input, named after it.
+    plain = tmp_path / "plain"
+    for doc in make_corpus()[6:]:
+        write_document(doc.with_spans(()), plain, "text")
+    out = tmp_path / "out"
+    assert main(["-q", "annotate", "--model", str(model), str(plain), str(out), "--format", "brat"]) == 0
+    assert sorted(p.name for p in out.glob("*.ann")) == ["note6.ann", "note7.ann"]
+
+    capsys.readouterr()
+    assert main(["evaluate", str(dev_dir), str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["scores"]["strict"]["subtype"]["all"]["micro"]["f1"] == 1.0
+
+    # A rerun resumes (skips finished files); a bad file is reported and the others still go.
+    (plain / "broken.txt").write_bytes(b"\x00\x01binary")
+    (plain / "note8.txt").write_text("Nombre: Rosa Prieto.\n", encoding="utf-8")
+    assert main(["-q", "annotate", "--model", str(model), str(plain), str(out)]) == 1
+    assert (out / "note8.ann").is_file() and not (out / "broken.ann").exists()
+
+
+def test_cli_reports_a_missing_model_without_traceback(tmp_path, caplog):
+    assert main(["-q", "annotate", "--model", str(tmp_path / "nope"), str(tmp_path), str(tmp_path / "o")]) == 2
+    assert "not a hybriddeid model" in caplog.text
+
+
+def test_annotate_refuses_to_write_into_the_input_folder(corpus_dirs, trained, tmp_path):
+    model = tmp_path / "model"
+    trained.to_disk(model)
+    assert main(["-q", "annotate", "--model", str(model), str(corpus_dirs[1]), str(corpus_dirs[1])]) == 2
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("hybriddeid")
+    assert exe is not None
+    done = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("hybriddeid ")
