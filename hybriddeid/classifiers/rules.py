@@ -1,0 +1,472 @@
+"""The regex rule classifier (paper section 3.3): formulaic PHI found by rules kept as data.
+
+Rules live in TOML files (``resources/regex/<language>.toml`` ships with the package; users add
+their own). Each ``[[rule]]`` has a ``name``, a ``label`` from the taxonomy named in the file
+header, a ``pattern`` whose named group ``phi`` marks the PHI part (the whole match if absent; a
+pattern may capture ``phi`` several times, one span each), and optionally ``flags``, ``context``
+words required within ``context_window`` characters before the PHI, a ``validator`` from
+:mod:`hybriddeid.classifiers.validators`, and ``examples`` / ``counter_examples`` that the test
+suite checks. Files are validated when they load, so a broken
+rule fails with its file and name instead of silently never matching.
+
+Rules win over the CRFs in the merger, so they must be nearly always right: ``fit`` measures each
+rule's precision on gold documents and switches off those below ``min_precision``.
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import logging
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import regex
+import tomli_w
+
+from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
+from hybriddeid.document import Document, Span
+from hybriddeid.io import atomic_write_text
+from hybriddeid.taxonomy import load_taxonomy
+
+log = logging.getLogger(__name__)
+
+FLAGS: dict[str, int] = {
+    "IGNORECASE": regex.IGNORECASE,
+    "MULTILINE": regex.MULTILINE,
+    "DOTALL": regex.DOTALL,
+    "VERBOSE": regex.VERBOSE,
+    "ASCII": regex.ASCII,
+    "V1": regex.V1,
+}
+DEFAULT_CONTEXT_WINDOW = 30
+DEFAULT_TIMEOUT = 0.5  # seconds per rule per document; normal searches take microseconds
+STATE_FILE = "rules.toml"
+STATE_FORMAT = 1
+
+_FILE_KEYS = frozenset({"taxonomy", "language", "description", "rule"})
+_RULE_KEYS = frozenset(
+    {"name", "label", "pattern", "flags", "context", "context_window", "validator", "examples",
+     "counter_examples"}
+)
+_EXAMPLE_KEYS = frozenset({"text", "phi"})
+_NAME = regex.compile(r"[A-Za-z0-9_.-]+")
+
+
+class RuleFileError(ValueError):
+    """A rule file that cannot be used; the message names the file and the rule."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """A text on which a rule must find exactly the ``phi`` strings, in order."""
+
+    text: str
+    phi: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Rule:
+    """One compiled rule. ``spans(text)`` gives the (start, end) of its accepted PHI hits."""
+
+    name: str
+    label: str
+    pattern: str
+    origin: str
+    flags: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    validator: str | None = None
+    examples: tuple[Example, ...] = ()
+    counter_examples: tuple[str, ...] = ()
+    _regex: "regex.Pattern[str]" = field(init=False, repr=False)
+    _context_regex: "regex.Pattern[str] | None" = field(init=False, repr=False)
+    _validate: Validator | None = field(init=False, repr=False)
+    _has_phi_group: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        flags = 0
+        for flag in self.flags:
+            flags |= FLAGS[flag]
+        compiled = regex.compile(self.pattern, flags)
+        context = None
+        if self.context:
+            words = "|".join(regex.escape(word) for word in sorted(self.context, key=len, reverse=True))
+            context = regex.compile(rf"(?<!\w)(?:{words})(?!\w)", regex.IGNORECASE)
+        object.__setattr__(self, "_regex", compiled)
+        object.__setattr__(self, "_context_regex", context)
+        object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
+        object.__setattr__(self, "_has_phi_group", "phi" in compiled.groupindex)
+
+    def spans(self, text: str, timeout: float | None = None) -> list[tuple[int, int]]:
+        """PHI offsets of every hit that passes the context and validator checks.
+
+        Raises ``TimeoutError`` when the whole search takes longer than ``timeout`` seconds.
+        """
+        found = []
+        for match in self._regex.finditer(text, timeout=timeout):
+            # A pattern may capture "phi" more than once ("28036 Madrid": code and town).
+            captures = match.spans("phi") if self._has_phi_group else [match.span()]
+            parts = [(s, e) for s, e in captures if e > s]
+            if not parts:
+                continue
+            if self._context_regex is not None:
+                start = parts[0][0]
+                if self._context_regex.search(text, max(0, start - self.context_window), start) is None:
+                    continue
+            if self._validate is not None and not self._validate(match):
+                continue
+            found.extend(parts)
+        return found
+
+    def example_problems(self) -> list[str]:
+        """What is wrong with this rule's own examples and counter-examples (empty when none)."""
+        problems = []
+        for example in self.examples:
+            got = tuple(example.text[s:e] for s, e in self.spans(example.text))
+            if got != example.phi:
+                problems.append(f"{self.name}: example {example.text!r} gave {got}, expected {example.phi}")
+        for text in self.counter_examples:
+            got = tuple(text[s:e] for s, e in self.spans(text))
+            if got:
+                problems.append(f"{self.name}: counter-example {text!r} matched {got}")
+        return problems
+
+
+@dataclass(frozen=True)
+class RuleFile:
+    """A parsed, validated rule file."""
+
+    origin: str
+    taxonomy: str
+    language: str | None
+    rules: tuple[Rule, ...]
+
+
+def parse_rule_file(text: str, origin: str) -> RuleFile:
+    """Parse and validate the TOML ``text`` of a rule file; ``origin`` names it in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleFileError(f"{origin}: not valid TOML ({exc})") from None
+    unknown = sorted(set(data) - _FILE_KEYS)
+    if unknown:
+        raise RuleFileError(f"{origin}: unknown top-level key(s) {unknown}; allowed: {sorted(_FILE_KEYS)}")
+    taxonomy_name = data.get("taxonomy")
+    if not isinstance(taxonomy_name, str):
+        raise RuleFileError(f"{origin}: the header must name its label taxonomy, e.g. taxonomy = 'meddocan'")
+    try:
+        taxonomy = load_taxonomy(taxonomy_name)
+    except ValueError as exc:
+        raise RuleFileError(f"{origin}: {exc}") from None
+    language = data.get("language")
+    if language is not None and not isinstance(language, str):
+        raise RuleFileError(f"{origin}: language must be a string")
+    entries = data.get("rule", [])
+    if not isinstance(entries, list):
+        raise RuleFileError(f"{origin}: rules must be an array of tables ([[rule]])")
+    rules: list[Rule] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries, start=1):
+        rule = _parse_rule(entry, index, origin, taxonomy.knows, taxonomy.name)
+        if rule.name in seen:
+            raise RuleFileError(f"{origin}: rule {rule.name!r}: the name is used twice")
+        seen.add(rule.name)
+        rules.append(rule)
+    return RuleFile(origin, taxonomy.name, language, tuple(rules))
+
+
+def _parse_rule(
+    entry: Any, index: int, origin: str, knows_label: Callable[[str], bool], taxonomy: str
+) -> Rule:
+    where = f"{origin}: rule #{index}"
+    if not isinstance(entry, dict):
+        raise RuleFileError(f"{where}: must be a table")
+    name = entry.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise RuleFileError(f"{where}: needs a name of letters, digits, '_', '-' or '.'")
+    where = f"{origin}: rule {name!r}"
+
+    def fail(problem: str) -> RuleFileError:
+        return RuleFileError(f"{where}: {problem}")
+
+    unknown = sorted(set(entry) - _RULE_KEYS)
+    if unknown:
+        raise fail(f"unknown key(s) {unknown}; allowed: {sorted(_RULE_KEYS)}")
+    label, pattern = entry.get("label"), entry.get("pattern")
+    if not isinstance(label, str) or not knows_label(label):
+        raise fail(f"label {label!r} is not in the {taxonomy} taxonomy")
+    if not isinstance(pattern, str) or not pattern:
+        raise fail("needs a non-empty string pattern")
+    flags = _string_list(entry.get("flags", []), "flags", fail)
+    bad_flags = sorted(set(flags) - set(FLAGS))
+    if bad_flags:
+        raise fail(f"unknown flag(s) {bad_flags}; allowed: {sorted(FLAGS)}")
+    context = _string_list(entry.get("context", []), "context", fail)
+    if any(not word for word in context):
+        raise fail("context words must not be empty")
+    window = entry.get("context_window", DEFAULT_CONTEXT_WINDOW)
+    if "context_window" in entry and not context:
+        raise fail("context_window is set but context is empty")
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+        raise fail("context_window must be a positive integer")
+    validator = entry.get("validator")
+    if validator is not None and validator not in validator_names():
+        raise fail(f"unknown validator {validator!r}; registered: {list(validator_names())}")
+    examples = tuple(
+        _parse_example(item, fail)
+        for item in _list(entry.get("examples", []), "examples", fail)
+    )
+    counter = _string_list(entry.get("counter_examples", []), "counter_examples", fail)
+    try:
+        return Rule(name, label, pattern, origin, tuple(flags), tuple(context), window, validator,
+                    examples, tuple(counter))
+    except regex.error as exc:
+        raise fail(f"pattern does not compile ({exc})") from None
+
+
+def _list(value: Any, key: str, fail: Callable[[str], RuleFileError]) -> list[Any]:
+    if not isinstance(value, list):
+        raise fail(f"{key} must be a list")
+    return value
+
+
+def _string_list(value: Any, key: str, fail: Callable[[str], RuleFileError]) -> list[str]:
+    items = _list(value, key, fail)
+    if not all(isinstance(item, str) for item in items):
+        raise fail(f"{key} must be a list of strings")
+    return items
+
+
+def _parse_example(item: Any, fail: Callable[[str], RuleFileError]) -> Example:
+    """An example is a string (all of it is the PHI) or a table {text, phi = str | [str, ...]}."""
+    if isinstance(item, str):
+        return Example(item, (item,))
+    if not isinstance(item, dict) or set(item) - _EXAMPLE_KEYS or not isinstance(item.get("text"), str):
+        raise fail("each example must be a string or a table {text = ..., phi = ...}")
+    phi = item.get("phi", item["text"])
+    phi = (phi,) if isinstance(phi, str) else phi
+    if not isinstance(phi, (list, tuple)) or not all(isinstance(p, str) for p in phi):
+        raise fail("an example's phi must be a string or a list of strings")
+    return Example(item["text"], tuple(phi))
+
+
+def bundled_languages() -> tuple[str, ...]:
+    """Languages with a rule pack shipped in ``hybriddeid.resources/regex``."""
+    folder = resources.files("hybriddeid.resources") / "regex"
+    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml")))
+
+
+def bundled_rules_text(language: str) -> str:
+    """The TOML text of the rule pack shipped for ``language``."""
+    entry = resources.files("hybriddeid.resources") / "regex" / f"{language}.toml"
+    if not entry.is_file():
+        raise ValueError(f"no bundled rules for language {language!r}; bundled: {list(bundled_languages())}")
+    return entry.read_text(encoding="utf-8")
+
+
+@dataclass
+class RuleStats:
+    """How one rule did on gold documents: its ``hits``, the ``correct`` ones (same offsets and
+    label as a gold span) and the number of ``gold`` spans of its label."""
+
+    hits: int = 0
+    correct: int = 0
+    gold: int = 0
+
+    @property
+    def precision(self) -> float:
+        return self.correct / self.hits if self.hits else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.correct / self.gold if self.gold else 0.0
+
+
+class RuleClassifier:
+    """Finds PHI with regex rules: the bundled pack for ``language`` plus user ``rule_files``.
+
+    ``language=None`` uses only the user files. Overlapping hits are resolved longest first, then
+    by rule order (bundled before user, file order within a file), so output spans never overlap.
+    Usable without ``fit`` (every rule on); ``fit`` turns off rules below ``min_precision``.
+    A rule whose search exceeds ``timeout`` seconds is skipped for that document with a warning.
+    """
+
+    def __init__(
+        self,
+        language: str | None = "en",
+        rule_files: Sequence[str | Path] = (),
+        min_precision: float = 0.0,
+        source: str = "rule",
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.language = language
+        self.rule_files = tuple(rule_files)
+        self.min_precision = min_precision
+        self.source = source
+        self.timeout = timeout
+        # (origin, text) of the user rule files once read; from_disk fills it from the saved state.
+        self._user_texts: tuple[tuple[str, str], ...] | None = None
+        self._rules: tuple[Rule, ...] | None = None
+
+    # -- rules -------------------------------------------------------------------------------
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Every loaded rule, enabled or not, in precedence order (compiled once, on first use)."""
+        if self._rules is None:
+            self._rules = self._load()
+        return self._rules
+
+    @property
+    def enabled_rules(self) -> tuple[Rule, ...]:
+        enabled = getattr(self, "enabled_", None)
+        if enabled is None:
+            return self.rules
+        keep = set(enabled)
+        return tuple(rule for rule in self.rules if rule.name in keep)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(rule.label for rule in self.enabled_rules))
+
+    def _user_rule_texts(self) -> tuple[tuple[str, str], ...]:
+        if self._user_texts is None:
+            self._user_texts = tuple(
+                (str(path), Path(path).read_text(encoding="utf-8")) for path in self.rule_files
+            )
+        return self._user_texts
+
+    def _load(self) -> tuple[Rule, ...]:
+        files = []
+        if self.language:
+            files.append(parse_rule_file(bundled_rules_text(self.language), f"regex/{self.language}.toml"))
+        files.extend(parse_rule_file(text, origin) for origin, text in self._user_rule_texts())
+        rules: list[Rule] = []
+        where: dict[str, str] = {}
+        for rule_file in files:
+            for rule in rule_file.rules:
+                if rule.name in where:
+                    raise RuleFileError(f"{rule_file.origin}: rule {rule.name!r}: the name is "
+                                        f"already used in {where[rule.name]}")
+                where[rule.name] = rule_file.origin
+                rules.append(rule)
+        return tuple(rules)
+
+    # -- the protocol --------------------------------------------------------------------------
+    def _search(self, rule: Rule, doc: Document) -> list[tuple[int, int]]:
+        try:
+            return rule.spans(doc.text, timeout=self.timeout)
+        except TimeoutError:
+            log.warning("rule %r timed out after %gs on document %r; skipped for this document",
+                        rule.name, self.timeout, doc.name)
+            return []
+
+    def fit(self, docs: Iterable[Document]) -> "RuleClassifier":
+        """Measure every rule on the gold spans of ``docs``; keep those with precision >= min_precision.
+
+        A hit is correct when a gold span has its offsets and label. Rules that never fire stay on
+        (nothing speaks against them).
+        """
+        self.rule_stats_ = measure_rules(self.rules, docs, self._search)
+        self.enabled_ = tuple(
+            rule.name for rule in self.rules if self.rule_stats_[rule.name].precision >= self.min_precision
+        )
+        return self
+
+    def predict(self, doc: Document) -> list[Span]:
+        """Non-overlapping rule spans for ``doc``, sorted by offset."""
+        candidates = [
+            (start - end, order, start, end, rule.label)
+            for order, rule in enumerate(self.enabled_rules)
+            for start, end in self._search(rule, doc)
+        ]
+        candidates.sort()  # longest first, then rule order, then leftmost
+        starts: list[int] = []
+        kept: list[Span] = []
+        for _, _, start, end, label in candidates:
+            i = bisect.bisect_left(starts, start)
+            if i > 0 and kept[i - 1].end > start or i < len(kept) and kept[i].start < end:
+                continue
+            starts.insert(i, start)
+            kept.insert(i, Span(start, end, label, self.source))
+        return kept
+
+    def to_disk(self, path: Path) -> None:
+        """Write ``rules.toml``: settings, user rule texts, enabled rules and the fit statistics."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        state: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "language": self.language or "",
+            "source": self.source,
+            "min_precision": self.min_precision,
+            "timeout": self.timeout,
+            "bundled_sha256": self._bundled_digest(),
+            "enabled": [rule.name for rule in self.enabled_rules],
+            "user_rules": [{"origin": origin, "text": text} for origin, text in self._user_rule_texts()],
+        }
+        stats = getattr(self, "rule_stats_", None)
+        if stats is not None:
+            state["rule_stats"] = {name: vars(value) for name, value in stats.items()}
+        atomic_write_text(path / STATE_FILE, tomli_w.dumps(state, multiline_strings=True))
+
+    @classmethod
+    def from_disk(cls, path: Path) -> "RuleClassifier":
+        """Rebuild a classifier saved by :meth:`to_disk`; refuses a state naming unknown rules."""
+        state_file = Path(path) / STATE_FILE
+        try:
+            state = tomllib.loads(state_file.read_text(encoding="utf-8"))
+            if state["format"] != STATE_FORMAT:
+                raise ValueError(f"format {state['format']!r} is not {STATE_FORMAT}")
+            user = tuple((item["origin"], item["text"]) for item in state["user_rules"])
+            clf = cls(state["language"] or None, tuple(origin for origin, _ in user),
+                      state["min_precision"], state["source"], state["timeout"])
+            enabled = tuple(state["enabled"])
+            stats = {name: RuleStats(**value) for name, value in state.get("rule_stats", {}).items()}
+            saved_digest = state["bundled_sha256"]
+        except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{state_file}: not a saved rule classifier ({exc})") from None
+        clf._user_texts = user  # the saved copies, not the files they came from
+        missing = sorted(set(enabled) - {rule.name for rule in clf.rules})
+        if missing:
+            raise ValueError(f"{state_file}: enabled rules {missing} are not in the current rule packs")
+        if saved_digest != clf._bundled_digest():
+            log.warning("%s: the bundled %r rules changed since this classifier was saved",
+                        state_file, clf.language)
+        clf.enabled_ = enabled
+        if stats:
+            clf.rule_stats_ = stats
+        return clf
+
+    def _bundled_digest(self) -> str:
+        if not self.language:
+            return ""
+        return hashlib.sha256(bundled_rules_text(self.language).encode("utf-8")).hexdigest()
+
+
+Search = Callable[[Rule, Document], list[tuple[int, int]]]
+
+
+def measure_rules(
+    rules: Sequence[Rule], docs: Iterable[Document], search: Search | None = None
+) -> dict[str, RuleStats]:
+    """Per-rule hits, exact-match correct hits and gold counts of the rule's label over ``docs``.
+
+    ``search(rule, doc)`` gives a rule's (start, end) hits; by default ``rule.spans(doc.text)``.
+    """
+    search = search or (lambda rule, doc: rule.spans(doc.text))
+    stats = {rule.name: RuleStats() for rule in rules}
+    for doc in docs:
+        gold = {(span.start, span.end, span.label) for span in doc.spans}
+        per_label: dict[str, int] = {}
+        for span in doc.spans:
+            per_label[span.label] = per_label.get(span.label, 0) + 1
+        for rule in rules:
+            hits = search(rule, doc)
+            entry = stats[rule.name]
+            entry.hits += len(hits)
+            entry.correct += sum((start, end, rule.label) in gold for start, end in hits)
+            entry.gold += per_label.get(rule.label, 0)
+    return stats

@@ -1,0 +1,134 @@
+"""Validators that rule files name in their ``validator`` key.
+
+A validator receives the regex match of a rule and says whether the hit is plausible PHI, for
+checks a pattern cannot express well (a day that exists in its month, a checksum, an octet range).
+Date validators read the named groups ``day``, ``month`` and ``year`` when the pattern has them.
+New validators are added with :func:`register_validator`; rule files are checked against the
+registry when they load, so a misspelt name fails early.
+"""
+from __future__ import annotations
+
+import calendar
+from typing import Callable
+
+import regex
+
+Validator = Callable[["regex.Match[str]"], bool]
+
+_VALIDATORS: dict[str, Validator] = {}
+
+
+def register_validator(name: str) -> Callable[[Validator], Validator]:
+    """Decorator: register ``func`` under ``name`` (names are unique)."""
+
+    def decorator(func: Validator) -> Validator:
+        if name in _VALIDATORS:
+            raise ValueError(f"validator {name!r} is already registered")
+        _VALIDATORS[name] = func
+        return func
+
+    return decorator
+
+
+def get_validator(name: str) -> Validator:
+    """The validator registered as ``name``; ``KeyError`` if there is none."""
+    return _VALIDATORS[name]
+
+
+def validator_names() -> tuple[str, ...]:
+    return tuple(sorted(_VALIDATORS))
+
+
+def _phi(match: "regex.Match[str]") -> str:
+    """The PHI part of a match: group ``phi`` when the pattern has it, else the whole match."""
+    return match.group("phi") if "phi" in match.re.groupindex else match.group()
+
+
+def _digits(text: str) -> str:
+    return "".join(ch for ch in text if ch.isdigit())
+
+
+def _group(match: "regex.Match[str]", name: str) -> str | None:
+    return match.group(name) if name in match.re.groupindex else None
+
+
+# Two-digit years are read as 19xx/20xx; a date outside these years is not a note's date.
+_MIN_YEAR, _MAX_YEAR = 1900, 2099
+
+
+def _valid_date(match: "regex.Match[str]", two_digit_year_ok: bool) -> bool:
+    day, month, year = (_group(match, key) for key in ("day", "month", "year"))
+    year_value: int | None = None
+    if year is not None:
+        if len(year) == 2 and two_digit_year_ok:
+            year_value = 2000 + int(year)  # a leap year stand-in good enough for Feb 29 checks
+        elif len(year) == 4:
+            year_value = int(year)
+            if not _MIN_YEAR <= year_value <= _MAX_YEAR:
+                return False
+        else:
+            return False
+    if month is not None:
+        month_value = int(month)
+        if not 1 <= month_value <= 12:
+            return False
+        if day is not None:
+            last = calendar.monthrange(year_value if year_value else 2000, month_value)[1]
+            return 1 <= int(day) <= last
+    elif day is not None:
+        return 1 <= int(day) <= 31
+    return True
+
+
+@register_validator("date")
+def valid_date(match: "regex.Match[str]") -> bool:
+    """Numeric groups ``day``/``month``/``year`` form a real calendar date in 1900-2099."""
+    return _valid_date(match, two_digit_year_ok=True)
+
+
+@register_validator("date_4digit_year")
+def valid_date_4digit_year(match: "regex.Match[str]") -> bool:
+    """As ``date`` but the year must have four digits."""
+    return _valid_date(match, two_digit_year_ok=False)
+
+
+@register_validator("luhn")
+def valid_luhn(match: "regex.Match[str]") -> bool:
+    """The digits of the PHI pass the Luhn checksum (payment cards, some record numbers)."""
+    digits = _digits(_phi(match))
+    if len(digits) < 2:
+        return False
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        value = int(ch)
+        if i % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+@register_validator("ipv4")
+def valid_ipv4(match: "regex.Match[str]") -> bool:
+    """Four dot-separated octets, each 0-255, without leading zeros (so not a version number)."""
+    parts = _phi(match).split(".")
+    return len(parts) == 4 and all(
+        part.isdigit() and int(part) <= 255 and (part == "0" or not part.startswith("0"))
+        for part in parts
+    )
+
+
+@register_validator("us_ssn")
+def valid_us_ssn(match: "regex.Match[str]") -> bool:
+    """A US social security number the SSA could issue: area not 000/666/9xx, group and serial not 0."""
+    digits = _digits(_phi(match))
+    if len(digits) != 9:
+        return False
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    return area not in ("000", "666") and not area.startswith("9") and group != "00" and serial != "0000"
+
+
+@register_validator("age_over_89")
+def valid_age_over_89(match: "regex.Match[str]") -> bool:
+    """An age HIPAA requires removed: 90 to 125 years."""
+    digits = _digits(_phi(match))
+    return bool(digits) and 90 <= int(digits) <= 125

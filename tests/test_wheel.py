@@ -1,0 +1,71 @@
+"""The built wheel carries the bundled resources and loads them without the source tree.
+
+Builds the wheel from a copy of the project (so the working tree gets no build/ or egg-info),
+installs it into a fresh venv with only the dependencies the check imports, and runs the check
+from a directory outside the repository.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT_FILES = ("setup.cfg", "pyproject.toml", "setup.py", "README.md", "LICENSE", "MANIFEST.in")
+PROJECT_DIRS = ("hybriddeid", "resources")
+CHECK_DEPENDENCIES = ("regex>=2023.0", "tomli-w>=1.0")  # what hybriddeid.classifiers.rules imports
+
+CHECK = """
+import hybriddeid, pathlib, sys
+from hybriddeid.classifiers.rules import RuleClassifier, bundled_languages
+from hybriddeid.document import Document
+
+assert pathlib.Path(sys.prefix) in pathlib.Path(hybriddeid.__file__).parents, hybriddeid.__file__
+assert {"en", "es"} <= set(bundled_languages()), bundled_languages()
+text = "NHC: 4455667.\\nEdad: 73 años Sexo: M.\\n"
+es = {(text[s.start:s.end], s.label) for s in RuleClassifier("es").predict(Document("es", text))}
+assert ("4455667", "ID_SUJETO_ASISTENCIA") in es and ("73 años", "EDAD_SUJETO_ASISTENCIA") in es, es
+text = "Call (617) 555-0142."
+en = [(text[s.start:s.end], s.label) for s in RuleClassifier("en").predict(Document("en", text))]
+assert en == [("(617) 555-0142", "PHONE")], en
+print("wheel ok")
+"""
+
+
+def run(*args: str | Path, cwd: Path) -> str:
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, f"{' '.join(map(str, args))} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_wheel_ships_and_loads_the_rule_packs(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in PROJECT_FILES:
+        if (ROOT / name).exists():
+            shutil.copy2(ROOT / name, source / name)
+    for name in PROJECT_DIRS:
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+    wheels = tmp_path / "wheels"
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", wheels, source, cwd=tmp_path)
+    (wheel,) = wheels.glob("hybriddeid-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for language in ("en", "es"):
+        assert f"hybriddeid/resources/regex/{language}.toml" in names
+
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
+    python = venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    run(python, "-m", "pip", "install", "-q", "--no-deps", wheel, cwd=tmp_path)
+    run(python, "-m", "pip", "install", "-q", *CHECK_DEPENDENCIES, cwd=tmp_path)
+    assert run(python, "-c", CHECK, cwd=tmp_path).strip() == "wheel ok"
