@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import regex
+
 from hybriddeid.document import Span
 
 DEFAULT_PRECEDENCE = ("rule", "char", "token")
@@ -31,3 +33,33 @@ def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[st
         if not any(span.overlaps(other) for other in kept):
             kept.append(span)
     return sorted(kept)
+
+
+def filter_scores(spans_by_source: Mapping[str, Sequence[Span]], min_score: Mapping[str, float]) -> dict[str, list[Span]]:
+    """Drop each source's spans scored below that source's threshold (sources not named keep all)."""
+    return {
+        source: [span for span in spans if span.score >= min_score.get(source, 0.0)]
+        for source, spans in spans_by_source.items()
+    }
+
+
+def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str = "propagated") -> list[Span]:
+    """Also mark other whole-word occurrences of a string already found as PHI in the same note.
+
+    A name or place found once (say in the header) is often repeated where context is weaker.
+    Occurrences overlapping a found span are left alone; strings shorter than ``min_length`` or
+    without a letter or digit are not propagated. The first label seen for a string is used.
+    """
+    labels: dict[str, str] = {}
+    for span in spans:
+        surface = text[span.start:span.end]
+        if len(surface) >= min_length and any(ch.isalnum() for ch in surface):
+            labels.setdefault(surface, span.label)
+    out = list(spans)
+    for surface, label in labels.items():
+        pattern = regex.compile(r"(?<!\w)" + regex.escape(surface) + r"(?!\w)")
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if not any(start < other.end and other.start < end for other in out):
+                out.append(Span(start, end, label, source))
+    return sorted(out)

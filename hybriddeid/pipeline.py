@@ -27,7 +27,7 @@ from hybriddeid.classifiers.rules import RuleClassifier
 from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
 from hybriddeid.document import Document, Span
 from hybriddeid.features.token import TOKEN_EXTRACTORS
-from hybriddeid.merge import DEFAULT_PRECEDENCE, merge
+from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, merge, propagate
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "language": "en",
         "components": ["rule", "char", "token"],
         "precedence": list(DEFAULT_PRECEDENCE),
+        # Per-source confidence floor, e.g. {char = 0.95}: spans scored lower are dropped before merging.
+        "min_score": {},
+        # Mark further occurrences, in the same note, of strings already found as PHI.
+        "propagate": False,
     },
     "rule": {"min_precision": 0.0, "rule_files": []},
     "char": {
@@ -48,6 +52,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "bigram_radius": 3,
         "trigram_radius": 2,
         "label_level": "phi",
+        "thin_interior": True,
         "algorithm": "lbfgs",
         "c1": 0.05,
         "c2": 0.01,
@@ -93,6 +98,9 @@ def _validate(config: dict[str, Any], origin: str) -> None:
         raise ConfigError(f"{origin}: components must be a non-empty subset of {sorted(COMPONENT_CLASSES)}")
     if sorted(config["pipeline"]["precedence"]) != sorted(set(config["pipeline"]["precedence"])):
         raise ConfigError(f"{origin}: precedence lists a source twice")
+    min_score = config["pipeline"]["min_score"]
+    if not isinstance(min_score, Mapping) or not all(0.0 <= float(v) <= 1.0 for v in min_score.values()):
+        raise ConfigError(f"{origin}: min_score must map sources to thresholds in [0, 1]")
     missing_features = [name for name in config["token"]["features"] if name not in TOKEN_EXTRACTORS]
     if missing_features:
         raise ConfigError(f"{origin}: unknown token features {missing_features}; this version knows {sorted(TOKEN_EXTRACTORS)}")
@@ -192,8 +200,16 @@ class Pipeline:
 
     def predict(self, doc_or_text: Document | str, precedence: Sequence[str] | None = None) -> list[Span]:
         """Merged PHI spans of a note (character offsets into its text)."""
-        by_source = self.predict_by_source(doc_or_text)
-        return merge(by_source, self.precedence if precedence is None else precedence)
+        doc = self._as_document(doc_or_text)
+        return self.combine(doc, self.predict_by_source(doc), precedence)
+
+    def combine(
+        self, doc: Document, by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] | None = None
+    ) -> list[Span]:
+        """Filter, merge and (if configured) propagate per-source spans: the pipeline's final step."""
+        settings = self.config["pipeline"]
+        spans = merge(filter_scores(by_source, settings["min_score"]), self.precedence if precedence is None else precedence)
+        return propagate(doc.text, spans) if settings["propagate"] else spans
 
     def annotate(self, doc: Document) -> Document:
         """``doc`` with its spans replaced by the pipeline's merged predictions."""

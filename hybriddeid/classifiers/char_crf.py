@@ -42,6 +42,7 @@ class CharCRF(CRFTagger):
         trigram_radius: int | None = 2,
         language: str = "en",
         label_level: str = "phi",
+        thin_interior: bool = True,
         **crf_params: Any,
     ) -> None:
         if label_level not in LABEL_LEVELS:
@@ -51,10 +52,16 @@ class CharCRF(CRFTagger):
         self.bigram_radius = bigram_radius
         self.trigram_radius = trigram_radius
         self.language = language
+        self.thin_interior = thin_interior
         self._window = CharWindow.symmetric(radius, bigram_radius, trigram_radius)
 
     def get_params(self) -> dict[str, Any]:
-        params = {**super().get_params(), "radius": self.radius, "language": self.language}
+        params = {
+            **super().get_params(),
+            "radius": self.radius,
+            "language": self.language,
+            "thin_interior": self.thin_interior,
+        }
         for name in ("bigram_radius", "trigram_radius"):
             if getattr(self, name) is not None:
                 params[name] = getattr(self, name)
@@ -63,7 +70,7 @@ class CharCRF(CRFTagger):
     def sequences(self, doc: Document) -> Iterator[UnitSequence]:
         for line in line_contexts(doc.text, self.language):
             tokens = tokenize(doc.text, line.start, line.end)
-            feats = char_features(doc.text, line, tokens, self._window)
+            feats = char_features(doc.text, line, tokens, self._window, thin_interior=self.thin_interior)
             yield UnitSequence([(i, i + 1) for i in range(line.start, line.end)], feats)
 
     def training_label(self, span: Span) -> str:

@@ -60,18 +60,24 @@ def encode_tags(units: Sequence[tuple[int, int]], spans: Iterable[Span], scheme:
     return tags
 
 
-def decode_tags(units: Sequence[tuple[int, int]], tags: Sequence[str], source: str) -> list[Span]:
-    """Spans from BIO or BIOES tags; tolerant of ill-formed sequences (an I after O starts a span)."""
+def decode_tags(
+    units: Sequence[tuple[int, int]], tags: Sequence[str], source: str, scores: Sequence[float] | None = None
+) -> list[Span]:
+    """Spans from BIO or BIOES tags; tolerant of ill-formed sequences (an I after O starts a span).
+
+    With per-unit ``scores`` (marginal probabilities), a span's score is its least confident unit's.
+    """
     spans: list[Span] = []
     open_label: str | None = None
     open_start = 0
     open_end = 0
+    open_score = 1.0
 
     def close() -> None:
         if open_label is not None:
-            spans.append(Span(open_start, open_end, open_label, source))
+            spans.append(Span(open_start, open_end, open_label, source, open_score))
 
-    for (start, end), tag in zip(units, tags):
+    for i, ((start, end), tag) in enumerate(zip(units, tags)):
         if tag == OUTSIDE:
             close()
             open_label = None
@@ -79,8 +85,10 @@ def decode_tags(units: Sequence[tuple[int, int]], tags: Sequence[str], source: s
         prefix, label = tag[0], tag[2:]
         if prefix in "BS" or label != open_label:
             close()
-            open_label, open_start = label, start
+            open_label, open_start, open_score = label, start, 1.0
         open_end = end
+        if scores is not None:
+            open_score = min(open_score, scores[i])
         if prefix in "ES":
             close()
             open_label = None
@@ -169,15 +177,17 @@ class CRFTagger:
         self._check_fitted()
         return self.labels_
 
-    def tag_sequence(self, seq: UnitSequence) -> list[str]:
-        return self.tagger_.tag(seq.features)
-
     def predict(self, doc: Document) -> list[Span]:
+        """Spans with scores: the lowest marginal probability of the tags inside each span."""
         self._check_fitted()
         spans: list[Span] = []
+        tagger = self.tagger_
         for seq in self.sequences(doc):
-            if seq.units:
-                spans.extend(decode_tags(seq.units, self.tag_sequence(seq), self.source))
+            if not seq.units:
+                continue
+            tags = tagger.tag(seq.features)
+            scores = [1.0 if tag == OUTSIDE else tagger.marginal(tag, i) for i, tag in enumerate(tags)]
+            spans.extend(decode_tags(seq.units, tags, self.source, scores))
         return spans
 
     # -- persistence ------------------------------------------------------------------------

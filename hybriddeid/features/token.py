@@ -42,6 +42,19 @@ class TokenSequence:
 
         return at
 
+    def column(self, values: list[str], offset: int) -> list[str]:
+        """``values`` shifted by ``offset`` (value of token i + offset for every token i), padded."""
+        n = len(values)
+        pad = abs(offset)
+        padded = ["<s>"] * pad + values + ["</s>"] * pad
+        return padded[pad + offset:pad + offset + n]
+
+
+def _add_columns(feats: list[list[str]], columns: list[list[str]]) -> None:
+    """Append one string per column to every token's feature list."""
+    for out, values in zip(feats, zip(*columns)):
+        out.extend(values)
+
 
 Extractor = Callable[[TokenSequence, list[list[str]]], None]
 TOKEN_EXTRACTORS: dict[str, Extractor] = {}
@@ -60,26 +73,26 @@ def token_extractor(name: str) -> Callable[[Extractor], Extractor]:
 @token_extractor("words")
 def _words(seq: TokenSequence, feats: list[list[str]]) -> None:
     """Lower-cased words in [-window, window] and the exact form of the current word."""
-    at = seq.padded(seq.lowers)
-    offsets = [k for k in range(-seq.window, seq.window + 1)]
-    for i, tok in enumerate(seq.tokens):
-        out = feats[i]
-        out.append("w=" + tok.text)
-        for k in offsets:
-            out.append(f"w[{k}]={at(i + k)}")
+    columns = [["w=" + tok.text for tok in seq.tokens]]
+    for k in range(-seq.window, seq.window + 1):
+        prefix = f"w[{k}]="
+        columns.append([prefix + w for w in seq.column(seq.lowers, k)])
+    _add_columns(feats, columns)
 
 
 @token_extractor("ngrams")
 def _ngrams(seq: TokenSequence, feats: list[list[str]]) -> None:
     """Word bigrams and trigrams inside [-window, window]."""
-    at = seq.padded(seq.lowers)
     w = seq.window
-    for i in range(len(seq.tokens)):
-        out = feats[i]
-        for k in range(-w, w):
-            out.append(f"b[{k}]={at(i + k)}|{at(i + k + 1)}")
-        for k in range(-w, w - 1):
-            out.append(f"t[{k}]={at(i + k)}|{at(i + k + 1)}|{at(i + k + 2)}")
+    shifted = {k: seq.column(seq.lowers, k) for k in range(-w, w + 1)}
+    columns = []
+    for k in range(-w, w):
+        prefix = f"b[{k}]="
+        columns.append([prefix + a + "|" + b for a, b in zip(shifted[k], shifted[k + 1])])
+    for k in range(-w, w - 1):
+        prefix = f"t[{k}]="
+        columns.append([prefix + a + "|" + b + "|" + c for a, b, c in zip(shifted[k], shifted[k + 1], shifted[k + 2])])
+    _add_columns(feats, columns)
 
 
 @token_extractor("affixes")
@@ -102,17 +115,17 @@ def _orthography(seq: TokenSequence, feats: list[list[str]]) -> None:
 def _shapes(seq: TokenSequence, feats: list[list[str]]) -> None:
     """Both word shapes of the current word, the short shape of its neighbours."""
     shorts = [short_shape(tok.text) for tok in seq.tokens]
-    at = seq.padded(shorts)
-    for i, tok in enumerate(seq.tokens):
-        feats[i].extend(
-            (
-                "sh=" + shape(tok.text),
-                "ss=" + shorts[i],
-                f"ss[-1]={at(i - 1)}",
-                f"ss[1]={at(i + 1)}",
-                f"ss[-1:1]={at(i - 1)}|{shorts[i]}|{at(i + 1)}",
-            )
-        )
+    before, after = seq.column(shorts, -1), seq.column(shorts, 1)
+    _add_columns(
+        feats,
+        [
+            ["sh=" + shape(tok.text) for tok in seq.tokens],
+            ["ss=" + x for x in shorts],
+            ["ss[-1]=" + x for x in before],
+            ["ss[1]=" + x for x in after],
+            [f"ss[-1:1]={a}|{b}|{c}" for a, b, c in zip(before, shorts, after)],
+        ],
+    )
 
 
 @token_extractor("line")
