@@ -6,7 +6,6 @@ Messages name files and problems only; note text never reaches the terminal or t
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time

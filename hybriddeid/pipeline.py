@@ -42,17 +42,18 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "components": ["rule", "char", "token"],
         "precedence": list(DEFAULT_PRECEDENCE),
         # Per-source confidence floor, e.g. {char = 0.95}: spans scored lower are dropped before merging.
-        "min_score": {},
+        "min_score": {"char": 0.9, "token": 0.5},
         # Mark further occurrences, in the same note, of strings already found as PHI.
         "propagate": False,
     },
     "rule": {"min_precision": 0.0, "rule_files": []},
     "char": {
-        "radius": 5,
-        "bigram_radius": 3,
+        "radius": 4,
+        "bigram_radius": 2,
         "trigram_radius": 2,
         "label_level": "phi",
         "thin_interior": True,
+        "lexicon": True,
         "algorithm": "lbfgs",
         "c1": 0.05,
         "c2": 0.01,
@@ -62,6 +63,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "token": {
         "features": list(DEFAULT_TOKEN_FEATURES),
         "window": 2,
+        "lexicon": True,
         "algorithm": "lbfgs",
         "c1": 0.05,
         "c2": 0.01,

@@ -21,6 +21,7 @@ from hybriddeid.classifiers.span_typer import SpanTyper
 from hybriddeid.document import Document, Span
 from hybriddeid.features.char import CharWindow, char_features
 from hybriddeid.features.context import line_contexts
+from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.taxonomy import guess_taxonomy
 from hybriddeid.text.tokenize import tokenize
 
@@ -37,8 +38,8 @@ class CharCRF(CRFTagger):
 
     def __init__(
         self,
-        radius: int = 5,
-        bigram_radius: int | None = 3,
+        radius: int = 4,
+        bigram_radius: int | None = 2,
         trigram_radius: int | None = 2,
         language: str = "en",
         label_level: str = "phi",
@@ -67,10 +68,12 @@ class CharCRF(CRFTagger):
                 params[name] = getattr(self, name)
         return params
 
-    def sequences(self, doc: Document) -> Iterator[UnitSequence]:
+    def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
+        lexicon = lexicon or self.lexicon_
         for line in line_contexts(doc.text, self.language):
             tokens = tokenize(doc.text, line.start, line.end)
-            feats = char_features(doc.text, line, tokens, self._window, thin_interior=self.thin_interior)
+            tags = lexicon.tag([tok.text.lower() for tok in tokens]) if lexicon is not None else None
+            feats = char_features(doc.text, line, tokens, self._window, thin_interior=self.thin_interior, token_tags=tags)
             yield UnitSequence([(i, i + 1) for i in range(line.start, line.end)], feats)
 
     def training_label(self, span: Span) -> str:

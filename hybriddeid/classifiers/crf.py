@@ -19,8 +19,10 @@ import tomli_w
 
 from hybriddeid.classifiers.base import NotFittedError
 from hybriddeid.document import Document, Span
+from hybriddeid.features.gazetteer import Gazetteer, jackknife
 
 OUTSIDE = "O"
+LEXICON_FILE = "lexicon.json"
 SCHEMES = ("BIO", "BIOES")
 
 
@@ -96,6 +98,21 @@ def decode_tags(
     return spans
 
 
+def train_to_bytes(trainer: pycrfsuite.Trainer) -> bytes:
+    """Run crfsuite training (it writes a file) and return the model file's bytes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model_path = os.path.join(tmp, "model.crfsuite")
+        trainer.train(model_path)
+        return Path(model_path).read_bytes()
+
+
+def open_tagger(data: bytes) -> pycrfsuite.Tagger:
+    """A crfsuite tagger over an in-memory model (crfsuite's own format: nothing is unpickled)."""
+    tagger = pycrfsuite.Tagger()
+    tagger.open_inmemory(data)
+    return tagger
+
+
 class CRFTagger:
     """Base class: crfsuite training and tagging over the unit sequences a subclass produces."""
 
@@ -111,6 +128,8 @@ class CRFTagger:
         max_iterations: int = 100,
         min_freq: int = 1,
         label_level: str = "subtype",
+        lexicon: bool = False,
+        lexicon_folds: int = 5,
         verbose: bool = False,
     ) -> None:
         self.algorithm = algorithm
@@ -119,11 +138,30 @@ class CRFTagger:
         self.max_iterations = max_iterations
         self.min_freq = min_freq
         self.label_level = label_level
+        self.lexicon = lexicon
+        self.lexicon_folds = lexicon_folds
         self.verbose = verbose
+        self.lexicon_: Gazetteer | None = None
 
     # -- what subclasses provide -------------------------------------------------------------
-    def sequences(self, doc: Document) -> Iterator[UnitSequence]:
+    def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
+        """The document's sequences; ``lexicon`` (default: the learned one) tags tokens for features."""
         raise NotImplementedError
+
+    def training_sequences(self, docs: list[Document]) -> Iterator[tuple[Document, Iterable[UnitSequence]]]:
+        """Each training document with its sequences.
+
+        With ``lexicon``, training notes are tagged by jackknifed lexicons (see
+        ``features.gazetteer.jackknife``); prediction uses the lexicon of all training notes.
+        """
+        if not self.lexicon:
+            for doc in docs:
+                yield doc, self.sequences(doc)
+            return
+        self.lexicon_ = Gazetteer.from_documents(docs)
+        for held_out, lexicon in jackknife(docs, self.lexicon_folds):
+            for doc in held_out:
+                yield doc, self.sequences(doc, lexicon)
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -133,6 +171,8 @@ class CRFTagger:
             "max_iterations": self.max_iterations,
             "min_freq": self.min_freq,
             "label_level": self.label_level,
+            "lexicon": self.lexicon,
+            "lexicon_folds": self.lexicon_folds,
         }
 
     # -- training ---------------------------------------------------------------------------
@@ -151,20 +191,16 @@ class CRFTagger:
     def fit(self, docs: Iterable[Document]) -> "CRFTagger":
         trainer = pycrfsuite.Trainer(algorithm=self.algorithm, verbose=self.verbose)
         trainer.set_params(self._trainer_params())
-        for doc in docs:
+        for doc, sequences in self.training_sequences(list(docs)):
             spans = [span.with_label(self.training_label(span)) for span in doc.spans]
-            for seq in self.sequences(doc):
+            for seq in sequences:
                 trainer.append(seq.features, encode_tags(seq.units, spans, self.scheme))
-        with tempfile.TemporaryDirectory() as tmp:
-            model_path = os.path.join(tmp, self.model_file)
-            trainer.train(model_path)
-            self._load_model(Path(model_path).read_bytes())
+        self._load_model(train_to_bytes(trainer))
         return self
 
     def _load_model(self, data: bytes) -> None:
         self.model_bytes_ = data
-        self.tagger_ = pycrfsuite.Tagger()
-        self.tagger_.open_inmemory(data)
+        self.tagger_ = open_tagger(data)
         self.labels_ = tuple(sorted({tag[2:] for tag in self.tagger_.labels() if tag != OUTSIDE}))
 
     # -- prediction -------------------------------------------------------------------------
@@ -197,6 +233,8 @@ class CRFTagger:
         path.mkdir(parents=True, exist_ok=True)
         (path / self.model_file).write_bytes(self.model_bytes_)
         (path / "params.toml").write_text(tomli_w.dumps(self.get_params()), encoding="utf-8")
+        if self.lexicon_ is not None:
+            self.lexicon_.to_disk(path / LEXICON_FILE)
 
     @classmethod
     def from_disk(cls, path: Path) -> "CRFTagger":
@@ -204,4 +242,6 @@ class CRFTagger:
         params = tomllib.loads((path / "params.toml").read_text(encoding="utf-8"))
         tagger = cls(**params)
         tagger._load_model((path / cls.model_file).read_bytes())
+        if tagger.lexicon:
+            tagger.lexicon_ = Gazetteer.from_disk(path / LEXICON_FILE)
         return tagger

@@ -7,8 +7,6 @@ and saves as a crfsuite file.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -17,8 +15,10 @@ import pycrfsuite
 import tomli_w
 
 from hybriddeid.classifiers.base import NotFittedError
+from hybriddeid.classifiers.crf import LEXICON_FILE, open_tagger, train_to_bytes
 from hybriddeid.document import Document, Span
 from hybriddeid.features.context import LineContext, line_contexts
+from hybriddeid.features.gazetteer import Gazetteer, jackknife, phrase_key
 from hybriddeid.features.lexical import short_shape
 from hybriddeid.text.tokenize import tokenize
 
@@ -35,13 +35,19 @@ class SpanTyper:
 
     model_file = "typer.crfsuite"
 
-    def __init__(self, language: str = "en", context: int = 3, c2: float = 0.1, max_iterations: int = 150) -> None:
+    def __init__(
+        self, language: str = "en", context: int = 3, c2: float = 0.1, max_iterations: int = 150, lexicon: bool = True
+    ) -> None:
         self.language = language
         self.context = context
         self.c2 = c2
         self.max_iterations = max_iterations
+        self.lexicon = lexicon
+        self.lexicon_: Gazetteer | None = None
 
-    def span_features(self, doc: Document, span: Span, lines: list[LineContext]) -> list[str]:
+    def span_features(
+        self, doc: Document, span: Span, lines: list[LineContext], lexicon: Gazetteer | None = None
+    ) -> list[str]:
         text = doc.text
         line = _line_of(lines, span.start)
         line_start, line_end = (line.start, line.end) if line else (0, len(text))
@@ -53,6 +59,10 @@ class SpanTyper:
         feats.extend("in=" + w for w in words)
         if words:
             feats.extend(("first=" + words[0], "last=" + words[-1], "suf3=" + words[-1][-3:]))
+        lexicon = lexicon or self.lexicon_
+        if lexicon is not None:
+            feats.append("lex=" + lexicon.table.get(phrase_key(words), "none"))
+            feats.extend("lexw=" + tag[2:] for tag in lexicon.tag(words) if tag != "O")
         for k, tok in enumerate(reversed(left), 1):
             feats.append(f"l{k}=" + tok.text.lower())
         for k, tok in enumerate(right, 1):
@@ -65,20 +75,23 @@ class SpanTyper:
     def fit(self, docs: Iterable[Document]) -> "SpanTyper":
         trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
         trainer.set_params({"c2": self.c2, "max_iterations": self.max_iterations})
-        for doc in docs:
-            lines = line_contexts(doc.text, self.language)
-            for span in doc.spans:
-                trainer.append([self.span_features(doc, span, lines)], [span.label])
-        with tempfile.TemporaryDirectory() as tmp:
-            model_path = os.path.join(tmp, self.model_file)
-            trainer.train(model_path)
-            self._load_model(Path(model_path).read_bytes())
+        docs = list(docs)
+        if self.lexicon:
+            self.lexicon_ = Gazetteer.from_documents(docs)
+            batches = list(jackknife(docs))
+        else:
+            batches = [(docs, None)]
+        for held_out, lexicon in batches:
+            for doc in held_out:
+                lines = line_contexts(doc.text, self.language)
+                for span in doc.spans:
+                    trainer.append([self.span_features(doc, span, lines, lexicon)], [span.label])
+        self._load_model(train_to_bytes(trainer))
         return self
 
     def _load_model(self, data: bytes) -> None:
         self.model_bytes_ = data
-        self.tagger_ = pycrfsuite.Tagger()
-        self.tagger_.open_inmemory(data)
+        self.tagger_ = open_tagger(data)
         self.labels_ = tuple(sorted(self.tagger_.labels()))
 
     @property
@@ -104,12 +117,22 @@ class SpanTyper:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         (path / self.model_file).write_bytes(self.model_bytes_)
-        params = {"language": self.language, "context": self.context, "c2": self.c2, "max_iterations": self.max_iterations}
+        params = {
+            "language": self.language,
+            "context": self.context,
+            "c2": self.c2,
+            "max_iterations": self.max_iterations,
+            "lexicon": self.lexicon,
+        }
         (path / "params.toml").write_text(tomli_w.dumps(params), encoding="utf-8")
+        if self.lexicon_ is not None:
+            self.lexicon_.to_disk(path / LEXICON_FILE)
 
     @classmethod
     def from_disk(cls, path: Path) -> "SpanTyper":
         path = Path(path)
         typer = cls(**tomllib.loads((path / "params.toml").read_text(encoding="utf-8")))
         typer._load_model((path / cls.model_file).read_bytes())
+        if typer.lexicon:
+            typer.lexicon_ = Gazetteer.from_disk(path / LEXICON_FILE)
         return typer

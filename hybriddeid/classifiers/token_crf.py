@@ -6,10 +6,11 @@ from typing import Any, Iterator, Sequence
 from hybriddeid.classifiers.crf import CRFTagger, UnitSequence
 from hybriddeid.document import Document
 from hybriddeid.features.context import line_contexts
+from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.token import TokenSequence, extract_token_features
 from hybriddeid.text.tokenize import tokenize
 
-DEFAULT_TOKEN_FEATURES = ("words", "ngrams", "affixes", "orthography", "shapes", "line", "pos", "extra")
+DEFAULT_TOKEN_FEATURES = ("words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "pos", "extra")
 
 
 class TokenCRF(CRFTagger):
@@ -32,16 +33,24 @@ class TokenCRF(CRFTagger):
         self.language = language
 
     def get_params(self) -> dict[str, Any]:
-        return {**super().get_params(), "features": self.features, "window": self.window, "language": self.language}
+        return {
+            **super().get_params(),
+            "features": self.features,
+            "window": self.window,
+            "language": self.language,
+        }
 
-    def token_sequences(self, doc: Document) -> Iterator[TokenSequence]:
-        """One ``TokenSequence`` per non-empty line of ``doc``."""
+    def token_sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
+        """One ``TokenSequence`` per non-empty line of ``doc``, tagged by ``lexicon`` if given."""
         for line in line_contexts(doc.text, self.language):
             tokens = tokenize(doc.text, line.start, line.end)
             if tokens:
-                yield TokenSequence(tokens, line, self.window)
+                seq = TokenSequence(tokens, line, self.window)
+                if lexicon is not None:
+                    seq.extra["lex"] = lexicon.tag(seq.lowers)
+                yield seq
 
-    def sequences(self, doc: Document) -> Iterator[UnitSequence]:
-        for seq in self.token_sequences(doc):
+    def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
+        for seq in self.token_sequences(doc, lexicon or self.lexicon_):
             feats = extract_token_features(seq, self.features)
             yield UnitSequence([(tok.start, tok.end) for tok in seq.tokens], feats)

@@ -73,6 +73,7 @@ def char_features(
     window: CharWindow,
     token_features: list[list[str]] | None = None,
     thin_interior: bool = True,
+    token_tags: list[str] | None = None,
 ) -> list[list[str]]:
     """Features of every character of ``line``: n-grams, position in token, projected token info.
 
@@ -80,13 +81,16 @@ def char_features(
     the characters strictly inside a token get only their own character, its position and the
     token's form, and whitespace only its two neighbours; token edges get the full n-gram window.
     That keeps character-level labels while cutting the feature count (and time) by more than half.
-    ``token_features`` (one list per token) replace the default ``token_projection``.
+    ``token_features`` (one list per token) replace the default ``token_projection``;
+    ``token_tags`` (one per token, e.g. dictionary BIOES tags) are added to its edge characters.
     """
     chars = text[line.start:line.end].replace(" ", SPACE).replace("\t", SPACE)
     base = line.start
     if token_features is None:
         lowers = [tok.text.lower() for tok in tokens]
         token_features = [token_projection(tokens, i, line, lowers) for i in range(len(tokens))]
+    if token_tags is not None:
+        token_features = [[*feats, "lex=" + tag] for feats, tag in zip(token_features, token_tags)]
     # 1 = strictly inside a token, 2 = whitespace; both get thin features when thin_interior is set.
     kind = bytearray(len(chars))
     if thin_interior:

@@ -95,6 +95,28 @@ def _ngrams(seq: TokenSequence, feats: list[list[str]]) -> None:
     _add_columns(feats, columns)
 
 
+@token_extractor("context")
+def _context(seq: TokenSequence, feats: list[list[str]]) -> None:
+    """Bags of the nearest words (punctuation skipped) left and right, up to 2 x window each:
+    catches cues such as "Hospital", "Dr." or "calle" a few tokens away, whatever the order."""
+    reach = 2 * seq.window
+    words = [i for i, low in enumerate(seq.lowers) if low[:1].isalnum()]
+    # next_word[i]: rank among words of the first word at or after token i
+    next_word = [len(words)] * (len(seq.tokens) + 1)
+    for n in range(len(words) - 1, -1, -1):
+        for i in range(words[n], words[n - 1] if n else -1, -1):
+            next_word[i] = n
+    bags: list[tuple[str, ...]] = []
+    for i in range(len(seq.tokens)):
+        n = next_word[i]
+        is_word = n < len(words) and words[n] == i
+        left = words[max(0, n - reach):n]
+        right = words[n + 1:n + 1 + reach] if is_word else words[n:n + reach]
+        bags.append(tuple({"L=" + seq.lowers[j] for j in left} | {"R=" + seq.lowers[j] for j in right}))
+    for out, bag in zip(feats, bags):
+        out.extend(bag)
+
+
 @token_extractor("affixes")
 def _affixes(seq: TokenSequence, feats: list[list[str]]) -> None:
     """Prefixes and suffixes of length 1-5 of the current word."""

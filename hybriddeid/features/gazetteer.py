@@ -1,0 +1,133 @@
+"""Dictionary (gazetteer) matching over token sequences, yielding the paper's BIOES tags.
+
+"Mississippi" -> S-STATE, "Grand Island" -> B-CITY E-CITY (paper section 3.2.2, dictionary
+features). Matching is multi-word and longest-match-first over lower-cased token forms; every
+lookup is one hash of a token tuple, so a note costs O(tokens x longest entry).
+
+``Gazetteer.from_documents`` learns one from the gold spans of training notes. Such a lexicon
+holds training PHI, so it is stored as keyed hashes (BLAKE2b of the phrase), never as text.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from hybriddeid.document import Document
+from hybriddeid.text.tokenize import tokenize
+
+OUTSIDE = "O"
+_SEPARATOR = "\x1f"
+
+
+def phrase_key(words: Sequence[str]) -> str:
+    """The stored key of a lower-cased token sequence: a 16-hex-digit BLAKE2b digest."""
+    return hashlib.blake2b(_SEPARATOR.join(words).encode("utf-8"), digest_size=8, person=b"hybriddeid").hexdigest()
+
+
+def phrase_tokens(phrase: str) -> tuple[str, ...]:
+    """Lower-cased tokens of a phrase, split exactly as notes are."""
+    return tuple(tok.text.lower() for tok in tokenize(phrase))
+
+
+class Gazetteer:
+    """Longest-match BIOES tagging of token sequences from a phrase -> label table."""
+
+    def __init__(self, table: Mapping[str, str], max_words: int, prefixes: Iterable[str] = ()) -> None:
+        self.table = dict(table)  # phrase_key -> label
+        self.max_words = max_words
+        # Keys of every phrase prefix: a match is extended only while its prefix is known, so
+        # most tokens cost a single hash.
+        self.prefixes = set(prefixes) | set(self.table)
+
+    @classmethod
+    def from_phrases(cls, phrases: Mapping[str, Iterable[str]]) -> "Gazetteer":
+        """A gazetteer from ``{label: phrases}``; a phrase listed under two labels keeps the first."""
+        table: dict[str, str] = {}
+        prefixes: set[str] = set()
+        longest = 1
+        for label, entries in phrases.items():
+            for phrase in entries:
+                words = phrase_tokens(phrase)
+                if words:
+                    table.setdefault(phrase_key(words), label)
+                    prefixes.update(phrase_key(words[:n]) for n in range(1, len(words)))
+                    longest = max(longest, len(words))
+        return cls(table, longest, prefixes)
+
+    @classmethod
+    def from_documents(cls, docs: Iterable[Document], max_words: int = 6) -> "Gazetteer":
+        """Every gold span's phrase (up to ``max_words`` tokens) with its most frequent label."""
+        votes: dict[str, Counter[str]] = defaultdict(Counter)
+        prefixes: set[str] = set()
+        longest = 1
+        for doc in docs:
+            for span in doc.spans:
+                words = phrase_tokens(doc.text[span.start:span.end])
+                if 0 < len(words) <= max_words:
+                    votes[phrase_key(words)][span.label] += 1
+                    prefixes.update(phrase_key(words[:n]) for n in range(1, len(words)))
+                    longest = max(longest, len(words))
+        return cls({key: counts.most_common(1)[0][0] for key, counts in votes.items()}, longest, prefixes)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def tag(self, words: Sequence[str]) -> list[str]:
+        """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first."""
+        tags = [OUTSIDE] * len(words)
+        table, prefixes = self.table, self.prefixes
+        i = 0
+        n = len(words)
+        while i < n:
+            best_length, best_label = 0, ""
+            for length in range(1, min(self.max_words, n - i) + 1):
+                key = phrase_key(words[i:i + length])
+                if key not in prefixes:
+                    break
+                label = table.get(key)
+                if label is not None:
+                    best_length, best_label = length, label
+            if best_length == 0:
+                i += 1
+                continue
+            if best_length == 1:
+                tags[i] = "S-" + best_label
+            else:
+                tags[i] = "B-" + best_label
+                for j in range(i + 1, i + best_length - 1):
+                    tags[j] = "I-" + best_label
+                tags[i + best_length - 1] = "E-" + best_label
+            i += best_length
+        return tags
+
+    def to_disk(self, path: Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {
+            "max_words": self.max_words,
+            "hash": "blake2b-8/hybriddeid",
+            "entries": dict(sorted(self.table.items())),
+            "prefixes": sorted(self.prefixes - set(self.table)),
+        }
+        path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def from_disk(cls, path: Path) -> "Gazetteer":
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(data["entries"], int(data["max_words"]), data.get("prefixes", ()))
+
+
+def jackknife(docs: Sequence[Document], folds: int = 5) -> Iterator[tuple[Sequence[Document], Gazetteer]]:
+    """Each fold of ``docs`` with a lexicon learned from the other folds' gold spans.
+
+    Features from a lexicon of the training notes' own PHI would be perfectly reliable on those
+    notes; tagging each fold with the other folds' lexicon shows a model how reliable a lexicon
+    hit is on text it has not seen, which is the situation at prediction time.
+    """
+    folds = max(2, folds)
+    for fold in range(folds):
+        lexicon = Gazetteer.from_documents(doc for i, doc in enumerate(docs) if i % folds != fold)
+        yield docs[fold::folds], lexicon
