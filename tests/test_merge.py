@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from hybriddeid.document import Span
-from hybriddeid.merge import DEFAULT_PRECEDENCE, merge
+from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, merge, propagate
 
 
 def s(start: int, end: int, label: str, source: str) -> Span:
@@ -86,3 +86,18 @@ def test_merged_spans_never_overlap_and_keep_their_source():
     assert {span.source for span in out} <= {"token", "char", "rule"}
     rule_spans = set(by_source["rule"])
     assert rule_spans <= set(out)  # nothing outranks the rules, and they do not overlap each other
+
+
+def test_filter_scores_drops_only_the_named_sources_low_spans():
+    spans = {"char": [Span(0, 3, "A", "char", 0.5), Span(5, 8, "A", "char", 0.95)], "token": [Span(0, 3, "A", "token", 0.1)]}
+    out = filter_scores(spans, {"char": 0.9})
+    assert out == {"char": [Span(5, 8, "A", "char", 0.95)], "token": [Span(0, 3, "A", "token", 0.1)]}
+
+
+def test_propagate_marks_whole_word_repeats_and_respects_existing_spans():
+    text = "Ana Ruiz vino. Ana Ruiz volvió con Anastasia y Ana Ruizz. Ruiz."
+    found = [Span(0, 8, "NAME", "token")]
+    out = propagate(text, found)
+    assert out == [Span(0, 8, "NAME", "token"), Span(15, 23, "NAME", "propagated")]
+    # a repeat overlapping an existing span is left alone; short strings are not propagated
+    assert propagate("Dr. Li and Li", [Span(4, 6, "NAME", "token")]) == [Span(4, 6, "NAME", "token")]

@@ -20,10 +20,9 @@ from hybriddeid.classifiers.crf import CRFTagger, UnitSequence
 from hybriddeid.classifiers.span_typer import SpanTyper
 from hybriddeid.document import Document, Span
 from hybriddeid.features.char import CharWindow, char_features
-from hybriddeid.features.context import line_contexts
+from hybriddeid.features.context import line_contexts, lines_with_tokens
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.taxonomy import guess_taxonomy
-from hybriddeid.text.tokenize import tokenize
 
 LABEL_LEVELS = ("phi", "category", "subtype")
 PHI = "PHI"
@@ -70,10 +69,13 @@ class CharCRF(CRFTagger):
 
     def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
         lexicon = lexicon or self.lexicon_
-        for line in line_contexts(doc.text, self.language):
-            tokens = tokenize(doc.text, line.start, line.end)
-            tags = lexicon.tag([tok.text.lower() for tok in tokens]) if lexicon is not None else None
-            feats = char_features(doc.text, line, tokens, self._window, thin_interior=self.thin_interior, token_tags=tags)
+        for line, tokens in lines_with_tokens(doc.text, self.language):
+            lowers = [tok.text.lower() for tok in tokens]
+            tags = lexicon.tag(lowers) if lexicon is not None else None
+            settled = [low in self.safe_words_ for low in lowers] if self.safe_words_ else None
+            feats = char_features(
+                doc.text, line, tokens, self._window, thin_interior=self.thin_interior, token_tags=tags, settled=settled
+            )
             yield UnitSequence([(i, i + 1) for i in range(line.start, line.end)], feats)
 
     def training_label(self, span: Span) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections import Counter
 import tempfile
 import tomllib
 from dataclasses import dataclass
@@ -20,9 +21,11 @@ import tomli_w
 from hybriddeid.classifiers.base import NotFittedError
 from hybriddeid.document import Document, Span
 from hybriddeid.features.gazetteer import Gazetteer, jackknife
+from hybriddeid.text.tokenize import tokenize
 
 OUTSIDE = "O"
 LEXICON_FILE = "lexicon.json"
+SAFE_WORDS_FILE = "safe_words.txt"
 SCHEMES = ("BIO", "BIOES")
 
 
@@ -98,6 +101,26 @@ def decode_tags(
     return spans
 
 
+def safe_vocabulary(docs: Iterable[Document], min_count: int) -> frozenset[str]:
+    """Lower-cased words seen at least ``min_count`` times in training notes and never inside
+    or touching a gold span ("paciente", "presenta"): the taggers give them thin features, as
+    their label is settled, which halves the feature strings a note needs."""
+    counts: Counter[str] = Counter()
+    unsafe: set[str] = set()
+    for doc in docs:
+        covered = bytearray(len(doc.text) + 1)
+        for span in doc.spans:
+            covered[span.start:span.end] = b"\x01" * (span.end - span.start)
+        for tok in tokenize(doc.text):
+            word = tok.text.lower()
+            if not word.isalpha():
+                continue
+            counts[word] += 1
+            if any(covered[tok.start:tok.end]):
+                unsafe.add(word)
+    return frozenset(word for word, n in counts.items() if n >= min_count and word not in unsafe)
+
+
 def train_to_bytes(trainer: pycrfsuite.Trainer) -> bytes:
     """Run crfsuite training (it writes a file) and return the model file's bytes."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -130,6 +153,7 @@ class CRFTagger:
         label_level: str = "subtype",
         lexicon: bool = False,
         lexicon_folds: int = 5,
+        safe_min_count: int = 0,
         verbose: bool = False,
     ) -> None:
         self.algorithm = algorithm
@@ -140,8 +164,10 @@ class CRFTagger:
         self.label_level = label_level
         self.lexicon = lexicon
         self.lexicon_folds = lexicon_folds
+        self.safe_min_count = safe_min_count
         self.verbose = verbose
         self.lexicon_: Gazetteer | None = None
+        self.safe_words_: frozenset[str] = frozenset()
 
     # -- what subclasses provide -------------------------------------------------------------
     def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
@@ -173,6 +199,7 @@ class CRFTagger:
             "label_level": self.label_level,
             "lexicon": self.lexicon,
             "lexicon_folds": self.lexicon_folds,
+            "safe_min_count": self.safe_min_count,
         }
 
     # -- training ---------------------------------------------------------------------------
@@ -189,9 +216,12 @@ class CRFTagger:
         return span.label
 
     def fit(self, docs: Iterable[Document]) -> "CRFTagger":
+        docs = list(docs)
+        if self.safe_min_count > 0:
+            self.safe_words_ = safe_vocabulary(docs, self.safe_min_count)
         trainer = pycrfsuite.Trainer(algorithm=self.algorithm, verbose=self.verbose)
         trainer.set_params(self._trainer_params())
-        for doc, sequences in self.training_sequences(list(docs)):
+        for doc, sequences in self.training_sequences(docs):
             spans = [span.with_label(self.training_label(span)) for span in doc.spans]
             for seq in sequences:
                 trainer.append(seq.features, encode_tags(seq.units, spans, self.scheme))
@@ -235,6 +265,8 @@ class CRFTagger:
         (path / "params.toml").write_text(tomli_w.dumps(self.get_params()), encoding="utf-8")
         if self.lexicon_ is not None:
             self.lexicon_.to_disk(path / LEXICON_FILE)
+        if self.safe_words_:
+            (path / SAFE_WORDS_FILE).write_text("\n".join(sorted(self.safe_words_)) + "\n", encoding="utf-8")
 
     @classmethod
     def from_disk(cls, path: Path) -> "CRFTagger":
@@ -244,4 +276,6 @@ class CRFTagger:
         tagger._load_model((path / cls.model_file).read_bytes())
         if tagger.lexicon:
             tagger.lexicon_ = Gazetteer.from_disk(path / LEXICON_FILE)
+        if tagger.safe_min_count > 0:
+            tagger.safe_words_ = frozenset((path / SAFE_WORDS_FILE).read_text(encoding="utf-8").split())
         return tagger

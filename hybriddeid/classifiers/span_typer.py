@@ -23,7 +23,7 @@ from hybriddeid.features.lexical import short_shape
 from hybriddeid.text.tokenize import tokenize
 
 
-def _line_of(lines: list[LineContext], offset: int) -> LineContext | None:
+def _line_of(lines: Sequence[LineContext], offset: int) -> LineContext | None:
     for line in lines:
         if line.start <= offset < line.end:
             return line
@@ -46,7 +46,7 @@ class SpanTyper:
         self.lexicon_: Gazetteer | None = None
 
     def span_features(
-        self, doc: Document, span: Span, lines: list[LineContext], lexicon: Gazetteer | None = None
+        self, doc: Document, span: Span, lines: Sequence[LineContext], lexicon: Gazetteer | None = None
     ) -> list[str]:
         text = doc.text
         line = _line_of(lines, span.start)
@@ -101,7 +101,7 @@ class SpanTyper:
         return self.labels_
 
     def type_span(
-        self, doc: Document, span: Span, allowed: Sequence[str] | None = None, lines: list[LineContext] | None = None
+        self, doc: Document, span: Span, allowed: Sequence[str] | None = None, lines: Sequence[LineContext] | None = None
     ) -> Span:
         """``span`` relabelled with its most probable type (restricted to ``allowed`` if given)."""
         if lines is None:
@@ -131,7 +131,9 @@ class SpanTyper:
     @classmethod
     def from_disk(cls, path: Path) -> "SpanTyper":
         path = Path(path)
-        typer = cls(**tomllib.loads((path / "params.toml").read_text(encoding="utf-8")))
+        params = tomllib.loads((path / "params.toml").read_text(encoding="utf-8"))
+        params.setdefault("lexicon", False)  # typers saved before lexicons existed had none
+        typer = cls(**params)
         typer._load_model((path / cls.model_file).read_bytes())
         if typer.lexicon:
             typer.lexicon_ = Gazetteer.from_disk(path / LEXICON_FILE)

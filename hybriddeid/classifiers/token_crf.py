@@ -5,10 +5,9 @@ from typing import Any, Iterator, Sequence
 
 from hybriddeid.classifiers.crf import CRFTagger, UnitSequence
 from hybriddeid.document import Document
-from hybriddeid.features.context import line_contexts
+from hybriddeid.features.context import lines_with_tokens
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.token import TokenSequence, extract_token_features
-from hybriddeid.text.tokenize import tokenize
 
 DEFAULT_TOKEN_FEATURES = ("words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "pos", "extra")
 
@@ -42,8 +41,7 @@ class TokenCRF(CRFTagger):
 
     def token_sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
         """One ``TokenSequence`` per non-empty line of ``doc``, tagged by ``lexicon`` if given."""
-        for line in line_contexts(doc.text, self.language):
-            tokens = tokenize(doc.text, line.start, line.end)
+        for line, tokens in lines_with_tokens(doc.text, self.language):
             if tokens:
                 seq = TokenSequence(tokens, line, self.window)
                 if lexicon is not None:
@@ -51,6 +49,11 @@ class TokenCRF(CRFTagger):
                 yield seq
 
     def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
+        safe = self.safe_words_
         for seq in self.token_sequences(doc, lexicon or self.lexicon_):
             feats = extract_token_features(seq, self.features)
+            if safe:
+                for i, low in enumerate(seq.lowers):
+                    if low in safe:  # settled label: a few features keep transitions informed
+                        feats[i] = ["safe", feats[i][0]]
             yield UnitSequence([(tok.start, tok.end) for tok in seq.tokens], feats)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from hybriddeid.text.tokenize import lines
+from hybriddeid.text.tokenize import Token, lines, tokenize
 
 _END_MARKS = frozenset(".?!")
 
@@ -44,8 +44,16 @@ class LineContext:
     key: str  # lower-cased "Field" label of a "Field: value" line, "" if none
 
 
-def line_contexts(text: str, language: str) -> list[LineContext]:
-    """Per-line sentence and section facts for ``text``."""
+@lru_cache(maxsize=4)
+def lines_with_tokens(text: str, language: str) -> tuple[tuple[LineContext, tuple[Token, ...]], ...]:
+    """Each line's context with its tokens; cached so the classifiers of one pipeline, which
+    all read the same note, analyse it once."""
+    return tuple((line, tuple(tokenize(text, line.start, line.end))) for line in line_contexts(text, language))
+
+
+@lru_cache(maxsize=4)
+def line_contexts(text: str, language: str) -> tuple[LineContext, ...]:
+    """Per-line sentence and section facts for ``text`` (cached for the same reason)."""
     headers = section_headers(language)
     section = "none"
     out: list[LineContext] = []
@@ -71,4 +79,4 @@ def line_contexts(text: str, language: str) -> list[LineContext]:
         if header is not None:
             feats.append("headerline")
         out.append(LineContext(start, end, tuple(feats), key_end, key))
-    return out
+    return tuple(out)

@@ -60,3 +60,13 @@ def orthography(word: str) -> tuple[str, ...]:
         flags.append("roman")
     flags.append(f"len={min(len(word), 10)}")
     return tuple(flags)
+
+
+@lru_cache(maxsize=200_000)
+def affixes(lower: str) -> tuple[str, ...]:
+    """Prefix and suffix features of length 1-5 of a lower-cased word."""
+    out: list[str] = []
+    for n in range(1, min(5, len(lower)) + 1):
+        out.append(f"p{n}={lower[:n]}")
+        out.append(f"s{n}={lower[-n:]}")
+    return tuple(out)

@@ -7,10 +7,10 @@ cheap. Keys are namespaced by extractor so configs can mix them freely.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from hybriddeid.features.context import LineContext
-from hybriddeid.features.lexical import orthography, shape, short_shape
+from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
 from hybriddeid.text.tokenize import Token
 
 
@@ -18,7 +18,7 @@ from hybriddeid.text.tokenize import Token
 class TokenSequence:
     """One line's tokens and everything extractors may read about them."""
 
-    tokens: list[Token]
+    tokens: Sequence[Token]
     line: LineContext
     window: int
     lowers: list[str] = field(default_factory=list)
@@ -120,11 +120,8 @@ def _context(seq: TokenSequence, feats: list[list[str]]) -> None:
 @token_extractor("affixes")
 def _affixes(seq: TokenSequence, feats: list[list[str]]) -> None:
     """Prefixes and suffixes of length 1-5 of the current word."""
-    for i, low in enumerate(seq.lowers):
-        out = feats[i]
-        for n in range(1, min(5, len(low)) + 1):
-            out.append(f"p{n}={low[:n]}")
-            out.append(f"s{n}={low[-n:]}")
+    for out, low in zip(feats, seq.lowers):
+        out.extend(affixes(low))
 
 
 @token_extractor("orthography")
