@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import regex
 
 from hybriddeid.document import Span
 
@@ -57,9 +56,11 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
             labels.setdefault(surface, span.label)
     out = list(spans)
     for surface, label in labels.items():
-        pattern = regex.compile(r"(?<!\w)" + regex.escape(surface) + r"(?!\w)")
-        for match in pattern.finditer(text):
-            start, end = match.span()
-            if not any(start < other.end and other.start < end for other in out):
+        start = text.find(surface)
+        while start != -1:
+            end = start + len(surface)
+            whole_word = (start == 0 or not text[start - 1].isalnum()) and (end == len(text) or not text[end].isalnum())
+            if whole_word and not any(start < other.end and other.start < end for other in out):
                 out.append(Span(start, end, label, source))
+            start = text.find(surface, start + 1)
     return sorted(out)
