@@ -69,7 +69,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "algorithm": "lbfgs",
         "c1": 0.05,
         "c2": 0.01,
-        "max_iterations": 150,
+        "max_iterations": 100,
         "min_freq": 1,
     },
 }
