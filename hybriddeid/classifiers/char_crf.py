@@ -68,7 +68,8 @@ class CharCRF(CRFTagger):
         return params
 
     def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
-        lexicon = lexicon or self.lexicon_
+        if lexicon is None:
+            lexicon = self.lexicon_
         for line, tokens in lines_with_tokens(doc.text, self.language):
             lowers = [tok.text.lower() for tok in tokens]
             tags = lexicon.tag(lowers) if lexicon is not None else None

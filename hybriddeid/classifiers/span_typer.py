@@ -59,7 +59,8 @@ class SpanTyper:
         feats.extend("in=" + w for w in words)
         if words:
             feats.extend(("first=" + words[0], "last=" + words[-1], "suf3=" + words[-1][-3:]))
-        lexicon = lexicon or self.lexicon_
+        if lexicon is None:
+            lexicon = self.lexicon_
         if lexicon is not None:
             feats.append("lex=" + lexicon.table.get(phrase_key(words), "none"))
             feats.extend("lexw=" + tag[2:] for tag in lexicon.tag(words) if tag != "O")

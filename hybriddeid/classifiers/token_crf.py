@@ -50,7 +50,9 @@ class TokenCRF(CRFTagger):
 
     def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
         safe = self.safe_words_
-        for seq in self.token_sequences(doc, lexicon or self.lexicon_):
+        if lexicon is None:
+            lexicon = self.lexicon_
+        for seq in self.token_sequences(doc, lexicon):
             feats = extract_token_features(seq, self.features)
             if safe:
                 for i, low in enumerate(seq.lowers):
