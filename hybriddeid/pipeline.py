@@ -36,6 +36,17 @@ CONFIG_FILE = "config.toml"
 META_FILE = "meta.json"
 DEFAULT_MODEL = "default"
 
+# Settings both CRFs share (each may override them in its own config section).
+CRF_TRAINING_DEFAULTS: dict[str, Any] = {
+    "lexicon": True,
+    "safe_min_count": 0,
+    "algorithm": "lbfgs",
+    "c1": 0.05,
+    "c2": 0.01,
+    "max_iterations": 100,
+    "min_freq": 1,
+}
+
 DEFAULT_CONFIG: dict[str, Any] = {
     "pipeline": {
         "language": "en",
@@ -53,24 +64,12 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "trigram_radius": 2,
         "label_level": "phi",
         "thin_interior": True,
-        "lexicon": True,
-        "safe_min_count": 0,
-        "algorithm": "lbfgs",
-        "c1": 0.05,
-        "c2": 0.01,
-        "max_iterations": 100,
-        "min_freq": 1,
+        **CRF_TRAINING_DEFAULTS,
     },
     "token": {
         "features": list(DEFAULT_TOKEN_FEATURES),
         "window": 2,
-        "lexicon": True,
-        "safe_min_count": 0,
-        "algorithm": "lbfgs",
-        "c1": 0.05,
-        "c2": 0.01,
-        "max_iterations": 100,
-        "min_freq": 1,
+        **CRF_TRAINING_DEFAULTS,
     },
 }
 
