@@ -91,3 +91,30 @@ def test_predict_before_fit_is_a_clear_error():
 
     with pytest.raises(NotFittedError):
         TokenCRF().predict(Document("x", "texto"))
+
+
+def test_char_features_thin_interior_whitespace_and_edges():
+    from hybriddeid.features.char import CharWindow, char_features
+    from hybriddeid.features.context import line_contexts
+
+    text = "Sr. Ana_Ruiz 12\n"
+    line = line_contexts(text, "es")[0]
+    tokens = list(tokenize(text, line.start, line.end))
+    feats = char_features(text, line, tokens, CharWindow.symmetric(2), token_tags=["O"] * len(tokens))
+    assert len(feats) == line.end - line.start
+    by_char = dict(zip(range(line.start, line.end), feats))
+    # a token's first and last characters get the n-gram window and the projected token facts
+    assert "tp=B" in by_char[0] and "tw=sr" in by_char[0] and "c1[1]=r" in by_char[0]
+    assert "tp=E" in by_char[1] and "lex=O" in by_char[1]
+    # a one-character token is its own edge
+    assert "tp=S" in by_char[2]
+    # interior characters are thin: their own character, the position, the token form
+    assert list(by_char[5]) == ["tp=I", "c1[0]=n", "tw=ana"]
+    # whitespace gets its two neighbours only
+    assert list(by_char[3]) == ["sp", "c1[-1]=.", "c1[1]=A", "c3[-1]=._A"]
+    # "_" is written as whitespace, yet as a token of its own it still gets its edge features
+    underscore = by_char[text.index("_")]
+    assert underscore[0] == "sp" and "tp=S" in underscore
+    # the memoised n-gram rows are identical to a fresh build
+    again = char_features(text, line, tokens, CharWindow.symmetric(2), token_tags=["O"] * len(tokens))
+    assert [list(f) for f in again] == [list(f) for f in feats]

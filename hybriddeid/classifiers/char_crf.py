@@ -75,9 +75,10 @@ class CharCRF(CRFTagger):
             tags = lexicon.tag(lowers) if lexicon is not None else None
             settled = [low in self.safe_words_ for low in lowers] if self.safe_words_ else None
             feats = char_features(
-                doc.text, line, tokens, self._window, thin_interior=self.thin_interior, token_tags=tags, settled=settled
+                doc.text, line, tokens, self._window, thin_interior=self.thin_interior, token_tags=tags,
+                settled=settled, lowers=lowers,
             )
-            yield UnitSequence([(i, i + 1) for i in range(line.start, line.end)], feats)
+            yield UnitSequence(list(zip(range(line.start, line.end), range(line.start + 1, line.end + 1))), feats)
 
     def training_label(self, span: Span) -> str:
         if self.label_level == "phi":

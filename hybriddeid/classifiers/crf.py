@@ -252,8 +252,13 @@ class CRFTagger:
             if not seq.units:
                 continue
             tags = tagger.tag(seq.features)
-            scores = [1.0 if tag == OUTSIDE else tagger.marginal(tag, i) for i, tag in enumerate(tags)]
-            spans.extend(decode_tags(seq.units, tags, self.source, scores))
+            tagged = [i for i, tag in enumerate(tags) if tag != OUTSIDE]
+            if not tagged:  # most lines hold no PHI: skip decoding them unit by unit
+                continue
+            first, last = tagged[0], tagged[-1] + 1  # units outside this stretch are all O
+            window = tags[first:last]
+            scores = [1.0 if tag == OUTSIDE else tagger.marginal(tag, first + i) for i, tag in enumerate(window)]
+            spans.extend(decode_tags(seq.units[first:last], window, self.source, scores))
         return spans
 
     # -- persistence ------------------------------------------------------------------------

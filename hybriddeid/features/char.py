@@ -32,38 +32,81 @@ class CharWindow:
         return cls(tuple(range(-radius, radius + 1)), tuple(range(-b, b)), tuple(range(-t, t - 1)))
 
 
-def _ngram_columns(chars: str, window: CharWindow, positions: list[int]) -> list[list[str]]:
-    """One column per (n, offset): the feature string at each of ``positions`` of the line."""
-    pad = 6
-    padded = "\x02" * pad + chars + "\x03" * pad
-    columns: list[list[str]] = []
-    for size, offsets in ((1, window.unigrams), (2, window.bigrams), (3, window.trigrams)):
-        grams = [padded[j:j + size] for j in range(len(padded) - size + 1)]
-        for k in offsets:
-            prefix = f"c{size}[{k}]="
-            shift = pad + k
-            columns.append([prefix + grams[shift + i] for i in positions])
-    return columns
+_PAD = 6
+_NGRAM_CACHE: dict["CharWindow", dict[str, tuple[str, ...]]] = {}
+_NGRAM_CACHE_LIMIT = 1 << 19
 
 
-def token_projection(tokens: Sequence[Token], index: int, line: LineContext, lowers: list[str]) -> list[str]:
-    """Features of token ``index`` that its edge characters inherit (its form comes first)."""
-    tok = tokens[index]
-    n = len(tokens)
+def _ngram_rows(chars: str, window: CharWindow, positions: list[int]) -> list[tuple[str, ...]]:
+    """The n-gram feature strings at each of ``positions`` of the line.
 
-    def word(i: int) -> str:
-        return lowers[i] if 0 <= i < n else ("<s>" if i < 0 else "</s>")
+    A position's strings depend only on the characters around it, and those few-character
+    neighbourhoods recur throughout clinical text, so each is built once and memoised.
+    """
+    spans = [(k, k + size) for size, offsets in ((1, window.unigrams), (2, window.bigrams), (3, window.trigrams)) for k in offsets]
+    low = min(start for start, _ in spans)
+    high = max(end for _, end in spans)
+    padded = "\x02" * _PAD + chars + "\x03" * _PAD
+    cache = _NGRAM_CACHE.setdefault(window, {})
+    if len(cache) > _NGRAM_CACHE_LIMIT:
+        cache.clear()
+    rows = []
+    for i in range(len(positions)):
+        at = positions[i] + _PAD
+        context = padded[at + low:at + high]
+        row = cache.get(context)
+        if row is None:
+            row = tuple(
+                f"c{end - start}[{start}]=" + context[start - low:end - low] for start, end in spans
+            )
+            cache[context] = row
+        rows.append(row)
+    return rows
 
-    feats = [
-        "tw=" + lowers[index],
-        "ts=" + short_shape(tok.text),
-        "tsuf=" + lowers[index][-3:],
-        "tw[-1]=" + word(index - 1),
-        "tw[1]=" + word(index + 1),
-        "tw[-2]=" + word(index - 2),
-        "tw[2]=" + word(index + 2),
+
+def token_projections(tokens: Sequence[Token], line: LineContext, lowers: Sequence[str]) -> list[list[str]]:
+    """Per token, the features its edge characters inherit (its form comes first), built
+    column-wise over the line."""
+    padded = ["<s>", "<s>", *lowers, "</s>", "</s>"]
+    n = len(lowers)
+    key_feature = "key=" + (line.key or "none")
+    return [
+        list(row)
+        for row in zip(
+            ["tw=" + low for low in lowers],
+            ["ts=" + short_shape(tok.text) for tok in tokens],
+            ["tsuf=" + low[-3:] for low in lowers],
+            ["tw[-1]=" + w for w in padded[1:n + 1]],
+            ["tw[1]=" + w for w in padded[3:n + 3]],
+            ["tw[-2]=" + w for w in padded[0:n]],
+            ["tw[2]=" + w for w in padded[4:n + 4]],
+            [key_feature if tok.start >= line.key_end else "inkey" for tok in tokens],
+        )
     ]
-    feats.append("key=" + (line.key or "none") if tok.start >= line.key_end else "inkey")
+
+
+_WHITESPACE_CACHE: dict[str, tuple[str, ...]] = {}
+
+
+class _OwnCharFeatures(dict):
+    """char -> "c1[0]=<char>", built on first use (indexing it never misses)."""
+
+    def __missing__(self, ch: str) -> str:
+        feature = self[ch] = "c1[0]=" + ch
+        return feature
+
+
+_OWN_CHAR = _OwnCharFeatures()
+
+
+def _whitespace_features(before: str, after: str) -> tuple[str, ...]:
+    """A whitespace character's features: inside or outside a span depends on its neighbours."""
+    pair = before + after
+    feats = _WHITESPACE_CACHE.get(pair)
+    if feats is None:
+        feats = ("sp", "c1[-1]=" + before, "c1[1]=" + after, "c3[-1]=" + before + SPACE + after)
+        if len(_WHITESPACE_CACHE) < 1 << 16:
+            _WHITESPACE_CACHE[pair] = feats
     return feats
 
 
@@ -76,63 +119,72 @@ def char_features(
     thin_interior: bool = True,
     token_tags: list[str] | None = None,
     settled: Sequence[bool] | None = None,
-) -> list[list[str]]:
+    lowers: Sequence[str] | None = None,
+) -> list[Sequence[str]]:
     """Features of every character of ``line``: n-grams, position in token, projected token info.
 
     Boundaries fall at token edges in all but a tiny fraction of spans, so with ``thin_interior``
     the characters strictly inside a token get only their own character, its position and the
     token's form, and whitespace only its two neighbours; token edges get the full n-gram window.
     That keeps character-level labels while cutting the feature count (and time) by more than half.
-    ``token_features`` (one list per token) replace the default ``token_projection``;
+    ``token_features`` (one list per token) replace the default ``token_projections``;
     ``token_tags`` (one per token, e.g. dictionary BIOES tags) are added to its edge characters.
     Every character of a ``settled`` token (a word never seen in PHI) gets thin features only.
+    ``lowers`` are the tokens' lower-cased forms, if the caller has them already.
     """
     chars = text[line.start:line.end].replace(" ", SPACE).replace("\t", SPACE)
     base = line.start
     if token_features is None:
-        lowers = [tok.text.lower() for tok in tokens]
-        token_features = [token_projection(tokens, i, line, lowers) for i in range(len(tokens))]
+        if lowers is None:
+            lowers = [tok.text.lower() for tok in tokens]
+        token_features = token_projections(tokens, line, lowers)
     if token_tags is not None:
-        token_features = [[*feats, "lex=" + tag] for feats, tag in zip(token_features, token_tags)]
+        for feats_of_token, tag in zip(token_features, token_tags):
+            feats_of_token.append("lex=" + tag)
     # 1 = strictly inside a token, 2 = whitespace; both get thin features when thin_interior is set.
     kind = bytearray(len(chars))
     if thin_interior:
         for tok in tokens:
             kind[tok.start - base + 1:tok.end - base - 1] = b"\x01" * max(tok.end - tok.start - 2, 0)
-        for i, ch in enumerate(chars):
-            if ch == SPACE:
-                kind[i] = 2
+        position = chars.find(SPACE)
+        while position >= 0:
+            kind[position] = 2
+            position = chars.find(SPACE, position + 1)
         if settled is not None:
             for tok, done in zip(tokens, settled):
                 if done:
                     kind[tok.start - base:tok.end - base] = b"\x03" * (tok.end - tok.start)
     full = [i for i, k in enumerate(kind) if not k]
-    feats: list[list[str]] = [[] for _ in chars]
+    feats: list[Sequence[str]] = [()] * len(chars)
     shared = line.features
-    for i, row in zip(full, zip(*_ngram_columns(chars, window, full))):
+    for i, row in zip(full, _ngram_rows(chars, window, full)):
         feats[i] = [*row, *shared]
     last_index = len(chars) - 1
-    for i, k in enumerate(kind):
-        if k == 2:  # whitespace: inside or outside a span depends on its neighbours only
-            before = chars[i - 1] if i else "\x02"
-            after = chars[i + 1] if i < last_index else "\x03"
-            feats[i] = ["sp", "c1[-1]=" + before, "c1[1]=" + after, "c3[-1]=" + before + SPACE + after]
+    if thin_interior:
+        position = chars.find(SPACE)
+        while position >= 0:
+            before = chars[position - 1] if position else "\x02"
+            after = chars[position + 1] if position < last_index else "\x03"
+            feats[position] = _whitespace_features(before, after)
+            position = chars.find(SPACE, position + 1)
+    own_char = _OWN_CHAR
     for index, (tok, projected) in enumerate(zip(tokens, token_features)):
         first, last = tok.start - base, tok.end - base - 1
         if settled is not None and settled[index]:
             word = projected[0]
             for i in range(first, last + 1):
-                feats[i] = ["safe", "c1[0]=" + chars[i], word]
+                feats[i] = ("safe", own_char[chars[i]], word)
             continue
+        # (an edge may hold a whitespace tuple: "_" is written as whitespace, so build new lists)
         if first == last:
-            feats[first] += ["tp=S", *projected]
+            feats[first] = [*feats[first], "tp=S", *projected]
             continue
-        feats[first] += ["tp=B", *projected]
-        feats[last] += ["tp=E", *projected]
+        feats[first] = [*feats[first], "tp=B", *projected]
+        feats[last] = [*feats[last], "tp=E", *projected]
         word = projected[0]
         for i in range(first + 1, last):
             if kind[i]:
-                feats[i] = ["tp=I", "c1[0]=" + chars[i], word]
+                feats[i] = ("tp=I", own_char[chars[i]], word)
             else:
-                feats[i] += ["tp=I", *projected]
+                feats[i] = [*feats[i], "tp=I", *projected]
     return feats

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -25,6 +26,12 @@ _SEPARATOR = "\x1f"
 def phrase_key(words: Sequence[str]) -> str:
     """The stored key of a lower-cased token sequence: a 16-hex-digit BLAKE2b digest."""
     return hashlib.blake2b(_SEPARATOR.join(words).encode("utf-8"), digest_size=8, person=b"hybriddeid").hexdigest()
+
+
+@lru_cache(maxsize=1 << 18)
+def _cached_key(words: tuple[str, ...]) -> str:
+    """``phrase_key`` memoised: tagging hashes the same few thousand words note after note."""
+    return phrase_key(words)
 
 
 def phrase_tokens(phrase: str) -> tuple[str, ...]:
@@ -79,12 +86,13 @@ class Gazetteer:
         """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first."""
         tags = [OUTSIDE] * len(words)
         table, prefixes = self.table, self.prefixes
+        words = tuple(words)
         i = 0
         n = len(words)
         while i < n:
             best_length, best_label = 0, ""
             for length in range(1, min(self.max_words, n - i) + 1):
-                key = phrase_key(words[i:i + length])
+                key = _cached_key(words[i:i + length])
                 if key not in prefixes:
                     break
                 label = table.get(key)

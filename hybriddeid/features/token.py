@@ -106,15 +106,12 @@ def _context(seq: TokenSequence, feats: list[list[str]]) -> None:
     for n in range(len(words) - 1, -1, -1):
         for i in range(words[n], words[n - 1] if n else -1, -1):
             next_word[i] = n
-    bags: list[tuple[str, ...]] = []
-    for i in range(len(seq.tokens)):
+    left_of = ["L=" + seq.lowers[j] for j in words]
+    right_of = ["R=" + seq.lowers[j] for j in words]
+    for i, out in enumerate(feats):
         n = next_word[i]
-        is_word = n < len(words) and words[n] == i
-        left = words[max(0, n - reach):n]
-        right = words[n + 1:n + 1 + reach] if is_word else words[n:n + reach]
-        bags.append(tuple({"L=" + seq.lowers[j] for j in left} | {"R=" + seq.lowers[j] for j in right}))
-    for out, bag in zip(feats, bags):
-        out.extend(bag)
+        skip = 1 if n < len(words) and words[n] == i else 0  # a word is not its own right context
+        out.extend({*left_of[max(0, n - reach):n], *right_of[n + skip:n + skip + reach]})
 
 
 @token_extractor("affixes")
