@@ -69,6 +69,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "token": {
         "features": list(DEFAULT_TOKEN_FEATURES),
         "window": 2,
+        # POS and general-NER tags, e.g. "spacy:es_core_news_sm" (hybriddeid.features.pos); "" = none.
+        "tag_source": "",
         **CRF_TRAINING_DEFAULTS,
     },
 }
