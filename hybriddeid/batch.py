@@ -1,25 +1,67 @@
 """Batch runs over directories: one bad file never stops the others, outputs are written
 atomically, inputs are never overwritten, and a rerun resumes by skipping finished outputs.
 
-Only file names, counts and error descriptions (which never quote note text) are reported.
+Work is done in *units*: the documents of one or more whole input files that must be processed
+together (by default one file; de-identification groups a patient's files). Units run in this
+process or, with ``jobs > 1``, in worker processes that each set the processor up once (e.g. load
+the model). Only file names, counts and error descriptions (which never quote note text) are
+reported.
 """
 from __future__ import annotations
 
 import logging
-from itertools import groupby
-from operator import itemgetter
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from itertools import groupby
+from multiprocessing import get_context
+from operator import itemgetter
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 from tqdm import tqdm
 
 from hybriddeid.document import Document
-from hybriddeid.io import InputError, iter_documents, output_path, write_documents
+from hybriddeid.io import InputError, detect_format, iter_documents, output_path, read_document, write_documents
 
 log = logging.getLogger(__name__)
 
 Transform = Callable[[Document], Document]
+
+
+class BatchProcessor(Protocol):
+    """What ``run_batch`` does with the documents of a folder."""
+
+    def setup(self) -> None:
+        """Prepare once per process before any ``process`` call (e.g. load a model)."""
+
+    def unit_key(self, path: Path, doc: Document) -> str:
+        """Documents sharing a key are processed in one unit, with all of their files."""
+
+    def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
+        """Whether ``doc``'s output exists and is complete (a rerun skips it)."""
+
+    def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
+        """Transform and write one unit; raise ``InputError``/``ValueError``/``OSError`` on failure."""
+
+
+@dataclass
+class TransformProcessor:
+    """A document -> document function written in ``out_format``, one input file per unit."""
+
+    transform: Transform
+    out_format: str
+
+    def setup(self) -> None:
+        pass
+
+    def unit_key(self, path: Path, doc: Document) -> str:
+        return str(path)
+
+    def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
+        return output_path(doc, out_dir, self.out_format).exists()
+
+    def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
+        write_documents([self.transform(doc) for doc in docs], out_dir, self.out_format)
 
 
 @dataclass
@@ -43,45 +85,164 @@ class BatchResult:
         return f"{len(self.written)} written, {len(self.skipped)} already done, {len(self.failed)} failed"
 
 
-def run_batch(
-    in_dir: Path,
-    out_dir: Path,
-    transform: Transform,
-    out_format: str,
-    in_format: str = "auto",
-    overwrite: bool = False,
-    progress: bool = True,
-) -> BatchResult:
-    """Apply ``transform`` to every document under ``in_dir`` and write the results to ``out_dir``.
+def describe_error(exc: BaseException) -> str:
+    """A one-line description of a failure that never quotes note text.
 
-    Files whose outputs all exist already are skipped unless ``overwrite``; errors are collected
-    per input file and the run goes on.
+    Messages of our own ``InputError`` are written to be safe; any other exception may carry PHI in
+    its message (a ``KeyError`` of a name, a ``ValueError`` quoting a date), so only its type is told.
     """
+    if isinstance(exc, InputError):
+        return exc.problem
+    return type(exc).__name__
+
+
+def check_folders(in_dir: Path, out_dir: Path) -> None:
+    """Raise unless ``in_dir`` is a folder and ``out_dir`` is another one (outputs never go over inputs)."""
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     if not in_dir.is_dir():
         raise InputError(in_dir, "is not a directory")
     if out_dir.resolve() == in_dir.resolve():
         raise InputError(out_dir, "output directory must differ from the input directory")
+
+
+def run_batch(
+    in_dir: Path,
+    out_dir: Path,
+    transform: Transform | BatchProcessor,
+    out_format: str | None = None,
+    in_format: str = "auto",
+    overwrite: bool = False,
+    progress: bool = True,
+    jobs: int = 1,
+) -> BatchResult:
+    """Process every document under ``in_dir`` and write the results to ``out_dir``.
+
+    ``transform`` is a document -> document function (written in ``out_format``) or a
+    ``BatchProcessor``. Units whose outputs are all done are skipped unless ``overwrite``; errors
+    are collected per input file and the run goes on. With ``jobs > 1`` units run in that many
+    worker processes; results do not depend on ``jobs``.
+    """
+    check_folders(in_dir, out_dir)
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    if callable(transform):
+        if out_format is None:
+            raise ValueError("run_batch needs out_format with a transform function")
+        processor: BatchProcessor = TransformProcessor(transform, out_format)
+    else:
+        processor = transform
+    fmt = detect_format(in_dir) if in_format == "auto" else in_format
     result = BatchResult()
-    by_file = groupby(iter_documents(in_dir, in_format), key=itemgetter(0))  # lazy: one file in memory
-    for path, group in tqdm(by_file, desc="files", unit="file", disable=not progress, leave=False):
+    units, done = _plan(in_dir, out_dir, processor, fmt, overwrite, result)
+    todo = []
+    for unit in units:
+        if all(done[path] for path in unit):
+            result.skipped.extend(unit)
+        else:
+            todo.append(unit)
+    bar = tqdm(total=sum(len(unit) for unit in todo), desc="files", unit="file", disable=not progress, leave=False)
+    with bar:
+        for unit, problem in _run_units(todo, processor, out_dir, fmt, jobs):
+            if problem is None:
+                result.written.extend(unit)
+            else:
+                for path in unit:
+                    _fail(result, path, problem)
+            bar.update(len(unit))
+    result.written.sort()
+    result.skipped.sort()
+    result.failed.sort()
+    return result
+
+
+def _plan(in_dir: Path, out_dir: Path, processor: BatchProcessor, fmt: str, overwrite: bool,
+          result: BatchResult) -> tuple[list[list[Path]], dict[Path, bool]]:
+    """Read every input once: the units to run (files joined by shared keys) and which files are done."""
+    keys: dict[Path, set[str]] = {}
+    done: dict[Path, bool] = {}
+    by_file = groupby(iter_documents(in_dir, fmt), key=itemgetter(0))  # lazy: one file in memory
+    for path, group in by_file:
         items = [item for _, item in group]
         errors = [item for item in items if isinstance(item, InputError)]
         if errors:
             _fail(result, path, errors[0].problem)
             continue
-        docs: Sequence[Document] = items
-        if not overwrite and all(output_path(doc, out_dir, out_format).exists() for doc in docs):
-            result.skipped.append(path)
-            continue
         try:
-            outputs = [transform(doc) for doc in docs]
-            write_documents(outputs, out_dir, out_format)
+            keys[path] = {processor.unit_key(path, doc) for doc in items}
+            done[path] = not overwrite and all(processor.is_done(doc, out_dir, fmt) for doc in items)
         except (InputError, ValueError, OSError) as exc:
-            _fail(result, path, type(exc).__name__ + (f": {exc.problem}" if isinstance(exc, InputError) else ""))
-            continue
-        result.written.append(path)
-    return result
+            _fail(result, path, describe_error(exc))
+            keys.pop(path, None)
+    return _join(keys), done
+
+
+def _join(keys: dict[Path, set[str]]) -> list[list[Path]]:
+    """Files grouped so that files sharing any key are in one group (union-find), in sorted order."""
+    parent: dict[Path, Path] = {path: path for path in keys}
+
+    def root(path: Path) -> Path:
+        while parent[path] != path:
+            parent[path] = parent[parent[path]]
+            path = parent[path]
+        return path
+
+    first_with: dict[str, Path] = {}
+    for path in sorted(keys):
+        for key in sorted(keys[path]):
+            if key in first_with:
+                parent[root(path)] = root(first_with[key])
+            else:
+                first_with[key] = path
+    groups: dict[Path, list[Path]] = {}
+    for path in sorted(keys):
+        groups.setdefault(root(path), []).append(path)
+    return sorted(groups.values())
+
+
+# -- running units ---------------------------------------------------------------------------------
+_worker: tuple[BatchProcessor, Path, str] | None = None
+
+
+def _init_worker(processor: BatchProcessor, out_dir: Path, fmt: str) -> None:
+    global _worker
+    processor.setup()
+    _worker = (processor, out_dir, fmt)
+
+
+def _work(unit: list[Path]) -> str | None:
+    """Process one unit in this process; the problem as one safe line, or None when it worked."""
+    processor, out_dir, fmt = _worker
+    try:
+        docs = [doc for path in unit for doc in read_document(path, fmt)]
+        processor.process(docs, out_dir, fmt)
+    except Exception as exc:  # noqa: BLE001 - a bad unit must not stop the batch, nor leak text
+        return describe_error(exc)
+    return None
+
+
+def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path, fmt: str,
+               jobs: int) -> Iterator[tuple[list[Path], str | None]]:
+    """(unit, problem or None) for every unit, in completion order."""
+    if not units:
+        return
+    global _worker
+    if jobs <= 1 or len(units) == 1:
+        _init_worker(processor, out_dir, fmt)
+        try:
+            for unit in units:
+                yield unit, _work(unit)
+        finally:
+            _worker = None  # let the processor (and its model) go
+        return
+    # fork: workers inherit the processor without pickling; each sets it up once (loads the model)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=get_context("fork"),
+                             initializer=_init_worker, initargs=(processor, out_dir, fmt)) as pool:
+        futures = {pool.submit(_work, unit): unit for unit in units}
+        for future in as_completed(futures):
+            try:
+                problem = future.result()
+            except Exception as exc:  # noqa: BLE001 - e.g. a worker killed by the OS
+                problem = describe_error(exc)
+            yield futures[future], problem
 
 
 def _fail(result: BatchResult, path: Path, problem: str) -> None:

@@ -1,4 +1,4 @@
-"""The ``hybriddeid`` command line: train, annotate, evaluate.
+"""The ``hybriddeid`` command line: train, annotate, evaluate, deid.
 
 Exit codes: 0 success, 1 some inputs failed (the others were processed), 2 nothing could be done.
 Messages name files and problems only; note text never reaches the terminal or the logs.
@@ -63,6 +63,58 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _deid_key(args: argparse.Namespace) -> bytes | None:
+    """The key for surrogate mode: read from --key-file, or created there when the file does not exist."""
+    from hybriddeid.surrogates import create_key_file, read_key
+
+    if args.mode != "surrogate":
+        return None
+    if args.key_file is None:
+        raise ValueError("surrogate mode needs --key-file F (a new random key is written to F if it does not "
+                         "exist; keep it secret and apart from the output)")
+    key_path = args.key_file.resolve()
+    for folder in (args.in_dir, args.out_dir):
+        if key_path.is_relative_to(folder.resolve()):
+            raise ValueError(f"{args.key_file}: the key must not lie inside the input or output folder")
+    if key_path.exists():
+        return read_key(key_path)
+    key = create_key_file(key_path)
+    log.info("%s: created a new random key; keep it secret and apart from the output (it is needed to "
+             "de-identify more notes consistently)", args.key_file)
+    return key
+
+
+def _deid(args: argparse.Namespace) -> int:
+    from hybriddeid.surrogates import DeidOptions
+    from hybriddeid.surrogates.audit import format_summary
+    from hybriddeid.surrogates.runner import DeidProcessor, PatientMap, run_deid
+
+    try:
+        if args.use_annotations and args.language is None:
+            raise ValueError("--use-annotations needs --language (en or es): there is no model to take it from")
+        if args.language is None:
+            from hybriddeid.pipeline import Pipeline
+
+            args.language = Pipeline.load(args.model).language
+        options = DeidOptions(
+            mode=args.mode, language=args.language, key=_deid_key(args), scope=args.scope,
+            date_shift_days=args.date_shift_days, keep_years=args.keep_years,
+            cap_ages=args.cap_ages or args.safe_harbor, truncate_zips=args.truncate_zips or args.safe_harbor,
+            tag_level=args.tag_level, mask_char=args.mask_char,
+        )
+        patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    processor = DeidProcessor(options, patients, None if args.use_annotations else args.model,
+                              args.audit_format, args.mapping_dir)
+    result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
+                               overwrite=args.overwrite, progress=not args.quiet, jobs=args.jobs)
+    log.info("%s: %s", args.out_dir, result.summary())
+    log.info("%s", format_summary(summary))
+    return result.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
 
@@ -96,6 +148,36 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="print the full report as JSON")
     evaluate.add_argument("--input-format", choices=formats, default="auto")
     evaluate.set_defaults(run=_evaluate)
+
+    deid = sub.add_parser("deid", help="write de-identified notes (tags, masks or consistent surrogates) and an audit")
+    deid.add_argument("in_dir", type=Path)
+    deid.add_argument("out_dir", type=Path)
+    deid.add_argument("--model", default="default", help="model folder (default: the bundled model)")
+    deid.add_argument("--use-annotations", action="store_true",
+                      help="replace the inputs' own annotations (BRAT, i2b2, JSONL spans) instead of running a model")
+    deid.add_argument("--mode", choices=("tag", "mask", "surrogate"), default="tag")
+    deid.add_argument("--key-file", type=Path, help="secret key for surrogates (created if missing; keep it apart from the output)")
+    patients = deid.add_mutually_exclusive_group()
+    patients.add_argument("--patient-map", type=Path, help="CSV (note, patient) or JSON {note: patient}")
+    patients.add_argument("--patient-pattern", help="regex over note names; group 'patient' (or 1) is the patient id")
+    deid.add_argument("--scope", choices=("patient", "corpus"), default="patient",
+                      help="where one value keeps one surrogate and one date offset (default: patient)")
+    deid.add_argument("--language", choices=("en", "es"), help="language of the surrogates (default: the model's)")
+    deid.add_argument("--date-shift-days", type=int, default=365, help="dates move by up to this many days (default 365)")
+    deid.add_argument("--keep-years", action="store_true", help="Safe Harbor: keep years, shift only day and month")
+    deid.add_argument("--cap-ages", action="store_true", help='Safe Harbor: ages over 89 become "90+"')
+    deid.add_argument("--truncate-zips", action="store_true", help='Safe Harbor: ZIPs keep 3 digits ("000" if restricted)')
+    deid.add_argument("--safe-harbor", action="store_true", help="both --cap-ages and --truncate-zips")
+    deid.add_argument("--tag-level", choices=("category", "label"), default="category", help="tag mode: [**NAME**] or [**PATIENT**]")
+    deid.add_argument("--mask-char", default="*", help="mask mode: the character written (default *)")
+    deid.add_argument("--audit-format", choices=("jsonl", "csv"), default="jsonl")
+    deid.add_argument("--mapping-dir", type=Path,
+                      help="also write original -> replacement files here (PHI! owner-only, outside OUT_DIR)")
+    deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    deid.add_argument("--input-format", choices=formats, default="auto")
+    deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
+    deid.set_defaults(run=_deid)
+
     return parser
 
 

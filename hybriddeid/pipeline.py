@@ -220,6 +220,26 @@ class Pipeline:
         """``doc`` with its spans replaced by the pipeline's merged predictions."""
         return doc.with_spans(self.predict(doc))
 
+    def deidentify(self, doc_or_text: Document | str, patient_id: str | None = None, mode: str = "tag",
+                   key: bytes | None = None, **options: Any) -> "hybriddeid.surrogates.DeidResult":
+        """The note with its PHI replaced: ``mode`` "tag", "mask" or "surrogate" (needs a ``key``).
+
+        Returns a ``hybriddeid.surrogates.DeidResult`` (``.text``, ``.document`` with spans at output
+        offsets, ``.replacements`` for an audit). Surrogates and the date offset are consistent for one
+        ``patient_id`` under one key; without one, a Document is its own patient (by name) and so is a
+        plain string (by its text). ``options`` are further ``DeidOptions`` fields (scope,
+        date_shift_days, keep_years, cap_ages, truncate_zips, tag_level, mask_char, language).
+        """
+        import hashlib
+
+        from hybriddeid.surrogates import DeidOptions, deidentify_document
+
+        if patient_id is None and isinstance(doc_or_text, str):
+            patient_id = "text:" + hashlib.sha256(doc_or_text.encode("utf-8")).hexdigest()
+        options.setdefault("language", self.language)
+        return deidentify_document(self.annotate(self._as_document(doc_or_text)),
+                                   DeidOptions(mode=mode, key=key, **options), patient_id)
+
     @property
     def labels(self) -> tuple[str, ...]:
         return tuple(sorted({label for component in self.components.values() for label in component.labels}))

@@ -130,15 +130,16 @@ def make_document(path: Path, name: str, text: str, spans: list[tuple[str, Span]
     return Document(name, text, tuple(span for _, span in spans), dict(meta))
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, mode: int = 0o666) -> None:
     """Write ``text`` as UTF-8 to ``path`` so readers see the old file or the new one, never half of one.
 
     The text goes to a temporary file in the same folder (same file system), is flushed to disk, then
-    ``os.replace`` swaps it in. Newlines are written exactly as they are in ``text``.
+    ``os.replace`` swaps it in. Newlines are written exactly as they are in ``text``. ``mode`` (less the
+    umask) sets the permissions, e.g. 0o600 for files only their owner may read.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 so the umask applies
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)  # default 0o666 so the umask applies
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)

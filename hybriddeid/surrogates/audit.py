@@ -1,0 +1,88 @@
+"""The audit trail of de-identified output: one JSONL or CSV file per note, a summary per run, and
+(only when asked for) a secured mapping file that also holds the original values.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from dataclasses import fields
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from hybriddeid.document import Document
+from hybriddeid.surrogates.deid import Replacement
+from hybriddeid.surrogates.generator import DATE_FALLBACK, SHAPE
+
+AUDIT_FORMATS = ("jsonl", "csv")
+AUDIT_FIELDS = ("note", *(f.name for f in fields(Replacement)))
+_INTEGER_FIELDS = ("start", "end", "out_start", "out_end")
+
+
+def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jsonl") -> str:
+    """One row per replaced span (offsets in input and output, label, kind, method, source, score,
+    replacement); the original value is never written."""
+    rows = [{"note": note, **rep.to_dict()} for rep in replacements]
+    if fmt == "jsonl":
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    if fmt != "csv":
+        raise ValueError(f"audit format must be one of {', '.join(AUDIT_FORMATS)}")
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=AUDIT_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def read_audit(path: Path) -> list[dict[str, object]]:
+    """The rows of an audit file written by ``render_audit`` (format from the extension)."""
+    text = Path(path).read_text(encoding="utf-8")
+    if Path(path).suffix == ".csv":
+        rows: list[dict[str, object]] = list(csv.DictReader(io.StringIO(text)))
+        for row in rows:
+            for name in _INTEGER_FIELDS:
+                row[name] = int(row[name])
+            row["score"] = float(row["score"])
+        return rows
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def render_mapping(doc: Document, replacements: Sequence[Replacement]) -> str:
+    """JSONL of original value -> replacement for one note: PHI, for the secured mapping file only."""
+    return "".join(
+        json.dumps({"note": doc.name, "start": rep.start, "end": rep.end, "label": rep.label,
+                    "original": doc.text[rep.start:rep.end], "replacement": rep.replacement}, ensure_ascii=False) + "\n"
+        for rep in replacements
+    )
+
+
+def summarize(rows_by_note: Iterable[Sequence[dict[str, object]]]) -> dict[str, object]:
+    """Counts over a run's audit rows: notes, spans, per label, per category, per method."""
+    notes = spans = 0
+    by_label: Counter[str] = Counter()
+    by_category: Counter[str] = Counter()
+    by_method: Counter[str] = Counter()
+    for rows in rows_by_note:
+        notes += 1
+        for row in rows:
+            spans += 1
+            by_label[str(row["label"])] += 1
+            by_category[str(row["category"])] += 1
+            by_method[str(row["method"])] += 1
+    return {
+        "notes": notes,
+        "spans": spans,
+        "dates_unparsed": by_method[DATE_FALLBACK],
+        "shape_fallbacks": by_method[SHAPE],
+        "by_category": dict(sorted(by_category.items())),
+        "by_label": dict(sorted(by_label.items())),
+        "by_method": dict(sorted(by_method.items())),
+    }
+
+
+def format_summary(summary: dict[str, object]) -> str:
+    """One line for the terminal: counts only."""
+    categories = ", ".join(f"{name} {count}" for name, count in summary["by_category"].items())
+    return (f"{summary['spans']} spans replaced in {summary['notes']} notes ({categories or 'none'}); "
+            f"{summary['dates_unparsed']} dates not understood (same-shape surrogates)")

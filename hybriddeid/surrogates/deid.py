@@ -1,0 +1,206 @@
+"""De-identified text from a document and its PHI spans: tags, masks or consistent surrogates.
+
+Works on any spans (a model's predictions or gold annotations). Text outside the spans is copied
+byte for byte; each replacement is recorded (offsets in the input and the output, label, kind,
+method, source, score, replacement, never the original value) for the audit.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Iterable, Sequence
+
+from hybriddeid.document import Document, Span
+from hybriddeid.surrogates.dates import DateShifter
+from hybriddeid.surrogates.generator import SurrogateSettings, Surrogates
+from hybriddeid.surrogates.keys import Keyed
+from hybriddeid.surrogates.language import LANGUAGES, fold, load_kinds, load_language
+from hybriddeid.surrogates.names import NAME_WORD, NameInventory
+
+MODES = ("tag", "mask", "surrogate")
+SCOPES = ("patient", "corpus")
+TAG_LEVELS = ("category", "label")
+DEFAULT_DATE_SHIFT_DAYS = 365
+
+
+@dataclass(frozen=True)
+class DeidOptions:
+    """How to de-identify.
+
+    ``key`` (16+ bytes) is needed for ``surrogate`` mode. ``scope`` says where one value keeps one
+    surrogate (and one date offset): every note of a patient, or the whole corpus. Dates move by an
+    offset in [-date_shift_days, date_shift_days], never 0. Safe Harbor options: ``cap_ages`` writes
+    ages over 89 as "90+", ``truncate_zips`` keeps a ZIP's first three digits ("000" for restricted
+    areas), ``keep_years`` leaves years as they were (shifting day and month only).
+    """
+
+    mode: str = "tag"
+    language: str = "en"
+    key: bytes | None = None
+    scope: str = "patient"
+    date_shift_days: int = DEFAULT_DATE_SHIFT_DAYS
+    keep_years: bool = False
+    cap_ages: bool = False
+    truncate_zips: bool = False
+    tag_level: str = "category"
+    mask_char: str = "*"
+
+    def __post_init__(self) -> None:
+        for name, value, allowed in (("mode", self.mode, MODES), ("scope", self.scope, SCOPES),
+                                     ("tag_level", self.tag_level, TAG_LEVELS), ("language", self.language, LANGUAGES)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
+        if self.mode == "surrogate" and not self.key:
+            raise ValueError("surrogate mode needs a secret key (key=...; see hybriddeid.surrogates.new_key)")
+        if not 1 <= self.date_shift_days <= 36500:
+            raise ValueError("date_shift_days must be between 1 and 36500")
+        if len(self.mask_char) != 1 or self.mask_char.isspace():
+            raise ValueError("mask_char must be one visible character")
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """One replaced span, as the audit records it: no original text."""
+
+    start: int
+    end: int
+    out_start: int
+    out_end: int
+    label: str
+    category: str
+    kind: str
+    method: str
+    source: str
+    score: float
+    replacement: str
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DeidResult:
+    """The de-identified note (its spans at output offsets) and what was replaced."""
+
+    document: Document
+    replacements: tuple[Replacement, ...]
+
+    @property
+    def text(self) -> str:
+        return self.document.text
+
+
+def scope_id(scope: str, patient_id: str) -> str:
+    """The HMAC namespace of a patient's surrogates and date offset."""
+    return f"patient:{patient_id}" if scope == "patient" else "corpus"
+
+
+def date_offset(keyed: Keyed, scope: str, max_days: int) -> int:
+    """The scope's date shift in days: from the key, in [-max_days, max_days], never 0."""
+    magnitude = 1 + keyed.choice_index(max_days, scope, "date-offset")
+    return magnitude if keyed.choice_index(2, scope, "date-offset-sign") else -magnitude
+
+
+def disjoint(spans: Iterable[Span]) -> list[Span]:
+    """Spans with overlaps merged into one span (labelled as the longest of them): each character is
+    replaced once."""
+    out: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.start, -(s.end - s.start))):
+        if out and span.start < out[-1].end:
+            last = out[-1]
+            if span.end > last.end:
+                out[-1] = Span(last.start, span.end, last.label, last.source, min(last.score, span.score))
+            continue
+        out.append(span)
+    return out
+
+
+def _masked(value: str, mask_char: str) -> str:
+    return "".join(char if char.isspace() else mask_char for char in value)
+
+
+def _surrogates_for(docs: Sequence[Document], options: DeidOptions, patient_id: str) -> Surrogates:
+    lang = load_language(options.language)
+    keyed = Keyed(options.key)
+    scope = scope_id(options.scope, patient_id)
+    kinds = load_kinds()
+    names = [doc.span_text(s) for doc in docs for s in doc.spans if kinds.kind(s.label) == "person"]
+    inventory = NameInventory(names, lang.particles, lang.titles)
+    shifter = DateShifter(lang.dates, date_offset(keyed, scope, options.date_shift_days), options.keep_years)
+    # Surrogates must not bring back the patient's own values. Not in corpus scope: a value's
+    # surrogate would then depend on which patient it is seen with.
+    avoid = _original_values(docs, kinds, lang) if options.scope == "patient" else []
+    return Surrogates(lang, keyed, scope, shifter, inventory, SurrogateSettings(options.cap_ages, options.truncate_zips), avoid)
+
+
+def _original_values(docs: Sequence[Document], kinds, lang) -> list[str]:
+    """The patient's PHI values that surrogates must not bring back: values, name words (not titles
+    or particles) and age numbers. Sexes, family terms and dates are left out: they are drawn from
+    small sets or shifted, and may rightly come out equal to another original."""
+    common = lang.particles | lang.titles
+    values = []
+    for doc in docs:
+        for span in doc.spans:
+            value, kind = doc.span_text(span), kinds.kind(span.label)
+            if kind not in ("sex", "relative", "date"):
+                values.append(value)
+            if kind in ("person", "relative"):
+                values += [w for w in NAME_WORD.findall(value) if len(w) > 1 and fold(w) not in common]
+            if kind in ("age", "relative"):
+                values += re.findall(r"\d+", value)
+    return values
+
+
+def deidentify_patient(docs: Sequence[Document], options: DeidOptions, patient_id: str) -> list[DeidResult]:
+    """De-identify all notes of one patient together, each with its own spans.
+
+    Giving all of a patient's notes at once lets initials link to full names seen in any of them;
+    everything else (surrogates, date offset) depends only on the key, the scope and the value.
+    """
+    surrogates = _surrogates_for(docs, options, patient_id) if options.mode == "surrogate" else None
+    return [_deidentify(doc, options, surrogates) for doc in docs]
+
+
+def deidentify_document(doc: Document, options: DeidOptions, patient_id: str | None = None) -> DeidResult:
+    """De-identify one note with its own spans (gold or predicted); ``patient_id`` defaults to its name."""
+    return deidentify_patient([doc], options, doc.name if patient_id is None else patient_id)[0]
+
+
+def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | None) -> DeidResult:
+    lang = load_language(options.language)
+    kinds = load_kinds()
+    pieces: list[str] = []
+    replacements: list[Replacement] = []
+    out_spans: list[Span] = []
+    cursor = out_length = 0
+    for span in disjoint(doc.spans):
+        value = doc.span_text(span)
+        category = kinds.category(span.label)
+        kind = kinds.kind(span.label)
+        if options.mode == "tag":
+            new, method = lang.tag_format.format(label=category if options.tag_level == "category" else span.label), "tag"
+        elif options.mode == "mask":
+            new, method = _masked(value, options.mask_char), "mask"
+        else:
+            new, method = surrogates.replace(kind, value)
+        kept = doc.text[cursor:span.start]
+        pieces += [kept, new]
+        out_start = out_length + len(kept)
+        out_length = out_start + len(new)
+        cursor = span.end
+        replacements.append(Replacement(span.start, span.end, out_start, out_length, span.label, category, kind,
+                                        method, span.source, span.score, new))
+        if new:
+            out_spans.append(Span(out_start, out_length, span.label, span.source, span.score))
+    pieces.append(doc.text[cursor:])
+    return DeidResult(Document(doc.name, "".join(pieces), tuple(out_spans), doc.meta), tuple(replacements))
+
+
+def apply_replacements(text: str, replacements: Iterable[Replacement | dict]) -> str:
+    """``text`` with recorded replacements applied (to verify an output against its audit)."""
+    pieces, cursor = [], 0
+    for rec in sorted((r if isinstance(r, dict) else r.to_dict() for r in replacements), key=lambda r: r["start"]):
+        pieces += [text[cursor:rec["start"]], rec["replacement"]]
+        cursor = rec["end"]
+    pieces.append(text[cursor:])
+    return "".join(pieces)

@@ -1,0 +1,277 @@
+"""Realistic surrogates of each kind, drawn deterministically from the key.
+
+Every draw seeds a Faker instance of the note's locale from HMAC(key, scope, kind, value), so a value
+gets the same surrogate in every note of its scope, in any process and any order. Values are
+compared case- and accent-insensitively; the surrogate copies the original's case pattern.
+
+A draw that would bring back one of the scope's original values (another name of the same patient,
+the patient's city inside a hospital name, another age) is redrawn; shifted dates are the exception,
+since moving every date by one offset may land one date on another's original value.
+"""
+from __future__ import annotations
+
+import random
+import re
+import string
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Iterable
+
+from faker import Faker
+
+from hybriddeid.surrogates.dates import DateShifter
+from hybriddeid.surrogates.keys import Keyed
+from hybriddeid.surrogates.language import GENERATED_KINDS, LanguageResources, fold
+from hybriddeid.surrogates.names import NAME_WORD, NameInventory, NameSurrogates
+from hybriddeid.surrogates.shape import copy_case, shape_surrogate
+
+_NUMBER = re.compile(r"\d+")
+_ZIP = re.compile(r"\d{5}")
+_TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
+_RETRIES = 8
+AGE_JITTER = 3  # ages move by 1..3 years (1 for small numbers), never to themselves
+
+# method values recorded in the audit
+SURROGATE, DATE_SHIFT, DATE_FALLBACK, SHAPE, SAFE_HARBOR = "surrogate", "date-shift", "date-fallback", "shape", "safe-harbor"
+
+
+@lru_cache(maxsize=None)
+def faker_for(locale: str) -> Faker:
+    """One Faker per locale and process; every use re-seeds it, so sharing it is safe."""
+    return Faker(locale)
+
+
+@lru_cache(maxsize=None)
+def given_names(locale: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Folded female and male first names of a Faker locale (its person provider's own lists)."""
+    faker = faker_for(locale)
+    person = next(p for p in faker.providers if type(p).__module__.startswith("faker.providers.person"))
+    female = frozenset(fold(n) for n in getattr(person, "first_names_female", ()))
+    male = frozenset(fold(n) for n in getattr(person, "first_names_male", ())) - female
+    return female, male
+
+
+@dataclass(frozen=True)
+class SurrogateSettings:
+    """The options that change surrogates (see ``DeidOptions``)."""
+
+    cap_ages: bool = False
+    truncate_zips: bool = False
+
+
+class Surrogates:
+    """Surrogates for one consistency scope (a patient, or the corpus) and one patient's dates."""
+
+    def __init__(self, lang: LanguageResources, keyed: Keyed, scope: str, dates: DateShifter,
+                 inventory: NameInventory, settings: SurrogateSettings, avoid: Iterable[str] = ()) -> None:
+        self.lang = lang
+        avoid = sorted({fold(value) for value in avoid if value.strip()}, key=len, reverse=True)
+        self._avoid = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, avoid))})(?!\w)") if avoid else None
+        self._avoid_numbers = {int(v) for v in avoid if v.isdigit()}
+        self.keyed = keyed
+        self.scope = scope
+        self.dates = dates
+        self.settings = settings
+        self.faker = faker_for(lang.faker_locale)
+        female, male = given_names(lang.faker_locale)
+        self.names = NameSurrogates(lang, female, male, self._name_word, self._letter, inventory)
+        self._handlers: dict[str, Callable[[str], tuple[str, str]]] = {
+            "person": self._person, "location": self._location, "street": self._street, "zip": self._zip,
+            "age": self._age, "date": self._date, "email": self._email, "url": self._url, "ip": self._ip,
+            "sex": self._sex, "relative": self._relative,
+        }
+        for kind in GENERATED_KINDS:
+            self._handlers[kind] = (self._template(kind) if kind in lang.templates
+                                    else self._faker_kind(kind, case=kind != "username"))
+        self._cache: dict[tuple[str, str], tuple[str, str]] = {}
+
+    # -- entry point ----------------------------------------------------------------------------
+    def replace(self, kind: str, value: str) -> tuple[str, str]:
+        """(surrogate, method) for ``value`` of surrogate ``kind``; unknown kinds keep the shape."""
+        cache_key = (kind, value)
+        if cache_key not in self._cache:
+            handler = self._handlers.get(kind, self._shape)
+            self._cache[cache_key] = handler(value)
+        return self._cache[cache_key]
+
+    # -- draws ----------------------------------------------------------------------------------
+    def _rng(self, *parts: str) -> random.Random:
+        return random.Random(self.keyed.integer(self.scope, *parts))
+
+    def _acceptable(self, surrogate: str, value: str) -> bool:
+        """Differs from ``value`` and holds none of the scope's original values as a whole token."""
+        folded = fold(surrogate)
+        return folded != fold(value) and (self._avoid is None or not self._avoid.search(folded))
+
+    def _fake(self, kind: str, value: str, make: Callable[[Faker], str], attempt: int = 0) -> str:
+        self.faker.seed_instance(self.keyed.integer(self.scope, kind, fold(value), str(attempt)))
+        return " ".join(make(self.faker).split())  # some locales' addresses end in a space
+
+    def _differing(self, kind: str, value: str, make: Callable[[Faker], str]) -> str:
+        """A Faker draw that differs from ``value`` (compared folded)."""
+        for attempt in range(_RETRIES):
+            surrogate = self._fake(kind, value, make, attempt)
+            if self._acceptable(surrogate, value):
+                return surrogate
+        return surrogate
+
+    def _method(self, kind: str) -> Callable[[Faker], str]:
+        name = self.lang.faker_methods[kind]
+        return lambda faker: str(getattr(faker, name)())
+
+    # -- kinds ----------------------------------------------------------------------------------
+    def _shape(self, value: str, purpose: str = "shape", method: str = SHAPE) -> tuple[str, str]:
+        for attempt in range(_RETRIES):
+            surrogate = shape_surrogate(value, self._rng(purpose, fold(value), str(attempt)))
+            if self._acceptable(surrogate, value):
+                break
+        return surrogate, method
+
+    def _faker_kind(self, kind: str, case: bool = True) -> Callable[[str], tuple[str, str]]:
+        def handler(value: str) -> tuple[str, str]:
+            surrogate = self._differing(kind, value, self._method(kind))
+            return (copy_case(value, surrogate) if case else surrogate), SURROGATE
+        return handler
+
+    def _template(self, kind: str) -> Callable[[str], tuple[str, str]]:
+        templates = self.lang.templates[kind]
+        fields = {"city": self._method("city"), "last_name": lambda f: f.last_name(), "first_name": lambda f: f.first_name()}
+
+        def make(faker: Faker) -> str:
+            template = faker.random_element(templates)
+            return _TEMPLATE_FIELD.sub(lambda m: fields[m.group(1)](faker), template)
+
+        return lambda value: (copy_case(value, self._differing(kind, value, make)), SURROGATE)
+
+    def _name_word(self, role: str, folded: str) -> str:
+        method = {"given_female": "first_name_female", "given_male": "first_name_male"}.get(role, "last_name")
+        for attempt in range(_RETRIES):
+            surrogate = self._fake(f"name:{role}", folded, lambda f: getattr(f, method)(), attempt)
+            if self._acceptable(surrogate, folded) and len(NAME_WORD.findall(surrogate)) == 1:
+                return surrogate
+        return surrogate
+
+    def _letter(self, folded: str) -> str:
+        letters = [c for c in string.ascii_lowercase if c != folded]
+        return letters[self.keyed.choice_index(len(letters), self.scope, "initial", folded)]
+
+    def _person(self, value: str) -> tuple[str, str]:
+        surrogate = self.names.replace(value)
+        return (surrogate, SURROGATE) if surrogate is not None else self._shape(value)
+
+    def _location(self, value: str) -> tuple[str, str]:
+        """Place names whose label does not say which kind of place: by shape."""
+        has_digit, has_letter = any(c.isdigit() for c in value), any(c.isalpha() for c in value)
+        if has_digit and not has_letter:
+            return self._zip(value)
+        return self.replace("street" if has_digit else "city", value)
+
+    def _street(self, value: str) -> tuple[str, str]:
+        """Addresses keep their layout: street types and floors stay, other words become surrogate
+        surnames, numbers same-shape numbers."""
+        changed = False
+
+        def word(match: re.Match[str]) -> str:
+            nonlocal changed
+            text, key = match.group(), fold(match.group())
+            if len(key) == 1 or key in self.lang.street_words or key in self.lang.particles:
+                return text
+            changed = True
+            return copy_case(text, self._name_word("surname", key))
+
+        def number(match: re.Match[str]) -> str:
+            nonlocal changed
+            changed = True
+            return shape_surrogate(match.group(), self._rng("street-number", match.group()))
+
+        out = _NUMBER.sub(number, NAME_WORD.sub(word, value))
+        return (out, SURROGATE) if changed else self._shape(value)
+
+    def _zip(self, value: str) -> tuple[str, str]:
+        digits = "".join(c for c in value if c.isdigit())
+        if self.settings.truncate_zips and len(digits) >= 3:
+            prefix = digits[:3]
+            if prefix in self.lang.restricted_zip_prefixes:
+                prefix = self.lang.restricted_zip_replacement
+            return prefix, SAFE_HARBOR
+        if _ZIP.fullmatch(value):
+            return self._differing("zip", value, self._method("zip")), SURROGATE
+        return self._shape(value)
+
+    def _age_number(self, number: str) -> tuple[str, str]:
+        age = int(number)
+        if self.settings.cap_ages and age > 89:
+            return self.lang.age_cap, SAFE_HARBOR
+        spread = AGE_JITTER if age >= 10 else 1
+        nearby = [a for a in range(max(0, age - spread), age + spread + 1) if a != age]
+        choices = [a for a in nearby if a not in self._avoid_numbers] or nearby
+        new = choices[self.keyed.choice_index(len(choices), self.scope, "age", number.lstrip("0") or "0")]
+        if self.settings.cap_ages and new > 89:
+            return self.lang.age_cap, SAFE_HARBOR
+        return str(new).zfill(len(number)), SURROGATE
+
+    def _age(self, value: str) -> tuple[str, str]:
+        if not _NUMBER.search(value):
+            return self._shape(value)
+        methods: set[str] = set()
+
+        def number(match: re.Match[str]) -> str:
+            text, method = self._age_number(match.group())
+            methods.add(method)
+            return text
+
+        out = _NUMBER.sub(number, value)
+        return out, SAFE_HARBOR if SAFE_HARBOR in methods else SURROGATE
+
+    def _date(self, value: str) -> tuple[str, str]:
+        shifted = self.dates.shift(value)
+        if shifted is None or shifted == value:
+            return self._shape(value, "date", DATE_FALLBACK)
+        return shifted, DATE_SHIFT
+
+    def _email(self, value: str) -> tuple[str, str]:
+        domain = self._method("email_domain")
+        surrogate = self._differing("email", value, lambda f: f"{f.user_name()}@{domain(f)}")
+        return copy_case(value, surrogate), SURROGATE
+
+    def _url(self, value: str) -> tuple[str, str]:
+        surrogate = self._differing("url", value, self._method("url"))
+        if not value.lower().startswith(("http:", "https:")):
+            surrogate = re.sub(r"^https?://", "", surrogate)
+        if not value.endswith("/"):
+            surrogate = surrogate.rstrip("/")
+        return surrogate, SURROGATE
+
+    def _ip(self, value: str) -> tuple[str, str]:
+        make = (lambda f: f.ipv6()) if ":" in value else (lambda f: f.ipv4())
+        return self._differing("ip", value, make), SURROGATE
+
+    def _sex(self, value: str) -> tuple[str, str]:
+        """One surrogate sex per scope, written in the style of the original term."""
+        pair = self.lang.sex_lookup.get(fold(value))
+        if pair is None:
+            return self._shape(value)
+        side = self.keyed.choice_index(2, self.scope, "sex")
+        return copy_case(value, self.lang.sex_pairs[pair][side]), SURROGATE
+
+    def _relative(self, value: str) -> tuple[str, str]:
+        """Family terms swapped within their group, numbers as ages, capitalised words as names."""
+        changed = False
+
+        def word(match: re.Match[str]) -> str:
+            nonlocal changed
+            text, key = match.group(), fold(match.group())
+            group = self.lang.relative_lookup.get(key)
+            if group is not None:
+                others = [t for t in self.lang.relative_groups[group] if fold(t) != key]
+                changed = True
+                return copy_case(text, others[self.keyed.choice_index(len(others), self.scope, "relative", key)])
+            if text[:1].isupper() and len(text) > 1 and key not in self.lang.particles:
+                changed = True
+                return copy_case(text, self._name_word(self.names.role(key), key))
+            return text
+
+        out = NAME_WORD.sub(word, value)
+        if _NUMBER.search(out):
+            out, changed = _NUMBER.sub(lambda m: self._age_number(m.group())[0], out), True
+        return (out, SURROGATE) if changed else self._shape(value)

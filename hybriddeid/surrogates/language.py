@@ -1,0 +1,202 @@
+"""Per-language resources for de-identified output (``resources/surrogates/<lang>.toml``) and the
+label -> surrogate-kind table (``resources/surrogates/kinds.toml``).
+
+Month names, date orders, titles, Faker locale, Safe Harbor ZIP prefixes and the like are data, so a
+language is added by adding one TOML file. Everything is validated on load.
+"""
+from __future__ import annotations
+
+import tomllib
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping
+
+from hybriddeid.taxonomy import BUNDLED_TAXONOMIES, load_taxonomy
+
+LANGUAGES = ("en", "es")
+# Kinds drawn from a Faker method or, where the language has one, a template.
+GENERATED_KINDS = ("username", "profession", "city", "state", "country", "organization", "hospital",
+                   "health_center", "department")
+KINDS = frozenset({
+    "person", "username", "profession", "location", "city", "street", "state", "country", "zip",
+    "hospital", "organization", "department", "health_center", "age", "date", "phone", "email",
+    "url", "ip", "id", "sex", "relative", "shape",
+})
+
+
+def fold(text: str) -> str:
+    """Case- and accent-insensitive form of ``text`` with runs of whitespace made one space."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return " ".join("".join(c for c in decomposed if not unicodedata.combining(c)).split())
+
+
+def _read(name: str) -> dict[str, Any]:
+    path = resources.files("hybriddeid.resources").joinpath("surrogates", name)
+    try:
+        return tomllib.loads(path.read_text("utf-8"))
+    except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"surrogates/{name}: cannot be read ({type(exc).__name__})") from None
+
+
+def _lookup(groups: list[list[str]]) -> dict[str, int]:
+    """Folded spelling -> index of its group (first group wins)."""
+    table: dict[str, int] = {}
+    for index, group in enumerate(groups):
+        for word in group:
+            table.setdefault(fold(word), index)
+    return table
+
+
+@dataclass(frozen=True)
+class DateWords:
+    """What reading and writing dates needs to know about a language."""
+
+    numeric_order: str  # "dmy" or "mdy"
+    pair_order: str  # "dm" or "md"
+    months: tuple[str, ...]
+    month_abbreviations: tuple[str, ...]  # the one written for each month
+    month_lookup: Mapping[str, tuple[int, bool]]  # folded spelling -> (month 1-12, is full name)
+    weekdays: tuple[str, ...]
+    weekday_abbreviations: tuple[str, ...]
+    weekday_lookup: Mapping[str, tuple[int, bool]]  # folded spelling -> (0 = Monday, is full name)
+    ordinal_suffixes: frozenset[str]
+    ordinal_rules: Mapping[str, str]
+    ordinal_default: str
+    connectors: frozenset[str]
+    range_words: frozenset[str]
+
+    def ordinal(self, day: int) -> str:
+        """The ordinal suffix for ``day`` ("st" for 1, "th" for 11...)."""
+        for digits in (str(day % 100), str(day % 10)):
+            if digits in self.ordinal_rules:
+                return self.ordinal_rules[digits]
+        return self.ordinal_default
+
+
+@dataclass(frozen=True)
+class LanguageResources:
+    """Everything language-specific that de-identified output needs, read from one TOML file."""
+
+    language: str
+    faker_locale: str
+    faker_methods: Mapping[str, str]
+    tag_format: str
+    dates: DateWords
+    titles: frozenset[str]
+    particles: frozenset[str]
+    age_cap: str
+    restricted_zip_prefixes: frozenset[str]
+    restricted_zip_replacement: str
+    sex_pairs: tuple[tuple[str, str], ...]
+    sex_lookup: Mapping[str, int]  # folded term -> index of its pair
+    relative_groups: tuple[tuple[str, ...], ...]  # the terms each group's terms are replaced with
+    relative_lookup: Mapping[str, int]  # folded term -> its group
+    street_words: frozenset[str]
+    templates: Mapping[str, tuple[str, ...]]
+
+
+def _spellings(words: list[str]) -> frozenset[str]:
+    """Lower-case words as written and folded ("año" and "ano"): regexes see the text as written."""
+    return frozenset(w.lower() for w in words) | frozenset(fold(w) for w in words)
+
+
+def _named_with_spellings(names: list[str], extra: list[list[str]], first: int) -> dict[str, tuple[int, bool]]:
+    """Folded spelling -> (number of the name counted from ``first``, whether it is the full name)."""
+    lookup = {fold(name): (index, True) for index, name in enumerate(names, first)}
+    for index, spellings in enumerate(extra, first):
+        for spelling in spellings:
+            lookup.setdefault(fold(spelling), (index, False))
+    return lookup
+
+
+@lru_cache(maxsize=None)
+def load_language(language: str) -> LanguageResources:
+    """The bundled resources for ``language`` ("en" or "es")."""
+    if language not in LANGUAGES:
+        raise ValueError(f"no de-identification resources for language {language!r}; bundled: {', '.join(LANGUAGES)}")
+    data = _read(f"{language}.toml")
+    try:
+        dates = data["dates"]
+        months, weekdays = list(dates["months"]), list(dates["weekdays"])
+        month_abbr, weekday_abbr = dates["month_abbreviations"], dates["weekday_abbreviations"]
+        if len(months) != 12 or len(month_abbr) != 12 or len(weekdays) != 7 or len(weekday_abbr) != 7:
+            raise ValueError("12 months and 7 weekdays are needed")
+        if dates["numeric_order"] not in ("dmy", "mdy") or dates["pair_order"] not in ("dm", "md"):
+            raise ValueError("numeric_order must be dmy or mdy, pair_order dm or md")
+        date_words = DateWords(
+            numeric_order=dates["numeric_order"],
+            pair_order=dates["pair_order"],
+            months=tuple(months),
+            month_abbreviations=tuple(group[0] for group in month_abbr),
+            month_lookup=_named_with_spellings(months, month_abbr, 1),
+            weekdays=tuple(weekdays),
+            weekday_abbreviations=tuple(group[0] for group in weekday_abbr),
+            weekday_lookup=_named_with_spellings(weekdays, weekday_abbr, 0),
+            ordinal_suffixes=frozenset(fold(s) for s in dates["ordinal_suffixes"]),
+            ordinal_rules=dict(dates["ordinal_rules"]),
+            ordinal_default=dates["ordinal_default"],
+            connectors=_spellings(dates["connectors"]),
+            range_words=_spellings(dates["range_words"]),
+        )
+        sex_pairs = tuple((pair[0], pair[1]) for pair in data["sex"]["pairs"])
+        groups = data["relatives"]["groups"]
+        relative_groups = tuple(tuple(group["replace_with"]) for group in groups)
+        templates = {key: tuple(value) for key, value in data["templates"].items()}
+        missing = [kind for kind in GENERATED_KINDS if not templates.get(kind) and kind not in data["faker_methods"]]
+        if missing:
+            raise ValueError(f"no Faker method nor template for {', '.join(missing)}")
+        return LanguageResources(
+            language=language,
+            faker_locale=data["faker_locale"],
+            faker_methods=dict(data["faker_methods"]),
+            tag_format=data["tags"]["format"],
+            dates=date_words,
+            titles=frozenset(fold(t) for t in data["names"]["titles"]),
+            particles=frozenset(fold(p) for p in data["names"]["particles"]),
+            age_cap=data["ages"]["cap"],
+            restricted_zip_prefixes=frozenset(data["zip"]["restricted_prefixes"]),
+            restricted_zip_replacement=data["zip"]["restricted_replacement"],
+            sex_pairs=sex_pairs,
+            sex_lookup=_lookup([list(pair) for pair in sex_pairs]),
+            relative_groups=relative_groups,
+            relative_lookup=_lookup([[*group["terms"], *group["replace_with"]] for group in groups]),
+            street_words=frozenset(fold(w) for w in data["streets"]["keep"]),
+            templates=templates,
+        )
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise ValueError(f"surrogates/{language}.toml: invalid ({type(exc).__name__}: {exc})") from None
+
+
+@dataclass(frozen=True)
+class KindTable:
+    """Fine label -> surrogate kind: the label's own entry, else its category's, else the fallback."""
+
+    by_label: Mapping[str, str]
+    by_category: Mapping[str, str]
+    fallback: str
+
+    def category(self, label: str) -> str:
+        """The label's parent category in the first bundled taxonomy that knows it (else the label)."""
+        for name in BUNDLED_TAXONOMIES:
+            taxonomy = load_taxonomy(name)
+            if taxonomy.knows(label):
+                return taxonomy.category(label)
+        return label
+
+    def kind(self, label: str) -> str:
+        if label in self.by_label:
+            return self.by_label[label]
+        return self.by_category.get(self.category(label), self.fallback)
+
+
+@lru_cache(maxsize=None)
+def load_kinds() -> KindTable:
+    """The bundled label -> kind table, checked against the known kinds."""
+    data = _read("kinds.toml")
+    table = KindTable(dict(data.get("labels", {})), dict(data.get("categories", {})), data.get("fallback", "shape"))
+    unknown = {table.fallback, *table.by_label.values(), *table.by_category.values()} - KINDS
+    if unknown:
+        raise ValueError(f"surrogates/kinds.toml: unknown kinds {sorted(unknown)}")
+    return table

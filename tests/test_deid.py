@@ -1,0 +1,320 @@
+"""De-identified output through the API: modes, consistency, name linking, dates, Safe Harbor."""
+from __future__ import annotations
+
+import random
+import re
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from hybriddeid.document import Document, Span
+from hybriddeid.surrogates import DeidOptions, Keyed, date_offset, deidentify_document, deidentify_patient
+from hybriddeid.surrogates.dates import DateShifter
+from hybriddeid.surrogates.deid import apply_replacements, scope_id
+from hybriddeid.surrogates.language import load_kinds, load_language
+
+KEY = bytes(range(32))
+OTHER_KEY = bytes(range(1, 33))
+MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
+
+
+def note(name: str, text: str, phi: list[tuple[str, str]]) -> Document:
+    """A document whose spans are the first occurrence (after the previous one) of each value."""
+    spans, cursor = [], 0
+    for value, label in phi:
+        start = text.index(value, cursor)
+        spans.append(Span(start, start + len(value), label))
+        cursor = start + len(value)
+    return Document(name, text, tuple(spans))
+
+
+EN_NOTE = note(
+    "en1",
+    "Patient: Zebulon Quagmire, MRN 0047-AX19, seen on 03/14/2024 at Mercywood General Hospital.\n"
+    "Lives at 12 Larkspur Lane, Oakvale, MA 02139. Phone (617) 555-0199, zquag@example.org. Age 93.\n",
+    [("Zebulon Quagmire", "PATIENT"), ("0047-AX19", "MEDICALRECORD"), ("03/14/2024", "DATE"),
+     ("Mercywood General Hospital", "HOSPITAL"), ("12 Larkspur Lane", "STREET"), ("Oakvale", "CITY"),
+     ("MA", "STATE"), ("02139", "ZIP"), ("(617) 555-0199", "PHONE"), ("zquag@example.org", "EMAIL"), ("93", "AGE")],
+)
+SURROGATE = DeidOptions(mode="surrogate", language="en", key=KEY)
+
+
+def kept_text(doc: Document, result) -> tuple[list[str], list[str]]:
+    """The non-PHI stretches of input and output, aligned through the replacement records."""
+    before, after, cursor_in, cursor_out = [], [], 0, 0
+    for rep in result.replacements:
+        before.append(doc.text[cursor_in:rep.start])
+        after.append(result.text[cursor_out:rep.out_start])
+        cursor_in, cursor_out = rep.end, rep.out_end
+    return before + [doc.text[cursor_in:]], after + [result.text[cursor_out:]]
+
+
+@pytest.mark.parametrize("mode", ["tag", "mask", "surrogate"])
+def test_every_mode_replaces_each_span_and_keeps_the_rest(mode):
+    result = deidentify_document(EN_NOTE, DeidOptions(mode=mode, language="en", key=KEY))
+    before, after = kept_text(EN_NOTE, result)
+    assert before == after
+    assert len(result.replacements) == len(EN_NOTE.spans)
+    for span in EN_NOTE.spans:
+        assert EN_NOTE.span_text(span) not in result.text
+    for rep, out_span in zip(result.replacements, result.document.spans):
+        assert result.text[rep.out_start:rep.out_end] == rep.replacement
+        assert (out_span.start, out_span.end, out_span.label) == (rep.out_start, rep.out_end, rep.label)
+    assert apply_replacements(EN_NOTE.text, result.replacements) == result.text
+
+
+def test_tag_mode_writes_categories_or_labels():
+    by_category = deidentify_document(EN_NOTE, DeidOptions(mode="tag"))
+    assert by_category.text.startswith("Patient: [**NAME**], MRN [**ID**], seen on [**DATE**] at [**LOCATION**].")
+    by_label = deidentify_document(EN_NOTE, DeidOptions(mode="tag", tag_level="label"))
+    assert by_label.text.startswith("Patient: [**PATIENT**], MRN [**MEDICALRECORD**]")
+
+
+def test_mask_mode_keeps_length_and_layout():
+    doc = note("m", "Name: Ana\nRuiz López here", [("Ana\nRuiz López", "PATIENT")])
+    result = deidentify_document(doc, DeidOptions(mode="mask", mask_char="#"))
+    assert result.text == "Name: ###\n#### ##### here"
+    assert len(result.text) == len(doc.text)
+
+
+def test_surrogates_are_realistic_and_shaped_like_the_original():
+    result = deidentify_document(EN_NOTE, SURROGATE)
+    out = {rep.label: rep.replacement for rep in result.replacements}
+    assert re.fullmatch(r"\d{4}-[A-Z]{2}\d{2}", out["MEDICALRECORD"])  # digits -> digits, letters -> letters
+    assert re.fullmatch(r"\(\d{3}\) \d{3}-\d{4}", out["PHONE"])
+    assert re.fullmatch(r"\d{5}", out["ZIP"])
+    assert re.fullmatch(r"[\w.+-]+@[\w.-]+\.\w+", out["EMAIL"])
+    assert re.fullmatch(r"\d\d/\d\d/\d{4}", out["DATE"])
+    assert re.fullmatch(r"\d+ \w+ Lane", out["STREET"])  # street type kept, name and number replaced
+    assert re.fullmatch(r"[A-Z][a-z]+ [A-Z][a-z]+", out["PATIENT"])
+    assert out["AGE"] != "93" and abs(int(out["AGE"]) - 93) <= 3
+
+
+def test_surrogates_are_reproducible_with_the_key_and_change_with_another():
+    first, again = deidentify_document(EN_NOTE, SURROGATE), deidentify_document(EN_NOTE, SURROGATE)
+    other = deidentify_document(EN_NOTE, DeidOptions(mode="surrogate", language="en", key=OTHER_KEY))
+    assert first.text == again.text
+    assert first.text != other.text
+    assert sum(a.replacement != b.replacement for a, b in zip(first.replacements, other.replacements)) >= 8
+
+
+def test_surrogate_mode_needs_a_key():
+    with pytest.raises(ValueError, match="key"):
+        DeidOptions(mode="surrogate")
+
+
+def test_unknown_labels_are_still_replaced_keeping_their_shape():
+    doc = note("u", "Badge XK-4471 issued.", [("XK-4471", "SOMETHING_NEW")])
+    result = deidentify_document(doc, SURROGATE)
+    (rep,) = result.replacements
+    assert rep.kind == "shape" and rep.method == "shape"
+    assert re.fullmatch(r"[A-Z]{2}-\d{4}", rep.replacement) and rep.replacement != "XK-4471"
+
+
+def test_overlapping_spans_are_replaced_once():
+    doc = Document("o", "Dr. Ana Ruiz came.", (Span(4, 12, "DOCTOR"), Span(8, 12, "PATIENT")))
+    result = deidentify_document(doc, DeidOptions(mode="tag"))
+    assert result.text == "Dr. [**NAME**] came."
+
+
+def test_label_kinds_come_from_the_taxonomy_and_the_subtype_table():
+    kinds = load_kinds()
+    assert kinds.kind("PATIENT") == "person" and kinds.kind("NOMBRE_SUJETO_ASISTENCIA") == "person"
+    assert kinds.kind("FECHAS") == "date" and kinds.kind("EDAD_SUJETO_ASISTENCIA") == "age"
+    assert kinds.kind("EMAIL") == "email" and kinds.kind("PHONE") == "phone" and kinds.kind("URL") == "url"
+    assert kinds.kind("CALLE") == "street" and kinds.kind("CITY") == "city" and kinds.kind("HOSPITAL") == "hospital"
+    assert kinds.kind("SEXO_SUJETO_ASISTENCIA") == "sex" and kinds.kind("FAMILIARES_SUJETO_ASISTENCIA") == "relative"
+    assert kinds.kind("MEDICALRECORD") == "id" and kinds.kind("NO_SUCH_LABEL") == "shape"
+
+
+# -- consistency -----------------------------------------------------------------------------------
+def _replacements_by_value(docs, results):
+    mapping: dict[str, set[str]] = {}
+    for doc, result in zip(docs, results):
+        for span, rep in zip(doc.spans, result.replacements):
+            mapping.setdefault(doc.span_text(span), set()).add(rep.replacement)
+    return mapping
+
+
+def test_one_value_keeps_one_surrogate_across_a_patients_notes():
+    docs = [
+        note("a1", "Zebulon Quagmire from Oakvale, MRN 889123.", [("Zebulon Quagmire", "PATIENT"), ("Oakvale", "CITY"), ("889123", "MEDICALRECORD")]),
+        note("a2", "Seen: Zebulon Quagmire (MRN 889123), Oakvale.", [("Zebulon Quagmire", "PATIENT"), ("889123", "MEDICALRECORD"), ("Oakvale", "CITY")]),
+    ]
+    results = deidentify_patient(docs, SURROGATE, "p1")
+    assert all(len(surrogates) == 1 for surrogates in _replacements_by_value(docs, results).values())
+    # each note on its own (another run, another order) gives the same surrogates
+    alone = [deidentify_patient([doc], SURROGATE, "p1")[0] for doc in reversed(docs)]
+    assert [r.text for r in reversed(alone)] == [r.text for r in results]
+    # another patient gets other surrogates; corpus scope gives one mapping for everybody
+    other = deidentify_patient(docs, SURROGATE, "p2")
+    assert other[0].text != results[0].text
+    corpus = DeidOptions(mode="surrogate", language="en", key=KEY, scope="corpus")
+    assert deidentify_patient(docs, corpus, "p1")[0].text == deidentify_patient(docs, corpus, "p2")[0].text
+
+
+def test_name_parts_link_to_one_surrogate_person():
+    doc = note("n", "John Smith was seen. Mr. Smith agreed; J. Smith signed. SMITH, JOHN. smith",
+               [("John Smith", "PATIENT"), ("Mr. Smith", "PATIENT"), ("J. Smith", "PATIENT"),
+                ("SMITH, JOHN", "PATIENT"), ("smith", "PATIENT")])
+    reps = [r.replacement for r in deidentify_document(doc, SURROGATE).replacements]
+    given, surname = reps[0].split()
+    assert reps[1] == f"Mr. {surname}"
+    assert reps[2] == f"{given[0]}. {surname}"
+    assert reps[3] == f"{surname.upper()}, {given.upper()}"
+    assert reps[4] == surname.lower()
+    assert given != "John" and surname != "Smith"
+
+
+def test_initials_follow_full_names_in_other_notes_of_the_patient():
+    docs = [note("x1", "Patient Zebulon Quagmire.", [("Zebulon Quagmire", "PATIENT")]),
+            note("x2", "Signed: Z. Quagmire.", [("Z. Quagmire", "PATIENT")])]
+    first, second = deidentify_patient(docs, SURROGATE, "p")
+    given, surname = first.replacements[0].replacement.split()
+    assert second.replacements[0].replacement == f"{given[0]}. {surname}"
+
+
+def test_surrogates_never_bring_back_another_original_of_the_patient():
+    names = ["Ana Ruiz", "Pedro Gil", "Marta Sanz", "Luis Vega", "Eva Mora", "Juan Ortiz", "Rosa Prieto", "Hugo Lara"]
+    text = ". ".join(names) + "."
+    doc = note("many", text, [(name, "NOMBRE_SUJETO_ASISTENCIA") for name in names])
+    originals = {word for name in names for word in name.split()}
+    for key in (KEY, OTHER_KEY, bytes(range(2, 34))):
+        result = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=key))
+        assert not originals & set(re.findall(r"\w+", result.text))
+
+
+# -- dates ---------------------------------------------------------------------------------------
+EN_DATES = [  # (original, expected after +10 days)
+    ("03/14/2024", "03/24/2024"), ("3/4/2024", "3/14/2024"), ("March 14", "March 24"),
+    ("14-mar-2024", "24-mar-2024"), ("2069-04-07", "2069-04-17"), ("March 14th, 2024", "March 24th, 2024"),
+    ("Thursday, March 14, 2024", "Sunday, March 24, 2024"), ("12/25/99", "01/04/00"), ("Mar 2024", "Apr 2024"),
+    ("1999", "2000"), ("JAN 2, 2010", "JAN 12, 2010"), ("March 3-5, 2020", "March 13-15, 2020"),
+    ("the 21st of March 2024", "the 31st of March 2024"), ("3/14", "3/24"), ("03/14/2024 10:30", "03/24/2024 10:30"),
+]
+ES_DATES = [
+    ("14/03/2024", "24/03/2024"), ("4-8-04", "14-8-04"), ("14 de marzo de 2024", "24 de marzo de 2024"),
+    ("14-mar-2024", "24-mar-2024"), ("27-octubre-2016", "06-noviembre-2016"), ("marzo de 2024", "abril de 2024"),
+    ("Mayo del 2003", "Junio del 2003"), ("septiembre del año 2000", "octubre del año 2000"), ("enero-04", "febrero-04"),
+    ("año 2015", "año 2016"), ("2005", "2006"), ("05/2018", "06/2018"), ("jueves 14 de marzo de 2024", "domingo 24 de marzo de 2024"),
+    ("febrero y abril de 2002", "marzo y mayo de 2002"), ("del 3 al 5 de marzo de 2020", "del 13 al 15 de marzo de 2020"),
+    ("30 de Agosto del 2003", "09 de Septiembre del 2003"), ("junio", "julio"), ("29 de febrero", "10 de marzo"),
+]
+
+
+@pytest.mark.parametrize("language, original, expected", [("en", *pair) for pair in EN_DATES] + [("es", *pair) for pair in ES_DATES])
+def test_dates_move_by_the_offset_and_keep_their_format(language, original, expected):
+    assert DateShifter(load_language(language).dates, 10).shift(original) == expected
+
+
+def test_numeric_dates_read_in_the_languages_order_unless_invalid():
+    assert DateShifter(load_language("en").dates, 1).shift("04/05/2024") == "04/06/2024"  # m/d
+    assert DateShifter(load_language("es").dates, 1).shift("04/05/2024") == "05/05/2024"  # d/m
+    assert DateShifter(load_language("en").dates, 1).shift("25/05/2024") == "26/05/2024"  # only d/m is valid
+
+
+def test_keep_years_shifts_day_and_month_only():
+    shifter = DateShifter(load_language("es").dates, 30, keep_years=True)
+    assert shifter.shift("20/12/2023") == "19/01/2023"
+    assert shifter.shift("2023") == "2023"
+
+
+def test_unreadable_dates_get_a_same_shape_surrogate_and_are_counted():
+    doc = note("d", "Visto el 31/02/2020x y la semana pasada.", [("31/02/2020x", "FECHAS"), ("la semana pasada", "FECHAS")])
+    result = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY))
+    assert [rep.method for rep in result.replacements] == ["date-fallback", "date-fallback"]
+    assert re.fullmatch(r"\d\d/\d\d/\d{4}[a-z]", result.replacements[0].replacement)
+    assert result.replacements[0].replacement != "31/02/2020x"
+
+
+FORMATS = {  # strftime pattern, language
+    "en": ["%m/%d/%Y", "%B %d, %Y", "%Y-%m-%d", "%d-%b-%Y", "%A, %B %d, %Y", "%m/%d/%y"],
+    "es": ["%d/%m/%Y", "%d-%m-%Y", "%Y-%m-%d", "%d.%m.%Y", "%d/%m/%y"],
+}
+ES_MONTHS = ["enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre",
+             "octubre", "noviembre", "diciembre"]
+
+
+def _es_long(day: date) -> str:
+    return f"{day.day} de {ES_MONTHS[day.month - 1]} de {day.year}"
+
+
+def _parse_es_long(text: str) -> date:
+    d, month, y = re.fullmatch(r"(\d+) de (\w+) de (\d+)", text).groups()
+    return date(int(y), ES_MONTHS.index(month) + 1, int(d))
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_date_shifting_keeps_every_interval_and_format_of_a_patient(language):
+    """Generated notes of one patient: all dates move by one offset, each keeps its format."""
+    rng = random.Random(7)
+    formats = FORMATS[language] + (["es-long"] if language == "es" else [])
+    label = "DATE" if language == "en" else "FECHAS"
+    docs, written = [], []
+    for index in range(4):
+        values = []
+        for _ in range(6):
+            day = date(1990, 1, 1) + timedelta(days=rng.randrange(12000))
+            fmt = rng.choice(formats)
+            values.append((day, fmt, _es_long(day) if fmt == "es-long" else day.strftime(fmt)))
+        text = " ; ".join(f"visit {i}: {shown}" for i, (_, _, shown) in enumerate(values)) + "\n"
+        docs.append(note(f"g{index}", text, [(shown, label) for _, _, shown in values]))
+        written += values
+    options = DeidOptions(mode="surrogate", language=language, key=KEY)
+    results = deidentify_patient(docs, options, "patient-7")
+    shifted = [rep.replacement for result in results for rep in result.replacements]
+    offset = date_offset(Keyed(KEY), scope_id("patient", "patient-7"), options.date_shift_days)
+    assert offset != 0
+    for (day, fmt, shown), new in zip(written, shifted):
+        moved = _parse_es_long(new) if fmt == "es-long" else __import__("datetime").datetime.strptime(new, fmt).date()
+        if fmt.endswith("%y"):  # two-digit years: compare within the century
+            moved = moved.replace(year=moved.year % 100 + (day + timedelta(days=offset)).year // 100 * 100)
+        assert moved - day == timedelta(days=offset), (shown, new)
+        assert len(new) == len(shown) or fmt in ("%B %d, %Y", "%A, %B %d, %Y", "%d-%b-%Y", "es-long")
+
+
+# -- Safe Harbor --------------------------------------------------------------------------------------
+def test_safe_harbor_caps_ages_over_89():
+    doc = note("a", "Aged 93; her son is 45; 101 years.", [("93", "AGE"), ("45", "AGE"), ("101 years", "AGE")])
+    capped = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY, cap_ages=True))
+    reps = [rep.replacement for rep in capped.replacements]
+    assert reps[0] == "90+" and reps[2] == "90+ years"
+    assert reps[1] != "45" and abs(int(reps[1]) - 45) <= 3
+    assert [rep.method for rep in capped.replacements] == ["safe-harbor", "surrogate", "safe-harbor"]
+    plain = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY))
+    assert "90+" not in plain.text
+
+
+def test_safe_harbor_truncates_zips_with_restricted_prefixes_to_000():
+    doc = note("z", "ZIP 02139 and 03601, 10001-1234.", [("02139", "ZIP"), ("03601", "ZIP"), ("10001-1234", "ZIP")])
+    result = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY, truncate_zips=True))
+    assert [rep.replacement for rep in result.replacements] == ["021", "000", "100"]
+    assert "036" in load_language("en").restricted_zip_prefixes
+
+
+def test_sex_and_relatives_are_replaced_consistently_in_spanish():
+    doc = note("s", "Sexo: H. Varón de 40 años. Su madre y su hermana.",
+               [("H", "SEXO_SUJETO_ASISTENCIA"), ("Varón", "SEXO_SUJETO_ASISTENCIA"),
+                ("madre", "FAMILIARES_SUJETO_ASISTENCIA"), ("hermana", "FAMILIARES_SUJETO_ASISTENCIA")])
+    reps = [r.replacement for r in deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY)).replacements]
+    assert (reps[0], reps[1]) in {("H", "Varón"), ("M", "Mujer")}  # one surrogate sex per patient, same style
+    assert reps[2] in {"hermana", "hija", "esposa"} and reps[3] in {"madre", "hija", "esposa"}
+
+
+@pytest.mark.skipif(not MEDDOCAN_DEV.is_dir(), reason="MEDDOCAN not available in ../shared")
+def test_meddocan_gold_surrogates_keep_text_and_drop_originals():
+    from hybriddeid.io import read_corpus
+
+    docs = read_corpus(MEDDOCAN_DEV)[:40]
+    options = DeidOptions(mode="surrogate", language="es", key=KEY)
+    for doc in docs:
+        result = deidentify_document(doc, options)
+        before, after = kept_text(doc, result)
+        assert before == after
+        non_phi = "".join(before)
+        for span, rep in zip(doc.spans, result.replacements):
+            value = doc.span_text(span)
+            if rep.kind not in ("sex", "date", "relative"):  # one of two sexes; shifted dates; common words
+                pattern = re.compile(rf"(?<!\w){re.escape(value)}(?!\w)")
+                assert len(pattern.findall(result.text)) == len(pattern.findall(non_phi)), span.label
