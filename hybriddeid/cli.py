@@ -1,4 +1,4 @@
-"""The ``hybriddeid`` command line: train, annotate, evaluate, deid.
+"""The ``hybriddeid`` command line: train, annotate, evaluate, deid, resources.
 
 Exit codes: 0 success, 1 some inputs failed (the others were processed), 2 nothing could be done.
 Messages name files and problems only; note text never reaches the terminal or the logs.
@@ -115,6 +115,31 @@ def _deid(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _resources_clusters(args: argparse.Namespace) -> int:
+    from hybriddeid.knowledge.build import build_clusters, note_sequences, read_texts
+
+    try:
+        ks = [int(k) for k in args.w2v_k.split(",") if k.strip()] if args.w2v_k else []
+    except ValueError:
+        log.error("--w2v-k: expected comma-separated integers such as 50,200,1000")
+        return 2
+    texts = read_texts(args.text, args.input_format)
+    if not texts:
+        log.error("no notes found in %s", ", ".join(map(str, args.text)))
+        return 2
+    started = time.perf_counter()
+    try:
+        clusters = build_clusters(note_sequences(texts), args.language, min_count=args.min_count,
+                                  brown_clusters=args.brown_clusters, w2v_ks=ks, progress=not args.quiet)
+    except (ImportError, ValueError) as exc:  # numpy or gensim missing; a bad size
+        log.error("%s", exc)
+        return 2
+    clusters.meta["corpus"]["documents"] = len(texts)
+    clusters.to_disk(args.out)
+    log.info("clusters of %d notes (%d tokens) written to %s in %.1f s", len(texts),
+             clusters.meta["corpus"]["tokens"], args.out, time.perf_counter() - started)
+    return 0
+
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
 
@@ -178,6 +203,20 @@ def build_parser() -> argparse.ArgumentParser:
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
     deid.set_defaults(run=_deid)
 
+    resources = sub.add_parser("resources", help="build knowledge resources for the CRF features")
+    resource_sub = resources.add_subparsers(dest="resource", required=True)
+    clusters = resource_sub.add_parser("clusters", help="Brown and word2vec clusters from unlabelled notes")
+    clusters.add_argument("--text", type=Path, nargs="+", required=True,
+                          help="folders of notes (.txt; BRAT, i2b2 XML or JSONL are read for their text only)")
+    clusters.add_argument("--out", type=Path, required=True, help="folder to write the clusters to")
+    clusters.add_argument("--language", choices=("en", "es"), default="en", help="language of the notes (default en)")
+    clusters.add_argument("--min-count", type=int, default=2, help="words seen fewer times get no cluster (default 2)")
+    clusters.add_argument("--brown-clusters", type=int, default=1000,
+                          help="Brown clusters C: leaves of the path tree (default 1000; 0 skips Brown)")
+    clusters.add_argument("--w2v-k", default="50,200,1000",
+                          help='k-means sizes over the word2vec vectors (default 50,200,1000; "" skips word2vec)')
+    clusters.add_argument("--input-format", choices=formats, default="auto")
+    clusters.set_defaults(run=_resources_clusters)
     return parser
 
 

@@ -33,6 +33,8 @@ assert ("4455667", "ID_SUJETO_ASISTENCIA") in es and ("73 años", "EDAD_SUJETO_A
 text = "Call (617) 555-0142."
 en = [(text[s.start:s.end], s.label) for s in RuleClassifier("en").predict(Document("en", text))]
 assert en == [("(617) 555-0142", "PHONE")], en
+from hybriddeid.knowledge.dictionaries import load_gazetteers
+assert load_gazetteers("es", kinds=["countries"])["countries"].tag(["españa"]) == ["S-countries"]
 print("wheel ok")
 """
 
@@ -62,6 +64,7 @@ def test_wheel_ships_and_loads_the_rule_packs(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for language in ("en", "es"):
         assert f"hybriddeid/resources/regex/{language}.toml" in names
+        assert f"hybriddeid/resources/dictionaries/{language}/cities.txt" in names
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv, cwd=tmp_path)

