@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import tomli_w
 
 import hybriddeid
-from hybriddeid.classifiers.char_crf import CharCRF
+from hybriddeid.classifiers.char_crf import CHAR_FEATURE_FAMILIES, CharCRF
 from hybriddeid.classifiers.rules import RuleClassifier
 from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
 from hybriddeid.document import Document, Span
@@ -45,7 +45,13 @@ CRF_TRAINING_DEFAULTS: dict[str, Any] = {
     "c2": 0.01,
     "max_iterations": 100,
     "min_freq": 1,
+    # Knowledge features (hybriddeid.features.resources): a clusters folder made by
+    # `hybriddeid resources clusters`, bundled dictionary kinds ("*" = all) and the user's own lists.
+    "clusters": "",
+    "gazetteers": [],
+    "extra_gazetteers": [],
 }
+RESOURCE_PATH_KEYS = ("clusters", "extra_gazetteers")  # relative paths in a config file mean "next to it"
 
 DEFAULT_CONFIG: dict[str, Any] = {
     "pipeline": {
@@ -64,6 +70,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "trigram_radius": 2,
         "label_level": "phi",
         "thin_interior": True,
+        "features": list(CHAR_FEATURE_FAMILIES),
         **CRF_TRAINING_DEFAULTS,
     },
     "token": {
@@ -118,6 +125,15 @@ def load_config(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config ({exc})") from None
+    for section in ("char", "token"):
+        values = data.get(section)
+        if not isinstance(values, dict):
+            continue
+        for key in RESOURCE_PATH_KEYS:
+            if isinstance(values.get(key), str) and values[key]:
+                values[key] = str(path.parent / values[key])
+            elif isinstance(values.get(key), list):
+                values[key] = [str(path.parent / item) for item in values[key]]
     return build_config(data, origin=str(path))
 
 

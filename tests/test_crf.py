@@ -100,7 +100,7 @@ def test_char_features_thin_interior_whitespace_and_edges():
     text = "Sr. Ana_Ruiz 12\n"
     line = line_contexts(text, "es")[0]
     tokens = list(tokenize(text, line.start, line.end))
-    feats = char_features(text, line, tokens, CharWindow.symmetric(2), token_tags=["O"] * len(tokens))
+    feats = char_features(text, line, tokens, CharWindow.symmetric(2), token_tags={"lex": ["O"] * len(tokens)})
     assert len(feats) == line.end - line.start
     by_char = dict(zip(range(line.start, line.end), feats))
     # a token's first and last characters get the n-gram window and the projected token facts
@@ -116,5 +116,5 @@ def test_char_features_thin_interior_whitespace_and_edges():
     underscore = by_char[text.index("_")]
     assert underscore[0] == "sp" and "tp=S" in underscore
     # the memoised n-gram rows are identical to a fresh build
-    again = char_features(text, line, tokens, CharWindow.symmetric(2), token_tags=["O"] * len(tokens))
+    again = char_features(text, line, tokens, CharWindow.symmetric(2), token_tags={"lex": ["O"] * len(tokens)})
     assert [list(f) for f in again] == [list(f) for f in feats]

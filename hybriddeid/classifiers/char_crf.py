@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import tomli_w
 
@@ -25,6 +25,10 @@ from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.taxonomy import guess_taxonomy
 
 LABEL_LEVELS = ("phi", "category", "subtype")
+# Feature families of the character CRF (ablations drop them one at a time): the character
+# n-gram window (without it a character sees only itself), the projected token facts, and the
+# line's sentence and section facts. Clusters, dictionaries and the lexicon have their own switches.
+CHAR_FEATURE_FAMILIES = ("ngrams", "projection", "line")
 PHI = "PHI"
 
 
@@ -43,17 +47,24 @@ class CharCRF(CRFTagger):
         language: str = "en",
         label_level: str = "phi",
         thin_interior: bool = True,
+        features: Sequence[str] = CHAR_FEATURE_FAMILIES,
         **crf_params: Any,
     ) -> None:
         if label_level not in LABEL_LEVELS:
             raise ValueError(f"label_level must be one of {LABEL_LEVELS}, not {label_level!r}")
+        unknown = sorted(set(features) - set(CHAR_FEATURE_FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown character feature families {unknown}; known: {list(CHAR_FEATURE_FAMILIES)}")
         super().__init__(label_level=label_level, **crf_params)
         self.radius = radius
         self.bigram_radius = bigram_radius
         self.trigram_radius = trigram_radius
         self.language = language
         self.thin_interior = thin_interior
+        self.features = [name for name in CHAR_FEATURE_FAMILIES if name in features]
         self._window = CharWindow.symmetric(radius, bigram_radius, trigram_radius)
+        if "ngrams" not in self.features:
+            self._window = CharWindow((0,), (), ())
 
     def get_params(self) -> dict[str, Any]:
         params = {
@@ -61,6 +72,7 @@ class CharCRF(CRFTagger):
             "radius": self.radius,
             "language": self.language,
             "thin_interior": self.thin_interior,
+            "features": self.features,
         }
         for name in ("bigram_radius", "trigram_radius"):
             if getattr(self, name) is not None:
@@ -72,11 +84,13 @@ class CharCRF(CRFTagger):
             lexicon = self.lexicon_
         for line, tokens in lines_with_tokens(doc.text, self.language):
             lowers = [tok.text.lower() for tok in tokens]
-            tags = lexicon.tag(lowers) if lexicon is not None else None
+            classes = [self.clusters_.projected(tok.text) for tok in tokens] if self.clusters_ is not None else None
             settled = [low in self.safe_words_ for low in lowers] if self.safe_words_ else None
             feats = char_features(
-                doc.text, line, tokens, self._window, thin_interior=self.thin_interior, token_tags=tags,
-                settled=settled, lowers=lowers,
+                doc.text, line, tokens, self._window, thin_interior=self.thin_interior,
+                token_tags=self.resource_tags(tokens, lowers, lexicon), settled=settled, lowers=lowers,
+                token_classes=classes, line_facts="line" in self.features,
+                projection="projection" in self.features,
             )
             yield UnitSequence(list(zip(range(line.start, line.end), range(line.start + 1, line.end + 1))), feats)
 

@@ -21,11 +21,15 @@ import tomli_w
 from hybriddeid.classifiers.base import NotFittedError
 from hybriddeid.document import Document, Span
 from hybriddeid.features.gazetteer import Gazetteer, jackknife
-from hybriddeid.text.tokenize import tokenize
+from hybriddeid.features.resources import ClusterFeatures, dictionary_tags, grouped_gazetteers
+from hybriddeid.knowledge.clusters import WordClusters
+from hybriddeid.text.tokenize import Token, tokenize
 
 OUTSIDE = "O"
 LEXICON_FILE = "lexicon.json"
 SAFE_WORDS_FILE = "safe_words.txt"
+CLUSTERS_DIR = "clusters"
+GAZETTEERS_DIR = "gazetteers"
 SCHEMES = ("BIO", "BIOES")
 
 
@@ -142,6 +146,7 @@ class CRFTagger:
     source = "crf"
     scheme = "BIO"
     model_file = "model.crfsuite"
+    language = "en"  # subclasses take it as a parameter; resources are chosen by it
 
     def __init__(
         self,
@@ -154,6 +159,9 @@ class CRFTagger:
         lexicon: bool = False,
         lexicon_folds: int = 5,
         safe_min_count: int = 0,
+        clusters: str = "",
+        gazetteers: Sequence[str] = (),
+        extra_gazetteers: Sequence[str] = (),
         verbose: bool = False,
     ) -> None:
         self.algorithm = algorithm
@@ -165,9 +173,14 @@ class CRFTagger:
         self.lexicon = lexicon
         self.lexicon_folds = lexicon_folds
         self.safe_min_count = safe_min_count
+        self.clusters = clusters  # folder made by `hybriddeid resources clusters`; "" = none
+        self.gazetteers = list(gazetteers)  # bundled dictionary kinds, "*" = all of the language's
+        self.extra_gazetteers = [str(path) for path in extra_gazetteers]  # the user's own lists
         self.verbose = verbose
         self.lexicon_: Gazetteer | None = None
         self.safe_words_: frozenset[str] = frozenset()
+        self.clusters_: ClusterFeatures | None = None
+        self.gazetteers_: dict[str, Gazetteer] = {}
 
     # -- what subclasses provide -------------------------------------------------------------
     def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
@@ -200,6 +213,9 @@ class CRFTagger:
             "lexicon": self.lexicon,
             "lexicon_folds": self.lexicon_folds,
             "safe_min_count": self.safe_min_count,
+            "clusters": self.clusters,
+            "gazetteers": self.gazetteers,
+            "extra_gazetteers": self.extra_gazetteers,
         }
 
     # -- training ---------------------------------------------------------------------------
@@ -215,8 +231,21 @@ class CRFTagger:
         """The tag label a gold span trains as (hook for coarser label levels)."""
         return span.label
 
+    def _load_resources(self) -> None:
+        """Word clusters and dictionaries named by the parameters (at fit; a saved model has copies)."""
+        self.clusters_ = ClusterFeatures(WordClusters.from_disk(Path(self.clusters))) if self.clusters else None
+        self.gazetteers_ = grouped_gazetteers(self.language, self.gazetteers, self.extra_gazetteers)
+
+    def resource_tags(self, tokens: Sequence[Token], lowers: Sequence[str], lexicon: Gazetteer | None) -> dict[str, list[str]]:
+        """Per-token tags of a line from the lexicon ("lex") and each dictionary group ("gaz_names")."""
+        tags = dictionary_tags(self.gazetteers_, tokens, lowers) if self.gazetteers_ else {}
+        if lexicon is not None:
+            tags["lex"] = lexicon.tag(lowers)
+        return tags
+
     def fit(self, docs: Iterable[Document]) -> "CRFTagger":
         docs = list(docs)
+        self._load_resources()
         if self.safe_min_count > 0:
             self.safe_words_ = safe_vocabulary(docs, self.safe_min_count)
         trainer = pycrfsuite.Trainer(algorithm=self.algorithm, verbose=self.verbose)
@@ -272,6 +301,10 @@ class CRFTagger:
             self.lexicon_.to_disk(path / LEXICON_FILE)
         if self.safe_words_:
             (path / SAFE_WORDS_FILE).write_text("\n".join(sorted(self.safe_words_)) + "\n", encoding="utf-8")
+        if self.clusters_ is not None:
+            self.clusters_.clusters.to_disk(path / CLUSTERS_DIR)
+        for group, gazetteer in self.gazetteers_.items():  # hashed, like the lexicon: user lists may hold PHI
+            gazetteer.to_disk(path / GAZETTEERS_DIR / f"{group}.json")
 
     @classmethod
     def from_disk(cls, path: Path) -> "CRFTagger":
@@ -283,4 +316,10 @@ class CRFTagger:
             tagger.lexicon_ = Gazetteer.from_disk(path / LEXICON_FILE)
         if tagger.safe_min_count > 0:
             tagger.safe_words_ = frozenset((path / SAFE_WORDS_FILE).read_text(encoding="utf-8").split())
+        if tagger.clusters:
+            tagger.clusters_ = ClusterFeatures(WordClusters.from_disk(path / CLUSTERS_DIR))
+        if tagger.gazetteers or tagger.extra_gazetteers:
+            tagger.gazetteers_ = {
+                file.stem: Gazetteer.from_disk(file) for file in sorted((path / GAZETTEERS_DIR).glob("*.json"))
+            }
         return tagger

@@ -10,7 +10,9 @@ from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.pos import note_tags
 from hybriddeid.features.token import TokenSequence, extract_token_features
 
-DEFAULT_TOKEN_FEATURES = ("words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "pos", "extra")
+DEFAULT_TOKEN_FEATURES = (
+    "words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "pos", "clusters", "extra",
+)
 
 
 class TokenCRF(CRFTagger):
@@ -49,9 +51,8 @@ class TokenCRF(CRFTagger):
         tags = note_tags(doc.text, self.tag_source) if self.tag_source else None
         for line, tokens in lines_with_tokens(doc.text, self.language):
             if tokens:
-                seq = TokenSequence(tokens, line, self.window)
-                if lexicon is not None:
-                    seq.extra["lex"] = lexicon.tag(seq.lowers)
+                seq = TokenSequence(tokens, line, self.window, clusters=self.clusters_)
+                seq.extra.update(self.resource_tags(tokens, seq.lowers, lexicon))
                 if tags is not None:
                     seq.pos, seq.extra["ner"] = tags.align(tokens)
                 yield seq

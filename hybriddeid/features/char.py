@@ -8,7 +8,7 @@ once and shared by all its characters.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from hybriddeid.features.context import LineContext
 from hybriddeid.features.lexical import short_shape
@@ -117,9 +117,12 @@ def char_features(
     window: CharWindow,
     token_features: list[list[str]] | None = None,
     thin_interior: bool = True,
-    token_tags: list[str] | None = None,
+    token_tags: Mapping[str, Sequence[str]] | None = None,
     settled: Sequence[bool] | None = None,
     lowers: Sequence[str] | None = None,
+    token_classes: Sequence[Sequence[str]] | None = None,
+    line_facts: bool = True,
+    projection: bool = True,
 ) -> list[Sequence[str]]:
     """Features of every character of ``line``: n-grams, position in token, projected token info.
 
@@ -128,19 +131,30 @@ def char_features(
     token's form, and whitespace only its two neighbours; token edges get the full n-gram window.
     That keeps character-level labels while cutting the feature count (and time) by more than half.
     ``token_features`` (one list per token) replace the default ``token_projections``;
-    ``token_tags`` (one per token, e.g. dictionary BIOES tags) are added to its edge characters.
+    ``token_tags`` (name -> one tag per token, e.g. dictionary BIOES tags) and ``token_classes``
+    (feature strings per token, e.g. its word clusters) are added to its edge characters.
     Every character of a ``settled`` token (a word never seen in PHI) gets thin features only.
-    ``lowers`` are the tokens' lower-cased forms, if the caller has them already.
+    ``lowers`` are the tokens' lower-cased forms, if the caller has them already; ``line_facts``
+    adds the line's sentence and section facts to the characters with the full window;
+    ``projection=False`` leaves the token facts out (for ablations), keeping position in token.
     """
     chars = text[line.start:line.end].replace(" ", SPACE).replace("\t", SPACE)
     base = line.start
-    if token_features is None:
+    if not projection:
+        token_features = [[] for _ in tokens]
+    elif token_features is None:
         if lowers is None:
             lowers = [tok.text.lower() for tok in tokens]
         token_features = token_projections(tokens, line, lowers)
-    if token_tags is not None:
-        for feats_of_token, tag in zip(token_features, token_tags):
-            feats_of_token.append("lex=" + tag)
+    # the token's form (first projected feature), which its thin characters keep
+    forms: Sequence[tuple[str, ...]] = [(feats[0],) for feats in token_features] if projection else [()] * len(tokens)
+    for name, tags in (token_tags or {}).items():
+        prefix = name + "="
+        for feats_of_token, tag in zip(token_features, tags):
+            feats_of_token.append(prefix + tag)
+    if token_classes is not None:
+        for feats_of_token, classes in zip(token_features, token_classes):
+            feats_of_token.extend(classes)
     # 1 = strictly inside a token, 2 = whitespace; both get thin features when thin_interior is set.
     kind = bytearray(len(chars))
     if thin_interior:
@@ -156,7 +170,7 @@ def char_features(
                     kind[tok.start - base:tok.end - base] = b"\x03" * (tok.end - tok.start)
     full = [i for i, k in enumerate(kind) if not k]
     feats: list[Sequence[str]] = [()] * len(chars)
-    shared = line.features
+    shared = line.features if line_facts else ()
     for i, row in zip(full, _ngram_rows(chars, window, full)):
         feats[i] = [*row, *shared]
     last_index = len(chars) - 1
@@ -170,10 +184,10 @@ def char_features(
     own_char = _OWN_CHAR
     for index, (tok, projected) in enumerate(zip(tokens, token_features)):
         first, last = tok.start - base, tok.end - base - 1
+        form = forms[index]
         if settled is not None and settled[index]:
-            word = projected[0]
             for i in range(first, last + 1):
-                feats[i] = ("safe", own_char[chars[i]], word)
+                feats[i] = ("safe", own_char[chars[i]], *form)
             continue
         # (an edge may hold a whitespace tuple: "_" is written as whitespace, so build new lists)
         if first == last:
@@ -181,10 +195,9 @@ def char_features(
             continue
         feats[first] = [*feats[first], "tp=B", *projected]
         feats[last] = [*feats[last], "tp=E", *projected]
-        word = projected[0]
         for i in range(first + 1, last):
             if kind[i]:
-                feats[i] = ("tp=I", own_char[chars[i]], word)
+                feats[i] = ("tp=I", own_char[chars[i]], *form)
             else:
                 feats[i] = [*feats[i], "tp=I", *projected]
     return feats

@@ -79,6 +79,19 @@ class Gazetteer:
                     longest = max(longest, len(words))
         return cls({key: counts.most_common(1)[0][0] for key, counts in votes.items()}, longest, prefixes)
 
+    @classmethod
+    def union(cls, gazetteers: Iterable["Gazetteer"]) -> "Gazetteer":
+        """One matcher for several (e.g. first and last names): a phrase in two keeps the first's label."""
+        table: dict[str, str] = {}
+        prefixes: set[str] = set()
+        longest = 1
+        for gazetteer in gazetteers:
+            for key, label in gazetteer.table.items():
+                table.setdefault(key, label)
+            prefixes |= gazetteer.prefixes
+            longest = max(longest, gazetteer.max_words)
+        return cls(table, longest, prefixes)
+
     def __len__(self) -> int:
         return len(self.table)
 

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 from hybriddeid.features.context import LineContext
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
+from hybriddeid.features.resources import ClusterFeatures
 from hybriddeid.text.tokenize import Token
 
 
@@ -24,6 +25,7 @@ class TokenSequence:
     lowers: list[str] = field(default_factory=list)
     pos: list[str] | None = None  # filled by a POS source when one is configured
     extra: dict[str, list[str]] = field(default_factory=dict)  # per-token tags from resources
+    clusters: ClusterFeatures | None = None  # word clusters, when the model has them
 
     def __post_init__(self) -> None:
         if not self.lowers:
@@ -190,6 +192,23 @@ def _pos(seq: TokenSequence, feats: list[list[str]]) -> None:
                 f"w|p[-1:1]={low}|{p_1}|{p0}|{p1}",
             )
         )
+
+
+@token_extractor("clusters")
+def _clusters(seq: TokenSequence, feats: list[list[str]]) -> None:
+    """Brown path prefixes and word2vec ids of the word, Brown prefixes of its neighbours; no-op
+    without clusters."""
+    clusters = seq.clusters
+    if clusters is None:
+        return
+    words = [tok.text for tok in seq.tokens]
+    near = [clusters.neighbour(word) for word in words]
+    before = seq.column(near, -1)
+    after = seq.column(near, 1)
+    for out, word, left, right in zip(feats, words, before, after):
+        out.extend(clusters.own(word))
+        out.append("bc[-1]=" + left)
+        out.append("bc[1]=" + right)
 
 
 @token_extractor("extra")

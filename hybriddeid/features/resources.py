@@ -1,0 +1,118 @@
+"""Token tags and word-class features from resources made outside the labelled notes: word
+clusters (Brown paths, word2vec k-means ids) and gazetteers (dictionary BIOES tags).
+
+Both CRFs use them: the token CRF as features of a token and its neighbours, the character CRF
+projected onto each token's edge characters (paper section 3.2.3). Every feature string is built
+once per word and memoised, so a note costs dictionary lookups, not string building.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from hybriddeid.features.gazetteer import Gazetteer
+from hybriddeid.knowledge.clusters import DEFAULT_PREFIX_LENGTHS, WordClusters
+from hybriddeid.text.tokenize import Token
+
+NEIGHBOUR_PREFIX = 6  # the Brown prefix length neighbours and the character CRF see
+
+
+class ClusterFeatures:
+    """Memoised cluster feature strings of a word: its own, as a neighbour, and as projected."""
+
+    def __init__(self, clusters: WordClusters, prefix_lengths: Sequence[int] = DEFAULT_PREFIX_LENGTHS) -> None:
+        self.clusters = clusters
+        self.prefix_lengths = tuple(prefix_lengths)
+        self._memo: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {}
+        # the projected word2vec id: the middle k, fine enough to tell names from places
+        ks = clusters.w2v_ks
+        self._projected_k = ks[len(ks) // 2] if ks else None
+
+    def _entry(self, word: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+        entry = self._memo.get(word)
+        if entry is None:
+            prefixes = self.clusters.brown_prefixes(word, self.prefix_lengths)
+            ids = self.clusters.w2v_ids(word)
+            own = tuple(f"bc{n}={p}" for n, p in zip(self.prefix_lengths, prefixes)) + tuple(
+                f"wv{k}={cluster}" for k, cluster in ids
+            )
+            near = "none"
+            if prefixes:
+                lengths = self.prefix_lengths
+                near = prefixes[lengths.index(NEIGHBOUR_PREFIX) if NEIGHBOUR_PREFIX in lengths else 0]
+            projected = ("tbc=" + near, "twv=" + str(dict(ids).get(self._projected_k, "none")))
+            entry = (own or ("bc=none",), near, projected)
+            if len(self._memo) < 1 << 18:
+                self._memo[word] = entry
+        return entry
+
+    def own(self, word: str) -> tuple[str, ...]:
+        """Brown prefixes at every length and the word2vec id at every k ("bc4=0110", "wv200=17")."""
+        return self._entry(word)[0]
+
+    def neighbour(self, word: str) -> str:
+        """The Brown prefix a neighbouring token shows ("none" for an unknown word)."""
+        return self._entry(word)[1]
+
+    def projected(self, word: str) -> tuple[str, ...]:
+        """What the character CRF's edge characters learn of their token's clusters."""
+        return self._entry(word)[2]
+
+
+def case_marked(tags: list[str], tokens: Sequence[Token]) -> list[str]:
+    """Mark dictionary hits whose first token is lower-case ("S-CITY" -> "S-CITY:lc"): matching
+    ignores case, but "león" in running text is rarely the city that "León" is."""
+    out = tags
+    for i, tag in enumerate(tags):
+        if tag[0] in "BS" and not tokens[i].text[:1].isupper():
+            if out is tags:
+                out = list(tags)
+            out[i] = tag + ":lc"
+            j = i + 1
+            while j < len(tags) and tags[j][0] in "IE":
+                out[j] = tags[j] + ":lc"
+                j += 1
+    return out
+
+
+def dictionary_tags(
+    gazetteers: Mapping[str, Gazetteer], tokens: Sequence[Token], lowers: Sequence[str]
+) -> dict[str, list[str]]:
+    """Per gazetteer group, the case-marked BIOES tags of a line's tokens ("gaz_names": [...])."""
+    tags: dict[str, list[str]] = {}
+    for group, gazetteer in gazetteers.items():
+        tags["gaz_" + group] = case_marked(gazetteer.tag(lowers), tokens)
+    return tags
+
+
+# Dictionary kinds matched together: one tag per group keeps the feature count down, and the
+# tag's label still says which kind matched ("B-first_names"). Kinds not listed form their own group.
+GAZETTEER_GROUPS: dict[str, tuple[str, ...]] = {
+    "names": ("first_names", "last_names"),
+    "places": ("cities", "states", "countries", "postal_codes"),
+    "organizations": ("hospitals", "health_organizations"),
+    "professions": ("professions",),
+}
+ALL_KINDS = "*"
+
+
+def grouped_gazetteers(
+    language: str, kinds: Sequence[str], extra_files: Sequence[str] = ()
+) -> dict[str, Gazetteer]:
+    """group -> one matcher over the chosen dictionary kinds (``"*"``: every bundled kind) and
+    the user's own lists (``extra_files``, one kind per file named by its stem)."""
+    from hybriddeid.knowledge.dictionaries import load_gazetteers
+
+    if not kinds and not extra_files:
+        return {}
+    by_kind = load_gazetteers(language, None if ALL_KINDS in kinds else kinds, extra_files)
+    groups: dict[str, Gazetteer] = {}
+    placed: set[str] = set()
+    for group, members in GAZETTEER_GROUPS.items():
+        present = [by_kind[kind] for kind in members if kind in by_kind]
+        if present:
+            groups[group] = Gazetteer.union(present)
+            placed.update(members)
+    for kind, gazetteer in by_kind.items():
+        if kind not in placed:
+            groups[kind] = gazetteer
+    return dict(sorted(groups.items()))  # the order a saved model reloads them in (by file name)

@@ -1,0 +1,53 @@
+"""examples/ablation.ipynb runs end to end (on a small MEDDOCAN slice) and its functions hold up."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hybriddeid.ablation import ablations, markdown_table
+from hybriddeid.pipeline import build_config
+
+REPO = Path(__file__).resolve().parents[1]
+MEDDOCAN = REPO.parent / "shared" / "corpora" / "meddocan"
+
+
+def test_ablation_rows_follow_the_config():
+    plain = {(row.component, row.family) for row in ablations(build_config())}
+    assert ("token", "affixes") in plain and ("char", "character n-grams") in plain
+    assert ("token", "word clusters") not in plain  # no clusters folder configured
+    rich = build_config({"token": {"clusters": "c", "gazetteers": ["*"], "tag_source": "spacy:x"}})
+    rows = {(row.component, row.family): row.change for row in ablations(rich)}
+    assert rows[("token", "word clusters")] == {"clusters": ""}
+    assert rows[("token", "dictionaries")] == {"gazetteers": [], "extra_gazetteers": []}
+    assert rows[("token", "POS & NER")] == {"tag_source": ""}
+    assert "affixes" not in rows[("token", "affixes")]["features"]
+
+
+def test_markdown_table_signs_deltas():
+    table = markdown_table([{"family": "affixes", "f1": 0.5, "delta_f1": -0.01}], ["family", "f1", "delta_f1"])
+    assert table.splitlines()[2] == "| affixes | 0.5000 | -0.0100 |"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MEDDOCAN.is_dir(), reason="needs ../shared/corpora/meddocan")
+def test_the_ablation_notebook_runs_on_a_small_slice(tmp_path, monkeypatch):
+    pytest.importorskip("gensim")
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("HYBRIDDEID_ABLATION_SMALL", "1")
+    monkeypatch.setenv("HYBRIDDEID_REPO", str(REPO))
+    monkeypatch.setenv("HYBRIDDEID_ABLATION_WORK", str(tmp_path))
+    notebook = json.loads((REPO / "examples" / "ablation.ipynb").read_text(encoding="utf-8"))
+    namespace: dict = {}
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), "ablation.ipynb", "exec"), namespace)
+    result = namespace["result"]
+    assert [row["system"] for row in result["systems"]][-1] == "merged rule > char > token"
+    families = {(row["component"], row["family"]) for row in result["ablations"]}
+    assert {("token", "word clusters"), ("char", "dictionaries"), ("char", "token projection")} <= families
+    assert {row["system"] for row in result["categories"]} == {"token", "char", "merged"}
+    assert (tmp_path / "ablation.png").stat().st_size > 10_000
+    assert (tmp_path / "clusters" / "brown.txt").is_file()
