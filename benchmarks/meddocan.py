@@ -19,6 +19,7 @@ from pathlib import Path
 from hybriddeid.classifiers.token_crf import TokenCRF
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
+from hybriddeid.knowledge.build import ensure_clusters
 from hybriddeid.merge import merge
 from hybriddeid.pipeline import Pipeline
 
@@ -38,6 +39,8 @@ def main() -> int:
 
     config_path = args.config or Path(__file__).with_name("meddocan.toml")
     config = load_config(config_path)
+    for folder in ensure_clusters(config, [args.train, args.dev], config["pipeline"]["language"]):
+        print(f"built word clusters from the train + dev text: {folder}", flush=True)
     train, dev = read_corpus(args.train), read_corpus(args.dev)
     print(f"train {len(train)} notes, dev {len(dev)} notes; config {config_path.name}", flush=True)
 
@@ -75,7 +78,7 @@ def main() -> int:
             rows.append((label, list(combo), max(fit_seconds.get(n, 0.0) for n in combo), True))
     everything = max(fit_seconds.values())
     rows.append(("merged, plain precedence (no score floor/propagation)", sources, everything, False))
-    alt = ["rule", "token", "char"]
+    alt = ["rule", "token", "char"] if sources != ["rule", "token", "char"] else ["rule", "char", "token"]
     if set(alt) <= set(sources) and alt != sources:
         rows.append(("merged " + " > ".join(alt), alt, everything, True))
 

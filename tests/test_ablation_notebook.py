@@ -45,7 +45,8 @@ def test_the_ablation_notebook_runs_on_a_small_slice(tmp_path, monkeypatch):
         if cell["cell_type"] == "code":
             exec(compile("".join(cell["source"]), "ablation.ipynb", "exec"), namespace)
     result = namespace["result"]
-    assert [row["system"] for row in result["systems"]][-1] == "merged rule > char > token"
+    precedence = " > ".join(namespace["config"]["pipeline"]["precedence"])
+    assert [row["system"] for row in result["systems"]][-1] == f"merged {precedence}"
     families = {(row["component"], row["family"]) for row in result["ablations"]}
     assert {("token", "word clusters"), ("char", "dictionaries"), ("char", "token projection")} <= families
     assert {row["system"] for row in result["categories"]} == {"token", "char", "merged"}

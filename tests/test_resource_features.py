@@ -98,3 +98,20 @@ def test_config_paths_are_relative_to_the_config_file(tmp_path):
     assert Path(config["token"]["clusters"]) == tmp_path / "cfg" / "clusters"
     assert Path(config["token"]["extra_gazetteers"][0]) == tmp_path / "cfg" / "lists" / "wards.txt"
     assert config["char"]["clusters"] == ""
+
+
+def test_ensure_clusters_builds_only_missing_folders(tmp_path):
+    pytest.importorskip("gensim")
+    from hybriddeid.knowledge.build import ensure_clusters
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(4):
+        (notes / f"n{i}.txt").write_text("Paciente de Madrid.\nVive en Soria con su madre.\n" * 3, encoding="utf-8")
+    existing = tmp_path / "existing"
+    CLUSTERS.to_disk(existing)
+    config = {"char": {"clusters": str(tmp_path / "new")}, "token": {"clusters": str(existing)}}
+    assert ensure_clusters(config, [notes], "es") == [tmp_path / "new"]
+    built = WordClusters.from_disk(tmp_path / "new")
+    assert built.brown_prefixes("madrid") and built.w2v_ids("soria")
+    assert ensure_clusters(config, [notes], "es") == []

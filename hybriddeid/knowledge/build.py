@@ -80,3 +80,18 @@ def build_clusters(
         log.info("word2vec + k-means: %d words, k = %s, %.1f s", meta["word2vec"]["words"],
                  ", ".join(map(str, w2v_ks)), meta["word2vec"]["seconds"])
     return WordClusters(brown, w2v, meta)
+
+
+def ensure_clusters(config: dict, text_folders: Sequence[Path], language: str) -> list[Path]:
+    """Build every clusters folder a pipeline config names but that does not exist yet, from the
+    notes in ``text_folders`` with the default settings (benchmarks and tools use this so a
+    config can name a folder it does not ship). Returns the folders built."""
+    built: list[Path] = []
+    for section in ("char", "token"):
+        folder = config.get(section, {}).get("clusters")
+        if not folder or Path(folder).is_dir():
+            continue
+        clusters = build_clusters(note_sequences(read_texts(text_folders)), language)
+        clusters.to_disk(Path(folder))
+        built.append(Path(folder))
+    return built
