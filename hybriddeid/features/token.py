@@ -113,7 +113,9 @@ def _context(seq: TokenSequence, feats: list[list[str]]) -> None:
     for i, out in enumerate(feats):
         n = next_word[i]
         skip = 1 if n < len(words) and words[n] == i else 0  # a word is not its own right context
-        out.extend({*left_of[max(0, n - reach):n], *right_of[n + skip:n + skip + reach]})
+        # dict.fromkeys drops repeats but keeps the order: a set's order changes with the process's
+        # hash seed, and crfsuite's sums (hence scores) with the order of the features
+        out.extend(dict.fromkeys((*left_of[max(0, n - reach):n], *right_of[n + skip:n + skip + reach])))
 
 
 @token_extractor("affixes")
