@@ -98,7 +98,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dev", type=Path, default=SHARED / "dev" / "brat")
     parser.add_argument("--model", action="append", default=[],
-                        help="model folder to re-annotate with (repeatable; default: the bundled model)")
+                        help="model folder to re-annotate with (repeatable; default: the bundled Spanish model)")
     args = parser.parse_args()
 
     docs = read_corpus(args.dev)
@@ -131,7 +131,7 @@ def main() -> int:
 
     surrogate_gold = [result.document for result in first]  # spans at output offsets
     print("\nre-annotation recall | original notes: strict relaxed token | surrogate notes: strict relaxed token")
-    for model_path in args.model or ["default"]:
+    for model_path in args.model or ["es"]:
         model = Pipeline.load(model_path)
         original, surrogate = recall(model, docs), recall(model, surrogate_gold)
         corpus = model.meta.get("training_corpus", {})

@@ -1,4 +1,4 @@
-"""The ``hybriddeid`` command line: train, annotate, evaluate, deid, resources.
+"""The ``hybriddeid`` command line: train, annotate, evaluate, deid, spark-deid, synth, resources.
 
 Exit codes: 0 success, 1 some inputs failed (the others were processed), 2 nothing could be done.
 Messages name files and problems only; note text never reaches the terminal or the logs.
@@ -10,7 +10,10 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from hybriddeid.surrogates import DeidOptions
 
 log = logging.getLogger("hybriddeid")
 
@@ -63,7 +66,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _deid_key(args: argparse.Namespace) -> bytes | None:
+def _deid_key(args: argparse.Namespace, folders: Sequence[Path]) -> bytes | None:
     """The key for surrogate mode: read from --key-file, or created there when the file does not exist."""
     from hybriddeid.surrogates import create_key_file, read_key
 
@@ -73,8 +76,8 @@ def _deid_key(args: argparse.Namespace) -> bytes | None:
         raise ValueError("surrogate mode needs --key-file F (a new random key is written to F if it does not "
                          "exist; keep it secret and apart from the output)")
     key_path = args.key_file.resolve()
-    for folder in (args.in_dir, args.out_dir):
-        if key_path.is_relative_to(folder.resolve()):
+    for folder in folders:
+        if key_path.is_relative_to(Path(folder).resolve()):
             raise ValueError(f"{args.key_file}: the key must not lie inside the input or output folder")
     if key_path.exists():
         return read_key(key_path)
@@ -84,24 +87,30 @@ def _deid_key(args: argparse.Namespace) -> bytes | None:
     return key
 
 
-def _deid(args: argparse.Namespace) -> int:
+def _deid_options(args: argparse.Namespace, folders: Sequence[Path]) -> "DeidOptions":
+    """The de-identification options of ``deid`` and ``spark-deid`` (the language defaults to the model's)."""
     from hybriddeid.surrogates import DeidOptions
+
+    if args.use_annotations and args.language is None:
+        raise ValueError("--use-annotations needs --language (en or es): there is no model to take it from")
+    if args.language is None:
+        from hybriddeid.pipeline import Pipeline
+
+        args.language = Pipeline.load(args.model).language
+    return DeidOptions(
+        mode=args.mode, language=args.language, key=_deid_key(args, folders), scope=args.scope,
+        date_shift_days=args.date_shift_days, keep_years=args.keep_years,
+        cap_ages=args.cap_ages or args.safe_harbor, truncate_zips=args.truncate_zips or args.safe_harbor,
+        tag_level=args.tag_level, mask_char=args.mask_char,
+    )
+
+
+def _deid(args: argparse.Namespace) -> int:
     from hybriddeid.surrogates.audit import format_summary
     from hybriddeid.surrogates.runner import DeidProcessor, PatientMap, run_deid
 
     try:
-        if args.use_annotations and args.language is None:
-            raise ValueError("--use-annotations needs --language (en or es): there is no model to take it from")
-        if args.language is None:
-            from hybriddeid.pipeline import Pipeline
-
-            args.language = Pipeline.load(args.model).language
-        options = DeidOptions(
-            mode=args.mode, language=args.language, key=_deid_key(args), scope=args.scope,
-            date_shift_days=args.date_shift_days, keep_years=args.keep_years,
-            cap_ages=args.cap_ages or args.safe_harbor, truncate_zips=args.truncate_zips or args.safe_harbor,
-            tag_level=args.tag_level, mask_char=args.mask_char,
-        )
+        options = _deid_options(args, (args.in_dir, args.out_dir))
         patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
     except ValueError as exc:
         log.error("%s", exc)
@@ -113,6 +122,47 @@ def _deid(args: argparse.Namespace) -> int:
     log.info("%s: %s", args.out_dir, result.summary())
     log.info("%s", format_summary(summary))
     return result.exit_code
+
+
+def _spark_deid(args: argparse.Namespace) -> int:
+    try:
+        import pyspark  # noqa: F401 - only to say early that it is missing
+        from pyspark.errors import AnalysisException
+
+        from hybriddeid.integrations.spark import ERROR_CODES, local_session, run_job
+    except ImportError as exc:
+        log.error("spark-deid needs PySpark: pip install 'hybriddeid[spark]' (%s missing)", exc.name)
+        return 2
+    try:
+        options = _deid_options(args, (Path(args.input), Path(args.output)))
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    started = time.perf_counter()
+    try:
+        spark = local_session(args.master, "hybriddeid spark-deid")
+    except Exception as exc:  # noqa: BLE001 - e.g. no Java: PySpark says so in its own words
+        log.error("cannot start Spark (%s): %s", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        return 2
+    try:
+        counts = run_job(spark, args.input, args.output, options, None if args.use_annotations else args.model,
+                         input_format=args.input_format, output_format=args.format, note_id_col=args.id_col,
+                         text_col=args.text_col, patient_col=args.patient_col, patient_pattern=args.patient_pattern,
+                         with_spans=args.spans, with_audit=args.audit, partitions=args.partitions,
+                         overwrite=args.overwrite)
+    except ValueError as exc:  # our own checks: a missing column, an unknown input format
+        log.error("%s", exc)
+        return 2
+    except AnalysisException as exc:  # Spark's: no such input, output exists; they name paths and columns
+        log.error("%s", str(exc).splitlines()[0])
+        return 2
+    failed = ", ".join(f"{counts[code]} {code}" for code in ERROR_CODES if counts.get(code))
+    log.info("%s: %d notes, %d de-identified, %d failed%s in %.1f s", args.output, counts["notes"],
+             counts["notes"] - counts["failed"], counts["failed"], f" ({failed})" if failed else "",
+             time.perf_counter() - started)
+    if counts["failed"] and args.format == "text":
+        log.info("failed notes are left out of text output; parquet and json list them with their error code")
+    return 2 if not counts["notes"] or counts["failed"] == counts["notes"] else int(bool(counts["failed"]))
 
 
 def _resources_clusters(args: argparse.Namespace) -> int:
@@ -140,6 +190,45 @@ def _resources_clusters(args: argparse.Namespace) -> int:
              clusters.meta["corpus"]["tokens"], args.out, time.perf_counter() - started)
     return 0
 
+
+def _synth(args: argparse.Namespace) -> int:
+    from hybriddeid.io import write_documents
+    from hybriddeid.synth import generate_corpus
+
+    if args.n < 1:
+        log.error("--n must be at least 1")
+        return 2
+    try:
+        docs = list(generate_corpus(args.n, args.seed, args.mix, args.language))
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    write_documents(docs, args.out, args.format)
+    log.info("%d synthetic %s notes (%s mix, seed %d, %d PHI spans) written to %s", len(docs), args.language,
+             args.mix, args.seed, sum(len(doc.spans) for doc in docs), args.out)
+    return 0
+
+
+def _add_deid_options(parser: argparse.ArgumentParser) -> None:
+    """The options ``deid`` and ``spark-deid`` share: where the spans come from and how they are replaced."""
+    parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    parser.add_argument("--use-annotations", action="store_true",
+                        help="replace the inputs' own annotations (deid: BRAT, i2b2, JSONL spans; spark-deid: "
+                             "the phi_spans column) instead of running a model")
+    parser.add_argument("--mode", choices=("tag", "mask", "surrogate"), default="tag")
+    parser.add_argument("--key-file", type=Path, help="secret key for surrogates (created if missing; keep it apart from the output)")
+    parser.add_argument("--scope", choices=("patient", "corpus"), default="patient",
+                        help="where one value keeps one surrogate and one date offset (default: patient)")
+    parser.add_argument("--language", choices=("en", "es"), help="language of the surrogates (default: the model's)")
+    parser.add_argument("--date-shift-days", type=int, default=365, help="dates move by up to this many days (default 365)")
+    parser.add_argument("--keep-years", action="store_true", help="Safe Harbor: keep years, shift only day and month")
+    parser.add_argument("--cap-ages", action="store_true", help='Safe Harbor: ages over 89 become "90+"')
+    parser.add_argument("--truncate-zips", action="store_true", help='Safe Harbor: ZIPs keep 3 digits ("000" if restricted)')
+    parser.add_argument("--safe-harbor", action="store_true", help="both --cap-ages and --truncate-zips")
+    parser.add_argument("--tag-level", choices=("category", "label"), default="category", help="tag mode: [**NAME**] or [**PATIENT**]")
+    parser.add_argument("--mask-char", default="*", help="mask mode: the character written (default *)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
 
@@ -161,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     annotate = sub.add_parser("annotate", help="find PHI spans and write them as annotations")
     annotate.add_argument("in_dir", type=Path)
     annotate.add_argument("out_dir", type=Path)
-    annotate.add_argument("--model", default="default", help="model folder (default: the bundled model)")
+    annotate.add_argument("--model", default="default",
+                          help='model folder, or a bundled model: "en" (the default) or "es"')
     annotate.add_argument("--format", choices=OUTPUT_FORMATS, default="brat")
     annotate.add_argument("--input-format", choices=formats, default="auto")
     annotate.add_argument("--overwrite", action="store_true", help="redo inputs whose outputs exist")
@@ -177,24 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
     deid = sub.add_parser("deid", help="write de-identified notes (tags, masks or consistent surrogates) and an audit")
     deid.add_argument("in_dir", type=Path)
     deid.add_argument("out_dir", type=Path)
-    deid.add_argument("--model", default="default", help="model folder (default: the bundled model)")
-    deid.add_argument("--use-annotations", action="store_true",
-                      help="replace the inputs' own annotations (BRAT, i2b2, JSONL spans) instead of running a model")
-    deid.add_argument("--mode", choices=("tag", "mask", "surrogate"), default="tag")
-    deid.add_argument("--key-file", type=Path, help="secret key for surrogates (created if missing; keep it apart from the output)")
+    _add_deid_options(deid)
     patients = deid.add_mutually_exclusive_group()
     patients.add_argument("--patient-map", type=Path, help="CSV (note, patient) or JSON {note: patient}")
     patients.add_argument("--patient-pattern", help="regex over note names; group 'patient' (or 1) is the patient id")
-    deid.add_argument("--scope", choices=("patient", "corpus"), default="patient",
-                      help="where one value keeps one surrogate and one date offset (default: patient)")
-    deid.add_argument("--language", choices=("en", "es"), help="language of the surrogates (default: the model's)")
-    deid.add_argument("--date-shift-days", type=int, default=365, help="dates move by up to this many days (default 365)")
-    deid.add_argument("--keep-years", action="store_true", help="Safe Harbor: keep years, shift only day and month")
-    deid.add_argument("--cap-ages", action="store_true", help='Safe Harbor: ages over 89 become "90+"')
-    deid.add_argument("--truncate-zips", action="store_true", help='Safe Harbor: ZIPs keep 3 digits ("000" if restricted)')
-    deid.add_argument("--safe-harbor", action="store_true", help="both --cap-ages and --truncate-zips")
-    deid.add_argument("--tag-level", choices=("category", "label"), default="category", help="tag mode: [**NAME**] or [**PATIENT**]")
-    deid.add_argument("--mask-char", default="*", help="mask mode: the character written (default *)")
     deid.add_argument("--audit-format", choices=("jsonl", "csv"), default="jsonl")
     deid.add_argument("--mapping-dir", type=Path,
                       help="also write original -> replacement files here (PHI! owner-only, outside OUT_DIR)")
@@ -202,6 +278,35 @@ def build_parser() -> argparse.ArgumentParser:
     deid.add_argument("--input-format", choices=formats, default="auto")
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
     deid.set_defaults(run=_deid)
+
+    spark = sub.add_parser("spark-deid", help="de-identify a table or folder of notes on Apache Spark (pip install hybriddeid[spark])")
+    spark.add_argument("--input", required=True, help="Parquet or JSON Lines table (columns --id-col, --text-col), or a folder of .txt notes")
+    spark.add_argument("--output", required=True, help="where to write note id, de-identified text and error code")
+    spark.add_argument("--format", choices=("parquet", "json", "text"), default="parquet",
+                       help="output format (text: de-identified notes only, 'id<TAB>text' records ending in \\x1e)")
+    spark.add_argument("--input-format", choices=("auto", "parquet", "json", "text"), default="auto")
+    _add_deid_options(spark)
+    spark_patients = spark.add_mutually_exclusive_group()
+    spark_patients.add_argument("--patient-col", help="column holding each note's patient id")
+    spark_patients.add_argument("--patient-pattern", help="regex over note ids; group 'patient' (or 1) is the patient id")
+    spark.add_argument("--id-col", default="note_id", help="note id column (default note_id)")
+    spark.add_argument("--text-col", default="text", help="note text column (default text)")
+    spark.add_argument("--spans", action="store_true", help="also write the PHI spans (input offsets)")
+    spark.add_argument("--audit", action="store_true", help="also write each note's replacements (no original values)")
+    spark.add_argument("--partitions", type=int, help="repartition the input into this many partitions first")
+    spark.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    spark.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    spark.set_defaults(run=_spark_deid)
+
+    synth = sub.add_parser("synth", help="write synthetic annotated notes (training data without real notes)")
+    synth.add_argument("--n", type=int, required=True, help="number of notes")
+    synth.add_argument("--out", type=Path, required=True, help="folder to write the notes to")
+    synth.add_argument("--seed", type=int, default=0, help="random seed (same seed and mix, same notes)")
+    synth.add_argument("--mix", choices=("train", "test"), default="train",
+                       help="note types and layouts: test holds out some that train never uses (default train)")
+    synth.add_argument("--language", choices=("en",), default="en")
+    synth.add_argument("--format", choices=OUTPUT_FORMATS, default="i2b2", help="default: i2b2 2014 XML")
+    synth.set_defaults(run=_synth)
 
     resources = sub.add_parser("resources", help="build knowledge resources for the CRF features")
     resource_sub = resources.add_subparsers(dest="resource", required=True)

@@ -22,12 +22,14 @@ from typing import Any, Iterable, Mapping, Sequence
 import tomli_w
 
 import hybriddeid
+from hybriddeid.backends import find_plugin, plugin_names
 from hybriddeid.classifiers.char_crf import CHAR_FEATURE_FAMILIES, CharCRF
 from hybriddeid.classifiers.rules import RuleClassifier
 from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
 from hybriddeid.document import Document, Span
 from hybriddeid.features.token import TOKEN_EXTRACTORS
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, merge, propagate
+from hybriddeid.safelist import load_safelist
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,8 @@ COMPONENT_CLASSES = {"rule": RuleClassifier, "char": CharCRF, "token": TokenCRF}
 CONFIG_FILE = "config.toml"
 META_FILE = "meta.json"
 DEFAULT_MODEL = "default"
+BUNDLED_MODELS = ("en", "es")  # hybriddeid/models/<name>
+DEFAULT_BUNDLED = "en"  # what "default" (and no --model) loads
 
 # Settings both CRFs share (each may override them in its own config section).
 CRF_TRAINING_DEFAULTS: dict[str, Any] = {
@@ -62,6 +66,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "min_score": {"char": 0.9, "token": 0.5},
         # Mark further occurrences, in the same note, of strings already found as PHI.
         "propagate": False,
+        # Drop merged spans made only of clinical safe-list entries (hybriddeid.safelist):
+        # a bundled list's language ("en"), or "" for none.
+        "safelist": "",
     },
     "rule": {"min_precision": 0.0, "rule_files": []},
     "char": {
@@ -88,9 +95,20 @@ class ConfigError(ValueError):
 
 
 def build_config(overrides: Mapping[str, Any] | None = None, origin: str = "config") -> dict[str, Any]:
-    """The default config with ``overrides`` applied section by section; unknown keys are errors."""
+    """The default config with ``overrides`` applied section by section; unknown keys are errors.
+
+    A plugin component's section (e.g. [neural]) is known when its backend is installed, and is
+    added with the plugin's defaults when the component is listed or the section is given.
+    """
     config = copy.deepcopy(DEFAULT_CONFIG)
-    for section, values in (overrides or {}).items():
+    overrides = overrides or {}
+    pipeline_section = overrides.get("pipeline")
+    listed = pipeline_section.get("components", []) if isinstance(pipeline_section, Mapping) else []
+    for name in [*overrides, *listed]:
+        plugin = find_plugin(name) if isinstance(name, str) and name not in config else None
+        if plugin is not None:
+            config[name] = copy.deepcopy(dict(plugin.defaults))
+    for section, values in overrides.items():
         if section not in config:
             raise ConfigError(f"{origin}: unknown section [{section}]; known: {', '.join(config)}")
         if not isinstance(values, Mapping):
@@ -105,14 +123,20 @@ def build_config(overrides: Mapping[str, Any] | None = None, origin: str = "conf
 
 def _validate(config: dict[str, Any], origin: str) -> None:
     components = config["pipeline"]["components"]
-    unknown = [name for name in components if name not in COMPONENT_CLASSES]
+    known = sorted({*COMPONENT_CLASSES, *plugin_names()})
+    unknown = [name for name in components if name not in known]
     if unknown or not components:
-        raise ConfigError(f"{origin}: components must be a non-empty subset of {sorted(COMPONENT_CLASSES)}")
+        raise ConfigError(f"{origin}: components must be a non-empty subset of {known}")
     if sorted(config["pipeline"]["precedence"]) != sorted(set(config["pipeline"]["precedence"])):
         raise ConfigError(f"{origin}: precedence lists a source twice")
     min_score = config["pipeline"]["min_score"]
     if not isinstance(min_score, Mapping) or not all(0.0 <= float(v) <= 1.0 for v in min_score.values()):
         raise ConfigError(f"{origin}: min_score must map sources to thresholds in [0, 1]")
+    if config["pipeline"]["safelist"]:
+        try:
+            load_safelist(config["pipeline"]["safelist"])
+        except ValueError as exc:
+            raise ConfigError(f"{origin}: safelist: {exc}") from None
     missing_features = [name for name in config["token"]["features"] if name not in TOKEN_EXTRACTORS]
     if missing_features:
         raise ConfigError(f"{origin}: unknown token features {missing_features}; this version knows {sorted(TOKEN_EXTRACTORS)}")
@@ -125,7 +149,7 @@ def load_config(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config ({exc})") from None
-    for section in ("char", "token"):
+    for section in ("char", "token", *plugin_names()):  # plugin sections may name resources too
         values = data.get(section)
         if not isinstance(values, dict):
             continue
@@ -137,10 +161,20 @@ def load_config(path: Path) -> dict[str, Any]:
     return build_config(data, origin=str(path))
 
 
+def _component_class(name: str) -> type:
+    """A built-in classifier class, or an installed plugin's (imported only now)."""
+    if name in COMPONENT_CLASSES:
+        return COMPONENT_CLASSES[name]
+    plugin = find_plugin(name)
+    if plugin is None:
+        raise ConfigError(f"no classifier called {name!r}; known: {sorted({*COMPONENT_CLASSES, *plugin_names()})}")
+    return plugin.component_class()
+
+
 def _component(name: str, config: Mapping[str, Any]):
     language = config["pipeline"]["language"]
     params = dict(config[name])
-    return COMPONENT_CLASSES[name](language=language, **params)
+    return _component_class(name)(language=language, **params)
 
 
 def _fit_and_save(name: str, config: dict[str, Any], docs: list[Document], out_dir: str) -> float:
@@ -175,7 +209,7 @@ class Pipeline:
         names = list(self.config["pipeline"]["components"])
         timings: dict[str, float] = {}
         with tempfile.TemporaryDirectory() as tmp:
-            crfs = [name for name in names if name != "rule"]
+            crfs = [name for name in names if name in ("char", "token")]  # plugins (torch) train in this process
             if n_jobs > 1 and len(crfs) > 1:
                 with ProcessPoolExecutor(max_workers=min(n_jobs, len(crfs)), mp_context=get_context("fork")) as pool:
                     futures = {name: pool.submit(_fit_and_save, name, self.config, docs, f"{tmp}/{name}") for name in crfs}
@@ -184,12 +218,12 @@ class Pipeline:
                 for name in crfs:
                     timings[name] = _fit_and_save(name, self.config, docs, f"{tmp}/{name}")
             for name in names:
-                if name == "rule":
+                if name not in crfs:
                     started = time.perf_counter()
                     self.components[name] = _component(name, self.config).fit(docs)
                     timings[name] = time.perf_counter() - started
                 else:
-                    self.components[name] = COMPONENT_CLASSES[name].from_disk(Path(tmp) / name)
+                    self.components[name] = _component_class(name).from_disk(Path(tmp) / name)
         labels = sorted({span.label for doc in docs for span in doc.spans})
         self.meta = {
             "hybriddeid_version": hybriddeid.__version__,
@@ -230,7 +264,10 @@ class Pipeline:
         """Filter, merge and (if configured) propagate per-source spans: the pipeline's final step."""
         settings = self.config["pipeline"]
         spans = merge(filter_scores(by_source, settings["min_score"]), self.precedence if precedence is None else precedence)
-        return propagate(doc.text, spans) if settings["propagate"] else spans
+        spans = propagate(doc.text, spans) if settings["propagate"] else spans
+        if settings["safelist"]:
+            spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]
+        return spans
 
     def annotate(self, doc: Document) -> Document:
         """``doc`` with its spans replaced by the pipeline's merged predictions."""
@@ -273,10 +310,12 @@ class Pipeline:
 
     @classmethod
     def load(cls, path_or_name: str | Path = DEFAULT_MODEL) -> "Pipeline":
-        """Load a saved pipeline from a folder, or the bundled model by name ("default")."""
+        """Load a saved pipeline from a folder, or a bundled model by name: "en" (English, also
+        "default"), "es" (Spanish, MEDDOCAN). A folder of that name with a model in it wins."""
         path = Path(path_or_name)
-        if not (path / CONFIG_FILE).is_file() and str(path_or_name) == DEFAULT_MODEL:
-            path = Path(str(resources.files("hybriddeid.models").joinpath(DEFAULT_MODEL)))
+        name = DEFAULT_BUNDLED if str(path_or_name) == DEFAULT_MODEL else str(path_or_name)
+        if not (path / CONFIG_FILE).is_file() and name in BUNDLED_MODELS:
+            path = Path(str(resources.files("hybriddeid.models").joinpath(name)))
         if not (path / CONFIG_FILE).is_file():
             raise FileNotFoundError(f"{path}: not a hybriddeid model (no {CONFIG_FILE})")
         pipeline = cls(load_config(path / CONFIG_FILE))
@@ -285,5 +324,5 @@ class Pipeline:
         for name in pipeline.config["pipeline"]["components"]:
             if not (path / name).is_dir():
                 raise FileNotFoundError(f"{path}: the config lists component {name!r} but its folder is missing")
-            pipeline.components[name] = COMPONENT_CLASSES[name].from_disk(path / name)
+            pipeline.components[name] = _component_class(name).from_disk(path / name)
         return pipeline

@@ -1,20 +1,38 @@
-"""The bundled default model loads from the installed package and finds PHI in an example note."""
+"""The bundled models load from the installed package: English by default, Spanish by name."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from hybriddeid import Pipeline
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "notes" / "caso_001.txt"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def test_bundled_model_finds_header_and_narrative_phi():
+def found(pipeline: Pipeline, text: str) -> set[tuple[str, str]]:
+    return {(text[s.start:s.end], s.label) for s in pipeline.predict(text)}
+
+
+def test_default_is_the_english_model_and_finds_header_and_narrative_phi():
     pipeline = Pipeline.load()
+    assert pipeline.language == "en" and Pipeline.load("default").meta == Pipeline.load("en").meta == pipeline.meta
+    assert pipeline.config["pipeline"]["safelist"] == "en"
+    assert pipeline.meta["training_data"]["corpus"].startswith("hybriddeid synth")
+    text = (EXAMPLES / "notes" / "discharge_summary.txt").read_text(encoding="utf-8")
+    spans = found(pipeline, text)
+    assert {("00482913", "MEDICALRECORD"), ("03/02/2024", "DATE"), ("(413) 555-0186", "PHONE"),
+            ("(413) 555-0190", "FAX"), ("01103", "ZIP"), ("92", "AGE")} <= spans
+    assert ("Margaret O'Donnell", "PATIENT") in spans
+    surfaces = {surface for surface, _ in spans}
+    assert {"Foley", "Babinski", "Parkinson", "Eliquis"}.isdisjoint(surfaces), "safe-listed words stay"
+
+
+def test_spanish_model_by_name():
+    pipeline = Pipeline.load("es")
     assert pipeline.language == "es"
     assert pipeline.meta["attribution"]["license"].startswith("CC-BY 4.0")
-    text = EXAMPLE.read_text(encoding="utf-8")
-    found = {(text[s.start:s.end], s.label) for s in pipeline.predict(text)}
-    assert ("4417920", "ID_SUJETO_ASISTENCIA") in found
-    assert ("Ferrer Montalbán", "NOMBRE_SUJETO_ASISTENCIA") in found
-    assert ("avillalba@saludcyl.es", "CORREO_ELECTRONICO") in found
-    assert any(label == "FECHAS" and surface == "03/09/2024" for surface, label in found)  # in the narrative
+    text = (EXAMPLES / "notes_es" / "caso_001.txt").read_text(encoding="utf-8")
+    spans = found(pipeline, text)
+    assert ("4417920", "ID_SUJETO_ASISTENCIA") in spans
+    assert ("Ferrer Montalbán", "NOMBRE_SUJETO_ASISTENCIA") in spans
+    assert ("avillalba@saludcyl.es", "CORREO_ELECTRONICO") in spans
+    assert any(label == "FECHAS" and surface == "03/09/2024" for surface, label in spans)  # in the narrative

@@ -161,12 +161,12 @@ def test_parallel_batch_equals_serial_batch(brat_dir, tmp_path):
 
 
 def test_parallel_model_run_equals_serial(tmp_path):
-    """Workers load the (bundled) model once each and produce what one process does."""
+    """Workers load the (bundled Spanish) model once each and produce what one process does."""
     notes = tmp_path / "notes"
     notes.mkdir()
     for doc in make_notes()[:4]:
         (notes / f"{doc.name}.txt").write_text(doc.text, encoding="utf-8")
-    common = ["--mode", "surrogate", "--key-file", str(tmp_path / "key"), "--patient-pattern", r"^(pt\d+)_"]
+    common = ["--model", "es", "--mode", "surrogate", "--key-file", str(tmp_path / "key"), "--patient-pattern", r"^(pt\d+)_"]
     assert deid(str(notes), str(tmp_path / "serial"), *common) == 0
     assert deid(str(notes), str(tmp_path / "parallel"), *common, "--jobs", "2") == 0
     assert outputs(tmp_path / "serial") == outputs(tmp_path / "parallel")
@@ -240,7 +240,7 @@ def test_inputs_are_never_overwritten(brat_dir):
 def test_pipeline_deidentify_api():
     from hybriddeid import Pipeline
 
-    pipeline = Pipeline.load()
+    pipeline = Pipeline.load("es")
     text = "Nombre: Zebulon Quagmire. NHC: 4417920. Fecha de ingreso: 14/03/2019."
     tagged = pipeline.deidentify(text)
     assert tagged.text == "Nombre: [**NAME**]. NHC: [**ID**]. Fecha de ingreso: [**DATE**]."

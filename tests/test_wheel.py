@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("setup.cfg", "pyproject.toml", "setup.py", "README.md", "LICENSE", "MANIFEST.in")
 PROJECT_DIRS = ("hybriddeid", "resources")
 CHECK_DEPENDENCIES = ("regex>=2023.0", "tomli-w>=1.0")  # what hybriddeid.classifiers.rules imports
+MODEL_DEPENDENCIES = ("python-crfsuite>=0.9.9", "Faker>=30.0", "tqdm>=4.60")  # the rest of install_requires
 
 CHECK = """
 import hybriddeid, pathlib, sys
@@ -38,6 +39,26 @@ assert load_gazetteers("es", kinds=["countries"])["countries"].tag(["españa"]) 
 print("wheel ok")
 """
 
+MODEL_CHECK = """
+import pathlib, sys
+import hybriddeid
+from hybriddeid import Pipeline
+from hybriddeid.synth import check_offsets, generate_corpus
+
+assert pathlib.Path(sys.prefix) in pathlib.Path(hybriddeid.__file__).parents, hybriddeid.__file__
+pipeline = Pipeline.load()
+assert pipeline.language == "en" and Pipeline.load("es").language == "es"
+text = "Mr. Hugo Baptiste (MRN 4417920) was seen on 03/14/2024; Foley removed. Call (617) 555-0142."
+found = {(text[s.start:s.end], s.label) for s in pipeline.predict(text)}
+assert {("4417920", "MEDICALRECORD"), ("03/14/2024", "DATE"), ("(617) 555-0142", "PHONE")} <= found, found
+assert not any(surface == "Foley" for surface, _ in found), found
+tagged = pipeline.deidentify(text).text
+assert "4417920" not in tagged and "[**DATE**]" in tagged, tagged
+doc = next(generate_corpus(1, seed=1))
+assert doc.spans and check_offsets(doc) == []
+print("model ok")
+"""
+
 
 def run(*args: str | Path, cwd: Path) -> str:
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
@@ -49,7 +70,7 @@ def run(*args: str | Path, cwd: Path) -> str:
 
 
 @pytest.mark.slow
-def test_wheel_ships_and_loads_the_rule_packs(tmp_path: Path) -> None:
+def test_wheel_ships_and_loads_the_rule_packs_and_the_default_model(tmp_path: Path) -> None:
     source = tmp_path / "src"
     source.mkdir()
     for name in PROJECT_FILES:
@@ -65,6 +86,9 @@ def test_wheel_ships_and_loads_the_rule_packs(tmp_path: Path) -> None:
     for language in ("en", "es"):
         assert f"hybriddeid/resources/regex/{language}.toml" in names
         assert f"hybriddeid/resources/dictionaries/{language}/cities.txt" in names
+        assert f"hybriddeid/models/{language}/config.toml" in names
+    assert {"hybriddeid/resources/safelist/en.txt", "hybriddeid/resources/synth/en.toml"} <= names
+    assert wheel.stat().st_size < 20e6, f"the wheel is {wheel.stat().st_size / 1e6:.1f} MB"
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
@@ -72,3 +96,6 @@ def test_wheel_ships_and_loads_the_rule_packs(tmp_path: Path) -> None:
     run(python, "-m", "pip", "install", "-q", "--no-deps", wheel, cwd=tmp_path)
     run(python, "-m", "pip", "install", "-q", *CHECK_DEPENDENCIES, cwd=tmp_path)
     assert run(python, "-c", CHECK, cwd=tmp_path).strip() == "wheel ok"
+    # The bundled English model, with the rest of the dependencies, from outside the source tree.
+    run(python, "-m", "pip", "install", "-q", *MODEL_DEPENDENCIES, cwd=tmp_path)
+    assert run(python, "-c", MODEL_CHECK, cwd=tmp_path).strip() == "model ok"

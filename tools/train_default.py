@@ -1,9 +1,9 @@
-"""Train the bundled default model (hybriddeid/models/default) on MEDDOCAN train+dev.
+"""Train the bundled Spanish model (hybriddeid/models/es, `Pipeline.load("es")`) on MEDDOCAN train+dev.
 
 MEDDOCAN (Marimon et al., 2019) is distributed under CC-BY 4.0; the model's meta.json and the
 README carry the attribution that licence requires. Run from the repository root:
 
-    python tools/train_default.py [--corpus ../shared/corpora/meddocan] [--out hybriddeid/models/default]
+    python tools/train_default.py [--corpus ../shared/corpora/meddocan] [--out hybriddeid/models/es]
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hybriddeid import Pipeline
 from hybriddeid.io import read_corpus
+from hybriddeid.knowledge.build import ensure_clusters
 from hybriddeid.pipeline import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,11 +32,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpora" / "meddocan")
     parser.add_argument("--config", type=Path, default=ROOT / "benchmarks" / "meddocan.toml")
-    parser.add_argument("--out", type=Path, default=ROOT / "hybriddeid" / "models" / "default")
+    parser.add_argument("--out", type=Path, default=ROOT / "hybriddeid" / "models" / "es")
     args = parser.parse_args()
-    docs = read_corpus(args.corpus / "train" / "brat") + read_corpus(args.corpus / "dev" / "brat")
+    folders = [args.corpus / "train" / "brat", args.corpus / "dev" / "brat"]
+    config = load_config(args.config)
+    for folder in ensure_clusters(config, folders, config["pipeline"]["language"]):
+        print(f"built word clusters from the train + dev text: {folder}")
+    docs = [doc for folder in folders for doc in read_corpus(folder)]
     started = time.perf_counter()
-    pipeline = Pipeline(load_config(args.config)).fit(docs, corpus_name="meddocan-train+dev")
+    pipeline = Pipeline(config).fit(docs, corpus_name="meddocan-train+dev")
     pipeline.meta["fit_wall_seconds"] = round(time.perf_counter() - started, 1)
     pipeline.meta["attribution"] = ATTRIBUTION
     if args.out.exists():

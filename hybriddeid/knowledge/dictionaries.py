@@ -31,6 +31,12 @@ def read_entries(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
+@lru_cache(maxsize=None)
+def bundled_entries(language: str, kind: str) -> tuple[str, ...]:
+    """The entries of the bundled ``resources/dictionaries/<language>/<kind>.txt``."""
+    return tuple(read_entries(_folder(language).joinpath(f"{kind}.txt").read_text("utf-8")))
+
+
 @lru_cache(maxsize=8)
 def _load(language: str, kinds: tuple[str, ...] | None, extra_files: tuple[str, ...]) -> dict[str, Gazetteer]:
     available = bundled_kinds(language)
@@ -41,9 +47,7 @@ def _load(language: str, kinds: tuple[str, ...] | None, extra_files: tuple[str, 
     if unknown:
         raise ValueError(f"no bundled {language!r} dictionary for {', '.join(unknown)}; "
                          f"bundled: {', '.join(available)}")
-    entries: dict[str, list[str]] = {
-        kind: read_entries(_folder(language).joinpath(f"{kind}.txt").read_text("utf-8")) for kind in wanted
-    }
+    entries: dict[str, list[str]] = {kind: list(bundled_entries(language, kind)) for kind in wanted}
     for name in extra_files:
         path = Path(name)
         entries.setdefault(path.stem, []).extend(read_entries(path.read_text(encoding="utf-8")))

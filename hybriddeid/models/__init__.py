@@ -1,1 +1,1 @@
-"""Bundled trained models (the default model lives in ``default/``)."""
+"""Bundled trained models: ``en/`` (English, the default; tools/train_en_default.py) and ``es/`` (Spanish, MEDDOCAN; tools/train_default.py)."""

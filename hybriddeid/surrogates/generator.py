@@ -51,6 +51,16 @@ def given_names(locale: str) -> tuple[frozenset[str], frozenset[str]]:
     return female, male
 
 
+def fill_template(faker: Faker, template: str, lang: LanguageResources) -> str:
+    """``template`` (from ``[templates]`` of the language's surrogate resources) with its {city},
+    {last_name} and {first_name} fields drawn from ``faker``."""
+    fields: dict[str, Callable[[], str]] = {
+        "city": lambda: str(getattr(faker, lang.faker_methods["city"])()),
+        "last_name": faker.last_name, "first_name": faker.first_name,
+    }
+    return _TEMPLATE_FIELD.sub(lambda m: fields[m.group(1)](), template)
+
+
 @dataclass(frozen=True)
 class SurrogateSettings:
     """The options that change surrogates (see ``DeidOptions``)."""
@@ -135,11 +145,9 @@ class Surrogates:
 
     def _template(self, kind: str) -> Callable[[str], tuple[str, str]]:
         templates = self.lang.templates[kind]
-        fields = {"city": self._method("city"), "last_name": lambda f: f.last_name(), "first_name": lambda f: f.first_name()}
 
         def make(faker: Faker) -> str:
-            template = faker.random_element(templates)
-            return _TEMPLATE_FIELD.sub(lambda m: fields[m.group(1)](faker), template)
+            return fill_template(faker, faker.random_element(templates), self.lang)
 
         return lambda value: (copy_case(value, self._differing(kind, value, make)), SURROGATE)
 

@@ -1,0 +1,137 @@
+"""Spark (local[2]) against the single-machine batch CLI (``hybriddeid deid --jobs 2``) on generated notes.
+
+    python benchmarks/spark_deid.py [--notes 20000] [--model es] [--work DIR]
+
+Generates ``--notes`` notes from MEDDOCAN dev (``../shared/corpora/meddocan/dev/brat``): each patient
+keeps one dev note's identity block (name, NHC, address: the lines before "Datos asistenciales") and
+each of its 1-7 notes takes the rest (dates, doctor, clinical text) of another dev note, so a patient's
+notes share names and every note is a realistic length. Both runs de-identify the same folder of
+``.txt`` notes in surrogate mode with one key and ``--patient-pattern``; the script times them, checks
+that every Spark output equals the batch output byte for byte, and prints notes/second, Spark's
+overhead and the core-hours a 100M-note job would take at the measured per-core rate.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MEDDOCAN_DEV = ROOT.parent / "shared" / "corpora" / "meddocan" / "dev" / "brat"
+PATIENT_PATTERN = r"^(p\d+)_"
+CORES = 2
+
+
+def split_note(text: str) -> tuple[str, str]:
+    """(identity block, rest): MEDDOCAN notes list the patient's identity before "Datos asistenciales"."""
+    at = text.find("Datos asistenciales")
+    return (text[:at], text[at:]) if at > 0 else ("", text)
+
+
+def generate(out_dir: Path, count: int, seed: int) -> tuple[int, int]:
+    """Write ``count`` notes as ``p<patient>_<visit>.txt``; returns (notes, patients)."""
+    sources = [split_note(path.read_bytes().decode("utf-8")) for path in sorted(MEDDOCAN_DEV.glob("*.txt"))]
+    with_identity = [identity for identity, _ in sources if identity]
+    rng = random.Random(seed)
+    out_dir.mkdir(parents=True)
+    written = patients = 0
+    while written < count:
+        identity = rng.choice(with_identity)
+        for visit in range(min(rng.randint(1, 7), count - written)):
+            body = rng.choice(sources)[1]
+            (out_dir / f"p{patients:06d}_{visit}.txt").write_bytes((identity + body).encode("utf-8"))
+            written += 1
+        patients += 1
+    return written, patients
+
+
+def deid_options(model: str, key_file: Path) -> list[str]:
+    return ["--model", model, "--mode", "surrogate", "--key-file", str(key_file), "--patient-pattern", PATIENT_PATTERN]
+
+
+def run_batch(notes: Path, out: Path, model: str, key_file: Path) -> float:
+    """Wall seconds of ``hybriddeid deid --jobs 2`` (model loading and its planning pass included)."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "deid", str(notes), str(out),
+                    *deid_options(model, key_file), "--jobs", str(CORES)], check=True)
+    return time.perf_counter() - started
+
+
+def run_spark(notes: Path, out: Path, model: str, key_file: Path) -> dict[str, float]:
+    """Seconds to start Spark in local[2] and to run the job (read, de-identify, write Parquet)."""
+    from hybriddeid.integrations.spark import local_session, run_job
+    from hybriddeid.surrogates import DeidOptions, read_key
+
+    started = time.perf_counter()
+    spark = local_session(f"local[{CORES}]", "hybriddeid spark_deid benchmark")
+    spark.sparkContext.setLogLevel("ERROR")
+    session_s = time.perf_counter() - started
+    from hybriddeid.pipeline import Pipeline
+
+    options = DeidOptions(mode="surrogate", language=Pipeline.load(model).language, key=read_key(key_file))
+    started = time.perf_counter()
+    counts = run_job(spark, str(notes), str(out), options, model, input_format="text", patient_pattern=PATIENT_PATTERN)
+    job_s = time.perf_counter() - started
+    spark.stop()
+    return {"session_s": session_s, "job_s": job_s, "failed": counts["failed"], "notes": counts["notes"]}
+
+
+def compare(spark_out: Path, batch_out: Path) -> tuple[int, int]:
+    """(notes whose Spark text equals the batch output byte for byte, notes compared)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(spark_out, columns=["note_id", "deid_text"]).to_pydict()
+    same = sum((batch_out / f"{note}.txt").read_bytes() == text.encode("utf-8")
+               for note, text in zip(table["note_id"], table["deid_text"]) if text is not None)
+    return same, len(table["note_id"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--notes", type=int, default=20_000)
+    parser.add_argument("--model", default="es", help="model folder or bundled name (default es: the notes are Spanish)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/hybriddeid-spark-bench"))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.work.exists():
+        shutil.rmtree(args.work)
+    args.work.mkdir(parents=True)
+    key_file = args.work / "deid.key"
+    notes, patients = generate(args.work / "notes", args.notes, args.seed)
+    chars = sum(path.stat().st_size for path in (args.work / "notes").glob("*.txt"))
+    print(f"{notes} notes of {patients} patients, {chars / notes:.0f} bytes/note on average; load {os.getloadavg()}")
+
+    batch_s = run_batch(args.work / "notes", args.work / "batch", args.model, key_file)
+    print(f"batch CLI done in {batch_s:.1f} s; load {os.getloadavg()}")
+    spark = run_spark(args.work / "notes", args.work / "spark", args.model, key_file)
+    print(f"Spark done in {spark['session_s']:.1f} + {spark['job_s']:.1f} s; load {os.getloadavg()}")
+    same, compared = compare(args.work / "spark", args.work / "batch")
+
+    spark_s = spark["session_s"] + spark["job_s"]
+    per_core = notes / spark["job_s"] / CORES  # notes per core-second, at scale (fixed start-up left out)
+    results = {
+        "notes": notes, "patients": patients, "bytes_per_note": round(chars / notes),
+        "batch_s": round(batch_s, 1), "batch_notes_per_s": round(notes / batch_s, 2),
+        "spark_session_s": round(spark["session_s"], 1), "spark_job_s": round(spark["job_s"], 1),
+        "spark_notes_per_s": round(notes / spark_s, 2), "spark_job_notes_per_s": round(notes / spark["job_s"], 2),
+        "spark_overhead_pct": round(100 * (spark_s / batch_s - 1), 1),
+        "spark_job_overhead_pct": round(100 * (spark["job_s"] / batch_s - 1), 1),
+        "spark_failed": spark["failed"], "byte_identical": f"{same}/{compared}",
+        "spark_notes_per_core_s": round(per_core, 2),
+        "core_hours_100M": round(100e6 / per_core / 3600),
+    }
+    print(json.dumps(results, indent=2))
+    print(f"\n| run | wall s | notes/s |\n| --- | --- | --- |\n"
+          f"| hybriddeid deid --jobs 2 | {batch_s:.1f} | {notes / batch_s:.2f} |\n"
+          f"| spark-deid local[2], with start-up | {spark_s:.1f} | {notes / spark_s:.2f} |\n"
+          f"| spark-deid local[2], job only | {spark['job_s']:.1f} | {notes / spark['job_s']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""Neural taggers (bi-GRU/bi-LSTM + CRF, TS-GRU, CEDI) as a pipeline component named "neural".
+
+Registered through the ``hybriddeid.classifiers`` entry point as ``PLUGIN``; this module and
+``settings``/``encoding`` never import PyTorch, only ``tagger``, ``models`` and ``crf`` do
+(``pip install "hybriddeid[neural]"``).
+"""
+from __future__ import annotations
+
+from hybriddeid.backends import ComponentPlugin
+from hybriddeid.backends.neural.settings import ARCHITECTURES, NEURAL_DEFAULTS, NeuralSettings
+
+PLUGIN = ComponentPlugin(
+    class_path="hybriddeid.backends.neural.tagger:NeuralTagger",
+    defaults=NEURAL_DEFAULTS,
+    install_hint='install the neural extra: pip install "hybriddeid[neural]"',
+)
+
+__all__ = ["ARCHITECTURES", "NEURAL_DEFAULTS", "PLUGIN", "NeuralSettings", "NeuralTagger"]
+
+
+def __getattr__(name: str):
+    if name == "NeuralTagger":  # imports torch
+        return PLUGIN.component_class()
+    raise AttributeError(name)

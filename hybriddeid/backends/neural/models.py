@@ -1,0 +1,335 @@
+"""The three PyTorch architectures, each mapping a padded batch of whole notes to tag scores.
+
+- ``BiRNNTagger``: word embeddings + a character CNN or bi-RNN, a bi-GRU/bi-LSTM over the note, and
+  a CRF or softmax output (the Lample et al. tagger both papers start from).
+- ``TSGRU``: paper 000's two-branch model ("Combine RNN and text skeleton", Fig. 4): the original
+  text and its skeleton each through their own embedding and bi-GRU, read in a window of
+  ``window`` tokens centred on the token to label ("Parameters of the model": window 7).
+- ``CEDI``: paper 002 (§2.1-2.3, Fig. 2): character, token and deep-prefix embeddings plus forward
+  and backward n-gram context embeddings, a bi-LSTM over the concatenation, and additive attention
+  over the concatenated embeddings of the token's 2n + 1 window, merged into the output.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from hybriddeid.backends.neural.crf_layer import CRF
+from hybriddeid.backends.neural.encoding import PAD_ID, EncodedNote, Vocabularies
+from hybriddeid.backends.neural.settings import NeuralSettings
+
+_MASKED = -1e4  # attention score of padding (finite, so half precision stays NaN-free)
+NESTED_FEATURES = ("chars", "clusters")  # several ids per token
+
+
+@dataclass
+class NoteTensors:
+    """One encoded note as tensors ([T] per feature, [T, L] for several ids per token), made once."""
+
+    features: dict[str, torch.Tensor]
+    tags: torch.Tensor | None
+    length: int
+
+    @classmethod
+    def of(cls, note: EncodedNote) -> "NoteTensors":
+        features = {}
+        for name, values in note.features.items():
+            if name in NESTED_FEATURES:
+                depth = max(1, max(len(items) for items in values))
+                values = [items + [PAD_ID] * (depth - len(items)) for items in values]
+            features[name] = torch.tensor(values, dtype=torch.long)
+        tags = torch.tensor(note.tags, dtype=torch.long) if note.tags is not None else None
+        return cls(features, tags, len(note))
+
+
+@dataclass
+class Batch:
+    """Padded tensors for a batch of notes; ``mask`` marks real sequence positions."""
+
+    features: dict[str, torch.Tensor]  # "words", "skeleton", "prefixes": [B, T]; "chars", "clusters": [B, T, L]
+    mask: torch.Tensor  # [B, T] bool
+    lengths: torch.Tensor  # [B]
+    tags: torch.Tensor | None = None  # [B, T]
+
+    @classmethod
+    def collate(cls, notes: list[NoteTensors], device: torch.device) -> "Batch":
+        lengths = torch.tensor([note.length for note in notes])
+        width = int(lengths.max())
+        features: dict[str, torch.Tensor] = {}
+        for name, first in notes[0].features.items():
+            depth = (max(note.features[name].size(1) for note in notes),) if first.dim() == 2 else ()
+            tensor = torch.full((len(notes), width, *depth), PAD_ID, dtype=torch.long)
+            for b, note in enumerate(notes):
+                values = note.features[name]
+                if values.dim() == 2:
+                    tensor[b, : note.length, : values.size(1)] = values
+                else:
+                    tensor[b, : note.length] = values
+            features[name] = tensor.to(device)
+        mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).to(device)
+        tags = None
+        if notes[0].tags is not None:
+            tags = torch.zeros((len(notes), width), dtype=torch.long)
+            for b, note in enumerate(notes):
+                tags[b, : note.length] = note.tags
+            tags = tags.to(device)
+        return cls(features, mask, lengths, tags)
+
+
+def _windows(x: torch.Tensor, before: int, after: int) -> torch.Tensor:
+    """For each position t of ``x`` ([B, T] or [B, T, D]), x[t - before .. t + after], zero-padded at
+    the note's edges: [B, T, W] or [B, T, W, D]."""
+    size = before + after + 1
+    padding = (before, after) if x.dim() == 2 else (0, 0, before, after)
+    windows = nn.functional.pad(x, padding).unfold(1, size, 1)  # window is the last dim
+    return windows if x.dim() == 2 else windows.movedim(-1, 2)
+
+
+def centered_windows(x: torch.Tensor, size: int) -> torch.Tensor:
+    """The ``size`` positions centred on each position (TS-GRU's context window, paper 000)."""
+    return _windows(x, size // 2, size // 2)
+
+
+def ngram_windows(x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """CEDI's n-grams (paper 002 §2.1): forward (x[t-n], ..., x[t-1], x[t]) and backward
+    (x[t+n], ..., x[t+1], x[t]), each ending on the token itself, across line and sentence ends."""
+    around = _windows(x, n, n)
+    return around[:, :, : n + 1], around[:, :, n:].flip(2)
+
+
+def recurrent(kind: str, input_size: int, hidden_size: int, bidirectional: bool = True) -> nn.RNNBase:
+    """A GRU or LSTM (batch first); an LSTM's forget gates start open (bias 1), so it learns sooner."""
+    if kind != "lstm":
+        return nn.GRU(input_size, hidden_size, batch_first=True, bidirectional=bidirectional)
+    lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional)
+    with torch.no_grad():
+        for name, bias in lstm.named_parameters():
+            if name.startswith("bias_ih"):  # gate order: input, forget, cell, output
+                bias[hidden_size : 2 * hidden_size].fill_(1.0)
+    return lstm
+
+
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Each sequence of ``x`` [B, T, D] reversed within its own length; padding stays in place."""
+    positions = torch.arange(x.size(1), device=x.device).unsqueeze(0)
+    lengths = lengths.to(x.device).unsqueeze(1)
+    index = torch.where(positions < lengths, lengths - 1 - positions, positions)
+    return x.gather(1, index.unsqueeze(2).expand_as(x))
+
+
+class SequenceEncoder(nn.Module):
+    """A bidirectional RNN over padded sequences: a forward RNN, and a second one over each sequence
+    reversed within its length. Same result as a packed bidirectional RNN, and several times
+    faster to train on the CPU, where packed GRU gradients are slow."""
+
+    def __init__(self, kind: str, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.forward_rnn = recurrent(kind, input_size, hidden_size, bidirectional=False)
+        self.backward_rnn = recurrent(kind, input_size, hidden_size, bidirectional=False)
+        self.output_size = 2 * hidden_size
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        forward_states, _ = self.forward_rnn(x)
+        backward_states, _ = self.backward_rnn(reverse_padded(x, lengths))
+        return torch.cat([forward_states, reverse_padded(backward_states, lengths)], dim=2)
+
+
+class WindowEncoder(nn.Module):
+    """For each real token, a forward RNN's last output over (x[t-n], ..., x[t]) and a backward RNN's
+    over (x[t+n], ..., x[t]): CEDI's n-gram context embedding (paper 002 §2.1). It is also exactly
+    the centre output of a bi-RNN run over the 2n + 1 window around the token (TS-GRU's window),
+    computed with n + 1 steps per direction instead of 2n + 1."""
+
+    def __init__(self, kind: str, input_size: int, hidden_size: int, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.forward_rnn = recurrent(kind, input_size, hidden_size, bidirectional=False)
+        self.backward_rnn = recurrent(kind, input_size, hidden_size, bidirectional=False)
+        self.output_size = 2 * hidden_size
+
+    def forward(self, vectors: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``vectors`` [B, T, D] -> [B, T, 2 * hidden] (zeros on padding)."""
+        forward, backward = ngram_windows(vectors, self.n)
+        last = torch.cat([self.forward_rnn(forward[mask])[0][:, -1], self.backward_rnn(backward[mask])[0][:, -1]], dim=1)
+        out = last.new_zeros((*mask.shape, last.size(1)))
+        out[mask] = last
+        return out
+
+
+class CharEncoder(nn.Module):
+    """A token's vector from its characters: max-pooled CNN filters, or a bi-RNN's final states."""
+
+    def __init__(self, kind: str, rnn: str, num_chars: int, char_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.kind = kind
+        self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=PAD_ID)
+        if kind == "cnn":
+            self.conv = nn.Conv1d(char_dim, hidden, kernel_size=3, padding=1)
+            self.output_size = hidden
+        else:
+            self.rnn = SequenceEncoder(rnn, char_dim, hidden)
+            self.output_size = 2 * hidden
+
+    def forward(self, chars: torch.Tensor) -> torch.Tensor:
+        """``chars`` [N, L] -> [N, output_size]."""
+        present = chars != PAD_ID
+        vectors = self.embedding(chars)
+        if self.kind == "cnn":
+            filtered = self.conv(vectors.transpose(1, 2)).transpose(1, 2)
+            return filtered.masked_fill(~present.unsqueeze(2), _MASKED).max(dim=1).values
+        lengths = present.sum(1).clamp(min=1)
+        states = self.rnn(vectors, lengths)
+        half = states.size(2) // 2  # final states: forward at the last character, backward at the first
+        last = states[torch.arange(states.size(0), device=states.device), lengths - 1, :half]
+        return torch.cat([last, states[:, 0, half:]], dim=1)
+
+
+class TaggerModel(nn.Module):
+    """Shared output layer: ``emissions`` (per architecture) scored by a CRF or a softmax."""
+
+    def __init__(self, settings: NeuralSettings, vocabularies: Vocabularies) -> None:
+        super().__init__()
+        self.num_tags = len(vocabularies.tags)
+        self.dropout = nn.Dropout(settings.dropout)
+        self.crf = CRF(self.num_tags) if settings.resolved("output") == "crf" else None
+        self.chars = None
+        if vocabularies.chars is not None:
+            self.chars = CharEncoder(settings.resolved("char_encoder"), settings.resolved("rnn"), len(vocabularies.chars),
+                                     settings.char_dim, settings.char_hidden)
+        self.clusters = None
+        if vocabularies.clusters is not None:
+            self.clusters = nn.Embedding(len(vocabularies.clusters), settings.cluster_dim, padding_idx=PAD_ID)
+        self.extras_size = (self.chars.output_size if self.chars is not None else 0) + (
+            settings.cluster_dim if self.clusters is not None else 0)
+
+    def emissions(self, batch: Batch) -> torch.Tensor:
+        """Tag scores [B, T, tags]."""
+        raise NotImplementedError
+
+    def token_extras(self, batch: Batch) -> list[torch.Tensor]:
+        """[B, T, D] vectors beside the word embedding: characters, summed cluster embeddings."""
+        extras = []
+        if self.chars is not None:
+            mask = batch.mask
+            encoded = self.chars(batch.features["chars"][mask])
+            out = encoded.new_zeros((*mask.shape, encoded.size(1)))
+            out[mask] = encoded
+            extras.append(out)
+        if self.clusters is not None:
+            extras.append(self.clusters(batch.features["clusters"]).sum(2))
+        return extras
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        """Mean negative log-likelihood per real position."""
+        emissions = self.emissions(batch)
+        positions = batch.mask.sum()
+        if self.crf is not None:
+            return self.crf.neg_log_likelihood(emissions, batch.tags, batch.mask) / positions
+        return nn.functional.cross_entropy(emissions[batch.mask].float(), batch.tags[batch.mask])
+
+    def tag(self, batch: Batch) -> list[tuple[list[int], list[float]]]:
+        """Each note's best tags and each tag's probability (CRF marginal or softmax)."""
+        emissions = self.emissions(batch)
+        if self.crf is not None:
+            paths = self.crf.decode(emissions, batch.mask)
+            probabilities = self.crf.marginals(emissions, batch.mask)
+        else:
+            probabilities = torch.softmax(emissions.float(), dim=-1)
+            paths = [row[:length] for row, length in zip(probabilities.argmax(-1).tolist(), batch.lengths.tolist())]
+        results = []
+        for b, path in enumerate(paths):
+            index = torch.tensor(path, device=probabilities.device).unsqueeze(1)
+            results.append((path, probabilities[b, : len(path)].gather(1, index).squeeze(1).tolist()))
+        return results
+
+
+class BiRNNTagger(TaggerModel):
+    """Word + character embeddings, a bi-GRU (or bi-LSTM) over the whole note, CRF or softmax."""
+
+    def __init__(self, settings: NeuralSettings, vocabularies: Vocabularies) -> None:
+        super().__init__(settings, vocabularies)
+        self.words = nn.Embedding(len(vocabularies.words), settings.word_dim, padding_idx=PAD_ID)
+        self.encoder = SequenceEncoder(settings.resolved("rnn"), settings.word_dim + self.extras_size, settings.hidden_dim)
+        self.out = nn.Linear(self.encoder.output_size, self.num_tags)
+
+    def emissions(self, batch: Batch) -> torch.Tensor:
+        parts = [self.words(batch.features["words"]), *self.token_extras(batch)]
+        hidden = self.encoder(self.dropout(torch.cat(parts, dim=-1)), batch.lengths)
+        return self.out(self.dropout(hidden))
+
+
+class TSGRU(TaggerModel):
+    """Paper 000's TS-GRU: an original-text branch and a text-skeleton branch, each its own embedding
+    and a bi-GRU over the ``window`` tokens centred on the token, concatenated into a softmax (Fig. 4)."""
+
+    def __init__(self, settings: NeuralSettings, vocabularies: Vocabularies) -> None:
+        super().__init__(settings, vocabularies)
+        rnn, hidden, half = settings.resolved("rnn"), settings.hidden_dim, settings.window // 2
+        self.words = nn.Embedding(len(vocabularies.words), settings.word_dim, padding_idx=PAD_ID)
+        self.skeleton = nn.Embedding(len(vocabularies.skeleton), settings.word_dim, padding_idx=PAD_ID)
+        # Characters and clusters (off by default) join the original-text branch; not in the paper.
+        self.word_branch = WindowEncoder(rnn, settings.word_dim + self.extras_size, hidden, half)
+        self.skeleton_branch = WindowEncoder(rnn, settings.word_dim, hidden, half)
+        self.out = nn.Linear(self.word_branch.output_size + self.skeleton_branch.output_size, self.num_tags)
+
+    def emissions(self, batch: Batch) -> torch.Tensor:
+        mask = batch.mask
+        words = torch.cat([self.words(batch.features["words"]), *self.token_extras(batch)], dim=-1)
+        skeleton = self.skeleton(batch.features["skeleton"])
+        both = torch.cat([self.word_branch(self.dropout(words), mask), self.skeleton_branch(self.dropout(skeleton), mask)], dim=-1)
+        return self.out(self.dropout(both))
+
+
+class CEDI(TaggerModel):
+    """Paper 002's context-enhanced tagger (Fig. 2), over whole notes without sentence boundaries.
+
+    Deep prefixes are embedded directly, as §2.2 describes (§2.6 also lists an "LSTM over prefixes",
+    which the text does not explain; none is used). The paper leaves the attention's span open;
+    here it is the token's 2n + 1 window, which keeps the cost linear in the note's length.
+    """
+
+    def __init__(self, settings: NeuralSettings, vocabularies: Vocabularies) -> None:
+        super().__init__(settings, vocabularies)
+        rnn, n = settings.resolved("rnn"), settings.ngram
+        self.ngram = n
+        self.words = nn.Embedding(len(vocabularies.words), settings.word_dim, padding_idx=PAD_ID)
+        self.prefixes = nn.Embedding(len(vocabularies.prefixes), settings.prefix_dim, padding_idx=PAD_ID)
+        # §2.1: one RNN reads the forward n-gram, another the backward one; their last outputs are the context.
+        self.context = WindowEncoder(rnn, settings.word_dim, settings.context_dim, n)
+        concatenated = self.extras_size + settings.word_dim + settings.prefix_dim + 2 * settings.context_dim
+        self.encoder = SequenceEncoder(rnn, concatenated, settings.hidden_dim)
+        # §2.3: additive attention over the concatenated embeddings, queried by the bi-LSTM state.
+        self.attention_query = nn.Linear(self.encoder.output_size, settings.attention_dim, bias=False)
+        self.attention_key = nn.Linear(concatenated, settings.attention_dim)
+        self.attention_value = nn.Linear(concatenated, settings.attention_dim, bias=False)
+        self.attention_score = nn.Linear(settings.attention_dim, 1, bias=False)
+        self.merge = nn.Linear(self.encoder.output_size + settings.attention_dim, settings.hidden_dim)
+        self.out = nn.Linear(settings.hidden_dim, self.num_tags)
+
+    def emissions(self, batch: Batch) -> torch.Tensor:
+        mask = batch.mask
+        words = self.words(batch.features["words"])
+        parts = [*self.token_extras(batch), words, self.prefixes(batch.features["prefixes"]), self.context(words, mask)]
+        embedded = self.dropout(torch.cat(parts, dim=-1))
+        hidden = self.encoder(embedded, batch.lengths)
+        # Attention over the 2n + 1 window of concatenated embeddings; values are projected first
+        # (a linear map before the weighted sum equals one after it, and it saves memory).
+        span = 2 * self.ngram + 1
+        keys = centered_windows(self.attention_key(embedded), span)  # [B, T, W, A]
+        values = centered_windows(self.attention_value(embedded), span)
+        present = centered_windows(mask.long(), span).bool()  # padding outside the note is False
+        scores = self.attention_score(torch.tanh(keys + self.attention_query(hidden).unsqueeze(2))).squeeze(3)
+        weights = torch.softmax(scores.masked_fill(~present, _MASKED), dim=2)
+        attended = (weights.unsqueeze(3) * values).sum(2)
+        merged = torch.tanh(self.merge(torch.cat([hidden, attended], dim=-1)))
+        return self.out(self.dropout(merged))
+
+
+MODEL_CLASSES: dict[str, type[TaggerModel]] = {"bigru": BiRNNTagger, "tsgru": TSGRU, "cedi": CEDI}
+
+
+def build_model(settings: NeuralSettings, vocabularies: Vocabularies) -> TaggerModel:
+    """The architecture named by ``settings`` sized by ``vocabularies``."""
+    return MODEL_CLASSES[settings.architecture](settings, vocabularies)

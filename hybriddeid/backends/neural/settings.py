@@ -1,0 +1,100 @@
+"""The ``[neural]`` config section: every setting, its default, and the papers' values.
+
+Importing this module never imports PyTorch: the pipeline reads the defaults from here (through the
+plugin's entry point) to validate configs on machines without the ``[neural]`` extra.
+Defaults are sized for a 2-core CPU; the papers' own sizes are noted where they differ.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ARCHITECTURES = ("bigru", "tsgru", "cedi")
+# What "auto" resolves to per architecture (papers 000 and 002; the bi-GRU follows Lample et al.).
+ARCHITECTURE_DEFAULTS: dict[str, dict[str, str]] = {
+    "bigru": {"output": "crf", "rnn": "gru", "char_encoder": "cnn"},
+    "tsgru": {"output": "softmax", "rnn": "gru", "char_encoder": "none"},  # 000 "Combine RNN and text skeleton": softmax
+    "cedi": {"output": "crf", "rnn": "lstm", "char_encoder": "rnn"},  # 002 §2.5: NeuroNER's char biLSTM and CRF
+}
+CHOICES = {
+    "architecture": ARCHITECTURES,
+    "scheme": ("BIO", "BIOES"),
+    "output": ("auto", "crf", "softmax"),
+    "rnn": ("auto", "gru", "lstm"),
+    "char_encoder": ("auto", "cnn", "rnn", "none"),
+    "optimizer": ("adam", "rmsprop", "sgd"),
+}
+
+
+@dataclass(frozen=True)
+class NeuralSettings:
+    """One neural tagger's settings (the ``[neural]`` section); validated on construction."""
+
+    architecture: str = "bigru"
+    scheme: str = "BIO"
+    output: str = "auto"  # "crf" (own torch CRF layer) or "softmax"
+    rnn: str = "auto"  # "gru" or "lstm"
+    # Token representation.
+    word_dim: int = 100  # TS-GRU paper: 150; CEDI: 100
+    min_word_count: int = 1
+    singleton_unk: float = 0.3  # chance a training word seen once is shown as <UNK> (learns an OOV vector)
+    char_encoder: str = "auto"  # "cnn", "rnn" (biGRU/biLSTM over characters) or "none"
+    char_dim: int = 25
+    char_hidden: int = 50  # CNN filters, or the char RNN's size per direction (CEDI: 25)
+    max_word_length: int = 20
+    # Word clusters made by `hybriddeid resources clusters` (as the CRFs use them): each token's Brown
+    # prefixes and word2vec cluster ids, embedded and summed; stands in for the papers' pretrained
+    # embeddings. "" = none; the folder is copied into the saved model.
+    clusters: str = ""
+    cluster_dim: int = 50
+    hidden_dim: int = 128  # sentence-level RNN per direction (TS-GRU: 150; CEDI: 100)
+    dropout: float = 0.5
+    # TS-GRU (paper 000): skeleton vocabulary ratio r (Eq. 4) and context window.
+    skeleton_ratio: float = 0.1  # paper: 0.25 i2b2 2006, 0.1 i2b2 2014, 0.14 Chinese
+    window: int = 7
+    # CEDI (paper 002): n-gram context, deep prefixes, attention (§2.6).
+    ngram: int = 10
+    context_dim: int = 64  # paper: 256 (per direction)
+    prefix_length: int = 3
+    prefix_min_count: int = 20
+    prefix_dim: int = 25
+    attention_dim: int = 50
+    # Training.
+    optimizer: str = "adam"
+    learning_rate: float = 0.002
+    batch_size: int = 8  # notes per batch
+    epochs: int = 30
+    patience: int = 3  # epochs without a better held-out F1 before stopping
+    dev_fraction: float = 0.1  # training notes held out for early stopping
+    max_train_minutes: float = 0.0  # 0 = no time limit
+    grad_clip: float = 5.0
+    seed: int = 13
+    # Hardware.
+    device: str = "auto"  # "auto" (CUDA when available), "cpu", "cuda", "cuda:1"
+    mixed_precision: bool = True  # on CUDA only; CPU always trains in float32
+    num_threads: int = 0  # torch CPU threads; 0 = torch's default
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        for key, allowed in CHOICES.items():
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"[neural] {key} must be one of {list(allowed)}, not {getattr(self, key)!r}")
+        if self.window < 1 or self.window % 2 == 0:
+            raise ValueError("[neural] window must be an odd number (a token and the same context on each side)")
+        if not 0.0 < self.skeleton_ratio < 1.0:
+            raise ValueError("[neural] skeleton_ratio must lie in (0, 1) (paper 000, Eq. 4)")
+        if self.ngram < 1 or self.batch_size < 1 or self.epochs < 1:
+            raise ValueError("[neural] ngram, batch_size and epochs must be positive")
+        if not 0.0 <= self.dev_fraction < 1.0 or not 0.0 <= self.dropout < 1.0:
+            raise ValueError("[neural] dev_fraction and dropout must lie in [0, 1)")
+
+    def resolved(self, key: str) -> str:
+        """``output``, ``rnn`` or ``char_encoder`` with "auto" replaced by the architecture's choice."""
+        value = getattr(self, key)
+        return ARCHITECTURE_DEFAULTS[self.architecture][key] if value == "auto" else value
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+NEURAL_DEFAULTS: dict[str, Any] = NeuralSettings().to_dict()

@@ -1,0 +1,475 @@
+"""De-identification on Apache Spark: PHI spans and de-identified text for a DataFrame of notes.
+
+Two stages of pandas functions over Arrow batches, both reusing the single-machine code as it is:
+
+1. *spans* (``mapInPandas``, any partitioning): ``Pipeline.predict`` on each note. The model is
+   shipped with the job (``SparkContext.addFile``) and loaded once per executor Python process
+   (``_PIPELINES``, keyed by the model reference), not once per row or batch.
+2. *replacement* (``deidentify_patient``): in surrogate mode with patients, ``groupBy(patient)
+   .applyInPandas`` hands all of a patient's notes to it at once, exactly as ``hybriddeid deid``
+   does, so name parts link across the patient's notes wherever the input put them. Tag and mask
+   modes, and surrogates where every note is its own patient, depend on nothing outside the note
+   and run per partition, without a shuffle.
+
+Output is byte-identical to a single-machine run with the same model, key and options. A note that
+cannot be processed gets null results and an error code (``ERROR_CODES``, plus the exception's type,
+never its message, which may quote PHI); the job goes on. Everything is deterministic, so a re-run
+over the same input gives the same rows.
+
+``hybriddeid spark-deid`` (or ``python -m hybriddeid.integrations.spark``) runs it over files, e.g.
+with ``spark-submit``; see ``examples/spark/``.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+
+from hybriddeid.document import Document, Span
+from hybriddeid.io import InputError
+from hybriddeid.surrogates import DeidOptions, deidentify_patient
+from hybriddeid.surrogates.runner import PatientMap
+
+if TYPE_CHECKING:  # pyspark and pandas come with the [spark] extra; imported where used
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+# Error codes (the error column holds one, with ":<exception type>" for the *_failed ones).
+NO_TEXT = "no_text"  # the text is null
+TOO_LONG = "too_long"  # over max_chars
+NO_PATIENT = "no_patient"  # null patient id, or a note id that --patient-pattern does not match
+NO_SPANS = "no_spans"  # model=None and the spans column is null
+BAD_SPANS = "bad_spans"  # given spans that do not fit the text
+PREDICT_FAILED = "predict_failed"
+DEID_FAILED = "deid_failed"
+PATIENT_INCOMPLETE = "patient_incomplete"  # surrogate mode: another note of the patient failed
+ERROR_CODES = (NO_TEXT, TOO_LONG, NO_PATIENT, NO_SPANS, BAD_SPANS, PREDICT_FAILED, DEID_FAILED, PATIENT_INCOMPLETE)
+
+# The batch reader refuses files over 20 MB; a note longer than this is refused here (memory per task).
+DEFAULT_MAX_CHARS = 20_000_000
+SHIPPED_PREFIX = "sparkfiles:"  # model reference of a model shipped with addFile
+OUTPUT_FORMATS = ("parquet", "json", "text")
+INPUT_FORMATS = ("auto", *OUTPUT_FORMATS)
+TEXT_RECORD_SEPARATOR = "\x1e"  # --format text: notes keep their line breaks, so records end with RS
+_PATIENT = "__hybriddeid_patient"  # internal column: the patient id each note is de-identified under
+
+SPAN_FIELDS = (("start", "int"), ("end", "int"), ("label", "string"), ("source", "string"), ("score", "double"))
+AUDIT_FIELDS = (("start", "int"), ("end", "int"), ("out_start", "int"), ("out_end", "int"), ("label", "string"),
+                ("category", "string"), ("kind", "string"), ("method", "string"), ("source", "string"),
+                ("score", "double"), ("replacement", "string"))
+
+
+# -- the model, once per process ------------------------------------------------------------------
+_PIPELINES: dict[str, Any] = {}  # model reference -> Pipeline, in this Python process
+_STAGING: tempfile.TemporaryDirectory | None = None  # driver: copies of local models, named by content
+
+
+def ship_model(spark: "SparkSession", model: str | Path = "default") -> str:
+    """Make ``model`` reachable from every executor; returns the reference executors load it by.
+
+    A local model folder is copied to a folder named by a hash of its files and added with
+    ``SparkContext.addFile`` (so two models called "model" never clash, and a retrained model is a
+    new reference); a URI (``hdfs://``, ``s3a://``...) is added as it is; anything else is a bundled
+    model's name ("default", "es"), loaded from the hybriddeid installed on the executors.
+    """
+    global _STAGING
+    text = str(model)
+    if "://" in text:
+        _add_file(spark, text)
+        return SHIPPED_PREFIX + text.rstrip("/").rsplit("/", 1)[-1]
+    path = Path(text)
+    if not (path / "config.toml").is_file():
+        return text
+    name = f"hybriddeid-model-{_tree_hash(path)}"
+    if _STAGING is None:
+        _STAGING = tempfile.TemporaryDirectory(prefix="hybriddeid-spark-")
+    staged = Path(_STAGING.name) / name
+    if not staged.exists():
+        shutil.copytree(path, staged)
+    _add_file(spark, str(staged))
+    return SHIPPED_PREFIX + name
+
+
+_ADDED: set[tuple[str, str]] = set()  # (application id, path) already given to addFile
+
+
+def _add_file(spark: "SparkSession", path: str) -> None:
+    added = (spark.sparkContext.applicationId, path)
+    if added not in _ADDED:  # Spark warns when a path is added twice
+        spark.sparkContext.addFile(path, recursive=True)
+        _ADDED.add(added)
+
+
+def _tree_hash(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(folder).as_posix().encode("utf-8") + b"\0")
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def load_pipeline(model_ref: str) -> Any:
+    """The pipeline behind a reference from ``ship_model``, loaded once per Python process."""
+    pipeline = _PIPELINES.get(model_ref)
+    if pipeline is None:
+        from hybriddeid.pipeline import Pipeline
+
+        path = model_ref
+        if model_ref.startswith(SHIPPED_PREFIX):
+            from pyspark import SparkFiles
+
+            path = SparkFiles.get(model_ref[len(SHIPPED_PREFIX):])
+        pipeline = _PIPELINES[model_ref] = Pipeline.load(path)
+    return pipeline
+
+
+# -- stage 1: spans, per partition ----------------------------------------------------------------
+@dataclass(frozen=True)
+class SpanStage:
+    """What the spans stage needs on the executors (pickled into the task)."""
+
+    model_ref: str | None  # None: take the spans from ``spans_col``
+    note_id_col: str
+    text_col: str
+    spans_col: str
+    error_col: str
+    max_chars: int = DEFAULT_MAX_CHARS
+    patients: str | None = None  # None: no patient column; "column", "pattern" or "note"
+    patient_pattern: str | None = None
+
+
+def _is_null(value: object) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _span_records(spans: Iterable[Span]) -> list[dict[str, Any]]:
+    return [{"start": s.start, "end": s.end, "label": s.label, "source": s.source, "score": float(s.score)}
+            for s in spans]
+
+
+def _spans_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Span, ...]:
+    return tuple(Span(int(r["start"]), int(r["end"]), str(r["label"]), str(r["source"]), float(r["score"]))
+                 for r in records)
+
+
+def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_chars: int) -> tuple[list | None, str | None]:
+    """(span records, None) for one note, or (None, error code); never raises."""
+    if not isinstance(text, str):
+        return None, NO_TEXT
+    if len(text) > max_chars:
+        return None, TOO_LONG
+    if pipeline is None:
+        if _is_null(given):
+            return None, NO_SPANS
+        try:  # Document checks that every span lies inside the text
+            return _span_records(Document(note_id, text, _spans_from_records(given)).spans), None
+        except Exception as exc:  # noqa: BLE001 - a bad row must not fail the job
+            return None, f"{BAD_SPANS}:{type(exc).__name__}"
+    try:
+        return _span_records(pipeline.predict(Document(note_id, text))), None
+    except Exception as exc:  # noqa: BLE001 - only the type: the message may quote the note
+        return None, f"{PREDICT_FAILED}:{type(exc).__name__}"
+
+
+def note_patient(stage: SpanStage, note_id: str, patient: object) -> str | None:
+    """The patient a note is de-identified under, as ``hybriddeid deid`` decides it; None if unknown."""
+    if stage.patients == "column":
+        return None if _is_null(patient) else str(patient)
+    if stage.patients == "pattern":
+        try:
+            return PatientMap(pattern=stage.patient_pattern).patient(Path(note_id), Document(note_id, ""))
+        except InputError:
+            return None
+    return note_id
+
+
+def spans_frame(stage: SpanStage, frame: "pd.DataFrame") -> "pd.DataFrame":
+    """One Arrow batch of notes with the spans and error columns (and the patient column) filled."""
+    pipeline = load_pipeline(stage.model_ref) if stage.model_ref is not None else None
+    ids = ["" if _is_null(v) else str(v) for v in frame[stage.note_id_col]]
+    given = frame[stage.spans_col] if pipeline is None and stage.spans_col in frame else [None] * len(frame)
+    previous = frame[stage.error_col] if stage.error_col in frame else [None] * len(frame)
+    patients = frame[_PATIENT] if _PATIENT in frame else [None] * len(frame)
+    spans_out, errors, patients_out = [], [], []
+    for note_id, text, spans, error, patient in zip(ids, frame[stage.text_col], given, previous, patients):
+        records, error = (None, error) if not _is_null(error) else note_spans(pipeline, note_id, text, spans, stage.max_chars)
+        patient = note_patient(stage, note_id, patient) if stage.patients else None
+        if stage.patients and patient is None and error is None:
+            records, error = None, NO_PATIENT
+        spans_out.append(records)
+        errors.append(error)
+        patients_out.append(patient)
+    frame = frame.copy()
+    frame[stage.spans_col] = spans_out
+    frame[stage.error_col] = errors
+    if stage.patients:
+        frame[_PATIENT] = patients_out
+    return frame
+
+
+def _spans_batches(stage: SpanStage, schema_names: list[str], batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    for frame in batches:
+        yield spans_frame(stage, frame)[schema_names]
+
+
+# -- stage 2: replacement, per patient ------------------------------------------------------------
+@dataclass(frozen=True)
+class DeidStage:
+    """What the replacement stage needs on the executors (the options hold the key)."""
+
+    options: DeidOptions
+    note_id_col: str
+    text_col: str
+    spans_col: str
+    error_col: str
+    deid_col: str
+    audit_col: str | None = None
+
+
+def deid_frame(stage: DeidStage, frame: "pd.DataFrame") -> "pd.DataFrame":
+    """Rows with the de-identified text (and audit) filled: in surrogate mode each patient's notes
+    together, as ``hybriddeid deid`` does; a patient with a failed note gets no output (its surrogates
+    could change once that note is processed), as a failed unit in ``hybriddeid deid``."""
+    n = len(frame)
+    ids = ["" if _is_null(v) else str(v) for v in frame[stage.note_id_col]]
+    texts, spans, errors = list(frame[stage.text_col]), list(frame[stage.spans_col]), list(frame[stage.error_col])
+    patients = list(frame[_PATIENT])
+    deid: list[str | None] = [None] * n
+    audit: list[list | None] = [None] * n
+    units: dict[object, list[int]] = {}
+    for row in range(n):
+        together = stage.options.mode == "surrogate" and patients[row] is not None
+        units.setdefault(("patient", patients[row]) if together else ("row", row), []).append(row)
+    for rows in units.values():
+        ok = [row for row in rows if _is_null(errors[row])]
+        if len(ok) < len(rows) and stage.options.mode == "surrogate":
+            for row in ok:
+                errors[row] = PATIENT_INCOMPLETE
+            continue
+        if not ok:
+            continue
+        ok.sort(key=lambda row: ids[row])
+        try:
+            docs = [Document(ids[row], texts[row], _spans_from_records(spans[row])) for row in ok]
+            results = deidentify_patient(docs, stage.options, patients[ok[0]] or ids[ok[0]])
+        except Exception as exc:  # noqa: BLE001 - only the type: the message may quote the note
+            for row in ok:
+                errors[row] = f"{DEID_FAILED}:{type(exc).__name__}"
+            continue
+        for row, result in zip(ok, results):
+            deid[row] = result.text
+            audit[row] = [replacement.to_dict() for replacement in result.replacements]
+    frame = frame.copy()
+    frame[stage.deid_col] = deid
+    frame[stage.error_col] = [None if _is_null(e) else e for e in errors]
+    if stage.audit_col:
+        frame[stage.audit_col] = audit
+    return frame
+
+
+def _deid_batches(stage: DeidStage, schema_names: list[str], batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    for frame in batches:
+        yield deid_frame(stage, frame)[schema_names]
+
+
+def _deid_group(stage, schema_names, frame):  # no hints: applyInPandas would try to evaluate "pd.DataFrame"
+    return deid_frame(stage, frame)[schema_names]
+
+
+# -- the DataFrame API ----------------------------------------------------------------------------
+def _struct_array(fields: tuple[tuple[str, str], ...]):
+    from pyspark.sql.types import ArrayType, DoubleType, IntegerType, StringType, StructField, StructType
+
+    types = {"int": IntegerType(), "string": StringType(), "double": DoubleType()}
+    return ArrayType(StructType([StructField(name, types[kind], True) for name, kind in fields]), True)
+
+
+def _with_columns(schema: "StructType", added: Mapping[str, Any]) -> "StructType":
+    """``schema`` with ``added`` (name -> type) replacing or appended to its fields."""
+    from pyspark.sql.types import StructField, StructType
+
+    kept = [field for field in schema.fields if field.name not in added]
+    return StructType(kept + [StructField(name, kind, True) for name, kind in added.items()])
+
+
+def _check_columns(df: "DataFrame", *names: str | None) -> None:
+    missing = [name for name in names if name and name not in df.columns]
+    if missing:
+        raise ValueError(f"the DataFrame has no column {', '.join(map(repr, missing))} (it has {', '.join(df.columns)})")
+
+
+def find_phi(df: "DataFrame", model: str | Path = "default", *, note_id_col: str = "note_id", text_col: str = "text",
+             spans_col: str = "phi_spans", error_col: str = "error", max_chars: int = DEFAULT_MAX_CHARS) -> "DataFrame":
+    """``df`` with each note's PHI spans (array of start, end, label, source, score; the single-machine
+    ``Pipeline.predict`` output) and an error column (null, or an error code when the note failed)."""
+    from pyspark.sql.types import StringType
+
+    _check_columns(df, note_id_col, text_col)
+    stage = SpanStage(ship_model(df.sparkSession, model), note_id_col, text_col, spans_col, error_col, max_chars)
+    schema = _with_columns(df.schema, {spans_col: _struct_array(SPAN_FIELDS), error_col: StringType()})
+    return df.mapInPandas(partial(_spans_batches, stage, schema.names), schema)
+
+
+def deidentify(df: "DataFrame", options: DeidOptions, model: str | Path | None = "default", *,
+               note_id_col: str = "note_id", text_col: str = "text", patient_col: str | None = None,
+               patient_pattern: str | None = None, spans_col: str = "phi_spans", deid_col: str = "deid_text",
+               audit_col: str | None = None, error_col: str = "error",
+               max_chars: int = DEFAULT_MAX_CHARS) -> "DataFrame":
+    """``df`` with the de-identified text of each note (``deid_col``), its spans and an error column.
+
+    ``model=None`` replaces the spans already in ``spans_col`` (gold, or an earlier ``find_phi``)
+    instead of running a model. Patients come from ``patient_col`` or ``patient_pattern`` (a regex over
+    note ids, as ``hybriddeid deid --patient-pattern``); otherwise each note is its own patient.
+    ``audit_col`` adds the replacements (offsets, label, kind, method, replacement; never the
+    original). The original text stays in ``text_col``: drop it before writing the result anywhere.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    if patient_col and patient_pattern:
+        raise ValueError("give patient_col or patient_pattern, not both")
+    PatientMap(pattern=patient_pattern)  # checks the regex on the driver
+    _check_columns(df, note_id_col, text_col, patient_col, None if model is not None else spans_col)
+    patients = "column" if patient_col else ("pattern" if patient_pattern else "note")
+    work = df.withColumn(_PATIENT, F.col(patient_col).cast("string") if patient_col else F.lit(None).cast("string"))
+    model_ref = None if model is None else ship_model(df.sparkSession, model)
+    spans_stage = SpanStage(model_ref, note_id_col, text_col, spans_col, error_col, max_chars, patients, patient_pattern)
+    spans_schema = _with_columns(work.schema, {spans_col: _struct_array(SPAN_FIELDS), error_col: StringType(),
+                                               _PATIENT: StringType()})
+    with_spans = work.mapInPandas(partial(_spans_batches, spans_stage, spans_schema.names), spans_schema)
+
+    deid_stage = DeidStage(options, note_id_col, text_col, spans_col, error_col, deid_col, audit_col)
+    added = {deid_col: StringType(), error_col: StringType(), **({audit_col: _struct_array(AUDIT_FIELDS)} if audit_col else {})}
+    schema = _with_columns(spans_schema, added)
+    if options.mode == "surrogate" and patients != "note":
+        # A note without a patient is a group of its own; it only carries its error through.
+        unit = F.coalesce(F.col(_PATIENT), F.concat(F.lit("\0"), F.col(note_id_col).cast("string")))
+        out = with_spans.groupBy(unit).applyInPandas(partial(_deid_group, deid_stage, schema.names), schema)
+    else:
+        out = with_spans.mapInPandas(partial(_deid_batches, deid_stage, schema.names), schema)
+    return out.drop(_PATIENT)
+
+
+# -- files in, files out (hybriddeid spark-deid) --------------------------------------------------
+def local_session(master: str | None = None, app_name: str = "hybriddeid") -> "SparkSession":
+    """A SparkSession: ``spark-submit``'s when run under it, else ``master`` (default local[*]).
+
+    In local mode the Python workers run this interpreter (which has hybriddeid installed) unless
+    PYSPARK_PYTHON says otherwise; Spark's own logging is cut to warnings.
+    """
+    from pyspark.sql import SparkSession
+
+    # Workers start as `python -m pyspark.daemon`, which would put the working directory first on
+    # sys.path: run from a source checkout, they would import its hybriddeid instead of the installed one.
+    builder = SparkSession.builder.appName(app_name).config("spark.executorEnv.PYTHONSAFEPATH", "1")
+    if master:
+        builder = builder.master(master)
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started this Python
+    if master.startswith("local") if master else not under_submit:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would pass as ours in the CLI
+    return spark
+
+
+def detect_input_format(path: str) -> str:
+    """parquet, json or text from a local path's file names; other locations must say which."""
+    local = Path(path[len("file://"):] if path.startswith("file://") else path)
+    if "://" in path and not path.startswith("file://") or not local.exists():
+        raise ValueError(f"{path}: cannot detect the input format here; give --input-format parquet, json or text")
+    files = [local] if local.is_file() else [p for p in local.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]
+    suffixes = {p.suffix.lower() for p in files}
+    for fmt, known in (("parquet", {".parquet"}), ("json", {".json", ".jsonl"}), ("text", {".txt"})):
+        if suffixes & known:
+            return fmt
+    raise ValueError(f"{path}: no .parquet, .json, .jsonl or .txt files; give --input-format")
+
+
+def read_notes(spark: "SparkSession", path: str, input_format: str = "auto", note_id_col: str = "note_id",
+               text_col: str = "text") -> "DataFrame":
+    """Notes as a DataFrame: Parquet or JSON Lines tables, or a folder of ``.txt`` notes (one per file,
+    its name without ``.txt`` as note id, as ``hybriddeid deid`` names them)."""
+    from pyspark.sql import functions as F
+
+    fmt = detect_input_format(path) if input_format == "auto" else input_format
+    if fmt == "parquet":
+        return spark.read.parquet(path)
+    if fmt == "json":
+        return spark.read.json(path)
+    texts = spark.read.option("pathGlobFilter", "*.txt").option("recursiveFileLookup", True).text(path, wholetext=True)
+    # a lambda: Spark 4 would try to read a pandas UDF type out of the function's hints
+    note_id = F.udf(lambda file_name: note_id_from_file_name(file_name), "string")(F.col("_metadata.file_name"))
+    return texts.select(note_id.alias(note_id_col), F.col("value").alias(text_col))
+
+
+def note_id_from_file_name(file_name: str) -> str:
+    """"a%20b.txt" (Spark gives file names URL-encoded) -> "a b", the stem ``hybriddeid deid`` uses."""
+    from urllib.parse import unquote
+
+    return Path(unquote(file_name)).stem
+
+
+def _error_counts(error_col: str):
+    """Aggregates that count notes, failures and each error code, observed while the output is written."""
+    from pyspark.sql import functions as F
+
+    code = F.split(F.col(error_col), ":").getItem(0)
+    return [F.count(F.lit(1)).alias("notes"), F.count(F.col(error_col)).alias("failed"),
+            *(F.sum(F.when(code == name, 1).otherwise(0)).alias(name) for name in ERROR_CODES)]
+
+
+def run_job(spark: "SparkSession", input_path: str, output_path: str, options: DeidOptions, model: str | None = "default",
+            *, input_format: str = "auto", output_format: str = "parquet", note_id_col: str = "note_id",
+            text_col: str = "text", patient_col: str | None = None, patient_pattern: str | None = None,
+            with_spans: bool = False, with_audit: bool = False, partitions: int | None = None,
+            overwrite: bool = False, max_chars: int = DEFAULT_MAX_CHARS) -> dict[str, int]:
+    """Read notes, de-identify them and write note id, de-identified text and error (and, if asked,
+    spans and audit) in ``output_format``; never the original text or other input columns. Returns
+    counts of notes, failures and each error code (no note ids, no text)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    if output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"output format must be one of {', '.join(OUTPUT_FORMATS)}")
+    notes = read_notes(spark, input_path, input_format, note_id_col, text_col)
+    if partitions:
+        notes = notes.repartition(partitions)
+    result = deidentify(notes, options, model, note_id_col=note_id_col, text_col=text_col, patient_col=patient_col,
+                        patient_pattern=patient_pattern, audit_col="audit" if with_audit else None,
+                        max_chars=max_chars)
+    columns = [note_id_col, "deid_text", "error", *(["phi_spans"] if with_spans else []), *(["audit"] if with_audit else [])]
+    observation = Observation("hybriddeid")
+    out = result.select(*columns).sortWithinPartitions(note_id_col).observe(observation, *_error_counts("error"))
+    mode = "overwrite" if overwrite else "errorifexists"
+    if output_format == "text":  # de-identified notes only: "<note id>\t<text>" records ending in RS
+        records = out.where(F.col("deid_text").isNotNull()).select(F.concat_ws("\t", note_id_col, "deid_text").alias("value"))
+        records.write.mode(mode).option("lineSep", TEXT_RECORD_SEPARATOR).text(output_path)
+    else:
+        getattr(out.write.mode(mode), output_format)(output_path)
+    return {name: int(value or 0) for name, value in observation.get.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hybriddeid.integrations.spark ARGS`` = ``hybriddeid spark-deid ARGS`` (for spark-submit)."""
+    from hybriddeid.cli import main as cli_main
+
+    return cli_main(["spark-deid", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    # Runs the CLI from the imported module, not this __main__ copy: the pandas functions Spark ships
+    # must be pickled by reference to hybriddeid.integrations.spark (and its per-process model cache).
+    from hybriddeid.integrations import spark as _module
+
+    sys.exit(_module.main())

@@ -1,0 +1,93 @@
+"""The clinical safe-list: words and phrases that look like names or places but are not PHI.
+
+A language's list (``resources/safelist/<lang>.txt``, one entry a line) holds eponyms, drug names,
+lab tests, units and abbreviations. After merging, a predicted span is dropped when it is made only
+of single-word entries ("Foley", "Parkinson's") or lies inside an occurrence of a phrase entry
+("Murphy" in "Murphy sign": eponyms that are common surnames are listed only as phrases). It stops
+the over-redaction that hurts a note's clinical value most, without touching real PHI:
+
+- a span holding a digit is never dropped (dates, IDs, addresses);
+- nor one right after a title ("Dr. Foley", "Mr. Parkinson"; the titles of the language's
+  surrogate resources);
+- nor one touching another span ("FOLEY, JOHN" found as two names).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Sequence
+
+import regex
+
+from hybriddeid.document import Span
+from hybriddeid.knowledge.dictionaries import read_entries
+from hybriddeid.surrogates.language import fold, load_language
+
+_WORD = regex.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
+_POSSESSIVE = regex.compile(r"['’]s?$")
+_TITLE_BEFORE = regex.compile(r"([^\W\d_]+)\.?\s*$")
+ADJACENT = 2  # characters between two spans that still make them one mention ("FOLEY, JOHN")
+
+
+def _key(word: str) -> str:
+    return _POSSESSIVE.sub("", fold(word))
+
+
+@dataclass(frozen=True)
+class SafeList:
+    """Single safe words, a pattern of safe phrases, and the titles that protect a span."""
+
+    words: frozenset[str]
+    phrases: "regex.Pattern[str] | None"
+    titles: frozenset[str]
+
+    @classmethod
+    def from_entries(cls, entries: Sequence[str], titles: frozenset[str] = frozenset()) -> "SafeList":
+        words = frozenset(_key(e) for e in entries if len(_WORD.findall(e)) == 1 and _WORD.fullmatch(e.strip()))
+        phrase_list = sorted({e.strip() for e in entries if _key(e) not in words}, key=len, reverse=True)
+        pattern = None
+        if phrase_list:
+            body = "|".join(regex.escape(p).replace(r"\ ", r"\s+") for p in phrase_list)
+            pattern = regex.compile(rf"(?<!\w)(?:{body})(?!\w)", regex.IGNORECASE)
+        return cls(words, pattern, frozenset(titles))
+
+    def is_safe_text(self, text: str) -> bool:
+        """Whether ``text`` is made only of safe single words (and holds no digit)."""
+        words = _WORD.findall(text)
+        return bool(words) and not any(c.isdigit() for c in text) and all(_key(w) in self.words for w in words)
+
+    def split(self, text: str, spans: Sequence[Span]) -> tuple[list[Span], list[Span]]:
+        """(kept, dropped): ``spans`` of ``text`` with the safe ones set apart."""
+        phrase_ranges = [m.span() for m in self.phrases.finditer(text)] if self.phrases is not None else []
+        ordered = sorted(spans)
+        kept, dropped = [], []
+        for i, span in enumerate(ordered):
+            surface = text[span.start:span.end]
+            safe = self.is_safe_text(surface) or (
+                not any(c.isdigit() for c in surface)
+                and any(start <= span.start and span.end <= end for start, end in phrase_ranges))
+            if safe and not self._protected(text, ordered, i):
+                dropped.append(span)
+            else:
+                kept.append(span)
+        return kept, dropped
+
+    def _protected(self, text: str, spans: Sequence[Span], i: int) -> bool:
+        span = spans[i]
+        title = _TITLE_BEFORE.search(text, max(0, span.start - 12), span.start)
+        if title and fold(title.group(1)) in self.titles:
+            return True
+        before = spans[i - 1] if i > 0 else None
+        after = spans[i + 1] if i + 1 < len(spans) else None
+        return (before is not None and span.start - before.end <= ADJACENT) or (
+            after is not None and after.start - span.end <= ADJACENT)
+
+
+@lru_cache(maxsize=None)
+def load_safelist(language: str) -> SafeList:
+    """The bundled safe-list of ``language``, protected by that language's name titles."""
+    entry = resources.files("hybriddeid.resources").joinpath("safelist", f"{language}.txt")
+    if not entry.is_file():
+        raise ValueError(f"no bundled safe-list for language {language!r}")
+    return SafeList.from_entries(read_entries(entry.read_text("utf-8")), load_language(language).titles)

@@ -1,0 +1,181 @@
+"""The neural backend with PyTorch: CRF layer, windows, tiny models end to end, pipeline merge."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from hybriddeid import Pipeline  # noqa: E402
+from hybriddeid.backends.neural.crf_layer import CRF  # noqa: E402
+from hybriddeid.backends.neural.models import centered_windows, ngram_windows  # noqa: E402
+from hybriddeid.backends.neural.tagger import NeuralTagger  # noqa: E402
+from hybriddeid.document import Document, Span  # noqa: E402
+
+NAMES = ["Ana Ruiz", "Pedro Gil", "Marta Sanz", "Luis Vega", "Eva Mora", "Juan Ortiz", "Rosa Prieto", "Hugo Lara"]
+TINY = {"epochs": 40, "patience": 40, "dev_fraction": 0.0, "word_dim": 16, "hidden_dim": 16, "char_dim": 8,
+        "char_hidden": 8, "context_dim": 8, "prefix_min_count": 2, "prefix_dim": 8, "attention_dim": 8, "ngram": 3,
+        "window": 3, "skeleton_ratio": 0.3, "learning_rate": 0.02, "batch_size": 4, "dropout": 0.0,
+        "singleton_unk": 0.0, "num_threads": 1, "device": "cpu"}
+
+
+def make_corpus() -> list[Document]:
+    docs = []
+    for i, name in enumerate(NAMES):
+        nhc = f"{4417920 + 37 * i}"
+        text = f"Nombre: {name}.\nNHC: {nhc}.\nPaciente de {30 + i} años con fiebre.\n"
+        spans = []
+        for value, label in ((name, "NOMBRE_SUJETO_ASISTENCIA"), (nhc, "ID_SUJETO_ASISTENCIA")):
+            start = text.index(value)
+            spans.append(Span(start, start + len(value), label))
+        docs.append(Document(f"note{i}", text, tuple(spans)))
+    return docs
+
+
+# -- CRF layer against brute force ---------------------------------------------------------
+def brute_force(crf: CRF, emissions: torch.Tensor, length: int):
+    """Every tag path of one sequence with its score: log Z, the best path, per-position marginals."""
+    k = crf.num_tags
+    scored = []
+    for path in itertools.product(range(k), repeat=length):
+        score = crf.start[path[0]] + crf.end[path[-1]] + sum(emissions[t, tag] for t, tag in enumerate(path))
+        score = score + sum(crf.transitions[a, b] for a, b in zip(path, path[1:]))
+        scored.append((float(score), path))
+    log_z = torch.logsumexp(torch.tensor([s for s, _ in scored]), 0)
+    marginals = torch.zeros(length, k)
+    for score, path in scored:
+        for t, tag in enumerate(path):
+            marginals[t, tag] += torch.exp(torch.tensor(score) - log_z)
+    return float(log_z), list(max(scored)[1]), marginals
+
+
+@torch.no_grad()
+def test_crf_layer_matches_brute_force_on_padded_batches():
+    torch.manual_seed(0)
+    crf = CRF(3)
+    for parameter in crf.parameters():
+        parameter.normal_()
+    emissions = torch.randn(3, 4, 3)
+    lengths = [4, 2, 1]
+    mask = torch.arange(4).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    log_z = crf.log_partition(emissions, mask)
+    paths = crf.decode(emissions, mask)
+    marginals = crf.marginals(emissions, mask)
+    tags = torch.randint(0, 3, (3, 4))
+    path_scores = crf.path_score(emissions, tags, mask)
+    for b, length in enumerate(lengths):
+        expected_z, expected_path, expected_marginals = brute_force(crf, emissions[b], length)
+        assert float(log_z[b]) == pytest.approx(expected_z, abs=1e-4)
+        assert paths[b] == expected_path
+        assert torch.allclose(marginals[b, :length], expected_marginals, atol=1e-4)
+        one = tags[b, :length].tolist()
+        by_hand = crf.start[one[0]] + crf.end[one[-1]] + sum(emissions[b, t, tag] for t, tag in enumerate(one))
+        by_hand = by_hand + sum(crf.transitions[x, y] for x, y in zip(one, one[1:]))
+        assert float(path_scores[b]) == pytest.approx(float(by_hand), abs=1e-4)
+
+
+# -- windows -------------------------------------------------------------------------------
+def test_ngram_context_windows_cross_lines_and_pad_the_note_edges():
+    ids = torch.tensor([[1, 2, 3, 4, 5]])  # a, b, c, d, e; 0 is padding
+    forward, backward = ngram_windows(ids, 2)
+    assert forward[0].tolist() == [[0, 0, 1], [0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5]]
+    assert backward[0].tolist() == [[3, 2, 1], [4, 3, 2], [5, 4, 3], [0, 5, 4], [0, 0, 5]]
+    vectors = torch.arange(10.0).view(1, 5, 2)  # windows of vectors keep the vector dimension last
+    assert ngram_windows(vectors, 1)[0][0, 0].tolist() == [[0.0, 0.0], [0.0, 1.0]]
+
+
+def test_centered_windows_for_ts_gru():
+    ids = torch.tensor([[1, 2, 3, 4]])
+    assert centered_windows(ids, 3)[0].tolist() == [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 0]]
+    assert centered_windows(ids, 1)[0].tolist() == [[1], [2], [3], [4]]
+
+
+# -- tiny models end to end ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def corpus() -> list[Document]:
+    return make_corpus()
+
+
+@pytest.mark.parametrize("architecture", ["bigru", "tsgru", "cedi"])
+def test_tiny_model_fits_saves_loads_and_predicts(architecture, corpus, tmp_path):
+    tagger = NeuralTagger(language="es", architecture=architecture, **TINY).fit(corpus[:6])
+    assert set(tagger.labels) == {"NOMBRE_SUJETO_ASISTENCIA", "ID_SUJETO_ASISTENCIA"}
+    found = {(s.start, s.end, s.label) for doc in corpus[:6] for s in tagger.predict(doc)}
+    gold = {(s.start, s.end, s.label) for doc in corpus[:6] for s in doc.spans}
+    assert len(found & gold) >= len(gold) // 2  # it learned something from six notes
+    tagger.to_disk(tmp_path / "model")
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == [
+        "model.pt", "params.toml", "training.json", "vocabularies.json"]
+    assert "Ruiz" not in (tmp_path / "model" / "vocabularies.json").read_text()  # words are stored hashed
+    reloaded = NeuralTagger.from_disk(tmp_path / "model")
+    for doc in corpus[6:]:
+        spans = tagger.predict(doc)
+        assert reloaded.predict(doc) == spans
+        assert all(s.source == "neural" and 0.0 < s.score <= 1.0 for s in spans)
+    one_by_one, batched = tagger.predict_many(corpus[6:], batch_size=1), tagger.predict_many(corpus[6:])
+    assert [[(s.start, s.end, s.label) for s in spans] for spans in one_by_one] == [
+        [(s.start, s.end, s.label) for s in spans] for spans in batched]  # padding changes nothing
+    assert [s.score for spans in one_by_one for s in spans] == pytest.approx(
+        [s.score for spans in batched for s in spans], rel=1e-4)
+
+
+def test_word_clusters_are_embedded_and_saved_with_the_model(corpus, tmp_path):
+    from hybriddeid.knowledge.clusters import WordClusters
+
+    names = {word.lower() for name in NAMES for word in name.split()}
+    WordClusters(brown={word: ("0110", 3) for word in names},
+                 w2v={50: {**{word: 1 for word in names}, "nhc": 2}}).to_disk(tmp_path / "clusters")
+    tagger = NeuralTagger(language="es", clusters=str(tmp_path / "clusters"), **{**TINY, "epochs": 2}).fit(corpus[:4])
+    assert tagger.vocabularies_.clusters is not None and tagger.model_.clusters is not None
+    tagger.to_disk(tmp_path / "model")
+    (tmp_path / "clusters" / "brown.txt").unlink()  # the model keeps its own copy
+    reloaded = NeuralTagger.from_disk(tmp_path / "model")
+    assert reloaded.predict(corpus[7]) == tagger.predict(corpus[7])
+
+
+def test_training_is_deterministic(corpus):
+    settings = {**TINY, "epochs": 3, "dropout": 0.3, "singleton_unk": 0.3}
+    first = NeuralTagger(language="es", **settings).fit(corpus[:4])
+    second = NeuralTagger(language="es", **settings).fit(corpus[:4])
+    assert [h["loss"] for h in first.history_] == [h["loss"] for h in second.history_]
+    assert first.predict(corpus[7]) == second.predict(corpus[7])
+
+
+def test_early_stopping_keeps_the_best_epoch(corpus):
+    tagger = NeuralTagger(language="es", **{**TINY, "dev_fraction": 0.25, "epochs": 6, "patience": 2}).fit(corpus)
+    assert 1 <= len(tagger.history_) <= 6 and all("dev_f1" in h for h in tagger.history_)
+
+
+def test_pipeline_merges_the_neural_component(corpus, tmp_path):
+    config = {"pipeline": {"language": "es", "components": ["rule", "neural"], "precedence": ["neural", "rule"],
+                           "min_score": {"neural": 0.0}},
+              "neural": TINY}
+    pipeline = Pipeline(config).fit(corpus[:6], n_jobs=1)
+    by_source = pipeline.predict_by_source(corpus[7])
+    assert set(by_source) == {"rule", "neural"}
+    merged = pipeline.predict(corpus[7])
+    assert {s.source for s in merged} <= {"rule", "neural"} and merged
+    pipeline.to_disk(tmp_path / "model")
+    assert Pipeline.load(tmp_path / "model").predict(corpus[7]) == merged
+    assert not list(Path(tmp_path / "model").rglob("*.pkl"))
+
+
+def test_cli_trains_and_annotates_with_a_neural_component(corpus, tmp_path):
+    from hybriddeid.cli import main
+    from hybriddeid.io import read_corpus, write_document
+
+    for doc in corpus[:6]:
+        write_document(doc, tmp_path / "train", "brat")
+    for doc in corpus[6:]:
+        write_document(doc.with_spans([]), tmp_path / "notes", "text")
+    settings = "\n".join(f"{key} = {value!r}".replace("'", '"').replace("False", "false").replace("True", "true")
+                         for key, value in TINY.items())
+    config = tmp_path / "neural.toml"
+    config.write_text('[pipeline]\nlanguage = "es"\ncomponents = ["rule", "neural"]\nprecedence = ["rule", "neural"]\n'
+                      f"[neural]\narchitecture = \"tsgru\"\n{settings}\n")
+    assert main(["-q", "train", "--train", str(tmp_path / "train"), "--config", str(config), "--out", str(tmp_path / "model")]) == 0
+    assert (tmp_path / "model" / "neural" / "model.pt").is_file()
+    assert main(["-q", "annotate", "--model", str(tmp_path / "model"), str(tmp_path / "notes"), str(tmp_path / "out")]) == 0
+    assert len(read_corpus(tmp_path / "out")) == 2

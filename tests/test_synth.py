@@ -1,0 +1,117 @@
+"""The synthetic-note generator: exact offsets, determinism, held-out mixes, i2b2 XML round trip, CLI."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from hybriddeid.cli import main
+from hybriddeid.document import Document, Span
+from hybriddeid.io import read_corpus, write_documents
+from hybriddeid.synth import check_offsets, generate_corpus, load_synth_resources
+from hybriddeid.synth.template import NoteWriter, TemplateError, render
+from hybriddeid.taxonomy import load_taxonomy
+
+N = 250
+
+
+@pytest.fixture(scope="module", params=["train", "test"])
+def corpus(request) -> list[Document]:
+    return list(generate_corpus(N, seed=11, mix=request.param))
+
+
+def test_every_span_holds_exactly_the_value_written(corpus: list[Document]) -> None:
+    assert sum(len(doc.spans) for doc in corpus) > 20 * N
+    for doc in corpus:
+        assert check_offsets(doc) == [], doc.name
+        assert all(doc.span_text(s) == doc.span_text(s).strip() and doc.span_text(s) for s in doc.spans)
+        assert all(a.end <= b.start for a, b in zip(doc.spans, doc.spans[1:])), "spans never overlap"
+
+
+def test_layout_variants_are_all_exercised(corpus: list[Document]) -> None:
+    """Wrapped lines, upper-case notes, CRLF notes and PHI-free notes all occur, offsets exact in each."""
+    assert any("\r\n" in doc.text for doc in corpus)
+    assert any(doc.text == doc.text.upper() and doc.spans for doc in corpus)
+    assert any(not doc.spans for doc in corpus)
+    assert len({doc.text for doc in corpus}) == N
+
+
+def test_every_i2b2_category_occurs(corpus: list[Document]) -> None:
+    taxonomy = load_taxonomy("i2b2-2014")
+    categories = Counter(taxonomy.category(s.label) for doc in corpus for s in doc.spans)
+    assert set(categories) == {"NAME", "PROFESSION", "LOCATION", "AGE", "DATE", "CONTACT", "ID"}
+    labels = {s.label for doc in corpus for s in doc.spans}
+    assert {"PATIENT", "DOCTOR", "HOSPITAL", "STREET", "CITY", "ZIP", "PHONE", "FAX", "EMAIL", "SSN",
+            "MEDICALRECORD", "HEALTHPLAN", "ACCOUNT", "DEVICE", "VEHICLE", "IDNUM"} <= labels
+
+
+def test_check_offsets_reports_a_wrong_span() -> None:
+    doc = next(generate_corpus(1, seed=3))
+    broken = Document(doc.name, doc.text, (Span(0, 3, "DATE"), *doc.spans[1:]), doc.meta)
+    assert check_offsets(broken) != []
+
+
+def test_same_seed_same_notes_other_seed_other_notes() -> None:
+    first = [doc.text for doc in generate_corpus(20, seed=5)]
+    assert first == [doc.text for doc in generate_corpus(20, seed=5)]
+    assert not set(first) & {doc.text for doc in generate_corpus(20, seed=6)}
+    assert not set(first) & {doc.text for doc in generate_corpus(20, seed=5, mix="test")}
+
+
+def test_the_test_mix_holds_out_note_types_layouts_and_name_locales() -> None:
+    res = load_synth_resources("en")
+    train, test = res.mix("train"), res.mix("test")
+    for key in ("note_types", "label_styles", "header_styles", "date_formats", "name_locales"):
+        assert set(test[key]) - set(train[key]), f"the test mix holds nothing out in {key}"
+    held_out = set(test["note_types"]) - set(train["note_types"])
+    seen = Counter(doc.meta["note_type"] for doc in generate_corpus(300, seed=1, mix="train"))
+    assert not held_out & set(seen)
+    assert held_out <= {doc.meta["note_type"] for doc in generate_corpus(300, seed=1, mix="test")}
+
+
+def test_i2b2_xml_round_trip_keeps_text_and_spans(tmp_path: Path) -> None:
+    docs = list(generate_corpus(40, seed=9, mix="test"))
+    write_documents(docs, tmp_path, "i2b2")
+    back = {doc.name: doc for doc in read_corpus(tmp_path)}
+    for doc in docs:
+        assert back[doc.name].text == doc.text
+        assert [(s.start, s.end, s.label) for s in back[doc.name].spans] == [(s.start, s.end, s.label) for s in doc.spans]
+
+
+def test_cli_writes_n_notes(tmp_path: Path) -> None:
+    assert main(["-q", "synth", "--n", "7", "--out", str(tmp_path / "out"), "--seed", "4", "--mix", "test"]) == 0
+    docs = read_corpus(tmp_path / "out")
+    assert len(docs) == 7 and all(doc.name.startswith("synth-test-4-") for doc in docs)
+    assert main(["-q", "synth", "--n", "0", "--out", str(tmp_path / "none")]) == 2
+
+
+class _Context:
+    def choose(self, options: list[str]) -> str:
+        return options[-1]
+
+    def slot(self, name: str) -> tuple[str, str]:
+        if name != "patient":
+            raise TemplateError(f"unknown PHI slot {name!r}")
+        return "Ann Lee", "PATIENT"
+
+    def vocab(self, name: str) -> str:
+        return "aspirin"
+
+    def gendered(self, word: str) -> str:
+        return "she"
+
+    def field_label(self, label: str) -> str:
+        return f"{label}: "
+
+
+def test_template_fields_nest_and_record_their_spans() -> None:
+    out = NoteWriter()
+    render("{@Name|Patient}{patient}; {^he} takes {~drug}{| daily with {patient}}.", _Context(), out)
+    text = out.getvalue()
+    assert text == "Patient: Ann Lee; she takes aspirin daily with Ann Lee."
+    assert [text[s.start:s.end] for s in out.spans] == ["Ann Lee", "Ann Lee"] == out.values
+    with pytest.raises(TemplateError, match="unknown PHI slot 'nobody'"):
+        render("{nobody}", _Context(), NoteWriter())
+    with pytest.raises(TemplateError, match="unbalanced"):
+        render("{patient", _Context(), NoteWriter())
