@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 import tomllib
@@ -63,6 +64,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
+    logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO)  # one line per epoch
     torch.set_num_threads(args.threads)
     neural_settings = tomllib.loads(args.neural_config.read_text(encoding="utf-8"))
     train, dev = read_corpus(args.train), read_corpus(args.dev)
@@ -77,7 +79,7 @@ def main() -> int:
             taggers[architecture] = NeuralTagger.from_disk(saved)  # training seconds as recorded then
             print(f"{architecture} loaded from {saved}", flush=True)
             continue
-        settings = {**neural_settings[architecture], "num_threads": args.threads, "device": args.device}
+        settings = {**neural_settings[architecture], "num_threads": args.threads, "device": args.device, "verbose": True}
         if settings.get("clusters"):  # relative to the settings file, as in pipeline configs
             settings["clusters"] = str(args.neural_config.parent / settings["clusters"])
         taggers[architecture] = NeuralTagger(language="es", **settings).fit(train)

@@ -146,6 +146,8 @@ def test_training_is_deterministic(corpus):
 def test_early_stopping_keeps_the_best_epoch(corpus):
     tagger = NeuralTagger(language="es", **{**TINY, "dev_fraction": 0.25, "epochs": 6, "patience": 2}).fit(corpus)
     assert 1 <= len(tagger.history_) <= 6 and all("dev_f1" in h for h in tagger.history_)
+    hurried = NeuralTagger(language="es", **{**TINY, "epochs": 6, "max_train_minutes": 1e-6}).fit(corpus[:4])
+    assert len(hurried.history_) == 1  # no epoch starts that would end past the time limit
 
 
 def test_pipeline_merges_the_neural_component(corpus, tmp_path):

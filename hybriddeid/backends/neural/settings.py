@@ -66,7 +66,7 @@ class NeuralSettings:
     epochs: int = 30
     patience: int = 3  # epochs without a better held-out F1 before stopping
     dev_fraction: float = 0.1  # training notes held out for early stopping
-    max_train_minutes: float = 0.0  # 0 = no time limit
+    max_train_minutes: float = 0.0  # no epoch starts that would end past it (at the last epoch's pace); 0 = none
     grad_clip: float = 5.0
     seed: int = 13
     # Hardware.

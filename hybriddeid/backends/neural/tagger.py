@@ -119,6 +119,7 @@ class NeuralTagger:
         best_f1, best_state, stale = -1.0, None, 0
         self.history_: list[dict[str, float]] = []
         for epoch in range(1, settings.epochs + 1):
+            epoch_started = time.perf_counter()
             loss = self._train_epoch(train, optimizer, scaler, singletons, rng, device)
             record = {"epoch": epoch, "loss": round(loss, 5), "seconds": round(time.perf_counter() - started, 1)}
             if dev_docs:
@@ -130,7 +131,9 @@ class NeuralTagger:
                     stale += 1
             self.history_.append(record)
             log.log(logging.INFO if settings.verbose else logging.DEBUG, "neural %s epoch %s", settings.architecture, record)
-            out_of_time = settings.max_train_minutes > 0 and record["seconds"] > 60 * settings.max_train_minutes
+            # Stop before an epoch as long as the last one would overrun the time limit.
+            now = time.perf_counter()
+            out_of_time = 0 < 60 * settings.max_train_minutes < (now - started) + (now - epoch_started)
             if stale >= settings.patience or out_of_time:
                 break
         if best_state is not None:
