@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from hybriddeid.classifiers.char_crf import CharCRF
-from hybriddeid.classifiers.crf import decode_tags, encode_tags
+from hybriddeid.classifiers.char_crf import CharCRF, _runs_in_regions
+from hybriddeid.classifiers.crf import _unsure_stretches, decode_tags, encode_tags
 from hybriddeid.classifiers.token_crf import TokenCRF
 from hybriddeid.document import Document, Span
 from hybriddeid.features.lexical import shape, short_shape
@@ -118,3 +118,34 @@ def test_char_features_thin_interior_whitespace_and_edges():
     # the memoised n-gram rows are identical to a fresh build
     again = char_features(text, line, tokens, CharWindow.symmetric(2), token_tags={"lex": ["O"] * len(tokens)})
     assert [list(f) for f in again] == [list(f) for f in feats]
+
+
+class _FakeTagger:
+    """Marginal probabilities of O given by hand."""
+
+    def __init__(self, outside: list[float]) -> None:
+        self.outside = outside
+
+    def marginal(self, label: str, position: int) -> float:
+        assert label == "O"
+        return self.outside[position]
+
+
+def test_unsure_stretches_cover_phi_and_doubtful_units_widened_by_the_margin():
+    units = [(0, 3), (4, 7), (8, 11), (12, 15), (16, 19), (20, 23), (24, 27)]
+    tags = ["O", "B-X", "O", "O", "O", "O", "O"]
+    tagger = _FakeTagger([1.0, 0.01, 0.9999, 1.0, 1.0, 1.0, 0.5])
+    # unit 1 is tagged (whatever its marginal), unit 6 is doubtful, unit 2 is sure enough
+    assert _unsure_stretches(units, tags, tagger, 0.999, 0) == [(4, 7), (24, 27)]
+    assert _unsure_stretches(units, tags, tagger, 0.999, 1) == [(0, 11), (20, 27)]
+    assert _unsure_stretches(units, tags, tagger, 0.999, 2) == [(0, 27)]  # touching stretches join
+    assert _unsure_stretches(units, ["O"] * 7, _FakeTagger([1.0] * 7), 0.999, 2) == []
+
+
+def test_runs_in_regions_group_the_tokens_a_stretch_touches():
+    tokens = tokenize("Ana vive en Soria con Luis .")
+    regions = [(0, 3), (12, 17), (24, 26)]  # "Ana", "Soria", part of "Luis"
+    assert _runs_in_regions(tokens, regions, [start for start, _ in regions]) == [(0, 1), (3, 4), (5, 6)]
+    regions = [(2, 14)]  # from inside "Ana" to inside "Soria"
+    assert _runs_in_regions(tokens, regions, [2]) == [(0, 4)]
+    assert _runs_in_regions(tokens, [], []) == []

@@ -95,6 +95,38 @@ def test_config_rejects_unknown_keys_and_components():
         build_config({"pipeline": {"components": ["crf9000"]}})
 
 
+def test_focus_runs_the_char_crf_only_where_the_token_crf_is_unsure(trained):
+    doc = make_corpus()[7]
+    char, token = trained.components["char"], trained.components["token"]
+    assert char.predict(doc, regions=[(0, len(doc.text))]) == char.predict(doc)
+    assert char.predict(doc, regions=[]) == []
+    spans, regions = token.predict_with_focus(doc, 0.999, 2)
+    assert spans == token.predict(doc)
+    assert all(any(start <= s.start and s.end <= end for start, end in regions) for s in spans)
+    focused = Pipeline({**trained.config, "pipeline": {**trained.config["pipeline"], "focus": {"char": "token"}}})
+    focused.components = trained.components
+    by_source = focused.predict_by_source(doc)
+    assert by_source["token"] == spans and by_source["rule"] == trained.components["rule"].predict(doc)
+    assert by_source["char"] == char.predict(doc, regions=regions)
+    assert all(any(start <= s.start and s.end <= end for start, end in regions) for s in by_source["char"])
+    # a focuser sure about everything leaves the character CRF nothing to read
+    blind = Pipeline({**focused.config, "pipeline": {**focused.config["pipeline"], "focus_below": 1e-12, "focus_margin": 0}})
+    blind.components = trained.components
+    within_token_spans = [any(t.start <= s.start and s.end <= t.end for t in spans) for s in blind.predict_by_source(doc)["char"]]
+    assert within_token_spans and all(within_token_spans)
+
+
+def test_config_rejects_a_focus_that_cannot_work():
+    for focus in ({"token": "char"}, {"char": "rule"}, {"char": "char"}, {"char": "nope"}):
+        with pytest.raises(ConfigError, match="focus"):
+            build_config({"pipeline": {"focus": focus}})
+    with pytest.raises(ConfigError, match="focus"):
+        build_config({"pipeline": {"components": ["rule", "char"], "focus": {"char": "token"}}})
+    with pytest.raises(ConfigError, match="focus_below"):
+        build_config({"pipeline": {"focus": {"char": "token"}, "focus_below": 0.0}})
+    assert build_config({"pipeline": {"focus": {"char": "token"}}})["pipeline"]["focus"] == {"char": "token"}
+
+
 def test_precedence_ablation_changes_the_winner(trained):
     doc = make_corpus()[7]
     only_token = trained.predict(doc, precedence=["token", "char", "rule"])

@@ -10,7 +10,9 @@ Design (measured choices are in the README's benchmark section):
 """
 from __future__ import annotations
 
+import bisect
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -19,10 +21,11 @@ import tomli_w
 from hybriddeid.classifiers.crf import CRFTagger, UnitSequence
 from hybriddeid.classifiers.span_typer import SpanTyper
 from hybriddeid.document import Document, Span
-from hybriddeid.features.char import CharWindow, char_features
+from hybriddeid.features.char import CharWindow, char_features, token_projections
 from hybriddeid.features.context import line_contexts, lines_with_tokens
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.taxonomy import guess_taxonomy
+from hybriddeid.text.tokenize import Token
 
 LABEL_LEVELS = ("phi", "category", "subtype")
 # Feature families of the character CRF (ablations drop them one at a time): the character
@@ -30,6 +33,24 @@ LABEL_LEVELS = ("phi", "category", "subtype")
 # line's sentence and section facts. Clusters, dictionaries and the lexicon have their own switches.
 CHAR_FEATURE_FAMILIES = ("ngrams", "projection", "line")
 PHI = "PHI"
+
+
+def _runs_in_regions(
+    tokens: Sequence[Token], regions: Sequence[tuple[int, int]], region_starts: Sequence[int]
+) -> list[tuple[int, int]]:
+    """Runs ``(first, end)`` of consecutive token indices whose tokens touch one of ``regions``."""
+    runs: list[tuple[int, int]] = []
+    for index, tok in enumerate(tokens):
+        at = bisect.bisect_right(region_starts, tok.start) - 1  # the last stretch starting at or before it
+        touched = (at >= 0 and regions[at][1] > tok.start) or (
+            at + 1 < len(regions) and regions[at + 1][0] < tok.end)
+        if not touched:
+            continue
+        if runs and runs[-1][1] == index:
+            runs[-1] = (runs[-1][0], index + 1)
+        else:
+            runs.append((index, index + 1))
+    return runs
 
 
 class CharCRF(CRFTagger):
@@ -79,20 +100,38 @@ class CharCRF(CRFTagger):
                 params[name] = getattr(self, name)
         return params
 
-    def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
+    def sequences(
+        self, doc: Document, lexicon: Gazetteer | None = None, regions: Sequence[tuple[int, int]] | None = None
+    ) -> Iterator[UnitSequence]:
+        """One sequence per line; with ``regions`` (sorted character stretches), one per run of
+        tokens touching a stretch instead, its features the same as in the whole line's
+        (token facts are computed over the whole line; only character n-grams reaching past
+        the run's ends see padding)."""
         if lexicon is None:
             lexicon = self.lexicon_
+        region_starts = [start for start, _ in regions] if regions is not None else None
         for line, tokens in lines_with_tokens(doc.text, self.language):
+            runs = [(0, len(tokens))]
+            if regions is not None:
+                runs = _runs_in_regions(tokens, regions, region_starts)
+                if not runs:
+                    continue
             lowers = [tok.text.lower() for tok in tokens]
             classes = [self.clusters_.projected(tok.text) for tok in tokens] if self.clusters_ is not None else None
             settled = [low in self.safe_words_ for low in lowers] if self.safe_words_ else None
-            feats = char_features(
-                doc.text, line, tokens, self._window, thin_interior=self.thin_interior,
-                token_tags=self.resource_tags(tokens, lowers, lexicon), settled=settled, lowers=lowers,
-                token_classes=classes, line_facts="line" in self.features,
-                projection="projection" in self.features,
-            )
-            yield UnitSequence(list(zip(range(line.start, line.end), range(line.start + 1, line.end + 1))), feats)
+            tags = self.resource_tags(tokens, lowers, lexicon)
+            projected = token_projections(tokens, line, lowers) if "projection" in self.features else None
+            for first, end in runs:
+                part = line if (first, end) == (0, len(tokens)) else replace(line, start=tokens[first].start, end=tokens[end - 1].end)
+                feats = char_features(
+                    doc.text, part, tokens[first:end], self._window, thin_interior=self.thin_interior,
+                    token_features=projected[first:end] if projected is not None else None,
+                    token_tags={name: values[first:end] for name, values in tags.items()},
+                    settled=settled[first:end] if settled is not None else None, lowers=lowers[first:end],
+                    token_classes=classes[first:end] if classes is not None else None,
+                    line_facts="line" in self.features, projection="projection" in self.features,
+                )
+                yield UnitSequence(list(zip(range(part.start, part.end), range(part.start + 1, part.end + 1))), feats)
 
     def training_label(self, span: Span) -> str:
         if self.label_level == "phi":
@@ -110,8 +149,8 @@ class CharCRF(CRFTagger):
             self.typer_ = SpanTyper(language=self.language).fit(docs)
         return self
 
-    def predict(self, doc: Document) -> list[Span]:
-        spans = [self._trim(doc.text, span) for span in super().predict(doc)]
+    def predict(self, doc: Document, regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
+        spans = [self._trim(doc.text, span) for span in super().predict(doc, regions)]
         spans = [span for span in spans if span is not None]
         if self.typer_ is None:
             return spans
