@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import evaluate
-from hybriddeid.pipeline import Pipeline, _component, build_config
+from hybriddeid.pipeline import Pipeline, build_component, build_config
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def ablations(config: dict[str, Any]) -> list[Ablation]:
 def _fit_predict(name: str, config: dict[str, Any], train: list[Document], dev: list[Document]) -> tuple[list[list[Span]], float]:
     """Train one component and tag ``dev`` (runs in a worker process)."""
     started = time.perf_counter()
-    component = _component(name, config).fit(train)
+    component = build_component(name, config).fit(train)
     fit_seconds = time.perf_counter() - started
     return [component.predict(doc) for doc in dev], fit_seconds
 

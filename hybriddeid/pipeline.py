@@ -200,7 +200,9 @@ def _component_class(name: str) -> type:
     return plugin.component_class()
 
 
-def _component(name: str, config: Mapping[str, Any]):
+def build_component(name: str, config: Mapping[str, Any]) -> Any:
+    """An unfitted classifier for component ``name`` with the parameters of ``config`` (a full
+    pipeline config, e.g. from ``build_config``): what ``Pipeline.fit`` trains, for ablations."""
     language = config["pipeline"]["language"]
     params = dict(config[name])
     return _component_class(name)(language=language, **params)
@@ -209,7 +211,7 @@ def _component(name: str, config: Mapping[str, Any]):
 def _fit_and_save(name: str, config: dict[str, Any], docs: list[Document], out_dir: str) -> float:
     """Fit one component and write it to ``out_dir`` (runs in a worker process)."""
     started = time.perf_counter()
-    _component(name, config).fit(docs).to_disk(Path(out_dir))
+    build_component(name, config).fit(docs).to_disk(Path(out_dir))
     return time.perf_counter() - started
 
 
@@ -250,7 +252,7 @@ class Pipeline:
             for name in names:
                 if name not in crfs:
                     started = time.perf_counter()
-                    self.components[name] = _component(name, self.config).fit(docs)
+                    self.components[name] = build_component(name, self.config).fit(docs)
                     timings[name] = time.perf_counter() - started
                 else:
                     self.components[name] = _component_class(name).from_disk(Path(tmp) / name)

@@ -44,9 +44,9 @@ def test_core_never_imports_torch_and_explains_a_missing_torch():
     """With torch made unimportable, configs still validate and building the component says what to install."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from hybriddeid.pipeline import Pipeline, _component\n"
+        "from hybriddeid.pipeline import Pipeline, build_component\n"
         "p = Pipeline({'pipeline': {'components': ['rule', 'neural']}})\n"
-        "try:\n    _component('neural', p.config)\nexcept ImportError as exc:\n    print(type(exc).__name__, exc)\n"
+        "try:\n    build_component('neural', p.config)\nexcept ImportError as exc:\n    print(type(exc).__name__, exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith(PluginUnavailable.__name__) and "hybriddeid[neural]" in out
