@@ -279,30 +279,40 @@ class Pipeline:
         if not self.components:
             raise RuntimeError("this pipeline has no trained components; call fit() or Pipeline.load()")
 
-    def predict_by_source(self, doc_or_text: Document | str) -> dict[str, list[Span]]:
-        """Each component's own spans, before merging (for ablations and error analysis)."""
+    def predict_by_source(
+        self, doc_or_text: Document | str, precedence: Sequence[str] | None = None
+    ) -> dict[str, list[Span]]:
+        """Each component's own spans, before merging (for ablations and error analysis).
+
+        With a ``focus`` config the focused component reads only where its focuser is unsure and,
+        when the focuser ranks above it in ``precedence`` (default: the config's), not inside the
+        focuser's own spans that pass its score floor: the merger would drop what it found there."""
         self._check_ready()
         doc = self._as_document(doc_or_text)
         settings = self.config["pipeline"]
         focus = settings["focus"]
         if not focus:
             return {name: component.predict(doc) for name, component in self.components.items()}
+        order = list(self.precedence if precedence is None else precedence)
         spans: dict[str, list[Span]] = {}
         regions: dict[str, list[tuple[int, int]]] = {}
-        for focuser in dict.fromkeys(focus.values()):
-            spans[focuser], regions[focuser] = self.components[focuser].predict_with_focus(
-                doc, float(settings["focus_below"]), int(settings["focus_margin"]))
+        for focused, focuser in focus.items():
+            outranks = focuser in order and (focused not in order or order.index(focuser) < order.index(focused))
+            claim_from = float(settings["min_score"].get(focuser, 0.0)) if outranks else None
+            key = f"{focuser}:{claim_from}"
+            if key not in regions:
+                spans[focuser], regions[key] = self.components[focuser].predict_with_focus(
+                    doc, float(settings["focus_below"]), int(settings["focus_margin"]), claim_from)
+            spans[focused] = self.components[focused].predict(doc, regions=regions[key])
         for name, component in self.components.items():
-            if name in focus:
-                spans[name] = component.predict(doc, regions=regions[focus[name]])
-            elif name not in spans:
+            if name not in spans:
                 spans[name] = component.predict(doc)
         return {name: spans[name] for name in self.components}
 
     def predict(self, doc_or_text: Document | str, precedence: Sequence[str] | None = None) -> list[Span]:
         """Merged PHI spans of a note (character offsets into its text)."""
         doc = self._as_document(doc_or_text)
-        return self.combine(doc, self.predict_by_source(doc), precedence)
+        return self.combine(doc, self.predict_by_source(doc, precedence), precedence)
 
     def combine(
         self, doc: Document, by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] | None = None

@@ -140,6 +140,10 @@ def test_unsure_stretches_cover_phi_and_doubtful_units_widened_by_the_margin():
     assert _unsure_stretches(units, tags, tagger, 0.999, 1) == [(0, 11), (20, 27)]
     assert _unsure_stretches(units, tags, tagger, 0.999, 2) == [(0, 27)]  # touching stretches join
     assert _unsure_stretches(units, ["O"] * 7, _FakeTagger([1.0] * 7), 0.999, 2) == []
+    # units inside a claimed span (the focuser's own confident finding) neither count nor widen
+    claimed = [Span(4, 7, "X", "token", 0.99)]
+    assert _unsure_stretches(units, tags, tagger, 0.999, 1, claimed) == [(20, 27)]
+    assert _unsure_stretches(units, tags, tagger, 0.999, 0, [Span(24, 27, "X")]) == [(4, 7)]
 
 
 def test_runs_in_regions_group_the_tokens_a_stretch_touches():

@@ -109,6 +109,17 @@ def test_focus_runs_the_char_crf_only_where_the_token_crf_is_unsure(trained):
     assert by_source["token"] == spans and by_source["rule"] == trained.components["rule"].predict(doc)
     assert by_source["char"] == char.predict(doc, regions=regions)
     assert all(any(start <= s.start and s.end <= end for start, end in regions) for s in by_source["char"])
+    # ranked above the char CRF, the token CRF claims its own confident spans: the char CRF,
+    # whose finds there the merger would drop, does not read them
+    token_first = ["rule", "token", "char"]
+    confident = [s for s in spans if s.score >= trained.config["pipeline"]["min_score"]["token"]]
+    assert confident
+    floor = trained.config["pipeline"]["min_score"]["token"]
+    _, seeds = token.predict_with_focus(doc, 0.999, 0, floor)  # no margin: just the unsure, unclaimed tokens
+    assert not any(start < s.end and s.start < end for s in confident for start, end in seeds)
+    _, claimed_regions = token.predict_with_focus(doc, 0.999, 2, floor)
+    assert focused.predict_by_source(doc, token_first)["char"] == char.predict(doc, regions=claimed_regions)
+    assert focused.predict(doc, token_first) == focused.combine(doc, focused.predict_by_source(doc, token_first), token_first)
     # a focuser sure about everything leaves the character CRF nothing to read
     blind = Pipeline({**focused.config, "pipeline": {**focused.config["pipeline"], "focus_below": 1e-12, "focus_margin": 0}})
     blind.components = trained.components

@@ -106,13 +106,28 @@ def decode_tags(
 
 
 def _unsure_stretches(
-    units: Sequence[tuple[int, int]], tags: Sequence[str], tagger: pycrfsuite.Tagger, below: float, margin: int
+    units: Sequence[tuple[int, int]],
+    tags: Sequence[str],
+    tagger: pycrfsuite.Tagger,
+    below: float,
+    margin: int,
+    claimed: Sequence[Span] = (),
 ) -> list[tuple[int, int]]:
     """Character stretches of the units (just tagged by ``tagger``) that are tagged as PHI or
-    whose marginal probability of O is below ``below``, each widened by ``margin`` units."""
+    whose marginal probability of O is below ``below``, each widened by ``margin`` units; units
+    inside a ``claimed`` span (sorted, non-overlapping) do not count."""
     n = len(units)
     marginal = tagger.marginal
     unsure = [i for i in range(n) if tags[i] != OUTSIDE or marginal(OUTSIDE, i) < below]
+    if claimed and unsure:
+        kept, at = [], 0
+        for i in unsure:
+            start = units[i][0]
+            while at < len(claimed) and claimed[at].end <= start:
+                at += 1
+            if not (at < len(claimed) and claimed[at].start <= start):
+                kept.append(i)
+        unsure = kept
     stretches: list[tuple[int, int]] = []
     last_end = -1  # unit index just past the previous stretch
     for i in unsure:
@@ -299,17 +314,26 @@ class CRFTagger:
         tagging to those stretches, for subclasses whose ``sequences`` support it."""
         return self._tag(doc, regions)[0]
 
-    def predict_with_focus(self, doc: Document, below: float, margin: int) -> tuple[list[Span], list[tuple[int, int]]]:
+    def predict_with_focus(
+        self, doc: Document, below: float, margin: int, claim_from: float | None = None
+    ) -> tuple[list[Span], list[tuple[int, int]]]:
         """``predict``'s spans plus the stretches where this tagger is unsure: units whose
         probability of being outside PHI is below ``below`` (or tagged as PHI), widened by
         ``margin`` units on each side within their line; sorted character offsets.
 
-        A pipeline runs a slower tagger only on these stretches (config ``focus``): one
-        forward-backward pass per line costs about a fifth of tagging it."""
-        return self._tag(doc, None, below, margin)
+        With ``claim_from``, units inside this tagger's own spans scoring at least that are left
+        out: when this tagger outranks the one being focused, the merger drops anything the other
+        finds overlapping them (unless a still higher-ranked source displaces them first). A pipeline runs a slower tagger only on the stretches
+        (config ``focus``); the forward-backward pass per line costs about a fifth of tagging it."""
+        return self._tag(doc, None, below, margin, claim_from)
 
     def _tag(
-        self, doc: Document, regions: Sequence[tuple[int, int]] | None, below: float | None = None, margin: int = 0
+        self,
+        doc: Document,
+        regions: Sequence[tuple[int, int]] | None,
+        below: float | None = None,
+        margin: int = 0,
+        claim_from: float | None = None,
     ) -> tuple[list[Span], list[tuple[int, int]]]:
         self._check_fitted()
         spans: list[Span] = []
@@ -320,15 +344,17 @@ class CRFTagger:
             if not seq.units:
                 continue
             tags = tagger.tag(seq.features)
-            if below is not None:
-                unsure.extend(_unsure_stretches(seq.units, tags, tagger, below, margin))
             tagged = [i for i, tag in enumerate(tags) if tag != OUTSIDE]
-            if not tagged:  # most lines hold no PHI: skip decoding them unit by unit
-                continue
-            first, last = tagged[0], tagged[-1] + 1  # units outside this stretch are all O
-            window = tags[first:last]
-            scores = [1.0 if tag == OUTSIDE else tagger.marginal(tag, first + i) for i, tag in enumerate(window)]
-            spans.extend(decode_tags(seq.units[first:last], window, self.source, scores))
+            found: list[Span] = []
+            if tagged:  # most lines hold no PHI: skip decoding them unit by unit
+                first, last = tagged[0], tagged[-1] + 1  # units outside this stretch are all O
+                window = tags[first:last]
+                scores = [1.0 if tag == OUTSIDE else tagger.marginal(tag, first + i) for i, tag in enumerate(window)]
+                found = decode_tags(seq.units[first:last], window, self.source, scores)
+                spans.extend(found)
+            if below is not None:
+                claimed = [span for span in found if span.score >= claim_from] if claim_from is not None else ()
+                unsure.extend(_unsure_stretches(seq.units, tags, tagger, below, margin, claimed))
         return spans, unsure
 
     # -- persistence ------------------------------------------------------------------------
