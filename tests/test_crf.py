@@ -94,7 +94,7 @@ def test_predict_before_fit_is_a_clear_error():
 
 
 def test_char_features_thin_interior_whitespace_and_edges():
-    from hybriddeid.features.char import CharWindow, char_features
+    from hybriddeid.features.char import CharWindow, char_features, token_projections
     from hybriddeid.features.context import line_contexts
 
     text = "Sr. Ana_Ruiz 12\n"
@@ -153,3 +153,19 @@ def test_runs_in_regions_group_the_tokens_a_stretch_touches():
     regions = [(2, 14)]  # from inside "Ana" to inside "Soria"
     assert _runs_in_regions(tokens, regions, [2]) == [(0, 4)]
     assert _runs_in_regions(tokens, [], []) == []
+
+
+def test_char_features_of_a_run_equal_those_of_the_whole_line():
+    from hybriddeid.features.char import CharWindow, char_features, token_projections
+    from hybriddeid.features.context import line_contexts
+
+    text = "Nombre: Zebulon Quagmire. NHC: 4417920. Fecha de ingreso: 14/03/2019."
+    line = line_contexts(text, "es")[0]
+    tokens = tokenize(text, line.start, line.end)
+    window = CharWindow.symmetric(4, 2, 2)
+    whole = char_features(text, line, tokens, window)
+    first, end = 5, 9  # a run inside the line: n-grams at its edges reach into the neighbours
+    start, stop = tokens[first].start, tokens[end - 1].end
+    projected = token_projections(tokens, line, [tok.text.lower() for tok in tokens])  # as CharCRF does
+    part = char_features(text, line, tokens[first:end], window, token_features=projected[first:end], bounds=(start, stop))
+    assert [list(f) for f in part] == [list(f) for f in whole[start - line.start:stop - line.start]]

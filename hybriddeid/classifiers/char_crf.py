@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import tomllib
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -104,9 +103,8 @@ class CharCRF(CRFTagger):
         self, doc: Document, lexicon: Gazetteer | None = None, regions: Sequence[tuple[int, int]] | None = None
     ) -> Iterator[UnitSequence]:
         """One sequence per line; with ``regions`` (sorted character stretches), one per run of
-        tokens touching a stretch instead, its features the same as in the whole line's
-        (token facts are computed over the whole line; only character n-grams reaching past
-        the run's ends see padding)."""
+        tokens touching a stretch instead, each character's features the same as in the whole
+        line's (token facts and n-grams are computed over the whole line)."""
         if lexicon is None:
             lexicon = self.lexicon_
         region_starts = [start for start, _ in regions] if regions is not None else None
@@ -122,16 +120,18 @@ class CharCRF(CRFTagger):
             tags = self.resource_tags(tokens, lowers, lexicon)
             projected = token_projections(tokens, line, lowers) if "projection" in self.features else None
             for first, end in runs:
-                part = line if (first, end) == (0, len(tokens)) else replace(line, start=tokens[first].start, end=tokens[end - 1].end)
+                whole = (first, end) == (0, len(tokens))
+                start, stop = (line.start, line.end) if whole else (tokens[first].start, tokens[end - 1].end)
                 feats = char_features(
-                    doc.text, part, tokens[first:end], self._window, thin_interior=self.thin_interior,
+                    doc.text, line, tokens[first:end], self._window, thin_interior=self.thin_interior,
                     token_features=projected[first:end] if projected is not None else None,
                     token_tags={name: values[first:end] for name, values in tags.items()},
                     settled=settled[first:end] if settled is not None else None, lowers=lowers[first:end],
                     token_classes=classes[first:end] if classes is not None else None,
                     line_facts="line" in self.features, projection="projection" in self.features,
+                    bounds=None if whole else (start, stop),
                 )
-                yield UnitSequence(list(zip(range(part.start, part.end), range(part.start + 1, part.end + 1))), feats)
+                yield UnitSequence(list(zip(range(start, stop), range(start + 1, stop + 1))), feats)
 
     def training_label(self, span: Span) -> str:
         if self.label_level == "phi":

@@ -123,6 +123,7 @@ def char_features(
     token_classes: Sequence[Sequence[str]] | None = None,
     line_facts: bool = True,
     projection: bool = True,
+    bounds: tuple[int, int] | None = None,
 ) -> list[Sequence[str]]:
     """Features of every character of ``line``: n-grams, position in token, projected token info.
 
@@ -137,9 +138,12 @@ def char_features(
     ``lowers`` are the tokens' lower-cased forms, if the caller has them already; ``line_facts``
     adds the line's sentence and section facts to the characters with the full window;
     ``projection=False`` leaves the token facts out (for ablations), keeping position in token.
+    ``bounds`` (offsets into ``text`` within the line; ``tokens`` must lie inside them): features of
+    just those characters, the same as in the whole line's (n-grams see the real neighbours).
     """
     chars = text[line.start:line.end].replace(" ", SPACE).replace("\t", SPACE)
     base = line.start
+    low, high = (0, len(chars)) if bounds is None else (bounds[0] - base, bounds[1] - base)
     if not projection:
         token_features = [[] for _ in tokens]
     elif token_features is None:
@@ -168,19 +172,19 @@ def char_features(
             for tok, done in zip(tokens, settled):
                 if done:
                     kind[tok.start - base:tok.end - base] = b"\x03" * (tok.end - tok.start)
-    full = [i for i, k in enumerate(kind) if not k]
+    full = [i for i in range(low, high) if not kind[i]]
     feats: list[Sequence[str]] = [()] * len(chars)
     shared = line.features if line_facts else ()
     for i, row in zip(full, _ngram_rows(chars, window, full)):
         feats[i] = [*row, *shared]
     last_index = len(chars) - 1
     if thin_interior:
-        position = chars.find(SPACE)
+        position = chars.find(SPACE, low, high)
         while position >= 0:
             before = chars[position - 1] if position else "\x02"
             after = chars[position + 1] if position < last_index else "\x03"
             feats[position] = _whitespace_features(before, after)
-            position = chars.find(SPACE, position + 1)
+            position = chars.find(SPACE, position + 1, high)
     own_char = _OWN_CHAR
     for index, (tok, projected) in enumerate(zip(tokens, token_features)):
         first, last = tok.start - base, tok.end - base - 1
@@ -200,4 +204,4 @@ def char_features(
                 feats[i] = ("tp=I", own_char[chars[i]], *form)
             else:
                 feats[i] = [*feats[i], "tp=I", *projected]
-    return feats
+    return feats if bounds is None else feats[low:high]
