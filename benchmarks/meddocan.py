@@ -94,11 +94,14 @@ def main() -> int:
         rows.append(("merged " + " > ".join(alt), alt, everything, True))
 
     # The configured pipeline as a user runs it (Pipeline.predict, so with its focus if any), timed
-    # end to end: wall and CPU seconds of one pass over dev.
+    # end to end: wall and CPU seconds of the best of three passes over dev (machines are noisy).
     focus = dict(config["pipeline"]["focus"])
-    wall0, cpu0 = time.perf_counter(), time.process_time()
-    configured = [pipeline.predict(doc) for doc in dev]
-    end_to_end_wall, end_to_end_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    passes = []
+    for _ in range(3):
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        configured = [pipeline.predict(doc) for doc in dev]
+        passes.append((time.perf_counter() - wall0, time.process_time() - cpu0))
+    end_to_end_wall, end_to_end_cpu = min(passes)
     if focus:  # the rows recombined from independent runs read the whole note with every classifier
         rows = [(label + " (every classifier on every line)" if len(combo) == 3 and "char" in combo else label,
                  combo, seconds_, post) for label, combo, seconds_, post in rows]
@@ -125,8 +128,10 @@ def main() -> int:
                     "notes_per_cpu_second": round(len(dev) / end_to_end_cpu, 1)})
     r = results[-1]
     print(f"{label:56s} {r['precision']:7.4f} {r['recall']:7.4f} {r['f1']:7.4f} {everything:8.1f} {r['notes_per_second']:8.1f}")
-    print(f"\nend to end: Pipeline.predict over the {len(dev)} dev notes in one process: {end_to_end_wall:.1f} s wall "
-          f"({r['notes_per_second']} notes/s), {end_to_end_cpu:.1f} CPU s ({r['notes_per_cpu_second']} notes per CPU-second)")
+    print(f"\nend to end: Pipeline.predict over the {len(dev)} dev notes in one process, best of 3 passes: "
+          f"{end_to_end_wall:.1f} s wall ({r['notes_per_second']} notes/s), {end_to_end_cpu:.1f} CPU s "
+          f"({r['notes_per_cpu_second']} notes per CPU-second); all passes (wall notes/s): "
+          + ", ".join(f"{len(dev) / wall:.1f}" for wall, _ in passes))
     print(f"pipeline training wall time (CRFs in parallel, 2 processes): {fit_wall:.1f} s")
     if args.json:
         args.json.write_text(json.dumps({"rows": results, "fit_wall_seconds": fit_wall}, indent=2) + "\n")
