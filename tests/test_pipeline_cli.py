@@ -100,11 +100,12 @@ def test_focus_runs_the_char_crf_only_where_the_token_crf_is_unsure(trained):
     char, token = trained.components["char"], trained.components["token"]
     assert char.predict(doc, regions=[(0, len(doc.text))]) == char.predict(doc)
     assert char.predict(doc, regions=[]) == []
-    spans, regions = token.predict_with_focus(doc, 0.999, 2)
-    assert spans == token.predict(doc)
-    assert all(any(start <= s.start and s.end <= end for start, end in regions) for s in spans)
     focused = Pipeline({**trained.config, "pipeline": {**trained.config["pipeline"], "focus": {"char": "token"}}})
     focused.components = trained.components
+    below, margin = focused.config["pipeline"]["focus_below"], focused.config["pipeline"]["focus_margin"]
+    spans, regions = token.predict_with_focus(doc, below, margin)
+    assert spans == token.predict(doc)
+    assert all(any(start <= s.start and s.end <= end for start, end in regions) for s in spans)
     by_source = focused.predict_by_source(doc)
     assert by_source["token"] == spans and by_source["rule"] == trained.components["rule"].predict(doc)
     assert by_source["char"] == char.predict(doc, regions=regions)
@@ -115,9 +116,9 @@ def test_focus_runs_the_char_crf_only_where_the_token_crf_is_unsure(trained):
     confident = [s for s in spans if s.score >= trained.config["pipeline"]["min_score"]["token"]]
     assert confident
     floor = trained.config["pipeline"]["min_score"]["token"]
-    _, seeds = token.predict_with_focus(doc, 0.999, 0, floor)  # no margin: just the unsure, unclaimed tokens
+    _, seeds = token.predict_with_focus(doc, below, 0, floor)  # no margin: just the unsure, unclaimed tokens
     assert not any(start < s.end and s.start < end for s in confident for start, end in seeds)
-    _, claimed_regions = token.predict_with_focus(doc, 0.999, 2, floor)
+    _, claimed_regions = token.predict_with_focus(doc, below, margin, floor)
     assert focused.predict_by_source(doc, token_first)["char"] == char.predict(doc, regions=claimed_regions)
     assert focused.predict(doc, token_first) == focused.combine(doc, focused.predict_by_source(doc, token_first), token_first)
     # a focuser sure about everything leaves the character CRF nothing to read
