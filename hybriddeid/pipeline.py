@@ -297,11 +297,11 @@ class Pipeline:
             return {name: component.predict(doc) for name, component in self.components.items()}
         order = list(self.precedence if precedence is None else precedence)
         spans: dict[str, list[Span]] = {}
-        regions: dict[str, list[tuple[int, int]]] = {}
+        regions: dict[tuple[str, float | None], list[tuple[int, int]]] = {}
         for focused, focuser in focus.items():
             outranks = focuser in order and (focused not in order or order.index(focuser) < order.index(focused))
             claim_from = float(settings["min_score"].get(focuser, 0.0)) if outranks else None
-            key = f"{focuser}:{claim_from}"
+            key = (focuser, claim_from)
             if key not in regions:
                 spans[focuser], regions[key] = self.components[focuser].predict_with_focus(
                     doc, float(settings["focus_below"]), int(settings["focus_margin"]), claim_from)

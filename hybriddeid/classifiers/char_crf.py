@@ -37,8 +37,16 @@ PHI = "PHI"
 def _runs_in_regions(
     tokens: Sequence[Token], regions: Sequence[tuple[int, int]], region_starts: Sequence[int]
 ) -> list[tuple[int, int]]:
-    """Runs ``(first, end)`` of consecutive token indices whose tokens touch one of ``regions``."""
+    """Runs ``(first, end)`` of consecutive token indices whose tokens touch one of ``regions``
+    (sorted, disjoint character stretches; ``region_starts`` their starts)."""
     runs: list[tuple[int, int]] = []
+    if not tokens:
+        return runs
+    # Stretches are sorted and disjoint: the last one starting before the tokens end is the only
+    # candidate to reach them; most lines, when focused, have none and are skipped here.
+    at = bisect.bisect_left(region_starts, tokens[-1].end)
+    if at == 0 or regions[at - 1][1] <= tokens[0].start:
+        return runs
     for index, tok in enumerate(tokens):
         at = bisect.bisect_right(region_starts, tok.start) - 1  # the last stretch starting at or before it
         touched = (at >= 0 and regions[at][1] > tok.start) or (

@@ -310,8 +310,8 @@ class CRFTagger:
     def predict(self, doc: Document, regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
         """Spans with scores: the lowest marginal probability of the tags inside each span.
 
-        ``regions`` (sorted character stretches, e.g. another tagger's ``unsure_regions``) limits
-        tagging to those stretches, for subclasses whose ``sequences`` support it."""
+        ``regions`` (sorted character stretches, e.g. from another tagger's ``predict_with_focus``)
+        limits tagging to those stretches, for subclasses whose ``sequences`` support it."""
         return self._tag(doc, regions)[0]
 
     def predict_with_focus(
@@ -323,8 +323,9 @@ class CRFTagger:
 
         With ``claim_from``, units inside this tagger's own spans scoring at least that are left
         out: when this tagger outranks the one being focused, the merger drops anything the other
-        finds overlapping them (unless a still higher-ranked source displaces them first). A pipeline runs a slower tagger only on the stretches
-        (config ``focus``); the forward-backward pass per line costs about a fifth of tagging it."""
+        finds overlapping them (unless a still higher-ranked source displaces them first). A
+        pipeline runs a slower tagger only on the stretches (config ``focus``); the
+        forward-backward pass per line costs about a fifth of tagging it."""
         return self._tag(doc, None, below, margin, claim_from)
 
     def _tag(
