@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -329,16 +328,21 @@ def test_evaluate_directories_reads_with_io(monkeypatch, tmp_path):
     assert report.score("strict").f1 == pytest.approx(1 / 3)
 
 
-def test_speed_250_notes_of_20_spans():
+def test_many_notes_counted_exactly():
+    """250 notes of 20 spans, a third exact and the rest with a moved end: every count adds up.
+    (Speed lives in benchmarks/, not in tests: a timing assertion fails on a busy machine.)"""
     text = "word " * 400
     spans = tuple(Span(k * 100, k * 100 + 9, ("DATE", "PATIENT")[k % 2]) for k in range(20))
     docs = [Document(f"n{i}", text, spans) for i in range(250)]
     moved = tuple(Span(s.start, s.end + (i % 3), s.label) for i, s in enumerate(spans))
     pred = [d.with_spans(moved) for d in docs]
-    started = time.perf_counter()
     report = evaluate(docs, pred, I2B2)
-    report.to_dict()
-    assert time.perf_counter() - started < 1.0
+    exact = sum(1 for i in range(20) if i % 3 == 0)
+    strict = report.score("strict")
+    assert (strict.tp, strict.fp, strict.fn) == (250 * exact, 250 * (20 - exact), 250 * (20 - exact))
+    relaxed = report.score("relaxed")
+    assert (relaxed.tp, relaxed.fp, relaxed.fn) == (250 * 20, 0, 0)
+    assert report.to_dict()
 
 
 def _read_brat_dir(folder: Path) -> list[Document]:
