@@ -24,6 +24,7 @@ import tomli_w
 import hybriddeid
 from hybriddeid.backends import find_plugin, plugin_names
 from hybriddeid.classifiers.char_crf import CHAR_FEATURE_FAMILIES, CharCRF
+from hybriddeid.classifiers.crf import CLUSTERS_DIR
 from hybriddeid.classifiers.rules import RuleClassifier
 from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
 from hybriddeid.document import Document, Span
@@ -361,10 +362,19 @@ class Pipeline:
         self._check_ready()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        (path / CONFIG_FILE).write_text(tomli_w.dumps(self.config), encoding="utf-8")
+        (path / CONFIG_FILE).write_text(tomli_w.dumps(self._config_for_disk()), encoding="utf-8")
         (path / META_FILE).write_text(json.dumps(self.meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         for name, component in self.components.items():
             component.to_disk(path / name)
+
+    def _config_for_disk(self) -> dict[str, Any]:
+        """The config with each component's word clusters pointing at the copy saved beside it
+        (relative, so a moved or bundled model still names folders that exist)."""
+        config = copy.deepcopy(self.config)
+        for name in self.components:
+            if config.get(name, {}).get("clusters"):
+                config[name]["clusters"] = f"{name}/{CLUSTERS_DIR}"
+        return config
 
     @classmethod
     def load(cls, path_or_name: str | Path = DEFAULT_MODEL) -> "Pipeline":

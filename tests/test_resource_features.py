@@ -13,7 +13,7 @@ from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.resources import ClusterFeatures, case_marked, grouped_gazetteers
 from hybriddeid.features.token import extract_token_features
 from hybriddeid.knowledge.clusters import WordClusters
-from hybriddeid.pipeline import load_config
+from hybriddeid.pipeline import Pipeline, load_config
 from hybriddeid.text.tokenize import tokenize
 
 CLUSTERS = WordClusters(
@@ -88,6 +88,26 @@ def test_a_crf_with_clusters_and_dictionaries_round_trips_without_clear_text(cls
     # the dictionaries are stored as keyed hashes (the CRF's own weights name words, as any CRF's do)
     saved = b"".join(p.read_bytes() for p in (tmp_path / "m" / "gazetteers").rglob("*") if p.is_file())
     assert saved and b"Planta" not in saved and b"planta" not in saved
+
+
+def test_a_saved_pipeline_names_its_own_cluster_copies_and_still_works_when_moved(tmp_path):
+    """The saved config.toml points at the copies inside the model (relative paths), never at the
+    folder the clusters were built in, so a moved or bundled model can be loaded and retrained."""
+    CLUSTERS.to_disk(tmp_path / "built")
+    config = {"pipeline": {"language": "es", "components": ["token"], "precedence": ["token"]},
+              "token": {"clusters": str(tmp_path / "built"), "max_iterations": 20}}
+    docs = _corpus()
+    pipeline = Pipeline(config).fit(docs[:5], n_jobs=1)
+    pipeline.to_disk(tmp_path / "model")
+    saved_text = (tmp_path / "model" / "config.toml").read_text(encoding="utf-8")
+    assert str(tmp_path) not in saved_text and 'clusters = "token/clusters"' in saved_text
+    assert str(tmp_path) not in (tmp_path / "model" / "token" / "params.toml").read_text(encoding="utf-8")
+    (tmp_path / "model").rename(tmp_path / "moved")
+    (tmp_path / "built" / "brown.txt").unlink()
+    reloaded = Pipeline.load(tmp_path / "moved")
+    assert [reloaded.predict(d) for d in docs] == [pipeline.predict(d) for d in docs]
+    retrained = Pipeline(load_config(tmp_path / "moved" / "config.toml")).fit(docs[:5], n_jobs=1)
+    assert [retrained.predict(d) for d in docs] == [pipeline.predict(d) for d in docs]
 
 
 def test_config_paths_are_relative_to_the_config_file(tmp_path):

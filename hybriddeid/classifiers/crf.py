@@ -364,7 +364,10 @@ class CRFTagger:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         (path / self.model_file).write_bytes(self.model_bytes_)
-        (path / "params.toml").write_text(tomli_w.dumps(self.get_params()), encoding="utf-8")
+        params = self.get_params()
+        if self.clusters:  # the saved copy, not the folder it was built from (which may not exist elsewhere)
+            params["clusters"] = CLUSTERS_DIR
+        (path / "params.toml").write_text(tomli_w.dumps(params), encoding="utf-8")
         if self.lexicon_ is not None:
             self.lexicon_.to_disk(path / LEXICON_FILE)
         if self.safe_words_:
@@ -385,6 +388,7 @@ class CRFTagger:
         if tagger.safe_min_count > 0:
             tagger.safe_words_ = frozenset((path / SAFE_WORDS_FILE).read_text(encoding="utf-8").split())
         if tagger.clusters:
+            tagger.clusters = str(path / CLUSTERS_DIR)  # so a refit finds the copy
             tagger.clusters_ = ClusterFeatures(WordClusters.from_disk(path / CLUSTERS_DIR))
         if tagger.gazetteers or tagger.extra_gazetteers:
             tagger.gazetteers_ = {
