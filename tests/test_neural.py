@@ -130,6 +130,7 @@ def test_word_clusters_are_embedded_and_saved_with_the_model(corpus, tmp_path):
     tagger = NeuralTagger(language="es", clusters=str(tmp_path / "clusters"), **{**TINY, "epochs": 2}).fit(corpus[:4])
     assert tagger.vocabularies_.clusters is not None and tagger.model_.clusters is not None
     tagger.to_disk(tmp_path / "model")
+    assert str(tmp_path / "clusters") not in (tmp_path / "model" / "params.toml").read_text(encoding="utf-8")
     (tmp_path / "clusters" / "brown.txt").unlink()  # the model keeps its own copy
     reloaded = NeuralTagger.from_disk(tmp_path / "model")
     assert reloaded.predict(corpus[7]) == tagger.predict(corpus[7])

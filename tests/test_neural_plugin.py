@@ -38,6 +38,9 @@ def test_config_gains_the_neural_section_only_when_asked():
         build_config({"neural": {"epoch": 2}})
     with pytest.raises(ValueError, match="architecture"):
         NeuralSettings(architecture="transformer")
+    for key in ("batch_size", "predict_batch_size", "epochs", "ngram"):
+        with pytest.raises(ValueError, match=key):
+            NeuralSettings(**{key: 0})
 
 
 def test_core_never_imports_torch_and_explains_a_missing_torch():

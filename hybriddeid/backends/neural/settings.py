@@ -62,7 +62,12 @@ class NeuralSettings:
     # Training.
     optimizer: str = "adam"
     learning_rate: float = 0.002
-    batch_size: int = 8  # notes per batch
+    # Notes per training batch. Small on purpose: on a CPU an epoch with 2 notes per batch takes only
+    # somewhat longer than with 8 (the window RNNs and the CRF batch over tokens, not notes) but makes
+    # four times the updates, so the held-out F1 peaks in far fewer epochs (README, neural section).
+    # On a GPU, larger batches use the device better.
+    batch_size: int = 2
+    predict_batch_size: int = 16  # notes per batch when tagging (no gradients, so larger is cheaper)
     epochs: int = 30
     patience: int = 3  # epochs without a better held-out F1 before stopping
     dev_fraction: float = 0.1  # training notes held out for early stopping
@@ -83,8 +88,8 @@ class NeuralSettings:
             raise ValueError("[neural] window must be an odd number (a token and the same context on each side)")
         if not 0.0 < self.skeleton_ratio < 1.0:
             raise ValueError("[neural] skeleton_ratio must lie in (0, 1) (paper 000, Eq. 4)")
-        if self.ngram < 1 or self.batch_size < 1 or self.epochs < 1:
-            raise ValueError("[neural] ngram, batch_size and epochs must be positive")
+        if min(self.ngram, self.batch_size, self.predict_batch_size, self.epochs) < 1:
+            raise ValueError("[neural] ngram, batch_size, predict_batch_size and epochs must be positive")
         if not 0.0 <= self.dev_fraction < 1.0 or not 0.0 <= self.dropout < 1.0:
             raise ValueError("[neural] dev_fraction and dropout must lie in [0, 1)")
 

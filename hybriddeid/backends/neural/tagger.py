@@ -24,7 +24,7 @@ from hybriddeid.backends.neural.encoding import UNK_ID, NoteTokens, Vocabularies
 from hybriddeid.backends.neural.models import Batch, NoteTensors, TaggerModel, build_model
 from hybriddeid.backends.neural.settings import NeuralSettings
 from hybriddeid.classifiers.base import NotFittedError
-from hybriddeid.classifiers.crf import OUTSIDE, decode_tags, encode_tags
+from hybriddeid.classifiers.crf import CLUSTERS_DIR, OUTSIDE, decode_tags, encode_tags
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import evaluate
 from hybriddeid.features.resources import ClusterFeatures
@@ -36,7 +36,6 @@ PARAMS_FILE = "params.toml"
 VOCABULARIES_FILE = "vocabularies.json"
 WEIGHTS_FILE = "model.pt"
 TRAINING_FILE = "training.json"  # fit seconds and per-epoch loss, held-out F1, seconds (no text)
-CLUSTERS_DIR = "clusters"  # a copy of the word clusters, as the CRFs keep theirs
 
 
 def resolve_device(name: str) -> torch.device:
@@ -198,7 +197,7 @@ class NeuralTagger:
         results: list[list[Span]] = [[] for _ in docs]
         self.model_.eval()
         with torch.no_grad():  # not inference_mode: CRF marginals take a gradient of log Z
-            for indices in bucketed([len(note.words) for note in notes], batch_size or 2 * self.settings.batch_size):
+            for indices in bucketed([len(note.words) for note in notes], batch_size or self.settings.predict_batch_size):
                 present = [i for i in indices if notes[i].words]
                 if not present:
                     continue
@@ -220,7 +219,10 @@ class NeuralTagger:
         self._check_fitted()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        (path / PARAMS_FILE).write_text(tomli_w.dumps(self.get_params()), encoding="utf-8")
+        params = self.get_params()
+        if self.settings.clusters:  # the saved copy, not the folder it was built from
+            params["clusters"] = CLUSTERS_DIR
+        (path / PARAMS_FILE).write_text(tomli_w.dumps(params), encoding="utf-8")
         (path / VOCABULARIES_FILE).write_text(json.dumps(self.vocabularies_.to_json(), ensure_ascii=False), encoding="utf-8")
         torch.save({key: value.cpu() for key, value in self.model_.state_dict().items()}, path / WEIGHTS_FILE)
         if self.vocabularies_.cluster_features is not None:
@@ -231,7 +233,10 @@ class NeuralTagger:
     @classmethod
     def from_disk(cls, path: Path) -> "NeuralTagger":
         path = Path(path)
-        tagger = cls(**tomllib.loads((path / PARAMS_FILE).read_text(encoding="utf-8")))
+        params = tomllib.loads((path / PARAMS_FILE).read_text(encoding="utf-8"))
+        if params.get("clusters"):
+            params["clusters"] = str(path / CLUSTERS_DIR)  # so a refit finds the copy
+        tagger = cls(**params)
         device = tagger._prepare_torch()
         tagger.vocabularies_ = Vocabularies.from_json(json.loads((path / VOCABULARIES_FILE).read_text(encoding="utf-8")))
         if tagger.vocabularies_.clusters is not None:
