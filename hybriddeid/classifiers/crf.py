@@ -29,6 +29,17 @@ OUTSIDE = "O"
 LEXICON_FILE = "lexicon.json"
 SAFE_WORDS_FILE = "safe_words.txt"
 CLUSTERS_DIR = "clusters"
+
+
+def params_for_disk(params: dict[str, Any]) -> dict[str, Any]:
+    """A tagger's params as saved: ``clusters`` names the copy inside the model folder, not the
+    folder the clusters were built in (which may not exist where the model is used)."""
+    return {**params, "clusters": CLUSTERS_DIR} if params.get("clusters") else params
+
+
+def params_from_disk(params: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Saved params made usable again: ``clusters`` points at the model's copy, so a refit finds it."""
+    return {**params, "clusters": str(path / CLUSTERS_DIR)} if params.get("clusters") else params
 GAZETTEERS_DIR = "gazetteers"
 SCHEMES = ("BIO", "BIOES")
 
@@ -364,10 +375,7 @@ class CRFTagger:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         (path / self.model_file).write_bytes(self.model_bytes_)
-        params = self.get_params()
-        if self.clusters:  # the saved copy, not the folder it was built from (which may not exist elsewhere)
-            params["clusters"] = CLUSTERS_DIR
-        (path / "params.toml").write_text(tomli_w.dumps(params), encoding="utf-8")
+        (path / "params.toml").write_text(tomli_w.dumps(params_for_disk(self.get_params())), encoding="utf-8")
         if self.lexicon_ is not None:
             self.lexicon_.to_disk(path / LEXICON_FILE)
         if self.safe_words_:
@@ -381,15 +389,14 @@ class CRFTagger:
     def from_disk(cls, path: Path) -> "CRFTagger":
         path = Path(path)
         params = tomllib.loads((path / "params.toml").read_text(encoding="utf-8"))
-        tagger = cls(**params)
+        tagger = cls(**params_from_disk(params, path))
         tagger._load_model((path / cls.model_file).read_bytes())
         if tagger.lexicon:
             tagger.lexicon_ = Gazetteer.from_disk(path / LEXICON_FILE)
         if tagger.safe_min_count > 0:
             tagger.safe_words_ = frozenset((path / SAFE_WORDS_FILE).read_text(encoding="utf-8").split())
         if tagger.clusters:
-            tagger.clusters = str(path / CLUSTERS_DIR)  # so a refit finds the copy
-            tagger.clusters_ = ClusterFeatures(WordClusters.from_disk(path / CLUSTERS_DIR))
+            tagger.clusters_ = ClusterFeatures(WordClusters.from_disk(Path(tagger.clusters)))
         if tagger.gazetteers or tagger.extra_gazetteers:
             tagger.gazetteers_ = {
                 file.stem: Gazetteer.from_disk(file) for file in sorted((path / GAZETTEERS_DIR).glob("*.json"))

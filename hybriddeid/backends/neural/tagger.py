@@ -24,7 +24,9 @@ from hybriddeid.backends.neural.encoding import UNK_ID, NoteTokens, Vocabularies
 from hybriddeid.backends.neural.models import Batch, NoteTensors, TaggerModel, build_model
 from hybriddeid.backends.neural.settings import NeuralSettings
 from hybriddeid.classifiers.base import NotFittedError
-from hybriddeid.classifiers.crf import CLUSTERS_DIR, OUTSIDE, decode_tags, encode_tags
+from hybriddeid.classifiers.crf import (
+    CLUSTERS_DIR, OUTSIDE, decode_tags, encode_tags, params_for_disk, params_from_disk,
+)
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import evaluate
 from hybriddeid.features.resources import ClusterFeatures
@@ -219,10 +221,7 @@ class NeuralTagger:
         self._check_fitted()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        params = self.get_params()
-        if self.settings.clusters:  # the saved copy, not the folder it was built from
-            params["clusters"] = CLUSTERS_DIR
-        (path / PARAMS_FILE).write_text(tomli_w.dumps(params), encoding="utf-8")
+        (path / PARAMS_FILE).write_text(tomli_w.dumps(params_for_disk(self.get_params())), encoding="utf-8")
         (path / VOCABULARIES_FILE).write_text(json.dumps(self.vocabularies_.to_json(), ensure_ascii=False), encoding="utf-8")
         torch.save({key: value.cpu() for key, value in self.model_.state_dict().items()}, path / WEIGHTS_FILE)
         if self.vocabularies_.cluster_features is not None:
@@ -233,10 +232,7 @@ class NeuralTagger:
     @classmethod
     def from_disk(cls, path: Path) -> "NeuralTagger":
         path = Path(path)
-        params = tomllib.loads((path / PARAMS_FILE).read_text(encoding="utf-8"))
-        if params.get("clusters"):
-            params["clusters"] = str(path / CLUSTERS_DIR)  # so a refit finds the copy
-        tagger = cls(**params)
+        tagger = cls(**params_from_disk(tomllib.loads((path / PARAMS_FILE).read_text(encoding="utf-8")), path))
         device = tagger._prepare_torch()
         tagger.vocabularies_ = Vocabularies.from_json(json.loads((path / VOCABULARIES_FILE).read_text(encoding="utf-8")))
         if tagger.vocabularies_.clusters is not None:
