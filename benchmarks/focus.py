@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from hybriddeid.classifiers.char_crf import _runs_in_regions
+from hybriddeid.classifiers.char_crf import runs_in_regions
 from hybriddeid.document import Document
 from hybriddeid.evaluation import evaluate
 from hybriddeid.features.context import lines_with_tokens
@@ -40,7 +40,7 @@ def read_share(pipeline: Pipeline, dev: list[Document]) -> float:
         starts = [start for start, _ in regions]
         for _, tokens in lines_with_tokens(doc.text, pipeline.language):
             total += len(tokens)
-            read += sum(end - first for first, end in _runs_in_regions(tokens, regions, starts))
+            read += sum(end - first for first, end in runs_in_regions(tokens, regions, starts))
     return read / total
 
 

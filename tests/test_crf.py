@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybriddeid.classifiers.char_crf import CharCRF, _runs_in_regions
+from hybriddeid.classifiers.char_crf import CharCRF, runs_in_regions
 from hybriddeid.classifiers.crf import _unsure_stretches, decode_tags, encode_tags
 from hybriddeid.classifiers.token_crf import TokenCRF
 from hybriddeid.document import Document, Span
@@ -149,10 +149,10 @@ def test_unsure_stretches_cover_phi_and_doubtful_units_widened_by_the_margin():
 def test_runs_in_regions_group_the_tokens_a_stretch_touches():
     tokens = tokenize("Ana vive en Soria con Luis .")
     regions = [(0, 3), (12, 17), (24, 26)]  # "Ana", "Soria", part of "Luis"
-    assert _runs_in_regions(tokens, regions, [start for start, _ in regions]) == [(0, 1), (3, 4), (5, 6)]
+    assert runs_in_regions(tokens, regions, [start for start, _ in regions]) == [(0, 1), (3, 4), (5, 6)]
     regions = [(2, 14)]  # from inside "Ana" to inside "Soria"
-    assert _runs_in_regions(tokens, regions, [2]) == [(0, 4)]
-    assert _runs_in_regions(tokens, [], []) == []
+    assert runs_in_regions(tokens, regions, [2]) == [(0, 4)]
+    assert runs_in_regions(tokens, [], []) == []
 
 
 def test_char_features_of_a_run_equal_those_of_the_whole_line():

@@ -34,7 +34,7 @@ CHAR_FEATURE_FAMILIES = ("ngrams", "projection", "line")
 PHI = "PHI"
 
 
-def _runs_in_regions(
+def runs_in_regions(
     tokens: Sequence[Token], regions: Sequence[tuple[int, int]], region_starts: Sequence[int]
 ) -> list[tuple[int, int]]:
     """Runs ``(first, end)`` of consecutive token indices whose tokens touch one of ``regions``
@@ -119,7 +119,7 @@ class CharCRF(CRFTagger):
         for line, tokens in lines_with_tokens(doc.text, self.language):
             runs = [(0, len(tokens))]
             if regions is not None:
-                runs = _runs_in_regions(tokens, regions, region_starts)
+                runs = runs_in_regions(tokens, regions, region_starts)
                 if not runs:
                     continue
             lowers = [tok.text.lower() for tok in tokens]
