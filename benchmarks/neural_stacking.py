@@ -22,13 +22,11 @@ import argparse
 import bisect
 import json
 import time
-import tomllib
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
-from hybriddeid.classifiers.crf import params_from_disk
 from hybriddeid.classifiers.token_crf import TokenCRF
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import evaluate
@@ -38,7 +36,6 @@ from hybriddeid.io import read_corpus
 from hybriddeid.pipeline import Pipeline
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
-PARAMS_FILE = "params.toml"
 
 SpanRows = list[tuple[int, int, str, float]]
 
@@ -69,10 +66,12 @@ def rows_of(spans: list[Span]) -> SpanRows:
     return [(span.start, span.end, span.label, span.score) for span in spans]
 
 
-def out_of_fold(params: dict[str, Any], train_dir: Path, fold: int, folds: int) -> dict[str, SpanRows]:
-    """Train a neural tagger on the notes outside ``fold`` and tag those inside (worker process)."""
+def out_of_fold(model_dir: Path, train_dir: Path, fold: int, folds: int) -> dict[str, SpanRows]:
+    """Train a neural tagger with the settings of the one saved in ``model_dir`` on the notes outside
+    ``fold`` and tag those inside (worker process: torch is first used here, after the fork)."""
     from hybriddeid.backends.neural.tagger import NeuralTagger
 
+    params = NeuralTagger.from_disk(model_dir).get_params()
     notes = read_corpus(train_dir)
     fit_notes = [doc for i, doc in enumerate(notes) if i % folds != fold]
     held_out = [doc for i, doc in enumerate(notes) if i % folds == fold]
@@ -91,11 +90,9 @@ def main() -> int:
     args = parser.parse_args()
 
     train, dev = read_corpus(args.train), read_corpus(args.dev)
-    params_path = args.neural_model / PARAMS_FILE
-    neural_params = params_from_disk(tomllib.loads(params_path.read_text(encoding="utf-8")), args.neural_model)
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.folds, mp_context=get_context("fork")) as pool:
-        futures = [pool.submit(out_of_fold, neural_params, args.train, k, args.folds) for k in range(args.folds)]
+        futures = [pool.submit(out_of_fold, args.neural_model, args.train, k, args.folds) for k in range(args.folds)]
         oof = {name: rows for future in futures for name, rows in future.result().items()}
     fold_seconds = time.perf_counter() - started
     oof_prf = evaluate(train, [doc.with_spans([Span(*row[:3], "neural", row[3]) for row in oof[doc.name]])

@@ -29,6 +29,8 @@ OUTSIDE = "O"
 LEXICON_FILE = "lexicon.json"
 SAFE_WORDS_FILE = "safe_words.txt"
 CLUSTERS_DIR = "clusters"
+GAZETTEERS_DIR = "gazetteers"
+SCHEMES = ("BIO", "BIOES")
 
 
 def params_for_disk(params: dict[str, Any]) -> dict[str, Any]:
@@ -40,8 +42,6 @@ def params_for_disk(params: dict[str, Any]) -> dict[str, Any]:
 def params_from_disk(params: dict[str, Any], path: Path) -> dict[str, Any]:
     """Saved params made usable again: ``clusters`` points at the model's copy, so a refit finds it."""
     return {**params, "clusters": str(path / CLUSTERS_DIR)} if params.get("clusters") else params
-GAZETTEERS_DIR = "gazetteers"
-SCHEMES = ("BIO", "BIOES")
 
 
 @dataclass(slots=True)
