@@ -209,9 +209,6 @@ BAD_INPUTS = {
         "span T7 [7, 12): recorded text differs"),
     "xml bad offset": ({"a.xml": GOOD_XML.format('<NAME id="T7" start="x" end="12" TYPE="DOCTOR"/>').encode()},
                        "a.xml", "i2b2", "span T7: offsets are not"),
-    "xml overlap": ({"a.xml": GOOD_XML.format(
-        '<NAME id="T1" start="8" end="13" TYPE="DOCTOR"/><NAME id="T2" start="10" end="12" TYPE="DOCTOR"/>'
-    ).encode()}, "a.xml", "i2b2", "spans T1 [8, 13) and T2 [10, 12) overlap"),
     "2006 nested": ({"a.xml": RECORD.format('<PHI TYPE="DOCTOR"><PHI TYPE="X">Pardo</PHI></PHI>').encode()},
                     "a.xml", "i2b2-2006", "only flat <PHI>"),
     "2006 empty PHI": ({"a.xml": RECORD.format('Dr. <PHI TYPE="DOCTOR"></PHI>').encode()}, "a.xml", "i2b2-2006",
@@ -231,8 +228,6 @@ BAD_INPUTS = {
                           "span T3 [7, 12): recorded text differs"),
     "brat discontinuous text differs": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T3\tDOCTOR 0 2;8 13\tPardo\n"},
                                         "a.ann", "brat", "span T3 [0, 13): recorded text differs"),
-    "brat overlap": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13\tPardo\nT2\tX 0 9\tNombre: P\n"},
-                     "a.ann", "brat", "spans T2 [0, 9) and T1 [8, 13) overlap"),
     "brat duplicate id": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13\tPardo\nT1\tX 0 6\tNombre\n"},
                           "a.ann", "brat", "duplicate annotation id T1"),
     "brat missing ann": ({"a.txt": b"Nombre: Pardo"}, "a.txt", "brat", "no .ann file beside it"),
@@ -242,9 +237,6 @@ BAD_INPUTS = {
     "jsonl no text": ({"a.jsonl": b'{"name": "x", "spans": []}\n'}, "a.jsonl", "jsonl", "'text' is missing"),
     "jsonl out of range": ({"a.jsonl": b'{"text": "Pardo", "spans": [{"start": 0, "end": 9, "label": "X"}]}\n'},
                            "a.jsonl", "jsonl", "span #0 (line 1) [0, 9) is out of range"),
-    "jsonl gold overlap": ({"a.jsonl": json.dumps({"text": "Pardo", "spans": [
-        {"start": 0, "end": 3, "label": "X"}, {"start": 2, "end": 5, "label": "X"}]}).encode()}, "a.jsonl", "jsonl",
-        "spans #0 (line 1) [0, 3) and #1 (line 1) [2, 5) overlap"),
     "jsonl duplicate name": ({"a.jsonl": b'{"name": "n", "text": "a"}\n{"name": "n", "text": "b"}\n'}, "a.jsonl",
                              "jsonl", "line 2: document name 'n' is used twice"),
     "jsonl unsafe name": ({"a.jsonl": b'{"name": "../x", "text": "a"}\n'}, "a.jsonl", "jsonl", "'name' is not"),
@@ -317,3 +309,29 @@ def test_meddocan_brat_and_xml_agree_and_round_trip(tmp_path):
         write_documents(docs.values(), tmp_path / fmt, fmt)
         again = {d.name: content(d) for d in read_corpus(tmp_path / fmt, fmt)}
         assert again == {name: content(d) for name, d in docs.items()}
+
+
+OVERLAPPING_GOLD = {
+    "xml": ("a.xml", GOOD_XML.format(
+        '<NAME id="T1" start="8" end="13" TYPE="DOCTOR"/><NAME id="T2" start="10" end="12" TYPE="DOCTOR"/>'
+    ).encode(), None, "spans T1 [8, 13) and T2 [10, 12) overlap; kept T1"),
+    "brat": ("a.txt", b"Nombre: Pardo", b"T1\tDOCTOR 8 13\tPardo\nT2\tX 0 9\tNombre: P\n",
+             "spans T2 [0, 9) and T1 [8, 13) overlap; kept T2"),
+    "jsonl": ("a.jsonl", json.dumps({"text": "Pardo", "spans": [
+        {"start": 0, "end": 3, "label": "X"}, {"start": 2, "end": 5, "label": "Y"}]}).encode(), None,
+        "spans #0 (line 1) [0, 3) and #1 (line 1) [2, 5) overlap; kept #0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OVERLAPPING_GOLD))
+def test_overlapping_gold_spans_keep_the_longer_with_a_warning(case, tmp_path, caplog):
+    name, content, ann, message = OVERLAPPING_GOLD[case]
+    (tmp_path / name).write_bytes(content)
+    if ann is not None:
+        (tmp_path / "a.ann").write_bytes(ann)
+    with caplog.at_level("WARNING", logger="hybriddeid.io"):
+        [doc] = read_corpus(tmp_path)
+    assert len(doc.spans) == 1
+    kept = message.rsplit("kept ", 1)[1]
+    assert f"{kept} [{doc.spans[0].start}, {doc.spans[0].end})" in message
+    assert message in caplog.text and "Pardo" not in caplog.text

@@ -5,6 +5,7 @@ in logs that are not cleared for PHI.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import uuid
@@ -14,6 +15,7 @@ from typing import Iterable, Mapping
 from hybriddeid.document import Document, Span
 
 DEFAULT_MAX_BYTES = 20_000_000
+LOG = logging.getLogger("hybriddeid.io")
 
 # Keys the readers set to say where a document came from; they describe one reading, not the document.
 PROVENANCE_KEYS = ("path", "format", "file", "line")
@@ -111,22 +113,32 @@ def check_text(path: Path, sid: str, start: int, end: int, annotated: object, ac
         raise InputError(path, f"span {sid} [{start}, {end}): recorded text differs from the document text")
 
 
-def check_overlaps(path: Path, spans: Iterable[tuple[str, Span]]) -> None:
-    """Gold spans must not overlap: every downstream step (BIO tags, inline XML, scoring) assumes so."""
-    previous: tuple[str, Span] | None = None
-    for sid, span in sorted(spans, key=lambda item: (item[1].start, item[1].end)):
-        if previous is not None and previous[1].end > span.start:
-            psid, pspan = previous
-            raise InputError(path, f"spans {psid} [{pspan.start}, {pspan.end}) and {sid} "
-                                   f"[{span.start}, {span.end}) overlap")
-        if previous is None or span.end > previous[1].end:
-            previous = (sid, span)
+def resolve_overlaps(path: Path, spans: list[tuple[str, Span]]) -> list[tuple[str, Span]]:
+    """Gold spans with overlaps resolved: of two overlapping spans the longer is kept (the earlier on a tie).
+
+    BRAT and some corpora allow overlapping or nested annotations (ASQ-PHI marks "UCSF" inside the MRN
+    "UCSF-12345"), but BIO tags, inline XML and token scoring need flat spans. Each dropped span is
+    logged as a warning naming the file, the span ids and offsets (never the text), so it is not silent.
+    """
+    kept: list[tuple[str, Span]] = []  # flat, sorted: only the last one can reach the next span
+    for sid, span in sorted((item for item in spans if item[1].source == "gold"),
+                            key=lambda item: (item[1].start, item[1].start - item[1].end)):
+        if not kept or kept[-1][1].end <= span.start:
+            kept.append((sid, span))
+            continue
+        previous = kept[-1]
+        if len(span) > len(previous[1]):
+            kept[-1] = (sid, span)
+        LOG.warning("%s: spans %s [%d, %d) and %s [%d, %d) overlap; kept %s, the longer", path,
+                    previous[0], previous[1].start, previous[1].end, sid, span.start, span.end, kept[-1][0])
+    winners = {id(span) for _, span in kept}
+    return [(sid, span) for sid, span in spans if span.source != "gold" or id(span) in winners]
 
 
 def make_document(path: Path, name: str, text: str, spans: list[tuple[str, Span]],
                   meta: Mapping[str, object]) -> Document:
-    """The ``Document`` once its gold spans have passed the overlap check."""
-    check_overlaps(path, [(sid, span) for sid, span in spans if span.source == "gold"])
+    """The ``Document`` once overlapping gold spans have been resolved (``resolve_overlaps``)."""
+    spans = resolve_overlaps(path, spans)
     return Document(name, text, tuple(span for _, span in spans), dict(meta))
 
 
