@@ -1,12 +1,16 @@
 """Train the bundled English model (hybriddeid/models/en, `Pipeline.load("en")`) on synthetic notes.
 
 English clinical corpora cannot be shipped (data use agreements), so the model learns from notes that
-`hybriddeid.synth` writes: the "train" mix of note types and layouts, with PHI drawn from Faker. It is
-then scored on notes of the "test" mix (another seed, held-out note types, layouts, date formats and
-name locales) and the scores are stored in the model's meta.json. Reproducible: the same arguments
-give the same notes and, crfsuite being deterministic, the same model. Run from the repository root:
+`hybriddeid.synth` writes: the "train" mix of note types and layouts, with PHI drawn from Faker, plus
+(``--real``, the default) the public English dev halves of ASQ-PHI and presidio-research relabelled
+into i2b2 2014 types (tools/real_text.py; MIT; read from ../shared/corpora). It is then scored on
+notes of the "test" mix (another seed, held-out note types, layouts, date formats and name locales)
+and the scores are stored in the model's meta.json; its figures on the dev halves come from
+cross-validation (benchmarks/en_real_cv.py), never from this model. Reproducible: the same
+arguments give the same notes and, crfsuite being deterministic, the same model. Run from the
+repository root:
 
-    python tools/train_en_default.py [--n 1500] [--seed 1] [--test-n 500] [--test-seed 2]
+    python tools/train_en_default.py [--n 1500] [--seed 1] [--test-n 500] [--test-seed 2] [--no-real]
 """
 from __future__ import annotations
 
@@ -16,26 +20,37 @@ import sys
 import time
 from pathlib import Path
 
+from real_text import CORPORA, load_relabelled
+
 from hybriddeid import Pipeline
 from hybriddeid.evaluation import evaluate
 from hybriddeid.pipeline import load_config
 from hybriddeid.synth import generate_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = ROOT / "tools" / "en_default.toml"
+SYNTH_SEED = 1
 TRAINING_DATA = {
     "corpus": "hybriddeid synth, English 'train' mix (synthetic notes; no real patient data)",
     "phi_source": "Faker (MIT) locales and templates, resources/surrogates/en.toml and resources/synth/en.toml",
     "license": "MIT, as the rest of hybriddeid",
 }
 
+REAL_TEXT = {
+    "asq": "ASQ-PHI development half (525 queries; JamesWeatherhead/asq-phi, Data in Brief 2026, MIT)",
+    "presidio": "presidio-research synth_dataset_v2 development half (750 sentences; MIT)",
+}
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1500, help="training notes (default 1500)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=SYNTH_SEED)
+    parser.add_argument("--no-real", dest="real", action="store_false",
+                        help="generated notes only (default: add the ASQ-PHI and presidio dev halves)")
     parser.add_argument("--test-n", type=int, default=500, help="held-out test notes scored into meta.json")
     parser.add_argument("--test-seed", type=int, default=2)
-    parser.add_argument("--config", type=Path, default=ROOT / "tools" / "en_default.toml")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     parser.add_argument("--out", type=Path, default=ROOT / "hybriddeid" / "models" / "en")
     parser.add_argument("--jobs", type=int, default=2, help="processes for the two CRFs (default 2)")
     args = parser.parse_args()
@@ -43,10 +58,15 @@ def main() -> int:
         parser.error("--seed and --test-seed must differ")
 
     train = list(generate_corpus(args.n, args.seed, "train"))
+    real = [doc for corpus in CORPORA for doc in load_relabelled(corpus)] if args.real else []
     started = time.perf_counter()
-    pipeline = Pipeline(load_config(args.config)).fit(train, n_jobs=args.jobs, corpus_name=f"synth-en-train-seed{args.seed}")
+    pipeline = Pipeline(load_config(args.config)).fit(train + real, n_jobs=args.jobs, corpus_name=f"synth-en-train-seed{args.seed}")
     pipeline.meta["fit_wall_seconds"] = round(time.perf_counter() - started, 1)
     pipeline.meta["training_data"] = TRAINING_DATA | {"mix": "train", "seed": args.seed, "notes": args.n}
+    if real:
+        pipeline.meta["training_data"]["real_text"] = {
+            "corpora": REAL_TEXT, "notes": len(real),
+            "relabelled_by": "tools/real_text.py with tools/real_text_labels.toml"}
     if args.test_n:
         test = list(generate_corpus(args.test_n, args.test_seed, "test"))
         report = evaluate(test, [pipeline.annotate(doc) for doc in test])

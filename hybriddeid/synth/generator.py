@@ -210,6 +210,19 @@ class Note:
         templates = self.res.lang.templates["hospital"] + tuple(self.data["templates"]["hospital"])
         return self._place("hospitals", lambda: fill_template(self.faker(), self.rng.choice(templates), self.res.lang))
 
+    def _ward(self) -> str:
+        """A named ward or unit ("Ellison 8", "BLAKE 12 ICU", "Phillips House"), as real notes name them;
+        specialties ("Cardiology") are not PHI and come from the resource's non-PHI vocabulary."""
+        template = self.rng.choice(self.data["templates"]["department"])
+        ward = fill_template(self.faker(), template, self.res.lang).replace("#", str(self.rng.randint(2, 19)))
+        return _case_safe_upper(ward) if self.rng.random() < 0.4 else ward
+
+    def _hospital_short(self) -> str:
+        """A hospital as notes and queries shorten it: a known abbreviation or a short invented form."""
+        if self.rng.random() < 0.5:
+            return self.vocab("hospital_short")
+        return fill_template(self.faker(), self.rng.choice(self.data["templates"]["hospital_short"]), self.res.lang)
+
     def _email(self, person: Person) -> str:
         faker = self.faker()
         if self.rng.random() < 0.5:
@@ -246,14 +259,23 @@ class Note:
             "doctor2_last": lambda: (doc2.last, "DOCTOR"),
             "doctor3": lambda: (doctor_name(doc3), "DOCTOR"),
             "nurse": lambda: (rng.choice((nurse.first, f"{nurse.first} {nurse.last}")), "DOCTOR"),
-            "username": lambda: (rng.choice((f"{doc1.first[:1]}{doc1.last}", self.faker().user_name())).lower(), "USERNAME"),
+            "username": lambda: (rng.choice((f"{doc1.first[:1]}{doc1.last}".lower(), self.faker().user_name().lower(),
+                                             f"{doc1.first[:1]}{doc1.last[:1]}{rng.randint(1, 99)}".upper())), "USERNAME"),
             "hospital": lambda: (self._hospital(), "HOSPITAL"),
             "hospital2": lambda: (self._hospital(), "HOSPITAL"),
             "street2": lambda: (self.faker().street_address(), "STREET"),
             "city2": lambda: (self._place("cities", self.faker().city), "CITY"),
             "state2": lambda: (self.faker().state_abbr(), "STATE"),
             "zip2": lambda: (self.faker().zipcode(), "ZIP"),
-            "department": lambda: (rng.choice(lang.templates["department"] + tuple(data["templates"]["department"])), "DEPARTMENT"),
+            "department": lambda: (self._ward(), "DEPARTMENT"),
+            "hospital_short": lambda: (self._hospital_short(), "HOSPITAL"),
+            "patient_initial": lambda: (f"{patient.first} {patient.last[:1]}.", "PATIENT"),
+            "patient_first_lower": lambda: (patient.first.lower(), "PATIENT"),
+            "relative_first_lower": lambda: (relative.first.lower(), "PATIENT"),
+            "doctor_last_lower": lambda: (doc1.last.lower(), "DOCTOR"),
+            "doctor2_last_lower": lambda: (doc2.last.lower(), "DOCTOR"),
+            "doctor_initial": lambda: (f"{doc1.first[:1]}.", "DOCTOR"),
+            "nurse_first": lambda: (nurse.first, "DOCTOR"),
             "room": lambda: (self._pattern("ROOM"), "ROOM"),
             "organization": lambda: (fill_template(self.faker(), rng.choice(data["templates"]["organization"]), lang)
                                      if rng.random() < 0.5 else self.faker().company(), "ORGANIZATION"),

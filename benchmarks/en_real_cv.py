@@ -1,0 +1,69 @@
+"""Cross-validated predictions of the English default's recipe on the two English dev halves.
+
+The bundled English model (tools/train_en_default.py --real) learns from generated notes *and* the
+dev halves of ASQ-PHI and presidio-research. Scoring it on those halves would score notes it has
+seen, so this script retrains the same recipe K times: each time on the generated notes plus the
+dev notes of K-1 folds, tagging the fold it left out. Every dev note is thus tagged by a model that
+never saw it. The predictions are written as BRAT (``OUT/asq/``, ``OUT/presidio/``) for
+``benchmarks/en_real.py --hybriddeid-pred OUT`` (or ``hybriddeid evaluate``) to score.
+
+    python benchmarks/en_real_cv.py --out /tmp/en_cv [--folds 3] [--n 1500] [--jobs 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from real_text import CORPORA, cross_validation_splits, load_relabelled  # noqa: E402
+from train_en_default import DEFAULT_CONFIG, SYNTH_SEED  # noqa: E402
+
+from hybriddeid import Pipeline  # noqa: E402
+from hybriddeid.io import write_document  # noqa: E402
+from hybriddeid.pipeline import load_config  # noqa: E402
+from hybriddeid.synth import generate_corpus  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--folds", type=int, default=3)
+    parser.add_argument("--n", type=int, default=1500, help="generated training notes (as the bundled model)")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0, help="fold assignment seed")
+    args = parser.parse_args()
+
+    synthetic = list(generate_corpus(args.n, SYNTH_SEED, "train"))
+    real = [doc for corpus in CORPORA for doc in _tagged(load_relabelled(corpus), corpus)]
+    timings = []
+    for fold, (train, held_out) in enumerate(cross_validation_splits(real, args.folds, args.seed), start=1):
+        started = time.perf_counter()
+        pipeline = Pipeline(load_config(args.config)).fit(synthetic + train, n_jobs=args.jobs)
+        fit_s = time.perf_counter() - started
+        for doc in held_out:
+            predicted = pipeline.annotate(doc)
+            write_document(predicted, args.out / doc.meta["corpus"], "brat")
+        timings.append(round(fit_s, 1))
+        print(f"fold {fold}/{args.folds}: trained on {len(synthetic)} generated + {len(train)} dev notes "
+              f"in {fit_s:.0f} s, tagged {len(held_out)}", flush=True)
+    (args.out / "cv.json").write_text(json.dumps({
+        "folds": args.folds, "seed": args.seed, "generated_notes": args.n, "config": str(args.config),
+        "fit_seconds": timings}, indent=2) + "\n", encoding="utf-8")
+    print(f"predictions in {args.out}/{{{','.join(CORPORA)}}}")
+    return 0
+
+
+def _tagged(docs, corpus: str):
+    """The documents with their corpus recorded, so predictions go back to the right folder."""
+    for doc in docs:
+        yield type(doc)(doc.name, doc.text, doc.spans, {**doc.meta, "corpus": corpus})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
