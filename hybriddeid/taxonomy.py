@@ -78,11 +78,11 @@ def load_taxonomy(name: str) -> Taxonomy:
     return Taxonomy.from_toml(text, origin=f"taxonomy/{key}.toml")
 
 
-def guess_taxonomy(labels: Iterable[str]) -> Taxonomy:
-    """The bundled taxonomy that knows most of ``labels`` (ties go to the first in ``BUNDLED_TAXONOMIES``,
-    i2b2 2014)."""
+def guess_taxonomy(labels: Iterable[str], prefer: Taxonomy | None = None) -> Taxonomy:
+    """The bundled taxonomy that knows most of ``labels``. Ties go to ``prefer`` when given (so it is
+    kept whenever it knows every label), else to the first in ``BUNDLED_TAXONOMIES`` (i2b2 2014)."""
     labels = set(labels)
-    return max(
-        (load_taxonomy(name) for name in BUNDLED_TAXONOMIES),
-        key=lambda tax: sum(tax.knows(label) for label in labels),
-    )
+    candidates = [load_taxonomy(name) for name in BUNDLED_TAXONOMIES]
+    if prefer is not None:
+        candidates = [prefer, *(tax for tax in candidates if tax.name != prefer.name)]
+    return max(candidates, key=lambda tax: sum(tax.knows(label) for label in labels))
