@@ -57,15 +57,15 @@ def evaluate(
         pred_taxonomy = guess_taxonomy({s.label for doc in pred for s in doc.spans}, prefer=taxonomy)
 
     counts: CountTable = {(c, lv, h): [] for c in CRITERIA for lv in LEVELS for h in (False, True)}
-    n_pred = n_gold_outside = n_pred_outside = 0
+    n_pred = n_gold_dont_care = n_pred_dropped = 0
     for name, gold_doc in gold_index.items():
         pred_doc = pred_index.get(name)
         pred_spans: tuple[Span, ...] = pred_doc.spans if pred_doc is not None else ()
         n_pred += len(pred_spans)
         gold_kept, dont_care = split_spans(gold_doc.spans, gold_doc.text, taxonomy, phi_set)
         pred_kept = filter_spans(pred_spans, gold_doc.text, pred_taxonomy, phi_set)
-        n_gold_outside += len(dont_care)
-        n_pred_outside += len(pred_spans) - len(pred_kept)
+        n_gold_dont_care += len(dont_care)
+        n_pred_dropped += len(pred_spans) - len(pred_kept)
         matcher = DocumentMatcher(gold_doc.text)
         for hipaa in (False, True):
             g = [s for s in gold_kept if taxonomy.is_hipaa(s.label)] if hipaa else gold_kept
@@ -91,8 +91,8 @@ def evaluate(
         n_pred_spans=n_pred,
         pred_taxonomy=pred_taxonomy,
         phi_set=phi_set,
-        n_gold_dont_care=n_gold_outside,
-        n_pred_dropped=n_pred_outside,
+        n_gold_dont_care=n_gold_dont_care,
+        n_pred_dropped=n_pred_dropped,
     )
 
 
