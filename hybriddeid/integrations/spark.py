@@ -181,7 +181,8 @@ def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_cha
         except Exception as exc:  # noqa: BLE001 - a bad row must not fail the job
             return None, f"{BAD_SPANS}:{type(exc).__name__}"
     try:
-        return _span_records(pipeline.predict(Document(note_id, text), phi_set=phi_set)), None
+        doc = Document(note_id, text)  # phi_set only when given: a pipeline-like object may take just the note
+        return _span_records(pipeline.predict(doc) if phi_set is None else pipeline.predict(doc, phi_set=phi_set)), None
     except Exception as exc:  # noqa: BLE001 - only the type: the message may quote the note
         return None, f"{PREDICT_FAILED}:{type(exc).__name__}"
 
