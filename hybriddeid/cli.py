@@ -36,7 +36,7 @@ def _train(args: argparse.Namespace) -> int:
     log.info("trained in %.1f s", time.perf_counter() - started)
     if args.dev:
         dev = read_corpus(args.dev, args.input_format)
-        report = evaluate(dev, [pipeline.annotate(doc) for doc in dev])
+        report = evaluate(dev, [pipeline.annotate(doc) for doc in dev], phi_set=pipeline.phi_set)
         strict = report.score("strict")
         pipeline.meta["dev_metrics"] = {"documents": len(dev), "scores": report.to_dict()["scores"]}
         log.info("dev strict micro P %.4f R %.4f F1 %.4f", strict.precision, strict.recall, strict.f1)
@@ -46,12 +46,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _annotate(args: argparse.Namespace) -> int:
+    from functools import partial
+
     from hybriddeid.batch import run_batch
     from hybriddeid.pipeline import Pipeline
 
     pipeline = Pipeline.load(args.model)
     result = run_batch(
-        args.in_dir, args.out_dir, pipeline.annotate, args.format, args.input_format,
+        args.in_dir, args.out_dir, partial(pipeline.annotate, phi_set=args.phi_set), args.format, args.input_format,
         overwrite=args.overwrite, progress=not args.quiet,
     )
     log.info("%s: %s", args.out_dir, result.summary())
@@ -61,7 +63,7 @@ def _annotate(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from hybriddeid.evaluation import evaluate_directories
 
-    report = evaluate_directories(args.gold_dir, args.pred_dir, args.input_format)
+    report = evaluate_directories(args.gold_dir, args.pred_dir, args.input_format, phi_set=args.phi_set)
     print(report.to_json() if args.json else report.format_table())
     return 0
 
@@ -116,7 +118,7 @@ def _deid(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 2
     processor = DeidProcessor(options, patients, None if args.use_annotations else args.model,
-                              args.audit_format, args.mapping_dir)
+                              args.audit_format, args.mapping_dir, phi_set=args.phi_set)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=not args.quiet, jobs=args.jobs)
     log.info("%s: %s", args.out_dir, result.summary())
@@ -149,7 +151,7 @@ def _spark_deid(args: argparse.Namespace) -> int:
                          input_format=args.input_format, output_format=args.format, note_id_col=args.id_col,
                          text_col=args.text_col, patient_col=args.patient_col, patient_pattern=args.patient_pattern,
                          with_spans=args.spans, with_audit=args.audit, partitions=args.partitions,
-                         overwrite=args.overwrite)
+                         overwrite=args.overwrite, phi_set=args.phi_set)
     except ValueError as exc:  # our own checks: a missing column, an unknown input format
         log.error("%s", exc)
         return 2
@@ -209,9 +211,17 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
+    from hybriddeid.profiles import PHI_SETS
+
+    parser.add_argument("--phi-set", choices=PHI_SETS, help=help_text)
+
+
 def _add_deid_options(parser: argparse.ArgumentParser) -> None:
     """The options ``deid`` and ``spark-deid`` share: where the spans come from and how they are replaced."""
     parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    _add_phi_set(parser, "replace only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
+                         "ages only over 89); default: the model's setting, all input annotations with --use-annotations")
     parser.add_argument("--use-annotations", action="store_true",
                         help="replace the inputs' own annotations (deid: BRAT, i2b2, JSONL spans; spark-deid: "
                              "the phi_spans column) instead of running a model")
@@ -255,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     annotate.add_argument("--format", choices=OUTPUT_FORMATS, default="brat")
     annotate.add_argument("--input-format", choices=formats, default="auto")
     annotate.add_argument("--overwrite", action="store_true", help="redo inputs whose outputs exist")
+    _add_phi_set(annotate, "write only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
+                           "ages only over 89); default: the model's setting")
     annotate.set_defaults(run=_annotate)
 
     evaluate = sub.add_parser("evaluate", help="score predictions against gold (i2b2 2014 criteria)")
@@ -262,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("pred_dir", type=Path)
     evaluate.add_argument("--json", action="store_true", help="print the full report as JSON")
     evaluate.add_argument("--input-format", choices=formats, default="auto")
+    _add_phi_set(evaluate, "score only this PHI set: predictions outside it are dropped, gold spans outside it "
+                           "are don't-care regions (default: i2b2-2014, every span)")
     evaluate.set_defaults(run=_evaluate)
 
     deid = sub.add_parser("deid", help="write de-identified notes (tags, masks or consistent surrogates) and an audit")

@@ -30,7 +30,9 @@ from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
 from hybriddeid.document import Document, Span
 from hybriddeid.features.token import TOKEN_EXTRACTORS
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, merge, propagate
+from hybriddeid.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
 from hybriddeid.safelist import load_safelist
+from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "focus": {},
         "focus_below": 0.999,
         "focus_margin": 8,
+        # Which merged spans are PHI (hybriddeid.profiles): "i2b2-2014", every span; "hipaa", only
+        # HIPAA Safe Harbor's identifiers (no professions, states, countries; ages only over 89).
+        "phi_set": DEFAULT_PHI_SET,
     },
     "rule": {"min_precision": 0.0, "rule_files": []},
     "char": {
@@ -149,6 +154,8 @@ def _validate(config: dict[str, Any], origin: str) -> None:
         except ValueError as exc:
             raise ConfigError(f"{origin}: safelist: {exc}") from None
     _validate_focus(config["pipeline"], origin)
+    if config["pipeline"]["phi_set"] not in PHI_SETS:
+        raise ConfigError(f"{origin}: phi_set must be one of {', '.join(PHI_SETS)}, not {config['pipeline']['phi_set']!r}")
     missing_features = [name for name in config["token"]["features"] if name not in TOKEN_EXTRACTORS]
     if missing_features:
         raise ConfigError(f"{origin}: unknown token features {missing_features}; this version knows {sorted(TOKEN_EXTRACTORS)}")
@@ -235,6 +242,16 @@ class Pipeline:
     def precedence(self) -> list[str]:
         return list(self.config["pipeline"]["precedence"])
 
+    @property
+    def phi_set(self) -> str:
+        """The PHI set the merged spans are filtered to unless a call names another (config ``phi_set``)."""
+        return self.config["pipeline"]["phi_set"]
+
+    @property
+    def taxonomy(self) -> Taxonomy:
+        """The bundled taxonomy that knows the model's labels: PHI sets read its spans through it."""
+        return guess_taxonomy(self.labels)
+
     # -- training -------------------------------------------------------------------------
     def fit(self, docs: Iterable[Document], n_jobs: int = 2, corpus_name: str = "") -> "Pipeline":
         """Train every component on ``docs``; the two CRFs train in parallel processes when n_jobs > 1."""
@@ -312,34 +329,44 @@ class Pipeline:
                 spans[name] = component.predict(doc)
         return {name: spans[name] for name in self.components}
 
-    def predict(self, doc_or_text: Document | str, precedence: Sequence[str] | None = None) -> list[Span]:
-        """Merged PHI spans of a note (character offsets into its text)."""
+    def predict(
+        self, doc_or_text: Document | str, precedence: Sequence[str] | None = None, phi_set: str | None = None
+    ) -> list[Span]:
+        """Merged PHI spans of a note (character offsets into its text), within ``phi_set`` (default:
+        the config's)."""
         doc = self._as_document(doc_or_text)
-        return self.combine(doc, self.predict_by_source(doc, precedence), precedence)
+        return self.combine(doc, self.predict_by_source(doc, precedence), precedence, phi_set)
 
     def combine(
-        self, doc: Document, by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] | None = None
+        self, doc: Document, by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] | None = None,
+        phi_set: str | None = None,
     ) -> list[Span]:
-        """Filter, merge and (if configured) propagate per-source spans: the pipeline's final step."""
+        """Filter, merge and (if configured) propagate per-source spans, then keep those inside
+        ``phi_set`` (default: the config's): the pipeline's final step."""
         settings = self.config["pipeline"]
+        phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
         spans = merge(filter_scores(by_source, settings["min_score"]), self.precedence if precedence is None else precedence)
         spans = propagate(doc.text, spans) if settings["propagate"] else spans
         if settings["safelist"]:
             spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]
+        if phi_set != DEFAULT_PHI_SET:
+            spans = filter_spans(spans, doc.text, self.taxonomy, phi_set)
         return spans
 
-    def annotate(self, doc: Document) -> Document:
-        """``doc`` with its spans replaced by the pipeline's merged predictions."""
-        return doc.with_spans(self.predict(doc))
+    def annotate(self, doc: Document, phi_set: str | None = None) -> Document:
+        """``doc`` with its spans replaced by the pipeline's merged predictions (within ``phi_set``)."""
+        return doc.with_spans(self.predict(doc, phi_set=phi_set))
 
     def deidentify(self, doc_or_text: Document | str, patient_id: str | None = None, mode: str = "tag",
-                   key: bytes | None = None, **options: Any) -> "hybriddeid.surrogates.DeidResult":
+                   key: bytes | None = None, phi_set: str | None = None,
+                   **options: Any) -> "hybriddeid.surrogates.DeidResult":
         """The note with its PHI replaced: ``mode`` "tag", "mask" or "surrogate" (needs a ``key``).
 
         Returns a ``hybriddeid.surrogates.DeidResult`` (``.text``, ``.document`` with spans at output
         offsets, ``.replacements`` for an audit). Surrogates and the date offset are consistent for one
         ``patient_id`` under one key; without one, a Document is its own patient (by name) and so is a
-        plain string (by its text). ``options`` are further ``DeidOptions`` fields (scope,
+        plain string (by its text). Only spans inside ``phi_set`` (default: the config's) are replaced.
+        ``options`` are further ``DeidOptions`` fields (scope,
         date_shift_days, keep_years, cap_ages, truncate_zips, tag_level, mask_char, language).
         """
         import hashlib
@@ -349,7 +376,7 @@ class Pipeline:
         if patient_id is None and isinstance(doc_or_text, str):
             patient_id = "text:" + hashlib.sha256(doc_or_text.encode("utf-8")).hexdigest()
         options.setdefault("language", self.language)
-        return deidentify_document(self.annotate(self._as_document(doc_or_text)),
+        return deidentify_document(self.annotate(self._as_document(doc_or_text), phi_set),
                                    DeidOptions(mode=mode, key=key, **options), patient_id)
 
     @property

@@ -1,7 +1,9 @@
 """PHI label taxonomies held as data (``resources/taxonomy/*.toml``).
 
-A taxonomy maps each fine label (subtype) to its parent category and says whether it is one of the
-HIPAA identifiers. Evaluation, HIPAA subsets and per-category reports read it; nothing hard-codes labels.
+A taxonomy maps each fine label (subtype) to its parent category and carries two flags: ``hipaa``,
+the i2b2 2014 evaluation scripts' HIPAA subset (the report's "HIPAA" rows), and ``safe_harbor``, HIPAA
+Safe Harbor's identifiers (45 CFR 164.514(b)(2)(i); the ``hipaa`` PHI set of ``hybriddeid.profiles``).
+Evaluation, PHI sets and per-category reports read it; nothing hard-codes labels.
 """
 from __future__ import annotations
 
@@ -13,16 +15,20 @@ from typing import Iterable
 
 from hybriddeid.document import Span
 
-BUNDLED_TAXONOMIES = ("i2b2_2014", "i2b2_2006", "meddocan")
+# Order matters: guess_taxonomy gives ties to the earlier one, surrogate kinds take the first that knows a label.
+BUNDLED_TAXONOMIES = ("i2b2_2014", "i2b2_2006", "meddocan", "asq_phi", "presidio")
 
 
 @dataclass(frozen=True)
 class Taxonomy:
-    """Fine labels -> (category, hipaa flag). Unknown labels are their own category, non-HIPAA."""
+    """Fine labels -> (category, hipaa flag, safe_harbor flag). Unknown labels are their own category,
+    outside the i2b2 HIPAA subset; whether they are Safe Harbor identifiers is unknown
+    (``is_safe_harbor`` gives None)."""
 
     name: str
     categories: dict[str, str]
     hipaa: frozenset[str]
+    safe_harbor: frozenset[str] | None = None  # None: every subtype (erring towards privacy)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -33,6 +39,12 @@ class Taxonomy:
 
     def is_hipaa(self, label: str) -> bool:
         return label in self.hipaa
+
+    def is_safe_harbor(self, label: str) -> bool | None:
+        """Whether ``label`` is a HIPAA Safe Harbor identifier; None for a label this taxonomy does not know."""
+        if label not in self.categories:
+            return None
+        return self.safe_harbor is None or label in self.safe_harbor
 
     def knows(self, label: str) -> bool:
         return label in self.categories
@@ -48,14 +60,17 @@ class Taxonomy:
             subtypes = data["subtypes"]
             categories = {label: entry["category"] for label, entry in subtypes.items()}
             hipaa = frozenset(label for label, entry in subtypes.items() if entry.get("hipaa"))
-            return cls(data.get("name", origin), categories, hipaa)
+            # a subtype without the flag counts as an identifier: erring towards privacy
+            safe_harbor = frozenset(label for label, entry in subtypes.items() if entry.get("safe_harbor", True))
+            return cls(data.get("name", origin), categories, hipaa, safe_harbor)
         except (tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{origin}: not a valid taxonomy file ({exc})") from None
 
 
 @lru_cache(maxsize=None)
 def load_taxonomy(name: str) -> Taxonomy:
-    """A bundled taxonomy by name: ``i2b2_2014``, ``i2b2_2006`` or ``meddocan`` (dashes allowed)."""
+    """A bundled taxonomy by name: ``i2b2_2014``, ``i2b2_2006``, ``meddocan``, ``asq_phi`` or ``presidio``
+    (dashes allowed)."""
     key = name.replace("-", "_").lower()
     if key not in BUNDLED_TAXONOMIES:
         raise ValueError(f"unknown taxonomy {name!r}; bundled: {', '.join(BUNDLED_TAXONOMIES)}")
@@ -63,10 +78,11 @@ def load_taxonomy(name: str) -> Taxonomy:
     return Taxonomy.from_toml(text, origin=f"taxonomy/{key}.toml")
 
 
-def guess_taxonomy(labels: Iterable[str]) -> Taxonomy:
-    """The bundled taxonomy that knows most of ``labels`` (ties go to i2b2 2014)."""
+def guess_taxonomy(labels: Iterable[str], prefer: Taxonomy | None = None) -> Taxonomy:
+    """The bundled taxonomy that knows most of ``labels``. Ties go to ``prefer`` when given (so it is
+    kept whenever it knows every label), else to the first in ``BUNDLED_TAXONOMIES`` (i2b2 2014)."""
     labels = set(labels)
-    return max(
-        (load_taxonomy(name) for name in BUNDLED_TAXONOMIES),
-        key=lambda tax: sum(tax.knows(label) for label in labels),
-    )
+    candidates = [load_taxonomy(name) for name in BUNDLED_TAXONOMIES]
+    if prefer is not None:
+        candidates = [prefer, *(tax for tax in candidates if tax.name != prefer.name)]
+    return max(candidates, key=lambda tax: sum(tax.knows(label) for label in labels))

@@ -18,6 +18,11 @@ Semantics follow the official i2b2 2014 evaluation scripts (github.com/kotfic/i2
 
 The label of an element is the span's subtype or its taxonomy category (``level``); the HIPAA subset
 is taken by the caller, on gold and predictions alike, before matching (as the script's filters do).
+
+*Don't-care regions* (not in the i2b2 scripts): gold spans outside the PHI set being scored
+(``hybriddeid.profiles``). A predicted element (token, or span for strict and relaxed) that overlaps
+one of them, and no gold span that is scored, is left out: it counts neither as a true nor as a false
+positive, since the gold there says "PHI, but not of this set".
 """
 from __future__ import annotations
 
@@ -86,6 +91,22 @@ def _relaxed_counts(gold: set[Element], pred: set[Element]) -> Counts:
     return counts
 
 
+def _overlaps_any(start: int, end: int, regions: Sequence[tuple[int, int]]) -> bool:
+    return any(a < end and start < b for a, b in regions)
+
+
+def _outside_dont_care(
+    elements: set[Element], dont_care: Sequence[Span], gold: Sequence[Span]
+) -> set[Element]:
+    """``elements`` less those overlapping a don't-care region and no scored gold span."""
+    ignored = [(s.start, s.end) for s in dont_care]
+    scored = [(s.start, s.end) for s in gold]
+    return {
+        e for e in elements
+        if not _overlaps_any(e[1], e[2], ignored) or _overlaps_any(e[1], e[2], scored)
+    }
+
+
 class DocumentMatcher:
     """Matches one document's gold and predicted spans; caches span tokens across criteria."""
 
@@ -109,10 +130,14 @@ class DocumentMatcher:
         return {(BINARY_LABEL, a, b) for s in spans for a, b in self._tokens_of(s)}
 
     def counts(
-        self, gold: Sequence[Span], pred: Sequence[Span], criterion: str, label_of: Callable[[Span], str]
+        self, gold: Sequence[Span], pred: Sequence[Span], criterion: str, label_of: Callable[[Span], str],
+        dont_care: Sequence[Span] = (),
     ) -> Counts:
-        """label -> [tp, fp, fn] of this document under ``criterion``."""
+        """label -> [tp, fp, fn] of this document under ``criterion``; predicted elements over
+        ``dont_care`` gold spans (and no scored gold span) are left out."""
         gold_elements = self._elements(gold, criterion, label_of)
         pred_elements = self._elements(pred, criterion, label_of)
+        if dont_care:
+            pred_elements = _outside_dont_care(pred_elements, dont_care, gold)
         match = _relaxed_counts if criterion == "relaxed" else _set_counts
         return dict(match(gold_elements, pred_elements))  # a plain dict: reading never inserts

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
 from hybriddeid.evaluation.matching import CRITERIA, Counts
+from hybriddeid.profiles import DEFAULT_PHI_SET
 from hybriddeid.taxonomy import Taxonomy
 
 LEVELS = ("subtype", "category")
@@ -64,7 +65,10 @@ class EvaluationReport:
     of counting as P = R = 0, so a perfect system scores 1.0.
 
     ``documents`` are the gold names evaluated; ``unmatched`` the predicted names without gold;
-    ``n_pred_spans`` counts predictions on evaluated documents only.
+    ``n_pred_spans`` counts predictions on evaluated documents only. ``taxonomy`` reads the gold
+    labels, ``pred_taxonomy`` the predicted ones (the same unless the label sets differ). Under a PHI
+    set other than i2b2-2014, ``n_gold_dont_care`` gold spans fell outside it (don't-care regions)
+    and ``n_pred_dropped`` predicted spans were dropped.
     """
 
     def __init__(
@@ -75,8 +79,16 @@ class EvaluationReport:
         unmatched: tuple[str, ...] = (),
         n_gold_spans: int = 0,
         n_pred_spans: int = 0,
+        pred_taxonomy: Taxonomy | None = None,
+        phi_set: str = DEFAULT_PHI_SET,
+        n_gold_dont_care: int = 0,
+        n_pred_dropped: int = 0,
     ) -> None:
         self.taxonomy = taxonomy
+        self.pred_taxonomy = pred_taxonomy or taxonomy
+        self.phi_set = phi_set
+        self.n_gold_dont_care = n_gold_dont_care
+        self.n_pred_dropped = n_pred_dropped
         self.documents = documents
         self.unmatched = unmatched
         self.n_gold_spans = n_gold_spans
@@ -122,6 +134,12 @@ class EvaluationReport:
         subsets = (("all", False), ("hipaa", True))
         return {
             "taxonomy": self.taxonomy.name,
+            "pred_taxonomy": self.pred_taxonomy.name,
+            "phi_set": {
+                "name": self.phi_set,
+                "gold_spans_dont_care": self.n_gold_dont_care,
+                "pred_spans_dropped": self.n_pred_dropped,
+            },
             "counts": {
                 "documents": len(self.documents),
                 "gold_spans": self.n_gold_spans,
@@ -153,21 +171,46 @@ class EvaluationReport:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
+    def category(self, label: str) -> str:
+        """A subtype's category: the gold taxonomy's if it knows the label, else the predictions'."""
+        taxonomy = self.taxonomy if self.taxonomy.knows(label) else self.pred_taxonomy
+        return taxonomy.category(label)
+
+    @property
+    def same_labels(self) -> bool:
+        """Whether gold and predictions share one label set (else only categories compare)."""
+        return self.pred_taxonomy.name == self.taxonomy.name
+
     def _ordered_rows(self) -> list[tuple[str, str]]:
-        """(level, label) rows: each category seen, then its subtypes seen, in taxonomy order."""
+        """(level, label) rows: each category seen, then its subtypes seen, in taxonomy order (gold's
+        labels first, then the predictions'); categories only when the label sets differ."""
         seen = self.per_label("strict", "subtype")  # every span's label has a strict element
-        order = {label: i for i, label in enumerate(self.taxonomy.labels)}
+        labels = dict.fromkeys((*self.taxonomy.labels, *self.pred_taxonomy.labels))
+        order = {label: i for i, label in enumerate(labels)}
         subtypes = sorted(seen, key=lambda s: (order.get(s, len(order)), s))
-        categories = list(dict.fromkeys(self.taxonomy.category(s) for s in subtypes))
+        categories = list(dict.fromkeys(self.category(s) for s in subtypes))
         rows: list[tuple[str, str]] = []
         for category in categories:
             rows.append(("category", category))
             # a label outside the taxonomy is its own category: no second row for it
-            rows.extend(("subtype", s) for s in subtypes if self.taxonomy.category(s) == category != s)
+            if self.same_labels:
+                rows.extend(("subtype", s) for s in subtypes if self.category(s) == category != s)
         return rows
 
+    def _heading(self) -> list[str]:
+        """What was scored: taxonomies, PHI set, documents (and what the PHI set left out)."""
+        taxonomy = self.taxonomy.name
+        if not self.same_labels:
+            taxonomy += f" (predictions: {self.pred_taxonomy.name}; label sets differ: scored by category)"
+        lines = [f"taxonomy {taxonomy}, PHI set {self.phi_set}, {len(self.documents)} documents"]
+        if self.phi_set != DEFAULT_PHI_SET:
+            lines.append(f"outside the PHI set: {self.n_gold_dont_care} gold spans (don't care), "
+                         f"{self.n_pred_dropped} predicted spans (dropped)")
+        return lines
+
     def format_table(self) -> str:
-        """A fixed-width table: P/R/F1 per category and subtype for token/strict/relaxed, then totals."""
+        """A fixed-width table: P/R/F1 per category and subtype for token/strict/relaxed, then totals
+        (subtype level; category level when gold and predictions use different label sets)."""
         rows = self._ordered_rows()
         width = max([len(label) + 2 for _, label in rows] + [16])
         header1 = " " * width + f"{'gold':>6}" + "".join(f"  {c:^20}" for c in TABLE_CRITERIA)
@@ -181,7 +224,8 @@ class EvaluationReport:
 
         per_label = {(c, lv): self.per_label(c, lv) for c in TABLE_CRITERIA for lv in LEVELS}
         empty = PRF.from_counts(0, 0, 0)
-        lines = [f"taxonomy {self.taxonomy.name}, {len(self.documents)} documents", header1, header2]
+        total_level = "subtype" if self.same_labels else "category"
+        lines = [*self._heading(), header1, header2]
         for level, label in rows:
             name = label if level == "category" else "  " + label
             lines.append(line(name, [per_label[(c, level)].get(label, empty) for c in TABLE_CRITERIA]))
@@ -189,7 +233,7 @@ class EvaluationReport:
         for hipaa in (False, True):
             for average in AVERAGES:
                 name = f"{'HIPAA ' if hipaa else ''}{average}"
-                scores = [self.score(c, "subtype", average, hipaa) for c in TABLE_CRITERIA]
+                scores = [self.score(c, total_level, average, hipaa) for c in TABLE_CRITERIA]
                 lines.append(line(name, scores))
         if self.unmatched:
             lines.append(f"ignored: {len(self.unmatched)} predicted document(s) without gold")

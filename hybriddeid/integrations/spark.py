@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from hybriddeid.document import Document, Span
 from hybriddeid.io import InputError
+from hybriddeid.profiles import check_phi_set, filter_document
 from hybriddeid.surrogates import DeidOptions, deidentify_patient
 from hybriddeid.surrogates.runner import PatientMap
 
@@ -146,6 +147,7 @@ class SpanStage:
     max_chars: int = DEFAULT_MAX_CHARS
     patients: str | None = None  # None: no patient column; "column", "pattern" or "note"
     patient_pattern: str | None = None
+    phi_set: str | None = None  # None: the model's setting, or every given span
 
 
 def _is_null(value: object) -> bool:
@@ -162,8 +164,10 @@ def _spans_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Span, ...
                  for r in records)
 
 
-def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_chars: int) -> tuple[list | None, str | None]:
-    """(span records, None) for one note, or (None, error code); never raises."""
+def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_chars: int,
+               phi_set: str | None = None) -> tuple[list | None, str | None]:
+    """(span records, None) for one note, or (None, error code); never raises. ``phi_set`` keeps only
+    that PHI set's spans, as ``hybriddeid deid --phi-set`` does."""
     if not isinstance(text, str):
         return None, NO_TEXT
     if len(text) > max_chars:
@@ -172,11 +176,13 @@ def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_cha
         if _is_null(given):
             return None, NO_SPANS
         try:  # Document checks that every span lies inside the text
-            return _span_records(Document(note_id, text, _spans_from_records(given)).spans), None
+            doc = Document(note_id, text, _spans_from_records(given))
+            return _span_records((filter_document(doc, phi_set) if phi_set else doc).spans), None
         except Exception as exc:  # noqa: BLE001 - a bad row must not fail the job
             return None, f"{BAD_SPANS}:{type(exc).__name__}"
     try:
-        return _span_records(pipeline.predict(Document(note_id, text))), None
+        doc = Document(note_id, text)  # phi_set only when given: a pipeline-like object may take just the note
+        return _span_records(pipeline.predict(doc) if phi_set is None else pipeline.predict(doc, phi_set=phi_set)), None
     except Exception as exc:  # noqa: BLE001 - only the type: the message may quote the note
         return None, f"{PREDICT_FAILED}:{type(exc).__name__}"
 
@@ -202,7 +208,7 @@ def spans_frame(stage: SpanStage, frame: "pd.DataFrame") -> "pd.DataFrame":
     patients = frame[_PATIENT] if _PATIENT in frame else [None] * len(frame)
     spans_out, errors, patients_out = [], [], []
     for note_id, text, spans, error, patient in zip(ids, frame[stage.text_col], given, previous, patients):
-        records, error = (None, error) if not _is_null(error) else note_spans(pipeline, note_id, text, spans, stage.max_chars)
+        records, error = (None, error) if not _is_null(error) else note_spans(pipeline, note_id, text, spans, stage.max_chars, stage.phi_set)
         patient = note_patient(stage, note_id, patient) if stage.patients else None
         if stage.patients and patient is None and error is None:
             records, error = None, NO_PATIENT
@@ -309,13 +315,17 @@ def _check_columns(df: "DataFrame", *names: str | None) -> None:
 
 
 def find_phi(df: "DataFrame", model: str | Path = "default", *, note_id_col: str = "note_id", text_col: str = "text",
-             spans_col: str = "phi_spans", error_col: str = "error", max_chars: int = DEFAULT_MAX_CHARS) -> "DataFrame":
+             spans_col: str = "phi_spans", error_col: str = "error", max_chars: int = DEFAULT_MAX_CHARS,
+             phi_set: str | None = None) -> "DataFrame":
     """``df`` with each note's PHI spans (array of start, end, label, source, score; the single-machine
-    ``Pipeline.predict`` output) and an error column (null, or an error code when the note failed)."""
+    ``Pipeline.predict`` output, within ``phi_set``: default the model's) and an error column (null, or an
+    error code when the note failed)."""
     from pyspark.sql.types import StringType
 
     _check_columns(df, note_id_col, text_col)
-    stage = SpanStage(ship_model(df.sparkSession, model), note_id_col, text_col, spans_col, error_col, max_chars)
+    phi_set = None if phi_set is None else check_phi_set(phi_set)
+    stage = SpanStage(ship_model(df.sparkSession, model), note_id_col, text_col, spans_col, error_col, max_chars,
+                      phi_set=phi_set)
     schema = _with_columns(df.schema, {spans_col: _struct_array(SPAN_FIELDS), error_col: StringType()})
     return df.mapInPandas(partial(_spans_batches, stage, schema.names), schema)
 
@@ -324,14 +334,15 @@ def deidentify(df: "DataFrame", options: DeidOptions, model: str | Path | None =
                note_id_col: str = "note_id", text_col: str = "text", patient_col: str | None = None,
                patient_pattern: str | None = None, spans_col: str = "phi_spans", deid_col: str = "deid_text",
                audit_col: str | None = None, error_col: str = "error",
-               max_chars: int = DEFAULT_MAX_CHARS) -> "DataFrame":
+               max_chars: int = DEFAULT_MAX_CHARS, phi_set: str | None = None) -> "DataFrame":
     """``df`` with the de-identified text of each note (``deid_col``), its spans and an error column.
 
     ``model=None`` replaces the spans already in ``spans_col`` (gold, or an earlier ``find_phi``)
     instead of running a model. Patients come from ``patient_col`` or ``patient_pattern`` (a regex over
     note ids, as ``hybriddeid deid --patient-pattern``); otherwise each note is its own patient.
     ``audit_col`` adds the replacements (offsets, label, kind, method, replacement; never the
-    original). The original text stays in ``text_col``: drop it before writing the result anywhere.
+    original). ``phi_set`` replaces only that PHI set's spans (default: the model's setting, or every
+    given span). The original text stays in ``text_col``: drop it before writing the result anywhere.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
@@ -339,11 +350,13 @@ def deidentify(df: "DataFrame", options: DeidOptions, model: str | Path | None =
     if patient_col and patient_pattern:
         raise ValueError("give patient_col or patient_pattern, not both")
     PatientMap(pattern=patient_pattern)  # checks the regex on the driver
+    phi_set = None if phi_set is None else check_phi_set(phi_set)
     _check_columns(df, note_id_col, text_col, patient_col, None if model is not None else spans_col)
     patients = "column" if patient_col else ("pattern" if patient_pattern else "note")
     work = df.withColumn(_PATIENT, F.col(patient_col).cast("string") if patient_col else F.lit(None).cast("string"))
     model_ref = None if model is None else ship_model(df.sparkSession, model)
-    spans_stage = SpanStage(model_ref, note_id_col, text_col, spans_col, error_col, max_chars, patients, patient_pattern)
+    spans_stage = SpanStage(model_ref, note_id_col, text_col, spans_col, error_col, max_chars, patients, patient_pattern,
+                            phi_set)
     spans_schema = _with_columns(work.schema, {spans_col: _struct_array(SPAN_FIELDS), error_col: StringType(),
                                                _PATIENT: StringType()})
     with_spans = work.mapInPandas(partial(_spans_batches, spans_stage, spans_schema.names), spans_schema)
@@ -433,7 +446,7 @@ def run_job(spark: "SparkSession", input_path: str, output_path: str, options: D
             *, input_format: str = "auto", output_format: str = "parquet", note_id_col: str = "note_id",
             text_col: str = "text", patient_col: str | None = None, patient_pattern: str | None = None,
             with_spans: bool = False, with_audit: bool = False, partitions: int | None = None,
-            overwrite: bool = False, max_chars: int = DEFAULT_MAX_CHARS) -> dict[str, int]:
+            overwrite: bool = False, max_chars: int = DEFAULT_MAX_CHARS, phi_set: str | None = None) -> dict[str, int]:
     """Read notes, de-identify them and write note id, de-identified text and error (and, if asked,
     spans and audit) in ``output_format``; never the original text or other input columns. Returns
     counts of notes, failures and each error code (no note ids, no text)."""
@@ -447,7 +460,7 @@ def run_job(spark: "SparkSession", input_path: str, output_path: str, options: D
         notes = notes.repartition(partitions)
     result = deidentify(notes, options, model, note_id_col=note_id_col, text_col=text_col, patient_col=patient_col,
                         patient_pattern=patient_pattern, audit_col="audit" if with_audit else None,
-                        max_chars=max_chars)
+                        max_chars=max_chars, phi_set=phi_set)
     columns = [note_id_col, "deid_text", "error", *(["phi_spans"] if with_spans else []), *(["audit"] if with_audit else [])]
     observation = Observation("hybriddeid")
     out = result.select(*columns).sortWithinPartitions(note_id_col).observe(observation, *_error_counts("error"))

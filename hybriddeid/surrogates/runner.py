@@ -23,6 +23,7 @@ from hybriddeid.batch import BatchResult, check_folders, run_batch
 from hybriddeid.document import Document
 from hybriddeid.io import InputError, atomic_write_text, detect_format, output_path, read_document, write_documents
 from hybriddeid.io._common import is_safe_name
+from hybriddeid.profiles import check_phi_set, filter_document
 from hybriddeid.surrogates.audit import read_audit, render_audit, render_mapping, summarize
 from hybriddeid.surrogates.deid import DeidOptions, apply_replacements, deidentify_patient
 from hybriddeid.surrogates.keys import Keyed
@@ -99,7 +100,9 @@ class DeidProcessor:
     """De-identifies the notes of a folder; a ``BatchProcessor`` for ``run_batch``.
 
     ``model`` is a model folder or name whose predictions are replaced; None replaces the inputs'
-    own annotations (gold or earlier predictions) instead.
+    own annotations (gold or earlier predictions) instead. ``phi_set`` (``hybriddeid.profiles``)
+    keeps only that set's spans: the model's predictions (default: the model's setting), or the
+    inputs' annotations, read through the taxonomy that knows each note's labels (default: all).
     """
 
     options: DeidOptions
@@ -107,7 +110,12 @@ class DeidProcessor:
     model: str | None = "default"
     audit_format: str = "jsonl"
     mapping_dir: Path | None = None
+    phi_set: str | None = None
     _pipeline: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.phi_set is not None:
+            check_phi_set(self.phi_set)
 
     def setup(self) -> None:
         if self.model is not None and self._pipeline is None:
@@ -139,7 +147,10 @@ class DeidProcessor:
         for doc in docs:
             if not is_safe_name(doc.name):
                 raise InputError(Path(doc.meta.get("path", doc.name)), "note name cannot be used as a file name")
-            doc = self._pipeline.annotate(doc) if self._pipeline is not None else doc
+            if self._pipeline is not None:
+                doc = self._pipeline.annotate(doc, phi_set=self.phi_set)
+            elif self.phi_set is not None:
+                doc = filter_document(doc, self.phi_set)
             by_patient.setdefault(self.unit_key(Path(doc.meta.get("path", "")), doc), []).append(doc)
         results = {}
         for patient, patient_docs in by_patient.items():
@@ -163,6 +174,7 @@ class DeidProcessor:
             "cap_ages": options.cap_ages, "truncate_zips": options.truncate_zips,
             "tag_level": options.tag_level, "mask_char": options.mask_char,
             "spans": f"model {self.model}" if self.model is not None else "input annotations",
+            "phi_set": self.phi_set,
             "patients": "map" if self.patients.mapping is not None else ("pattern" if self.patients.pattern else "note"),
             "audit_format": self.audit_format,
             "mapping_file": self.mapping_dir is not None,

@@ -1,0 +1,113 @@
+"""PHI sets: which spans count as PHI. Defined here once for the pipeline, the CLI and evaluation.
+
+* ``i2b2-2014`` (the default): every span, whatever its label, as the i2b2 2014 track counts them.
+* ``hipaa``: HIPAA Safe Harbor's identifiers only (45 CFR 164.514(b)(2)(i)): spans whose label the
+  taxonomy flags ``safe_harbor`` (``resources/taxonomy/*.toml``), and of the age category only those
+  stating an age over 89. Labels the taxonomy does not know, and ages that cannot be read, are kept:
+  a PHI set may only drop what it knows to be outside it.
+
+The age threshold and the number words for ages written out live in ``resources/profiles/phi_sets.toml``.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Iterable, Mapping
+
+from hybriddeid.document import Document, Span
+from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
+
+PHI_SETS = ("i2b2-2014", "hipaa")
+DEFAULT_PHI_SET = "i2b2-2014"
+_DIGITS = re.compile(r"\d+")
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def check_phi_set(name: object) -> str:
+    """``name`` if it is a known PHI set, else a ValueError that lists them."""
+    if name not in PHI_SETS:
+        raise ValueError(f"unknown PHI set {name!r}; known: {', '.join(PHI_SETS)}")
+    return str(name)
+
+
+@dataclass(frozen=True)
+class AgeRule:
+    """Spans of ``category`` are identifiers only when they state an age of at least ``min_age``."""
+
+    category: str
+    min_age: int
+    number_words: Mapping[str, int]  # word -> value, summed
+    multipliers: Mapping[str, int]  # word -> factor applied to the sum so far ("hundred")
+
+    def stated_age(self, text: str) -> int | None:
+        """The age ``text`` states: its largest number in digits, else its number words read as one
+        number ("ninety-two", "one hundred and one"); None when it has neither."""
+        numbers = [int(digits) for digits in _DIGITS.findall(text)]
+        if numbers:
+            return max(numbers)
+        total, seen = 0, False
+        for word in _WORD.findall(text.lower()):
+            if word in self.multipliers:
+                total, seen = max(total, 1) * self.multipliers[word], True
+            elif word in self.number_words:
+                total, seen = total + self.number_words[word], True
+        return total if seen else None
+
+    def keeps(self, text: str) -> bool:
+        """True for an age over the threshold, or one that cannot be read (erring towards privacy)."""
+        age = self.stated_age(text)
+        return age is None or age >= self.min_age
+
+
+@lru_cache(maxsize=None)
+def hipaa_age_rule() -> AgeRule:
+    """The ``hipaa`` set's age rule, from ``resources/profiles/phi_sets.toml``."""
+    origin = "profiles/phi_sets.toml"
+    data = tomllib.loads(resources.files("hybriddeid.resources").joinpath("profiles", "phi_sets.toml").read_text("utf-8"))
+    try:
+        words: dict[str, int] = {}
+        multipliers: dict[str, int] = {}
+        for language in data.get("number_words", {}).values():
+            words.update({word.lower(): int(value) for word, value in language.get("values", {}).items()})
+            multipliers.update({word.lower(): int(value) for word, value in language.get("multipliers", {}).items()})
+        return AgeRule(str(data["hipaa"]["age_category"]), int(data["hipaa"]["min_age"]), words, multipliers)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{origin}: not a valid PHI set file ({exc!r})") from None
+
+
+def in_phi_set(span: Span, text: str, taxonomy: Taxonomy, phi_set: str) -> bool:
+    """Whether ``span`` of a note with ``text`` counts as PHI under ``phi_set``, its label read through ``taxonomy``."""
+    if check_phi_set(phi_set) == "i2b2-2014":
+        return True
+    if taxonomy.is_safe_harbor(span.label) is False:
+        return False
+    rule = hipaa_age_rule()
+    return taxonomy.category(span.label) != rule.category or rule.keeps(text[span.start:span.end])
+
+
+def split_spans(
+    spans: Iterable[Span], text: str, taxonomy: Taxonomy, phi_set: str
+) -> tuple[list[Span], list[Span]]:
+    """(spans inside ``phi_set``, spans outside it), each in input order."""
+    inside: list[Span] = []
+    outside: list[Span] = []
+    for span in spans:
+        (inside if in_phi_set(span, text, taxonomy, phi_set) else outside).append(span)
+    return inside, outside
+
+
+def filter_spans(spans: Iterable[Span], text: str, taxonomy: Taxonomy, phi_set: str) -> list[Span]:
+    """The spans that count as PHI under ``phi_set`` (all of them under i2b2-2014)."""
+    return split_spans(spans, text, taxonomy, phi_set)[0]
+
+
+def filter_document(doc: Document, phi_set: str, taxonomy: Taxonomy | None = None) -> Document:
+    """``doc`` with only its spans inside ``phi_set``; labels read through ``taxonomy``, by default the
+    bundled one that knows most of the document's labels (for annotations of unknown origin)."""
+    if check_phi_set(phi_set) == "i2b2-2014":
+        return doc
+    taxonomy = taxonomy or guess_taxonomy(span.label for span in doc.spans)
+    return doc.with_spans(filter_spans(doc.spans, doc.text, taxonomy, phi_set))
