@@ -6,20 +6,23 @@ token CRF, a character of the character CRF) whose marginal P(O) is below ``t``,
 Viterbi said O. So the threshold only adds:
 
 - **Floors** still decide which Viterbi spans make the base; a unit below the threshold is PHI
-  whatever its span scored. Raising ``t`` never removes a character from the output, so recall
-  never falls as ``t`` rises, and as ``t`` goes to 0 the output becomes the base.
+  whatever its span scored. Raising ``t`` never removes a letter or digit from the output, so
+  recall never falls as ``t`` rises, and as ``t`` goes to 0 the output becomes the base.
 - **Spans.** Consecutive units below ``t`` form a run (a character run widened to the whole
   tokens it touches). The parts of a run the output does not cover yet, cut to their first and
-  last letter or digit, are added: joined to a span they touch inside a word ("Smi" + "th"),
+  last letter or digit, are added: joined to a span they touch inside a token ("Smi" + "th"),
   whose label is kept, or else as spans labelled by their CRF: the token CRF's most probable
   non-O label over the part's units, the character CRF's span typer. CRFs add in precedence
   order. Added parts are neither propagated nor safe-listed: either would let a span growing
-  with ``t`` remove output elsewhere. No word is ever split between two spans, so a gold word
-  found at one threshold is found at every higher one.
+  with ``t`` remove output elsewhere. No token is ever split between two spans by an added part.
+  What grows is the set of letters and digits (and so tokens) in the output; binary token recall
+  in the i2b2 sense (alphanumeric runs inside spans) could still fall where a gold span ends
+  inside such a run ("104" of "104yo") and a span added at a lower threshold grows across it.
 - **Focus.** The focused CRF reads the stretches seeded at ``focus_below`` exactly as without a
   threshold (so the base is unchanged) and, for a threshold above ``focus_below``, also those
   seeded at each step 0.9, 0.99, 0.999, ... above it up to the first at or above ``t``
-  (``focus_levels``): the stretches then hold every token whose P(O) is below ``t``. A stretch
+  (``focus_levels``): the stretches then hold every token whose P(O) is below ``t`` (but for the
+  focuser's own confident spans, left out as without a threshold). A stretch
   read before is not read again, and a character's P(O) is the least any of these reads gave,
   so reading more never takes a unit away.
 
@@ -31,10 +34,12 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from hybriddeid.classifiers.crf import TaggedSequence
 from hybriddeid.document import Document, Span
+
+if TYPE_CHECKING:
+    from hybriddeid.classifiers.crf import TaggedSequence
 
 MAX_NINES = 15  # the last step below 1.0 is 0.999999999999999
 
@@ -97,7 +102,7 @@ class SourceCandidates:
     reads: list[tuple[float, list[list[tuple[int, Candidate]]]]] = field(default_factory=list)
     _finished: dict[tuple[int, int, str], tuple[int, int, str] | None] = field(default_factory=dict, repr=False)
 
-    def add_read(self, level: float, sequences: Sequence[TaggedSequence], keep_below: float) -> None:
+    def add_read(self, level: float, sequences: Sequence["TaggedSequence"], keep_below: float) -> None:
         """Keep the units of ``sequences`` whose P(O) is below ``keep_below``."""
         kept = []
         for seq in sequences:
@@ -193,9 +198,16 @@ def _uncovered(text: str, spans: Sequence[Span], starts: Sequence[int], run: Run
     return trimmed
 
 
+def _inside_token(text: str, at: int) -> bool:
+    """Whether offset ``at`` falls inside a token: letters or digits on both sides ("Smi|th"; not
+    "104|yo", which the tokenizer splits and gold often does too)."""
+    before, after = text[at - 1], text[at]
+    return (before.isalpha() and after.isalpha()) or (before.isdigit() and after.isdigit())
+
+
 def widen(text: str, spans: Sequence[Span], runs: Sequence[Run], source: SourceCandidates) -> list[Span]:
     """``spans`` (sorted, disjoint) plus the parts of ``runs`` they do not cover. A part touching
-    spans inside a word ("Smi" + "th") joins them into one span: the longest one's label and
+    spans inside a token ("Smi" + "th") joins them into one span: the longest one's label and
     source, the least score. Any other part becomes ``source``'s own span. Spans no part joins
     are returned unchanged."""
     starts = [span.start for span in spans]
@@ -206,8 +218,7 @@ def widen(text: str, spans: Sequence[Span], runs: Sequence[Run], source: SourceC
     groups: list[list[tuple[int, int, Span | None, Run | None]]] = []
     for item in items:
         last = groups[-1][-1] if groups else None
-        in_word = last is not None and last[1] == item[0] and text[item[0] - 1].isalnum() and text[item[0]].isalnum()
-        if in_word and (last[2] is None or item[2] is None):
+        if last is not None and last[1] == item[0] and _inside_token(text, item[0]) and (last[2] is None or item[2] is None):
             groups[-1].append(item)
         else:
             groups.append([item])

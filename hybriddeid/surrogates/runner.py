@@ -99,7 +99,8 @@ class DeidProcessor:
     """De-identifies the notes of a folder; a ``BatchProcessor`` for ``run_batch``.
 
     ``model`` is a model folder or name whose predictions are replaced; None replaces the inputs'
-    own annotations (gold or earlier predictions) instead.
+    own annotations (gold or earlier predictions) instead. ``threshold`` is the model's P(O)
+    threshold (``Pipeline.predict``; None: the model's own config).
     """
 
     options: DeidOptions
@@ -107,6 +108,7 @@ class DeidProcessor:
     model: str | None = "default"
     audit_format: str = "jsonl"
     mapping_dir: Path | None = None
+    threshold: float | None = None
     _pipeline: Any = field(default=None, repr=False)
 
     def setup(self) -> None:
@@ -139,7 +141,7 @@ class DeidProcessor:
         for doc in docs:
             if not is_safe_name(doc.name):
                 raise InputError(Path(doc.meta.get("path", doc.name)), "note name cannot be used as a file name")
-            doc = self._pipeline.annotate(doc) if self._pipeline is not None else doc
+            doc = self._pipeline.annotate(doc, self.threshold) if self._pipeline is not None else doc
             by_patient.setdefault(self.unit_key(Path(doc.meta.get("path", "")), doc), []).append(doc)
         results = {}
         for patient, patient_docs in by_patient.items():
@@ -163,6 +165,7 @@ class DeidProcessor:
             "cap_ages": options.cap_ages, "truncate_zips": options.truncate_zips,
             "tag_level": options.tag_level, "mask_char": options.mask_char,
             "spans": f"model {self.model}" if self.model is not None else "input annotations",
+            "phi_threshold": self.threshold,
             "patients": "map" if self.patients.mapping is not None else ("pattern" if self.patients.pattern else "note"),
             "audit_format": self.audit_format,
             "mapping_file": self.mapping_dir is not None,
