@@ -47,22 +47,23 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _operating_point(args: argparse.Namespace, pipeline: "Pipeline") -> float | None:
-    """The P(O) threshold of ``annotate``/``deid``: ``--threshold``, or the one a saved sweep
-    (``--sweep-file``) gives for ``--recall-target``; None: the model's own. ValueError if unusable."""
+    """The P(O) threshold of ``annotate``/``deid`` as ``Pipeline.predict`` takes it: ``--threshold``,
+    or the one a saved sweep (``--sweep-file``) gives for ``--recall-target`` (0: none); None: the
+    model's own config. A ValueError when unusable."""
     from hybriddeid.evaluation.sweep import Sweep
-    from hybriddeid.operating_point import check_threshold
+    from hybriddeid.operating_point import NO_THRESHOLD, check_threshold
 
     if (args.recall_target is None) != (args.sweep_file is None):
         raise ValueError("--recall-target and --sweep-file go together")
     if args.threshold is not None:
-        return check_threshold(args.threshold, "--threshold")
+        return NO_THRESHOLD if args.threshold == NO_THRESHOLD else check_threshold(args.threshold, "--threshold")
     if args.recall_target is None:
         return None
     sweep = Sweep.load(args.sweep_file)
     sweep.check_model(pipeline, args.model)
     threshold = sweep.threshold_for(args.recall_target)
     log.info("recall target %g: threshold %s, from %s", args.recall_target,
-             "none (the model as configured reaches it)" if threshold is None else f"{threshold:g}", args.sweep_file)
+             f"{threshold:g}" if threshold != NO_THRESHOLD else "none (the model reaches it without one)", args.sweep_file)
     return threshold
 
 
@@ -335,7 +336,8 @@ def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
     point = parser.add_mutually_exclusive_group()
     point.add_argument("--threshold", type=float,
                        help="P(O) threshold in (0, 1]: CRF tokens and characters whose probability of not being "
-                            "PHI is below it are PHI too (higher: more recall; see evaluate --sweep)")
+                            "PHI is below it are PHI too (higher: more recall; see evaluate --sweep); 0: none, "
+                            "even if the model's config sets one")
     point.add_argument("--recall-target", type=float,
                        help="use the threshold a saved sweep (--sweep-file) gives the best precision at this "
                             "binary token recall or more")

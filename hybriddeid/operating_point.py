@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from hybriddeid.classifiers.crf import TaggedSequence
 
 MAX_NINES = 15  # the last step below 1.0 is 0.999999999999999
+NO_THRESHOLD = 0.0  # per call: no threshold, whatever the config says (no P(O) is below 0)
 
 
 def check_threshold(value: Any, name: str = "threshold") -> float:

@@ -31,7 +31,7 @@ from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
 from hybriddeid.document import Document, Span
 from hybriddeid.features.token import TOKEN_EXTRACTORS
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, merge, propagate
-from hybriddeid.operating_point import NoteReading, SourceCandidates, check_threshold, focus_levels
+from hybriddeid.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
 from hybriddeid.safelist import load_safelist
 from hybriddeid.text.tokenize import tokenize
 
@@ -330,16 +330,17 @@ class Pipeline:
         return float(self.config["pipeline"]["min_score"].get(focuser, 0.0)) if outranks else None
 
     def _threshold(self, threshold: float | None = None) -> float | None:
-        """The P(O) threshold a call uses: ``threshold`` if given, else the config's ``phi_threshold``."""
+        """The P(O) threshold a call uses: ``threshold`` if given (0: none), else the config's
+        ``phi_threshold``; None when there is none."""
         chosen = self.config["pipeline"]["phi_threshold"] if threshold is None else threshold
-        return None if chosen is None else check_threshold(chosen)
+        return None if chosen is None or chosen == NO_THRESHOLD else check_threshold(chosen)
 
     def predict(
         self, doc_or_text: Document | str, precedence: Sequence[str] | None = None, threshold: float | None = None
     ) -> list[Span]:
         """Merged PHI spans of a note (character offsets into its text). ``threshold`` (default:
-        the config's ``phi_threshold``, usually none) also makes PHI every CRF unit whose P(O) is
-        below it (``hybriddeid.operating_point``)."""
+        the config's ``phi_threshold``, usually none; 0: none) also makes PHI every CRF unit whose
+        P(O) is below it (``hybriddeid.operating_point``)."""
         doc = self._as_document(doc_or_text)
         threshold = self._threshold(threshold)
         if threshold is not None:

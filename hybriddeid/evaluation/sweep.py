@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from hybriddeid.document import Document
 from hybriddeid.evaluation.matching import DocumentMatcher
 from hybriddeid.evaluation.report import PRF, _totals
-from hybriddeid.operating_point import check_threshold
+from hybriddeid.operating_point import NO_THRESHOLD, check_threshold
 
 if TYPE_CHECKING:
     from hybriddeid.pipeline import Pipeline
@@ -74,15 +74,16 @@ class Sweep:
         return min(reaching, key=lambda p: (-p.binary_token.precision, -p.binary_token.recall,
                                             -1.0 if p.threshold is None else p.threshold))
 
-    def threshold_for(self, recall_target: float) -> float | None:
-        """``choose``'s threshold (None: none is needed), or a ValueError when no point reaches the target."""
+    def threshold_for(self, recall_target: float) -> float:
+        """``choose``'s threshold as ``Pipeline.predict`` takes it (``NO_THRESHOLD``, 0: the point
+        without one), or a ValueError when no point reaches the target."""
         point = self.choose(recall_target)
         if point is None:
             best = max(self.points, key=lambda p: p.binary_token.recall)
             raise ValueError(f"no threshold in the sweep reaches binary token recall {recall_target:g} (the highest is "
                              f"{best.binary_token.recall:.4f}, at threshold {_label(best.threshold)}); sweep higher "
                              "thresholds (evaluate --sweep --thresholds) or lower the target")
-        return point.threshold
+        return NO_THRESHOLD if point.threshold is None else point.threshold
 
     def check_model(self, pipeline: "Pipeline", name: str) -> None:
         """A ValueError when ``pipeline`` (loaded as ``name``) is not the model the sweep measured:

@@ -100,7 +100,7 @@ class DeidProcessor:
 
     ``model`` is a model folder or name whose predictions are replaced; None replaces the inputs'
     own annotations (gold or earlier predictions) instead. ``threshold`` is the model's P(O)
-    threshold (``Pipeline.predict``; None: the model's own config).
+    threshold as ``Pipeline.predict`` takes it (None: the model's own config; 0: none).
     """
 
     options: DeidOptions
