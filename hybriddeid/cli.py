@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
+    from hybriddeid.pipeline import Pipeline
     from hybriddeid.surrogates import DeidOptions
 
 log = logging.getLogger("hybriddeid")
@@ -45,6 +46,27 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _operating_point(args: argparse.Namespace, pipeline: "Pipeline") -> float | None:
+    """The P(O) threshold of ``annotate``/``deid`` as ``Pipeline.predict`` takes it: ``--threshold``,
+    or the one a saved sweep (``--sweep-file``) gives for ``--recall-target`` (0: none); None: the
+    model's own config. A ValueError when unusable."""
+    from hybriddeid.evaluation.sweep import Sweep
+    from hybriddeid.operating_point import NO_THRESHOLD, check_threshold
+
+    if (args.recall_target is None) != (args.sweep_file is None):
+        raise ValueError("--recall-target and --sweep-file go together")
+    if args.threshold is not None:
+        return NO_THRESHOLD if args.threshold == NO_THRESHOLD else check_threshold(args.threshold, "--threshold")
+    if args.recall_target is None:
+        return None
+    sweep = Sweep.load(args.sweep_file)
+    sweep.check_model(pipeline, args.model)
+    threshold = sweep.threshold_for(args.recall_target)
+    log.info("recall target %g: threshold %s, from %s", args.recall_target,
+             f"{threshold:g}" if threshold != NO_THRESHOLD else "none (the model reaches it without one)", args.sweep_file)
+    return threshold
+
+
 def _annotate(args: argparse.Namespace) -> int:
     from functools import partial
 
@@ -52,19 +74,92 @@ def _annotate(args: argparse.Namespace) -> int:
     from hybriddeid.pipeline import Pipeline
 
     pipeline = Pipeline.load(args.model)
+    try:
+        threshold = _operating_point(args, pipeline)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
     result = run_batch(
-        args.in_dir, args.out_dir, partial(pipeline.annotate, phi_set=args.phi_set), args.format, args.input_format,
+        args.in_dir, args.out_dir, partial(pipeline.annotate, phi_set=args.phi_set, threshold=threshold), args.format,
+        args.input_format,
         overwrite=args.overwrite, progress=not args.quiet,
     )
     log.info("%s: %s", args.out_dir, result.summary())
     return result.exit_code
 
 
+SWEEP_OPTIONS = ("model", "thresholds", "plot", "recall_target", "sweep_out")
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from hybriddeid.evaluation import evaluate_directories
 
+    if args.sweep:
+        if args.pred_dir is not None:
+            log.error("evaluate --sweep runs the model over GOLD_DIR itself: leave out PRED_DIR")
+            return 2
+        return _sweep(args)
+    given = [f"--{name.replace('_', '-')}" for name in SWEEP_OPTIONS if getattr(args, name) is not None]
+    if given:
+        log.error("%s only go with --sweep", ", ".join(given))
+        return 2
+    if args.pred_dir is None:
+        log.error("evaluate needs PRED_DIR, the predictions to score (or --sweep to run a model over GOLD_DIR)")
+        return 2
     report = evaluate_directories(args.gold_dir, args.pred_dir, args.input_format, phi_set=args.phi_set)
     print(report.to_json() if args.json else report.format_table())
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    import json
+
+    from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS, parse_thresholds, run_sweep
+    from hybriddeid.io import read_corpus
+    from hybriddeid.operating_point import check_threshold
+    from hybriddeid.pipeline import Pipeline
+
+    try:
+        thresholds = parse_thresholds(args.thresholds) if args.thresholds is not None else DEFAULT_THRESHOLDS
+        if args.recall_target is not None:
+            check_threshold(args.recall_target, "--recall-target")
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    gold = read_corpus(args.gold_dir, args.input_format)
+    if not gold:
+        log.error("%s: no documents found", args.gold_dir)
+        return 2
+    model = args.model or "default"
+    sweep = run_sweep(Pipeline.load(model), gold, thresholds, model=model, progress=not args.quiet,
+                      phi_set=args.phi_set)
+    log.info("read %d notes in %.1f s, applied %d thresholds in %.1f s", sweep.documents, sweep.read_seconds,
+             len(sweep.points) - 1, sweep.apply_seconds)
+    chosen = sweep.choose(args.recall_target) if args.recall_target is not None else None
+    if args.sweep_out is not None:
+        sweep.save(args.sweep_out)
+        log.info("sweep written to %s", args.sweep_out)
+    if args.plot is not None:
+        try:
+            sweep.plot(args.plot, chosen)
+        except ImportError as exc:
+            log.error("%s", exc)
+            return 2
+        log.info("curve drawn in %s", args.plot)
+    if args.json:
+        out = sweep.to_dict()
+        if args.recall_target is not None:
+            out.update(recall_target=args.recall_target, chosen=chosen.to_dict() if chosen is not None else None)
+        print(json.dumps(out, indent=2))
+        return 0
+    print(sweep.format_table())
+    if args.recall_target is not None:
+        if chosen is None:
+            print(f"recall target {args.recall_target:g}: no threshold in the sweep reaches it")
+        else:
+            print(f"recall target {args.recall_target:g}: threshold "
+                  f"{'unset (no threshold)' if chosen.threshold is None else f'{chosen.threshold:g}'}, "
+                  f"binary token P {chosen.binary_token.precision:.4f} R {chosen.binary_token.recall:.4f}")
     return 0
 
 
@@ -114,11 +209,18 @@ def _deid(args: argparse.Namespace) -> int:
     try:
         options = _deid_options(args, (args.in_dir, args.out_dir))
         patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
+        threshold = None
+        if args.use_annotations and (args.threshold is not None or args.recall_target is not None):
+            raise ValueError("--threshold and --recall-target choose how a model finds PHI: not with --use-annotations")
+        if not args.use_annotations:
+            from hybriddeid.pipeline import Pipeline
+
+            threshold = _operating_point(args, Pipeline.load(args.model))
     except ValueError as exc:
         log.error("%s", exc)
         return 2
     processor = DeidProcessor(options, patients, None if args.use_annotations else args.model,
-                              args.audit_format, args.mapping_dir, phi_set=args.phi_set)
+                              args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=not args.quiet, jobs=args.jobs)
     log.info("%s: %s", args.out_dir, result.summary())
@@ -239,8 +341,22 @@ def _add_deid_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mask-char", default="*", help="mask mode: the character written (default *)")
 
 
+def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
+    """``annotate``'s and ``deid``'s choice of a P(O) threshold (hybriddeid.operating_point)."""
+    point = parser.add_mutually_exclusive_group()
+    point.add_argument("--threshold", type=float,
+                       help="P(O) threshold in (0, 1]: CRF tokens and characters whose probability of not being "
+                            "PHI is below it are PHI too (higher: more recall; see evaluate --sweep); 0: none, "
+                            "even if the model's config sets one")
+    point.add_argument("--recall-target", type=float,
+                       help="use the threshold a saved sweep (--sweep-file) gives the best precision at this "
+                            "binary token recall or more")
+    parser.add_argument("--sweep-file", type=Path, help="sweep JSON of this model (evaluate --sweep --sweep-out)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
+    from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
     parser.add_argument("--version", action="version", version=f"hybriddeid {__version__}")
@@ -267,15 +383,29 @@ def build_parser() -> argparse.ArgumentParser:
     annotate.add_argument("--overwrite", action="store_true", help="redo inputs whose outputs exist")
     _add_phi_set(annotate, "write only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
                            "ages only over 89); default: the model's setting")
+    _add_operating_point_options(annotate)
     annotate.set_defaults(run=_annotate)
 
-    evaluate = sub.add_parser("evaluate", help="score predictions against gold (i2b2 2014 criteria)")
+    evaluate = sub.add_parser("evaluate", help="score predictions against gold (i2b2 2014 criteria), or sweep "
+                                               "a model's P(O) threshold over gold notes (--sweep)")
     evaluate.add_argument("gold_dir", type=Path)
-    evaluate.add_argument("pred_dir", type=Path)
-    evaluate.add_argument("--json", action="store_true", help="print the full report as JSON")
+    evaluate.add_argument("pred_dir", type=Path, nargs="?", help="predictions to score (not with --sweep)")
+    evaluate.add_argument("--json", action="store_true", help="print the full report (or the sweep) as JSON")
     evaluate.add_argument("--input-format", choices=formats, default="auto")
     _add_phi_set(evaluate, "score only this PHI set: predictions outside it are dropped, gold spans outside it "
                            "are don't-care regions (default: i2b2-2014, every span)")
+    evaluate.add_argument("--sweep", action="store_true",
+                          help="run --model over GOLD_DIR once and print binary token and strict P/R/F1 at a grid "
+                               "of P(O) thresholds")
+    evaluate.add_argument("--model", help='--sweep: model folder, or a bundled model: "en" (the default) or "es"')
+    evaluate.add_argument("--thresholds", help="--sweep: comma-separated grid (default "
+                                               f"{','.join(f'{t:g}' for t in DEFAULT_THRESHOLDS)})")
+    evaluate.add_argument("--plot", type=Path, help="--sweep: draw the precision/recall curve into this PNG "
+                                                    "(pip install 'hybriddeid[plot]')")
+    evaluate.add_argument("--recall-target", type=float,
+                          help="--sweep: print the threshold with the best precision at this binary token recall or more")
+    evaluate.add_argument("--sweep-out", type=Path, help="--sweep: write the sweep as JSON here (for annotate/deid "
+                                                         "--recall-target --sweep-file)")
     evaluate.set_defaults(run=_evaluate)
 
     deid = sub.add_parser("deid", help="write de-identified notes (tags, masks or consistent surrogates) and an audit")
@@ -291,6 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     deid.add_argument("--input-format", choices=formats, default="auto")
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
+    _add_operating_point_options(deid)
     deid.set_defaults(run=_deid)
 
     spark = sub.add_parser("spark-deid", help="de-identify a table or folder of notes on Apache Spark (pip install hybriddeid[spark])")

@@ -14,6 +14,7 @@ import tempfile
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
@@ -24,15 +25,17 @@ import tomli_w
 import hybriddeid
 from hybriddeid.backends import find_plugin, plugin_names
 from hybriddeid.classifiers.char_crf import CHAR_FEATURE_FAMILIES, CharCRF
-from hybriddeid.classifiers.crf import CLUSTERS_DIR
+from hybriddeid.classifiers.crf import CLUSTERS_DIR, CRFTagger, TaggedSequence, focus_stretches
 from hybriddeid.classifiers.rules import RuleClassifier
 from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
 from hybriddeid.document import Document, Span
 from hybriddeid.features.token import TOKEN_EXTRACTORS
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, merge, propagate
+from hybriddeid.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
 from hybriddeid.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
 from hybriddeid.safelist import load_safelist
 from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
+from hybriddeid.text.tokenize import tokenize
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
         # Which merged spans are PHI (hybriddeid.profiles): "i2b2-2014", every span; "hipaa", only
         # HIPAA Safe Harbor's identifiers (no professions, states, countries; ages only over 89).
         "phi_set": DEFAULT_PHI_SET,
+        # Operating point for recall (hybriddeid.operating_point): a CRF token or character whose
+        # marginal P(O) is below this is PHI too, on top of the output above. None (not written to
+        # config.toml): no threshold.
+        "phi_threshold": None,
     },
     "rule": {"min_precision": 0.0, "rule_files": []},
     "char": {
@@ -156,6 +163,11 @@ def _validate(config: dict[str, Any], origin: str) -> None:
     _validate_focus(config["pipeline"], origin)
     if config["pipeline"]["phi_set"] not in PHI_SETS:
         raise ConfigError(f"{origin}: phi_set must be one of {', '.join(PHI_SETS)}, not {config['pipeline']['phi_set']!r}")
+    if config["pipeline"]["phi_threshold"] is not None:
+        try:
+            check_threshold(config["pipeline"]["phi_threshold"], "phi_threshold")
+        except ValueError as exc:
+            raise ConfigError(f"{origin}: {exc}") from None
     missing_features = [name for name in config["token"]["features"] if name not in TOKEN_EXTRACTORS]
     if missing_features:
         raise ConfigError(f"{origin}: unknown token features {missing_features}; this version knows {sorted(TOKEN_EXTRACTORS)}")
@@ -317,8 +329,7 @@ class Pipeline:
         spans: dict[str, list[Span]] = {}
         regions: dict[tuple[str, float | None], list[tuple[int, int]]] = {}
         for focused, focuser in focus.items():
-            outranks = focuser in order and (focused not in order or order.index(focuser) < order.index(focused))
-            claim_from = float(settings["min_score"].get(focuser, 0.0)) if outranks else None
+            claim_from = self._claim_from(focused, focuser, order)
             key = (focuser, claim_from)
             if key not in regions:
                 spans[focuser], regions[key] = self.components[focuser].predict_with_focus(
@@ -329,13 +340,87 @@ class Pipeline:
                 spans[name] = component.predict(doc)
         return {name: spans[name] for name in self.components}
 
+    def _claim_from(self, focused: str, focuser: str, order: Sequence[str]) -> float | None:
+        """The focuser's score floor when it outranks the focused component in ``order`` (its
+        spans passing it are left out of the focused one's stretches), else None."""
+        outranks = focuser in order and (focused not in order or order.index(focuser) < order.index(focused))
+        return float(self.config["pipeline"]["min_score"].get(focuser, 0.0)) if outranks else None
+
+    def _threshold(self, threshold: float | None = None) -> float | None:
+        """The P(O) threshold a call uses: ``threshold`` if given (0: none), else the config's
+        ``phi_threshold``; None when there is none."""
+        chosen = self.config["pipeline"]["phi_threshold"] if threshold is None else threshold
+        return None if chosen is None or chosen == NO_THRESHOLD else check_threshold(chosen)
+
     def predict(
-        self, doc_or_text: Document | str, precedence: Sequence[str] | None = None, phi_set: str | None = None
+        self, doc_or_text: Document | str, precedence: Sequence[str] | None = None, phi_set: str | None = None,
+        threshold: float | None = None,
     ) -> list[Span]:
         """Merged PHI spans of a note (character offsets into its text), within ``phi_set`` (default:
-        the config's)."""
+        the config's). ``threshold`` (default: the config's ``phi_threshold``, usually none; 0: none)
+        also makes PHI every CRF unit whose P(O) is below it (``hybriddeid.operating_point``); the
+        PHI set applies last, to those too."""
         doc = self._as_document(doc_or_text)
+        threshold = self._threshold(threshold)
+        if threshold is not None:
+            return self.within_phi_set(doc, self.read(doc, threshold, precedence).spans(threshold), phi_set)
         return self.combine(doc, self.predict_by_source(doc, precedence), precedence, phi_set)
+
+    def within_phi_set(self, doc: Document, spans: Sequence[Span], phi_set: str | None = None) -> list[Span]:
+        """The spans inside ``phi_set`` (default: the config's), read through the model's taxonomy."""
+        phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
+        return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, self.taxonomy, phi_set)
+
+    def read(
+        self, doc_or_text: Document | str, max_threshold: float, precedence: Sequence[str] | None = None
+    ) -> NoteReading:
+        """Run the components over a note once, keeping each CRF unit whose P(O) is below
+        ``max_threshold``: ``reading.spans(t)`` is ``predict(doc, precedence, threshold=t)`` for
+        any t up to it (or None), without tagging again (what a threshold sweep needs).
+
+        The base spans are ``predict_by_source``'s; with ``focus``, the focused CRF also reads the
+        stretches of each level ``focus_levels`` adds for ``max_threshold``, each run only once."""
+        self._check_ready()
+        doc = self._as_document(doc_or_text)
+        max_threshold = check_threshold(max_threshold)
+        settings = self.config["pipeline"]
+        order = list(self.precedence if precedence is None else precedence)
+        spans: dict[str, list[Span]] = {}
+        sequences: dict[str, list[TaggedSequence]] = {}  # a focuser's, for its stretches at every level
+        kept: dict[str, SourceCandidates] = {}
+
+        def candidates(name: str) -> SourceCandidates:
+            if name not in kept:
+                component = self.components[name]
+                labels = component.labels_
+                words = [(tok.start, tok.end) for tok in tokenize(doc.text)] if component.unit == "character" else None
+                kept[name] = SourceCandidates(name, partial(component.finish, doc), labels[0] if len(labels) == 1 else None, words)
+            return kept[name]
+
+        for focused, focuser in settings["focus"].items():
+            if focuser not in spans:
+                spans[focuser], sequences[focuser] = self.components[focuser].read(doc, max_threshold)
+                candidates(focuser).add_read(0.0, sequences[focuser], max_threshold)
+            claim_from = self._claim_from(focused, focuser, order)
+            read_before: set[tuple[int, int]] = set()
+            for level in focus_levels(float(settings["focus_below"]), max_threshold):
+                regions = focus_stretches(sequences[focuser], level, int(settings["focus_margin"]), claim_from)
+                found, more = self.components[focused].read(doc, max_threshold, regions, skip=read_before)
+                spans.setdefault(focused, found)  # the first level's spans are predict_by_source's
+                read_before.update(seq.bounds for seq in more)
+                candidates(focused).add_read(level, more, max_threshold)
+        for name, component in self.components.items():
+            if name in spans:
+                continue
+            if isinstance(component, CRFTagger):
+                spans[name], read = component.read(doc, max_threshold)
+                candidates(name).add_read(0.0, read, max_threshold)
+            else:
+                spans[name] = component.predict(doc)
+        by_source = {name: spans[name] for name in self.components}
+        ranked = [*[name for name in order if name in kept], *[name for name in kept if name not in order]]
+        return NoteReading(doc, self.combine(doc, by_source, precedence, DEFAULT_PHI_SET), [kept[name] for name in ranked],
+                           max_threshold, float(settings["focus_below"]) if settings["focus"] else None)
 
     def combine(
         self, doc: Document, by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] | None = None,
@@ -344,23 +429,22 @@ class Pipeline:
         """Filter, merge and (if configured) propagate per-source spans, then keep those inside
         ``phi_set`` (default: the config's): the pipeline's final step."""
         settings = self.config["pipeline"]
-        phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
         spans = merge(filter_scores(by_source, settings["min_score"]), self.precedence if precedence is None else precedence)
         spans = propagate(doc.text, spans) if settings["propagate"] else spans
         if settings["safelist"]:
             spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]
-        if phi_set != DEFAULT_PHI_SET:
-            spans = filter_spans(spans, doc.text, self.taxonomy, phi_set)
-        return spans
+        return self.within_phi_set(doc, spans, phi_set)
 
-    def annotate(self, doc: Document, phi_set: str | None = None) -> Document:
-        """``doc`` with its spans replaced by the pipeline's merged predictions (within ``phi_set``)."""
-        return doc.with_spans(self.predict(doc, phi_set=phi_set))
+    def annotate(self, doc: Document, phi_set: str | None = None, threshold: float | None = None) -> Document:
+        """``doc`` with its spans replaced by the pipeline's merged predictions (``phi_set`` and
+        ``threshold``: as in ``predict``)."""
+        return doc.with_spans(self.predict(doc, phi_set=phi_set, threshold=threshold))
 
     def deidentify(self, doc_or_text: Document | str, patient_id: str | None = None, mode: str = "tag",
-                   key: bytes | None = None, phi_set: str | None = None,
+                   key: bytes | None = None, phi_set: str | None = None, threshold: float | None = None,
                    **options: Any) -> "hybriddeid.surrogates.DeidResult":
-        """The note with its PHI replaced: ``mode`` "tag", "mask" or "surrogate" (needs a ``key``).
+        """The note with its PHI replaced: ``mode`` "tag", "mask" or "surrogate" (needs a ``key``);
+        ``phi_set`` and ``threshold`` as in ``predict``.
 
         Returns a ``hybriddeid.surrogates.DeidResult`` (``.text``, ``.document`` with spans at output
         offsets, ``.replacements`` for an audit). Surrogates and the date offset are consistent for one
@@ -376,7 +460,7 @@ class Pipeline:
         if patient_id is None and isinstance(doc_or_text, str):
             patient_id = "text:" + hashlib.sha256(doc_or_text.encode("utf-8")).hexdigest()
         options.setdefault("language", self.language)
-        return deidentify_document(self.annotate(self._as_document(doc_or_text), phi_set),
+        return deidentify_document(self.annotate(self._as_document(doc_or_text), phi_set, threshold),
                                    DeidOptions(mode=mode, key=key, **options), patient_id)
 
     @property
@@ -398,6 +482,8 @@ class Pipeline:
         """The config with each component's word clusters pointing at the copy saved beside it
         (relative, so a moved or bundled model still names folders that exist)."""
         config = copy.deepcopy(self.config)
+        if config["pipeline"]["phi_threshold"] is None:  # TOML has no null: unset is left out
+            del config["pipeline"]["phi_threshold"]
         for name in self.components:
             if config.get(name, {}).get("clusters"):
                 config[name]["clusters"] = f"{name}/{CLUSTERS_DIR}"

@@ -120,30 +120,19 @@ def test_char_features_thin_interior_whitespace_and_edges():
     assert [list(f) for f in again] == [list(f) for f in feats]
 
 
-class _FakeTagger:
-    """Marginal probabilities of O given by hand."""
-
-    def __init__(self, outside: list[float]) -> None:
-        self.outside = outside
-
-    def marginal(self, label: str, position: int) -> float:
-        assert label == "O"
-        return self.outside[position]
-
-
 def test_unsure_stretches_cover_phi_and_doubtful_units_widened_by_the_margin():
     units = [(0, 3), (4, 7), (8, 11), (12, 15), (16, 19), (20, 23), (24, 27)]
     tags = ["O", "B-X", "O", "O", "O", "O", "O"]
-    tagger = _FakeTagger([1.0, 0.01, 0.9999, 1.0, 1.0, 1.0, 0.5])
+    p_outside = [1.0, 0.01, 0.9999, 1.0, 1.0, 1.0, 0.5].__getitem__
     # unit 1 is tagged (whatever its marginal), unit 6 is doubtful, unit 2 is sure enough
-    assert _unsure_stretches(units, tags, tagger, 0.999, 0) == [(4, 7), (24, 27)]
-    assert _unsure_stretches(units, tags, tagger, 0.999, 1) == [(0, 11), (20, 27)]
-    assert _unsure_stretches(units, tags, tagger, 0.999, 2) == [(0, 27)]  # touching stretches join
-    assert _unsure_stretches(units, ["O"] * 7, _FakeTagger([1.0] * 7), 0.999, 2) == []
+    assert _unsure_stretches(units, tags, p_outside, 0.999, 0) == [(4, 7), (24, 27)]
+    assert _unsure_stretches(units, tags, p_outside, 0.999, 1) == [(0, 11), (20, 27)]
+    assert _unsure_stretches(units, tags, p_outside, 0.999, 2) == [(0, 27)]  # touching stretches join
+    assert _unsure_stretches(units, ["O"] * 7, ([1.0] * 7).__getitem__, 0.999, 2) == []
     # units inside a claimed span (the focuser's own confident finding) neither count nor widen
     claimed = [Span(4, 7, "X", "token", 0.99)]
-    assert _unsure_stretches(units, tags, tagger, 0.999, 1, claimed) == [(20, 27)]
-    assert _unsure_stretches(units, tags, tagger, 0.999, 0, [Span(24, 27, "X")]) == [(4, 7)]
+    assert _unsure_stretches(units, tags, p_outside, 0.999, 1, claimed) == [(20, 27)]
+    assert _unsure_stretches(units, tags, p_outside, 0.999, 0, [Span(24, 27, "X")]) == [(4, 7)]
 
 
 def test_runs_in_regions_group_the_tokens_a_stretch_touches():

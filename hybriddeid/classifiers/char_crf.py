@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import tomllib
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Collection, Iterable, Iterator, Sequence
 
 import tomli_w
 
@@ -21,7 +21,7 @@ from hybriddeid.classifiers.crf import CRFTagger, UnitSequence
 from hybriddeid.classifiers.span_typer import SpanTyper
 from hybriddeid.document import Document, Span
 from hybriddeid.features.char import CharWindow, char_features, token_projections
-from hybriddeid.features.context import line_contexts, lines_with_tokens
+from hybriddeid.features.context import LineContext, line_contexts, lines_with_tokens
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.taxonomy import guess_taxonomy
 from hybriddeid.text.tokenize import Token
@@ -60,12 +60,21 @@ def runs_in_regions(
     return runs
 
 
+def _run_bounds(line: LineContext, tokens: Sequence[Token], run: tuple[int, int]) -> tuple[int, int]:
+    """Character offsets of the sequence a run of tokens is read as (a whole run: the whole line)."""
+    first, end = run
+    if (first, end) == (0, len(tokens)):
+        return line.start, line.end
+    return tokens[first].start, tokens[end - 1].end
+
+
 class CharCRF(CRFTagger):
     """BIOES CRF over the characters of each line, plus a span typer for ``label_level="phi"``."""
 
     source = "char"
     scheme = "BIOES"
     model_file = "char.crfsuite"
+    unit = "character"
 
     def __init__(
         self,
@@ -108,11 +117,16 @@ class CharCRF(CRFTagger):
         return params
 
     def sequences(
-        self, doc: Document, lexicon: Gazetteer | None = None, regions: Sequence[tuple[int, int]] | None = None
+        self,
+        doc: Document,
+        lexicon: Gazetteer | None = None,
+        regions: Sequence[tuple[int, int]] | None = None,
+        skip: Collection[tuple[int, int]] = (),
     ) -> Iterator[UnitSequence]:
         """One sequence per line; with ``regions`` (sorted character stretches), one per run of
         tokens touching a stretch instead, each character's features the same as in the whole
-        line's (token facts and n-grams are computed over the whole line)."""
+        line's (token facts and n-grams are computed over the whole line). Runs whose character
+        bounds are in ``skip`` (read before) are left out."""
         if lexicon is None:
             lexicon = self.lexicon_
         region_starts = [start for start, _ in regions] if regions is not None else None
@@ -120,6 +134,8 @@ class CharCRF(CRFTagger):
             runs = [(0, len(tokens))]
             if regions is not None:
                 runs = runs_in_regions(tokens, regions, region_starts)
+                if skip:
+                    runs = [run for run in runs if _run_bounds(line, tokens, run) not in skip]
                 if not runs:
                     continue
             lowers = [tok.text.lower() for tok in tokens]
@@ -129,7 +145,7 @@ class CharCRF(CRFTagger):
             projected = token_projections(tokens, line, lowers) if "projection" in self.features else None
             for first, end in runs:
                 whole = (first, end) == (0, len(tokens))
-                start, stop = (line.start, line.end) if whole else (tokens[first].start, tokens[end - 1].end)
+                start, stop = _run_bounds(line, tokens, (first, end))
                 feats = char_features(
                     doc.text, line, tokens[first:end], self._window, thin_interior=self.thin_interior,
                     token_features=projected[first:end] if projected is not None else None,
@@ -157,8 +173,9 @@ class CharCRF(CRFTagger):
             self.typer_ = SpanTyper(language=self.language).fit(docs)
         return self
 
-    def predict(self, doc: Document, regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
-        spans = [self._trim(doc.text, span) for span in super().predict(doc, regions)]
+    def finish(self, doc: Document, spans: list[Span]) -> list[Span]:
+        """Trimmed spans, typed by the span typer (for ``label_level`` "phi" or "category")."""
+        spans = [self._trim(doc.text, span) for span in spans]
         spans = [span for span in spans if span is not None]
         if self.typer_ is None:
             return spans

@@ -12,8 +12,9 @@ from collections import Counter
 import tempfile
 import tomllib
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
 
 import pycrfsuite
 import tomli_w
@@ -50,6 +51,25 @@ class UnitSequence:
 
     units: list[tuple[int, int]]
     features: list[list[str]]
+
+
+@dataclass(slots=True)
+class TaggedSequence:
+    """One sequence as a tagger read it, kept so that P(O) thresholds and focus stretches can be
+    applied later without tagging again: the Viterbi ``tags``, each unit's probability of O, the
+    spans found in it (with scores, before a subclass finishes them) and, for the units whose P(O)
+    is below the reading's ``keep_below``, each label's probability (only for multi-label taggers)."""
+
+    units: list[tuple[int, int]]
+    tags: list[str]
+    p_outside: list[float]
+    spans: list[Span]
+    label_probs: dict[int, dict[str, float]]
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """Character offsets the sequence covers (how a focused re-read recognises it)."""
+        return self.units[0][0], self.units[-1][1]
 
 
 def encode_tags(units: Sequence[tuple[int, int]], spans: Iterable[Span], scheme: str) -> list[str]:
@@ -119,17 +139,16 @@ def decode_tags(
 def _unsure_stretches(
     units: Sequence[tuple[int, int]],
     tags: Sequence[str],
-    tagger: pycrfsuite.Tagger,
+    p_outside: Callable[[int], float],
     below: float,
     margin: int,
     claimed: Sequence[Span] = (),
 ) -> list[tuple[int, int]]:
-    """Character stretches of the units (just tagged by ``tagger``) that are tagged as PHI or
-    whose marginal probability of O is below ``below``, each widened by ``margin`` units; units
-    inside a ``claimed`` span (sorted, non-overlapping) do not count."""
+    """Character stretches of the units that are tagged as PHI or whose marginal probability of O
+    (``p_outside(i)``: the tagger's, or kept from a reading) is below ``below``, each widened by
+    ``margin`` units; units inside a ``claimed`` span (sorted, non-overlapping) do not count."""
     n = len(units)
-    marginal = tagger.marginal
-    unsure = [i for i in range(n) if tags[i] != OUTSIDE or marginal(OUTSIDE, i) < below]
+    unsure = [i for i in range(n) if tags[i] != OUTSIDE or p_outside(i) < below]
     if claimed and unsure:
         kept, at = [], 0
         for i in unsure:
@@ -148,6 +167,18 @@ def _unsure_stretches(
         else:
             stretches.append((units[first][0], units[end - 1][1]))
         last_end = end
+    return stretches
+
+
+def focus_stretches(
+    sequences: Iterable[TaggedSequence], below: float, margin: int, claim_from: float | None = None
+) -> list[tuple[int, int]]:
+    """``predict_with_focus``'s stretches, from sequences kept by ``CRFTagger.read``: the same
+    marginals give the same stretches, at any ``below``, without tagging again."""
+    stretches: list[tuple[int, int]] = []
+    for seq in sequences:
+        claimed = [span for span in seq.spans if span.score >= claim_from] if claim_from is not None else ()
+        stretches.extend(_unsure_stretches(seq.units, seq.tags, seq.p_outside.__getitem__, below, margin, claimed))
     return stretches
 
 
@@ -192,6 +223,7 @@ class CRFTagger:
     source = "crf"
     scheme = "BIO"
     model_file = "model.crfsuite"
+    unit = "token"  # what one CRF position is: "token" or "character"
     language = "en"  # subclasses take it as a parameter; resources are chosen by it
 
     def __init__(
@@ -307,6 +339,7 @@ class CRFTagger:
         self.model_bytes_ = data
         self.tagger_ = open_tagger(data)
         self.labels_ = tuple(sorted({tag[2:] for tag in self.tagger_.labels() if tag != OUTSIDE}))
+        self.tags_by_label_ = {label: [tag for tag in self.tagger_.labels() if tag[2:] == label] for label in self.labels_}
 
     # -- prediction -------------------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -323,7 +356,26 @@ class CRFTagger:
 
         ``regions`` (sorted character stretches, e.g. from another tagger's ``predict_with_focus``)
         limits tagging to those stretches, for subclasses whose ``sequences`` support it."""
-        return self._tag(doc, regions)[0]
+        return self.finish(doc, self._tag(doc, regions)[0])
+
+    def finish(self, doc: Document, spans: list[Span]) -> list[Span]:
+        """The spans ``predict`` returns for the raw spans decoded from tags (hook: the character
+        CRF trims and types them); also applied to spans a P(O) threshold makes."""
+        return spans
+
+    def read(
+        self,
+        doc: Document,
+        keep_below: float,
+        regions: Sequence[tuple[int, int]] | None = None,
+        skip: Collection[tuple[int, int]] = (),
+    ) -> tuple[list[Span], list[TaggedSequence]]:
+        """``predict``'s spans plus every sequence read, with each unit's P(O) and, where that is
+        below ``keep_below``, its label probabilities: what a P(O) threshold up to ``keep_below``
+        and focus stretches at any level need (``hybriddeid.operating_point``). Sequences whose
+        ``bounds`` are in ``skip`` (already read by an earlier call) are left out."""
+        spans, _, sequences = self._tag(doc, regions, keep_below=keep_below, skip=skip)
+        return self.finish(doc, spans), sequences
 
     def predict_with_focus(
         self, doc: Document, below: float, margin: int, claim_from: float | None = None
@@ -337,7 +389,8 @@ class CRFTagger:
         finds overlapping them (unless a still higher-ranked source displaces them first). A
         pipeline runs a slower tagger only on the stretches (config ``focus``); the
         forward-backward pass per line costs about a fifth of tagging it."""
-        return self._tag(doc, None, below, margin, claim_from)
+        spans, unsure, _ = self._tag(doc, None, below, margin, claim_from)
+        return spans, unsure
 
     def _tag(
         self,
@@ -346,12 +399,18 @@ class CRFTagger:
         below: float | None = None,
         margin: int = 0,
         claim_from: float | None = None,
-    ) -> tuple[list[Span], list[tuple[int, int]]]:
+        keep_below: float | None = None,
+        skip: Collection[tuple[int, int]] = (),
+    ) -> tuple[list[Span], list[tuple[int, int]], list[TaggedSequence]]:
         self._check_fitted()
         spans: list[Span] = []
         unsure: list[tuple[int, int]] = []
+        kept: list[TaggedSequence] = []
         tagger = self.tagger_
-        sequences = self.sequences(doc) if regions is None else self.sequences(doc, regions=regions)
+        if regions is None:
+            sequences = self.sequences(doc)
+        else:
+            sequences = self.sequences(doc, regions=regions, skip=skip) if skip else self.sequences(doc, regions=regions)
         for seq in sequences:
             if not seq.units:
                 continue
@@ -364,10 +423,26 @@ class CRFTagger:
                 scores = [1.0 if tag == OUTSIDE else tagger.marginal(tag, first + i) for i, tag in enumerate(window)]
                 found = decode_tags(seq.units[first:last], window, self.source, scores)
                 spans.extend(found)
+            if keep_below is not None:  # P(O) of every unit, once: thresholds and focus (focus_stretches) share it
+                kept.append(self._kept_sequence(seq.units, tags, found, keep_below))
             if below is not None:
                 claimed = [span for span in found if span.score >= claim_from] if claim_from is not None else ()
-                unsure.extend(_unsure_stretches(seq.units, tags, tagger, below, margin, claimed))
-        return spans, unsure
+                unsure.extend(_unsure_stretches(seq.units, tags, partial(tagger.marginal, OUTSIDE), below, margin, claimed))
+        return spans, unsure, kept
+
+    def _kept_sequence(
+        self, units: list[tuple[int, int]], tags: list[str], found: list[Span], keep_below: float
+    ) -> TaggedSequence:
+        """The sequence just tagged, with its marginals (see ``TaggedSequence``)."""
+        marginal = self.tagger_.marginal
+        p_outside = [marginal(OUTSIDE, i) for i in range(len(units))]
+        label_probs: dict[int, dict[str, float]] = {}
+        if len(self.labels_) > 1:  # a one-label tagger's label needs no probabilities
+            for i, p in enumerate(p_outside):
+                if p < keep_below:
+                    label_probs[i] = {label: sum(marginal(tag, i) for tag in tags_of)
+                                      for label, tags_of in self.tags_by_label_.items()}
+        return TaggedSequence(units, tags, p_outside, found, label_probs)
 
     # -- persistence ------------------------------------------------------------------------
     def to_disk(self, path: Path) -> None:

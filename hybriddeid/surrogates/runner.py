@@ -103,6 +103,8 @@ class DeidProcessor:
     own annotations (gold or earlier predictions) instead. ``phi_set`` (``hybriddeid.profiles``)
     keeps only that set's spans: the model's predictions (default: the model's setting), or the
     inputs' annotations, read through the taxonomy that knows each note's labels (default: all).
+    ``threshold`` is the model's P(O) threshold as ``Pipeline.predict`` takes it (None: the model's
+    own config; 0: none).
     """
 
     options: DeidOptions
@@ -111,6 +113,7 @@ class DeidProcessor:
     audit_format: str = "jsonl"
     mapping_dir: Path | None = None
     phi_set: str | None = None
+    threshold: float | None = None
     _pipeline: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -148,7 +151,7 @@ class DeidProcessor:
             if not is_safe_name(doc.name):
                 raise InputError(Path(doc.meta.get("path", doc.name)), "note name cannot be used as a file name")
             if self._pipeline is not None:
-                doc = self._pipeline.annotate(doc, phi_set=self.phi_set)
+                doc = self._pipeline.annotate(doc, phi_set=self.phi_set, threshold=self.threshold)
             elif self.phi_set is not None:
                 doc = filter_document(doc, self.phi_set)
             by_patient.setdefault(self.unit_key(Path(doc.meta.get("path", "")), doc), []).append(doc)
@@ -175,6 +178,7 @@ class DeidProcessor:
             "tag_level": options.tag_level, "mask_char": options.mask_char,
             "spans": f"model {self.model}" if self.model is not None else "input annotations",
             "phi_set": self.phi_set,
+            "phi_threshold": self.threshold,
             "patients": "map" if self.patients.mapping is not None else ("pattern" if self.patients.pattern else "note"),
             "audit_format": self.audit_format,
             "mapping_file": self.mapping_dir is not None,
