@@ -40,6 +40,7 @@ class Relabeller:
     labels: dict[str, str]
     split_places: frozenset[str]
     hospital_words: frozenset[str]
+    state_abbreviations: frozenset[str]
     strip_titles: regex.Pattern
     add_ages: regex.Pattern | None
     drop_values: regex.Pattern | None
@@ -53,6 +54,7 @@ class Relabeller:
             labels=dict(own["labels"]),
             split_places=frozenset(own.get("split_places", ())),
             hospital_words=frozenset(word.lower() for word in common["hospital_words"]),
+            state_abbreviations=frozenset(common["state_abbreviations"]),
             strip_titles=regex.compile(common["strip_titles"]),
             add_ages=regex.compile(ages, regex.IGNORECASE) if ages else None,
             drop_values=regex.compile(own["drop_values"]) if "drop_values" in own else None,
@@ -63,7 +65,7 @@ class Relabeller:
         words = {word.lower().strip(".,'’s") for word in value.split()}
         if words & self.hospital_words or value in _entries("hospitals"):
             return "HOSPITAL"
-        if value in _entries("states") or value.upper() in _entries("states"):
+        if value in _entries("states") or value in self.state_abbreviations:
             return "STATE"
         if value in _entries("countries"):
             return "COUNTRY"
