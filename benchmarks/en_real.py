@@ -30,13 +30,13 @@ Errors, per binary token (alphanumeric run, as the scorer cuts spans; the same t
 counts, checked), each put in the first group whose rule holds:
 
 false alarms (predicted, not gold; the rules read the predicted span):
-  1. ``age``: the tool labels the span as an age (category AGE), or the span holds one as
-     ``tools/real_text_labels.toml``'s ASQ age pattern finds them ("60-year-old", "70yo");
+  1. ``age``: the tool labels the span as an age (category AGE), or the span is an age phrase
+     ("60-year-old", "70yo", "26 y/o") under another label (Presidio's DATE_TIME);
   2. ``year``: the span is a year alone ("2021"; not in the issue's list, but Safe Harbor keeps years
      and ASQ-PHI leaves them unmarked, so they are no "number read as a date");
   3. ``number``: the span is another bare number or range ("80-90", "142", "120/80");
-  4. ``joined``: the span joins words with a slash or an arrow ("HTN/DM", "SOB->better"), and is
-     no real URL (no "://", "www.", "@");
+  4. ``joined``: the span joins words of two letters or more with a slash or an arrow ("HTN/DM",
+     "SOB->better"; not "y/o", "w/ CHF"), and is no real URL (no "://", "www.", "@");
   5. ``drug``: the token is a word of a drug name of the generator's ``[vocab] drug`` list
      (``resources/synth/en.toml``) or of the safe-list's drugs section (``resources/safelist/en.txt``);
   6. ``capitalised``: the token is capitalised and starts a line or a sentence (after ". ", "! ",
@@ -119,9 +119,10 @@ MISS_GROUPS = {
 }
 
 # false alarms: whole predicted span
+AGE_PHRASE = regex.compile(r"(?i)\d{1,3}(?:[- ]?(?:year|yr|y)s?[- ]?old|[- ]?(?:yo|y/o))")
 YEAR = regex.compile(r"(?:19|20)\d\d")
 NUMBER_OR_RANGE = regex.compile(r"[<>~]?\d+(?:[.,]\d+)?(?:\s*(?:-|–|/|to)\s*\d+(?:[.,]\d+)?)?\s*%?")
-JOINED = regex.compile(r"\p{L}\s*(?:/|->|→|=>|<-|←|>)\s*\p{L}")  # "HTN/DM", "w/ CHF", "SOB->better"
+JOINED = regex.compile(r"\p{L}{2}\s*(?:/|->|→|=>|<-|←|>)\s*\p{L}{2}")  # "HTN/DM", "SOB->better"; not "y/o", "w/"
 REAL_URL = regex.compile(r"://|www\.|@")
 # a line's leading "Label:" ("Chief Complaint:")
 HEADING = regex.compile(r"[^\p{L}\n]*\p{L}[\p{L} '/&-]{0,40}:")
@@ -154,7 +155,6 @@ class ErrorRules:
     places: Relabeller
     mixed_places: frozenset[str]
     age_category: str
-    ages: regex.Pattern = field(repr=False)
     sentence_start: regex.Pattern = field(repr=False)
 
     @classmethod
@@ -167,15 +167,14 @@ class ErrorRules:
         # a sentence ends at . ! ? and spaces, unless the full stop closes a title ("Dr.") or an initial ("J.")
         not_after = "|".join(sorted(titles, key=len, reverse=True))
         start = regex.compile(rf"(?m)(?:^|(?<!\b(?i:{not_after}|\p{{L}}))[.!?][\"')\]]*\s+)[\s\"'(\[*#•-]*$")
-        ages = next(r.add_ages for r in relabellers if r.add_ages is not None)
         return cls(drugs, titles, relabellers[0], frozenset().union(*(r.split_places for r in relabellers)),
-                   hipaa_age_rule().category, ages, start)
+                   hipaa_age_rule().category, start)
 
     def false_alarm(self, text: str, start: int, end: int, span: Span, taxonomy: Taxonomy) -> str:
         """The group of predicted token ``text[start:end]`` of predicted ``span`` that no gold token matches."""
         surface = text[span.start:span.end].strip()
         token = text[start:end]
-        if taxonomy.category(span.label) == self.age_category or self.ages.search(text, span.start, span.end):
+        if taxonomy.category(span.label) == self.age_category or AGE_PHRASE.fullmatch(surface):
             return "age"
         if YEAR.fullmatch(surface):
             return "year"

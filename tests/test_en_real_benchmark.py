@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -101,3 +102,19 @@ def test_dont_care_tokens_count_neither_way(en_real):
     assert outcome.fn == []
     i2b2 = en_real.token_outcomes(gold[0], pred[0], load_taxonomy("presidio"), load_taxonomy("i2b2-2014"), "i2b2-2014")
     assert len(i2b2.tp) == 2 and len(i2b2.fp) == 1
+
+
+@pytest.mark.parametrize("text, surface, label, group", [
+    ("a 60-year-old man", "60-year-old", "DATE_TIME", "age"),  # an age phrase under another label
+    ("I'm from Cyprus and I'm 26 y/o", "from Cyprus and I'm 26 y/o", "TITLE", "other"),  # holding one is not enough
+    ("BP 142 today", "142", "DATE_TIME", "number"),
+    ("seen by Dr. Zoolander", "Zoolander", "PERSON", "other"),  # after a title: no sentence start
+    ("Wow. Zoolander again", "Zoolander", "PERSON", "capitalised"),
+    ("CHIEF COMPLAINT\nfever", "COMPLAINT", "PERSON", "capitalised"),  # a line in capitals
+])
+def test_false_alarm_rules(en_real, text: str, surface: str, label: str, group: str):
+    start = text.index(surface)
+    span = Span(start, start + len(surface), label)
+    token_end = start + len(re.match(r"[^\W_]+", surface).group())  # its first token, as the scorer cuts them
+    assert en_real.ErrorRules.english().false_alarm(text, start, token_end, span, load_taxonomy("presidio")) == group
+
