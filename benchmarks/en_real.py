@@ -1,0 +1,508 @@
+"""hybriddeid, Philter and Presidio on the two public English dev halves (real text), in one run, with errors grouped.
+
+Corpora: ``../shared/corpora/asq-phi/dev`` (525 clinician search queries, BRAT, labels of
+``resources/taxonomy/asq_phi.toml``) and ``../shared/corpora/presidio-synth/dev`` (750 general PII
+sentences, labels of ``presidio.toml``). Nobody on the project wrote them, unlike the generated notes
+of ``peers.py``; both are public synthetic text, so token text may be printed.
+
+Rows, each tool in its own process per corpus (``peers.run_tools`` and ``peer_worker.py``, with the
+settings ``peers.py`` uses):
+
+- ``hybriddeid``: a model (``--model``, default the bundled English one). Its ``meta.json`` says
+  whether it was trained on these halves (``tools/train_en_default.py --real``); the row then says
+  "optimistic", since it is scored on notes it has seen.
+- ``hybriddeid-cv``: with ``--hybriddeid-pred DIR``, predictions already made, read from BRAT folders
+  ``DIR/asq/`` and ``DIR/presidio/`` as ``benchmarks/en_real_cv.py --out DIR`` writes them
+  (cross-validated: each note tagged by a model that never saw it); no speed figures. Without
+  ``--model`` only this hybriddeid row is shown; with both, both rows.
+- ``philter`` (philter-lite) and ``presidio`` (presidio-analyzer), from the venvs of ``setup_peers.sh``.
+
+Scoring, per corpus, row and PHI set (``--phi-set``, default ``hipaa`` and ``i2b2-2014``), through
+``hybriddeid.evaluation.evaluate(gold, pred, taxonomy, phi_set, pred_taxonomy)``: gold read through
+its corpus taxonomy; hybriddeid's spans through i2b2 2014; Presidio's entity types through
+``presidio.toml`` (Presidio's own label set); Philter's spans carry no type and get the label ``PHI``,
+which no taxonomy knows: ``hybriddeid.profiles`` keeps spans of unknown labels under every PHI set
+(it only drops what it knows to be outside), so every Philter span is scored under both (checked at
+run time and printed). Figures: binary token P/R/F1 (PHI or not), binary token recall per gold
+category and per gold label, notes/s, chars/s, load seconds and peak resident memory per tool.
+
+Errors, per binary token (alphanumeric run, as the scorer cuts spans; the same tokens ``evaluate``
+counts, checked), each put in the first group whose rule holds:
+
+false alarms (predicted, not gold; the rules read the predicted span):
+  1. ``age``: the tool labels the span as an age (category AGE), or the span is an age phrase
+     ("60-year-old", "70yo", "26 y/o") under another label (Presidio's DATE_TIME);
+  2. ``year``: the span is a year alone ("2021"; not in the issue's list, but Safe Harbor keeps years
+     and ASQ-PHI leaves them unmarked, so they are no "number read as a date");
+  3. ``number``: the span is another bare number or range ("80-90", "142", "120/80");
+  4. ``joined``: the span joins words of two letters or more with a slash or an arrow ("HTN/DM",
+     "SOB->better"; not "y/o", "w/ CHF"), and is no real URL (no "://", "www.", "@");
+  5. ``drug``: the token is a word of a drug name of the generator's ``[vocab] drug`` list
+     (``resources/synth/en.toml``) or of the safe-list's drugs section (``resources/safelist/en.txt``);
+  6. ``capitalised``: the token is capitalised and starts a line or a sentence (after ". ", "! ",
+     "? ", not after a title or an initial), or lies in a heading (a line's leading "Label:", or a
+     line in capitals);
+  7. ``other``.
+misses (gold, not predicted; the rules read the gold span):
+  1. ``title``: a title of the English surrogate resources ("Dr", "Mr") inside a gold name, or a
+     gold span that is only a title (presidio's TITLE "Mr.");
+  2. ``id_prefix``: an ID whose text starts with letters ("UCSF-12345", "#SF-998877");
+  3. ``institution``: a place span labelled ORGANIZATION or HOSPITAL, or of a mixed place label
+     (ASQ's GEOGRAPHIC_LOCATION, presidio's GPE) that ``tools/real_text.py`` calls a hospital
+     (hospital words, bundled hospital dictionary); or an all-capitals token in a place ("UCSF");
+  4. ``lower_case_name``: a lower-case token of a gold name;
+  5. ``short_name``: a token of a gold name with one word of two or more letters, alone or with
+     initials ("Anna", "Mary S."): first names or initials alone;
+  6. ``date``: a gold date;
+  7. ``other``.
+Counts are primary; the most frequent examples print as the span with the group's tokens in
+brackets and the label ("[80]-[90] DATE"), for the hybriddeid rows under i2b2-2014 (the widest set:
+its errors include those under hipaa); ``--json`` holds every row's groups and examples.
+
+    bash benchmarks/setup_peers.sh     # once: venvs under /tmp/hybriddeid-peers
+    python benchmarks/en_real.py [--model en] [--hybriddeid-pred DIR] [--phi-set hipaa i2b2-2014]
+                                 [--tools hybriddeid philter presidio] [--examples 5] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import regex
+
+HERE = Path(__file__).resolve().parent
+for _folder in (HERE, HERE.parent / "tools"):  # peers.py and tools/real_text.py, also when imported by path
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+
+from peers import TOOLS, run_tools  # noqa: E402
+from real_text import CORPORA, Relabeller  # noqa: E402
+
+from hybriddeid.document import Document, Span  # noqa: E402
+from hybriddeid.evaluation import evaluate  # noqa: E402
+from hybriddeid.evaluation.matching import BINARY_LABEL, _outside_dont_care, span_tokens  # noqa: E402
+from hybriddeid.io import read_corpus  # noqa: E402
+from hybriddeid.knowledge.dictionaries import read_entries  # noqa: E402
+from hybriddeid.profiles import PHI_SETS, filter_spans, hipaa_age_rule, in_phi_set, split_spans  # noqa: E402
+from hybriddeid.surrogates.language import fold, load_language  # noqa: E402
+from hybriddeid.synth.generator import load_synth_resources  # noqa: E402
+from hybriddeid.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
+
+CORPUS_TITLES = {"asq": "ASQ-PHI dev (clinician queries)", "presidio": "presidio-research synth dev (general PII sentences)"}
+GOLD_TAXONOMY = {"asq": "asq-phi", "presidio": "presidio"}
+PRED_TAXONOMY = {"hybriddeid": "i2b2-2014", "hybriddeid-cv": "i2b2-2014", "presidio": "presidio", "philter": "i2b2-2014"}
+UNTYPED = "PHI"  # Philter's spans: a label no taxonomy knows, kept under every PHI set
+
+FALSE_ALARM_GROUPS = {
+    "age": "ages (labelled as ages, or '60-year-old')",
+    "year": "years alone ('2021')",
+    "number": "bare numbers and ranges ('80-90', '142')",
+    "joined": "slash- or arrow-joined words ('HTN/DM')",
+    "drug": "drug names",
+    "capitalised": "capitalised words at a sentence or line start, or in headings",
+    "other": "other",
+}
+MISS_GROUPS = {
+    "title": "titles inside gold names ('Dr', 'Mr')",
+    "id_prefix": "IDs with a letter prefix",
+    "institution": "institutions and abbreviations",
+    "lower_case_name": "lower-case names",
+    "short_name": "first names or initials alone",
+    "date": "dates",
+    "other": "other",
+}
+
+# false alarms: whole predicted span
+AGE_PHRASE = regex.compile(r"(?i)\d{1,3}(?:[- ]?(?:year|yr|y)s?[- ]?old|[- ]?(?:yo|y/o))")
+YEAR = regex.compile(r"(?:19|20)\d\d")
+NUMBER_OR_RANGE = regex.compile(r"[<>~]?\d+(?:[.,]\d+)?(?:\s*(?:-|–|/|to)\s*\d+(?:[.,]\d+)?)?\s*%?")
+JOINED = regex.compile(r"\p{L}{2}\s*(?:/|->|→|=>|<-|←|>)\s*\p{L}{2}")  # "HTN/DM", "SOB->better"; not "y/o", "w/"
+REAL_URL = regex.compile(r"://|www\.|@")
+# a line's leading "Label:" ("Chief Complaint:")
+HEADING = regex.compile(r"[^\p{L}\n]*\p{L}[\p{L} '/&-]{0,40}:")
+# misses: token, then whole gold span
+ABBREVIATION = regex.compile(r"(?=(?:\d*\p{Lu}){2})[\p{Lu}\d]+")  # two capitals or more, no lower case: "UCSF"
+ID_PREFIX = regex.compile(r"\W*\p{L}+[\s#:./-]*\d")  # "UCSF-12345", "#SF-998877", "MRN 123"
+INSTITUTION_LABELS = frozenset({"ORGANIZATION", "HOSPITAL"})
+MIN_DRUG_WORD = 3  # "XL", "D" of "Toprol XL", "vitamin D" are no drug names on their own
+
+
+def safelist_section(language: str, keyword: str) -> list[str]:
+    """The entries of the bundled safe-list's sections whose "# ----" heading holds ``keyword``."""
+    text = resources.files("hybriddeid.resources").joinpath("safelist", f"{language}.txt").read_text("utf-8")
+    entries: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("# ----"):
+            inside = keyword in line.lower()
+        elif inside:
+            entries.extend(read_entries(line))
+    return entries
+
+
+@dataclass(frozen=True)
+class ErrorRules:
+    """The data the error groups read (module docstring): drug words, titles, hospital detection."""
+
+    drugs: frozenset[str]
+    titles: frozenset[str]
+    places: Relabeller
+    mixed_places: frozenset[str]
+    age_category: str
+    sentence_start: regex.Pattern = field(repr=False)
+
+    @classmethod
+    def english(cls) -> "ErrorRules":
+        entries = [*load_synth_resources("en").data["vocab"]["drug"], *safelist_section("en", "drug")]
+        drugs = frozenset(fold(word) for entry in entries for word in regex.findall(r"\p{L}+", entry)
+                          if len(word) >= MIN_DRUG_WORD)
+        titles = load_language("en").titles
+        relabellers = [Relabeller.for_corpus(corpus) for corpus in CORPORA]
+        # a sentence ends at . ! ? and spaces, unless the full stop closes a title ("Dr.") or an initial ("J.")
+        not_after = "|".join(sorted(titles, key=len, reverse=True))
+        start = regex.compile(rf"(?m)(?:^|(?<!\b(?i:{not_after}|\p{{L}}))[.!?][\"')\]]*\s+)[\s\"'(\[*#•-]*$")
+        return cls(drugs, titles, relabellers[0], frozenset().union(*(r.split_places for r in relabellers)),
+                   hipaa_age_rule().category, start)
+
+    def false_alarm(self, text: str, start: int, end: int, span: Span, taxonomy: Taxonomy) -> str:
+        """The group of predicted token ``text[start:end]`` of predicted ``span`` that no gold token matches."""
+        surface = text[span.start:span.end].strip()
+        token = text[start:end]
+        if taxonomy.category(span.label) == self.age_category or AGE_PHRASE.fullmatch(surface):
+            return "age"
+        if YEAR.fullmatch(surface):
+            return "year"
+        if NUMBER_OR_RANGE.fullmatch(surface):
+            return "number"
+        if JOINED.search(surface) and not REAL_URL.search(surface):
+            return "joined"
+        if fold(token) in self.drugs:
+            return "drug"
+        if token[:1].isupper() and (self.starts_sentence(text, start) or self.in_heading(text, start)):
+            return "capitalised"
+        return "other"
+
+    def miss(self, text: str, start: int, end: int, span: Span, taxonomy: Taxonomy) -> str:
+        """The group of gold token ``text[start:end]`` of gold ``span`` that no predicted token matches."""
+        surface = text[span.start:span.end]
+        token = text[start:end]
+        category = taxonomy.category(span.label)
+        words = [w for w in regex.findall(r"[^\W_]+", surface) if fold(w) not in self.titles]
+        if fold(token) in self.titles and (category == "NAME" or not words):
+            return "title"
+        if category == "ID" and ID_PREFIX.match(surface):
+            return "id_prefix"
+        if category == "LOCATION" and (
+                span.label in INSTITUTION_LABELS or ABBREVIATION.fullmatch(token)
+                or (span.label in self.mixed_places and self.places.place_label(surface.strip()) == "HOSPITAL")):
+            return "institution"
+        if category == "NAME" and token.islower():
+            return "lower_case_name"
+        if category == "NAME" and sum(len(w) > 1 for w in words) <= 1:
+            return "short_name"
+        if category == "DATE":
+            return "date"
+        return "other"
+
+    def starts_sentence(self, text: str, start: int) -> bool:
+        """Whether only spaces, quotes or bullets stand between ``start`` and a line start or a sentence end."""
+        return bool(self.sentence_start.search(text, text.rfind("\n", 0, start) + 1, start))
+
+    @staticmethod
+    def in_heading(text: str, start: int) -> bool:
+        """Whether ``start`` lies in its line's leading "Label:" or on a line in capitals."""
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", start)
+        line = text[line_start:line_end if line_end >= 0 else len(text)]
+        label = HEADING.match(line)
+        letters = [c for c in line if c.isalpha()]
+        return bool(label and start - line_start < label.end()) or (len(letters) > 2 and all(c.isupper() for c in letters))
+
+
+@dataclass
+class Outcomes:
+    """One document's binary tokens under a PHI set: (start, end, span) for true positives and false
+    positives (span: the predicted one) and for false negatives (span: the gold one)."""
+
+    tp: list[tuple[int, int, Span]]
+    fp: list[tuple[int, int, Span]]
+    fn: list[tuple[int, int, Span]]
+    gold: list[tuple[int, int, Span]]  # every scored gold token, found or not
+
+
+def token_outcomes(gold: Document, pred: Document, gold_taxonomy: Taxonomy, pred_taxonomy: Taxonomy,
+                   phi_set: str) -> Outcomes:
+    """Binary tokens as ``evaluate`` counts them (``matching``): gold spans outside ``phi_set`` are
+    don't-care regions, predicted spans outside it are dropped, and predicted tokens over a
+    don't-care region and no scored gold span are left out."""
+    gold_kept, dont_care = split_spans(gold.spans, gold.text, gold_taxonomy, phi_set)
+    pred_kept = filter_spans(pred.spans, gold.text, pred_taxonomy, phi_set)
+    gold_tokens = {token: span for span in gold_kept for token in span_tokens(gold.text, span)}
+    pred_tokens = {token: span for span in pred_kept for token in span_tokens(gold.text, span)}
+    if dont_care:
+        kept = _outside_dont_care({(BINARY_LABEL, *token) for token in pred_tokens}, dont_care, gold_kept)
+        pred_tokens = {token: span for token, span in pred_tokens.items() if (BINARY_LABEL, *token) in kept}
+    return Outcomes(
+        tp=[(*token, span) for token, span in pred_tokens.items() if token in gold_tokens],
+        fp=[(*token, span) for token, span in pred_tokens.items() if token not in gold_tokens],
+        fn=[(*token, span) for token, span in gold_tokens.items() if token not in pred_tokens],
+        gold=[(*token, span) for token, span in gold_tokens.items()],
+    )
+
+
+def example(text: str, span: Span, tokens: Iterable[tuple[int, int]]) -> str:
+    """The span's text with ``tokens`` in brackets, on one line, and its label: "[80]-[90] DATE"."""
+    out, at = [], span.start
+    for start, end in sorted(tokens):
+        out += [text[at:start], "[", text[start:end], "]"]
+        at = end
+    out.append(text[at:span.end])
+    return " ".join("".join(out).split()) + f" {span.label}"
+
+
+def group_tokens(text: str, items: Sequence[tuple[int, int, Span]],
+                 classify: Callable[[str, int, int, Span], str]) -> dict[str, Counter]:
+    """group -> Counter of examples (one per span, counted in tokens) of ``items`` of one document."""
+    by_span: dict[tuple[str, Span], list[tuple[int, int]]] = defaultdict(list)
+    for start, end, span in items:
+        by_span[(classify(text, start, end, span), span)].append((start, end))
+    groups: dict[str, Counter] = defaultdict(Counter)
+    for (group, span), tokens in by_span.items():
+        groups[group][example(text, span, tokens)] += len(tokens)
+    return groups
+
+
+def _recall(found: Counter, total: Counter) -> dict[str, dict[str, float]]:
+    return {key: {"recall": found[key] / total[key], "tokens": total[key]} for key in sorted(total)}
+
+
+def _groups(counters: Mapping[str, Counter], names: Mapping[str, str]) -> dict[str, dict]:
+    return {group: {"tokens": sum(counters[group].values()), "examples": counters[group].most_common()}
+            for group in names}
+
+
+def score_row(gold: Sequence[Document], pred: Sequence[Document], gold_taxonomy: Taxonomy,
+              pred_taxonomy: Taxonomy, phi_set: str, rules: ErrorRules) -> dict:
+    """Binary token P/R/F1 (``evaluate``), recall per gold category and label, and grouped errors of
+    ``pred`` against ``gold`` under ``phi_set``."""
+    report = evaluate(gold, pred, taxonomy=gold_taxonomy, phi_set=phi_set, pred_taxonomy=pred_taxonomy)
+    overall = report.score("binary_token")
+    pred_by_name = {doc.name: doc for doc in pred}
+    found: dict[str, Counter] = {"category": Counter(), "label": Counter()}
+    total: dict[str, Counter] = {"category": Counter(), "label": Counter()}
+    false_alarms: dict[str, Counter] = defaultdict(Counter)
+    misses: dict[str, Counter] = defaultdict(Counter)
+    tp = fp = fn = 0
+    for doc in gold:
+        outcome = token_outcomes(doc, pred_by_name.get(doc.name, doc.with_spans(())), gold_taxonomy, pred_taxonomy, phi_set)
+        tp, fp, fn = tp + len(outcome.tp), fp + len(outcome.fp), fn + len(outcome.fn)
+        missed = {(start, end) for start, end, _ in outcome.fn}
+        for start, end, span in outcome.gold:
+            for level, key in (("category", gold_taxonomy.category(span.label)), ("label", span.label)):
+                total[level][key] += 1
+                found[level][key] += (start, end) not in missed
+        for group, examples in group_tokens(doc.text, outcome.fp, lambda *a: rules.false_alarm(*a, pred_taxonomy)).items():
+            false_alarms[group].update(examples)
+        for group, examples in group_tokens(doc.text, outcome.fn, lambda *a: rules.miss(*a, gold_taxonomy)).items():
+            misses[group].update(examples)
+    if (tp, fp, fn) != (overall.tp, overall.fp, overall.fn):  # the groups must split exactly what evaluate counts
+        raise AssertionError(f"token outcomes {(tp, fp, fn)} differ from evaluate's {(overall.tp, overall.fp, overall.fn)}")
+    return {"precision": overall.precision, "recall": overall.recall, "f1": overall.f1,
+            "tp": overall.tp, "fp": overall.fp, "fn": overall.fn,
+            "gold_spans_dont_care": report.n_gold_dont_care, "pred_spans_dropped": report.n_pred_dropped,
+            "recall_by_category": _recall(found["category"], total["category"]),
+            "recall_by_label": _recall(found["label"], total["label"]),
+            "false_alarms": _groups(false_alarms, FALSE_ALARM_GROUPS), "misses": _groups(misses, MISS_GROUPS)}
+
+
+def predicted(gold: Sequence[Document], spans: Mapping[str, Sequence[Sequence]], source: str) -> list[Document]:
+    """The gold documents holding a worker's spans ([start, end, label or None]; None becomes ``UNTYPED``)."""
+    return [doc.with_spans(Span(int(s[0]), int(s[1]), s[2] if len(s) > 2 and s[2] else UNTYPED, source)
+                           for s in spans.get(doc.name, ())) for doc in gold]
+
+
+def read_predictions(folder: Path, gold: Sequence[Document]) -> list[Document]:
+    """BRAT predictions of ``folder`` for the ``gold`` notes; an error if one's text differs (other
+    offsets), a warning for notes without prediction (``evaluate`` counts their gold as missed)."""
+    pred = read_corpus(folder, "brat")
+    texts = {doc.name: doc.text for doc in gold}
+    wrong = [doc.name for doc in pred if doc.name in texts and doc.text != texts[doc.name]]
+    if wrong:
+        raise ValueError(f"{folder}: {len(wrong)} notes differ from the gold text, e.g. {wrong[0]}")
+    missing = set(texts) - {doc.name for doc in pred}
+    if missing:
+        print(f"warning: {folder}: no prediction for {len(missing)} of {len(texts)} notes", file=sys.stderr)
+    return pred
+
+
+def untyped_kept(phi_sets: Sequence[str]) -> bool:
+    """Whether a span labelled ``UNTYPED`` counts as PHI under every set (it must, for Philter's row)."""
+    span = Span(0, 1, UNTYPED)
+    return all(in_phi_set(span, "x", load_taxonomy(PRED_TAXONOMY["philter"]), phi_set) for phi_set in phi_sets)
+
+
+def model_title(model: str, trained_on_halves: bool) -> str:
+    """The hybriddeid model row's title: optimistic when the model was trained on these halves."""
+    name = "bundled model" if model in ("en", "default") else f"model {model}"
+    return f"{name} ({'trained on these halves: optimistic' if trained_on_halves else 'never trained on these halves'})"
+
+
+def cv_title(folder: Path) -> str:
+    """The cross-validated row's title, with the fold count from ``cv.json`` when there is one."""
+    info = folder / "cv.json"
+    if info.is_file():
+        data = json.loads(info.read_text("utf-8"))
+        return f"cross-validated ({data.get('folds')} folds, {data.get('generated_notes')} generated notes; {folder})"
+    return f"cross-validated ({folder})"
+
+
+def score_corpus(corpus: str, gold: list[Document], runs: dict[str, dict], titles: Mapping[str, str],
+                 pred_dir: Path | None, phi_sets: Sequence[str], rules: ErrorRules) -> dict:
+    """Every row of one corpus: its run figures, scores under each PHI set and spans."""
+    gold_taxonomy = load_taxonomy(GOLD_TAXONOMY[corpus])
+    rows: dict[str, dict] = {}
+    for key in (k for k in ("hybriddeid", "hybriddeid-cv", "philter", "presidio") if k in runs):
+        run = runs[key]
+        row: dict = {"title": titles[key], "run": run}
+        if "error" not in run:
+            spans = run.pop("spans", None)
+            pred = read_predictions(pred_dir / corpus, gold) if key == "hybriddeid-cv" else predicted(gold, spans, key)
+            pred_taxonomy = load_taxonomy(PRED_TAXONOMY[key])
+            row["unknown_labels"] = sorted({s.label for d in pred for s in d.spans if not pred_taxonomy.knows(s.label)})
+            row["scores"] = {p: score_row(gold, pred, gold_taxonomy, pred_taxonomy, p, rules) for p in phi_sets}
+            row["spans"] = {d.name: [[s.start, s.end, s.label] for s in d.spans] for d in pred}
+        rows[key] = row
+    return {"notes": len(gold), "chars": sum(len(d.text) for d in gold), "gold_taxonomy": gold_taxonomy.name, "rows": rows}
+
+
+def _column(row: str, phi_set: str) -> str:
+    return f"{row} · {phi_set}"
+
+
+def print_corpus(corpus: str, data: dict, phi_sets: Sequence[str], n_examples: int) -> None:
+    """The markdown tables of one corpus."""
+    rows = data["rows"]
+    print(f"\n## {CORPUS_TITLES[corpus]}: {data['notes']} notes, {data['chars']:,} characters; "
+          f"gold in {data['gold_taxonomy']} labels\n")
+    print("| tool | notes/s | chars/s | load s | peak MB |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for key, row in rows.items():
+        run = row["run"]
+        if "error" in run:
+            print(f"| {key} | could not run: {run['error']} | | | |")
+        elif "notes_per_second" in run:
+            print(f"| {key} | {run['notes_per_second']:.1f} | {run['chars_per_second']:,.0f} | "
+                  f"{run['load_seconds']:.1f} | {run['peak_rss_mb']:.0f} |")
+        else:
+            print(f"| {key} | — | — | — | — |")
+    scored = {key: row for key, row in rows.items() if "scores" in row}
+    print("\n| tool | PHI set | token P | token R | token F1 | TP | FP | FN |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for key, row in scored.items():
+        for phi_set in phi_sets:
+            s = row["scores"][phi_set]
+            print(f"| {key} | {phi_set} | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "
+                  f"{s['tp']} | {s['fp']} | {s['fn']} |")
+    columns = [(key, phi_set) for key in scored for phi_set in phi_sets]
+    for level in ("category", "label"):
+        print(f"\nbinary token recall by gold {level} (gold tokens per PHI set)\n")
+        print("| gold " + level + " | " + " | ".join(f"tokens · {p}" for p in phi_sets) + " | "
+              + " | ".join(_column(*c) for c in columns) + " |")
+        print("| --- |" + " ---: |" * (len(phi_sets) + len(columns)))
+        first = next(iter(scored.values()), None)
+        keys = sorted({k for p in phi_sets for k in first["scores"][p][f"recall_by_{level}"]}) if first else []
+        for k in keys:
+            cells = [str(first["scores"][p][f"recall_by_{level}"].get(k, {}).get("tokens", "—")) for p in phi_sets]
+            for key, phi_set in columns:
+                value = scored[key]["scores"][phi_set][f"recall_by_{level}"].get(k)
+                cells.append(f"{value['recall']:.3f}" if value else "—")
+            print(f"| {k} | " + " | ".join(cells) + " |")
+    for kind, names in (("false_alarms", FALSE_ALARM_GROUPS), ("misses", MISS_GROUPS)):
+        print(f"\n{kind.replace('_', ' ')} by group (tokens)\n")
+        print(f"| {kind.replace('_', ' ')} | " + " | ".join(_column(*c) for c in columns) + " |")
+        print("| --- |" + " ---: |" * len(columns))
+        for group, title in names.items():
+            print(f"| {group}: {title} | " + " | ".join(
+                str(scored[key]["scores"][phi_set][kind][group]["tokens"]) for key, phi_set in columns) + " |")
+        print("| **all** | " + " | ".join(str(scored[key]["scores"][phi_set]["fp" if kind == "false_alarms" else "fn"])
+                                       for key, phi_set in columns) + " |")
+    example_set = "i2b2-2014" if "i2b2-2014" in phi_sets else phi_sets[0]
+    for key in (k for k in scored if k.startswith("hybriddeid")):
+        for kind, names in (("false_alarms", FALSE_ALARM_GROUPS), ("misses", MISS_GROUPS)):
+            print(f"\n{key}, {kind.replace('_', ' ')} under {example_set}: most frequent examples (tokens)\n")
+            for group in names:
+                entry = scored[key]["scores"][example_set][kind][group]
+                shown = "; ".join(f"`{text}` ×{n}" for text, n in entry["examples"][:n_examples])
+                print(f"- {group} ({entry['tokens']}): {shown or '—'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="hybriddeid model to run (default: the bundled English one, unless "
+                                        "--hybriddeid-pred is given alone)")
+    parser.add_argument("--hybriddeid-pred", type=Path, metavar="DIR",
+                        help="score hybriddeid's predictions in DIR/asq and DIR/presidio (en_real_cv.py --out DIR)")
+    parser.add_argument("--phi-set", nargs="+", choices=PHI_SETS, default=["hipaa", "i2b2-2014"])
+    parser.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    parser.add_argument("--corpora", nargs="+", choices=list(CORPORA), default=list(CORPORA))
+    parser.add_argument("--peers-dir", type=Path, default=Path("/tmp/hybriddeid-peers"))
+    parser.add_argument("--examples", type=int, default=5, help="examples printed per error group")
+    parser.add_argument("--timeout", type=int, default=3600)
+    parser.add_argument("--json", type=Path, help="also write every figure, group, example and span here")
+    args = parser.parse_args()
+
+    run_model = "hybriddeid" in args.tools and (args.model is not None or args.hybriddeid_pred is None)
+    model = args.model or "en"
+    titles: dict[str, str] = {}
+    if run_model:
+        from hybriddeid import Pipeline  # only for its meta.json: the worker loads it again to run it
+
+        trained = bool(Pipeline.load(model).meta.get("training_data", {}).get("real_text"))
+        titles["hybriddeid"] = model_title(model, trained)
+    if args.hybriddeid_pred:
+        titles["hybriddeid-cv"] = cv_title(args.hybriddeid_pred)
+    peers = [tool for tool in args.tools if tool != "hybriddeid"]
+    titles.update({"philter": "philter-lite 0.6.0, philter_delta.toml, spaCy tags",
+                   "presidio": "presidio-analyzer 2.2.366, default recognizers"})
+    rules = ErrorRules.english()
+
+    out: dict = {"phi_sets": args.phi_set, "model": model if run_model else None,
+                 "hybriddeid_pred": str(args.hybriddeid_pred) if args.hybriddeid_pred else None,
+                 "untyped_label": UNTYPED, "untyped_kept": untyped_kept(args.phi_set), "corpora": {}}
+    for corpus in args.corpora:
+        gold = read_corpus(CORPORA[corpus], "brat")
+        runs = run_tools(gold, (["hybriddeid"] if run_model else []) + peers, args.peers_dir, model, args.timeout)
+        if args.hybriddeid_pred:
+            runs["hybriddeid-cv"] = {"source": str(args.hybriddeid_pred / corpus)}
+        out["corpora"][corpus] = score_corpus(corpus, gold, runs, titles, args.hybriddeid_pred, args.phi_set, rules)
+
+    print(f"# hybriddeid, Philter and Presidio on the English dev halves (binary token scores; "
+          f"PHI sets: {', '.join(args.phi_set)})\n")
+    for key, title in titles.items():
+        if any(key in c["rows"] for c in out["corpora"].values()):
+            print(f"- **{key}**: {title}")
+    if "philter" in peers:
+        print(f"- Philter's spans have no type: labelled `{UNTYPED}`, a label no taxonomy knows; hybriddeid.profiles "
+              + ("keeps spans of unknown labels, so every Philter span is scored under every PHI set."
+                 if out["untyped_kept"] else "drops them under some PHI set here: Philter's figures there miss them."))
+    for corpus, data in out["corpora"].items():
+        for key, row in data["rows"].items():
+            extra = [label for label in row.get("unknown_labels", ()) if label != UNTYPED]
+            if extra:
+                print(f"- {corpus}, {key}: labels outside {PRED_TAXONOMY[key]} (unknown, so kept under every PHI set): "
+                      f"{', '.join(extra)}")
+    for corpus, data in out["corpora"].items():
+        print_corpus(corpus, data, args.phi_set, args.examples)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
