@@ -19,11 +19,13 @@ settings ``peers.py`` uses):
 
 Scoring, per corpus, row and PHI set (``--phi-set``, default ``hipaa`` and ``i2b2-2014``), through
 ``hybriddeid.evaluation.evaluate(gold, pred, taxonomy, phi_set, pred_taxonomy)``: gold read through
-its corpus taxonomy; hybriddeid's spans through i2b2 2014; Presidio's entity types through
-``presidio.toml`` (Presidio's own label set); Philter's spans carry no type and get the label ``PHI``,
-which no taxonomy knows: ``hybriddeid.profiles`` keeps spans of unknown labels under every PHI set
-(it only drops what it knows to be outside), so every Philter span is scored under both (checked at
-run time and printed). Figures: binary token P/R/F1 (PHI or not), binary token recall per gold
+its corpus taxonomy; hybriddeid's spans through i2b2 2014, so its PHI set drops what it would not
+redact under that set. The peers have no PHI-set switch: what they mark is what their users get
+redacted, so their spans are scored as they output them, under the label ``PHI``, which no taxonomy
+knows: ``hybriddeid.profiles`` keeps spans of unknown labels under every PHI set (it only drops what
+it knows to be outside; checked at run time and printed). Reading Presidio's types through
+``presidio.toml`` instead would drop its ORGANIZATION spans, which on clinical text are mostly
+hospitals (PHI), because presidio-research's gold uses ORGANIZATION for companies (not PHI). Figures: binary token P/R/F1 (PHI or not), binary token recall per gold
 category and per gold label, notes/s, chars/s, load seconds and peak resident memory per tool.
 
 Errors, per binary token (alphanumeric run, as the scorer cuts spans; the same tokens ``evaluate``
@@ -96,8 +98,9 @@ from hybriddeid.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
 
 CORPUS_TITLES = {"asq": "ASQ-PHI dev (clinician queries)", "presidio": "presidio-research synth dev (general PII sentences)"}
 GOLD_TAXONOMY = {"asq": "asq-phi", "presidio": "presidio"}
-PRED_TAXONOMY = {"hybriddeid": "i2b2-2014", "hybriddeid-cv": "i2b2-2014", "presidio": "presidio", "philter": "i2b2-2014"}
-UNTYPED = "PHI"  # Philter's spans: a label no taxonomy knows, kept under every PHI set
+PRED_TAXONOMY = {"hybriddeid": "i2b2-2014", "hybriddeid-cv": "i2b2-2014", "presidio": "i2b2-2014", "philter": "i2b2-2014"}
+UNTYPED = "PHI"  # the peers' spans, scored as output: a label no taxonomy knows, kept under every PHI set
+TYPED_ROWS = ("hybriddeid", "hybriddeid-cv")  # rows whose labels go through a PHI set
 
 FALSE_ALARM_GROUPS = {
     "age": "ages (labelled as ages, or '60-year-old')",
@@ -322,9 +325,13 @@ def score_row(gold: Sequence[Document], pred: Sequence[Document], gold_taxonomy:
 
 
 def predicted(gold: Sequence[Document], spans: Mapping[str, Sequence[Sequence]], source: str) -> list[Document]:
-    """The gold documents holding a worker's spans ([start, end, label or None]; None becomes ``UNTYPED``)."""
-    return [doc.with_spans(Span(int(s[0]), int(s[1]), s[2] if len(s) > 2 and s[2] else UNTYPED, source)
-                           for s in spans.get(doc.name, ())) for doc in gold]
+    """The gold documents holding a worker's spans ([start, end, label or None]): hybriddeid's keep their
+    labels, a peer's (and any None) become ``UNTYPED``, so they are scored as output (module docstring)."""
+    def label(span: Sequence) -> str:
+        return span[2] if source in TYPED_ROWS and len(span) > 2 and span[2] else UNTYPED
+
+    return [doc.with_spans(Span(int(s[0]), int(s[1]), label(s), source) for s in spans.get(doc.name, ()))
+            for doc in gold]
 
 
 def read_predictions(folder: Path, gold: Sequence[Document]) -> list[Document]:
@@ -487,10 +494,11 @@ def main() -> int:
     for key, title in titles.items():
         if any(key in c["rows"] for c in out["corpora"].values()):
             print(f"- **{key}**: {title}")
-    if "philter" in peers:
-        print(f"- Philter's spans have no type: labelled `{UNTYPED}`, a label no taxonomy knows; hybriddeid.profiles "
-              + ("keeps spans of unknown labels, so every Philter span is scored under every PHI set."
-                 if out["untyped_kept"] else "drops them under some PHI set here: Philter's figures there miss them."))
+    if peers:
+        print(f"- The peers have no PHI-set switch, so their spans are scored as they output them, labelled `{UNTYPED}`, a "
+              "label no taxonomy knows; hybriddeid.profiles "
+              + ("keeps spans of unknown labels, so every peer span is scored under every PHI set."
+                 if out["untyped_kept"] else "drops them under some PHI set here: the peers' figures there miss them."))
     for corpus, data in out["corpora"].items():
         for key, row in data["rows"].items():
             extra = [label for label in row.get("unknown_labels", ()) if label != UNTYPED]
