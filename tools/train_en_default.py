@@ -75,7 +75,7 @@ def main() -> int:
                                          "scores": report.to_dict()["scores"]}
         print(f"held-out test ({len(test)} notes): binary token P {binary.precision:.4f} R {binary.recall:.4f}")
     replace_model(pipeline, args.out)
-    print(f"trained on {len(train)} notes in {pipeline.meta['fit_wall_seconds']} s -> {args.out}")
+    print(f"trained on {len(train)} generated + {len(real)} real notes in {pipeline.meta['fit_wall_seconds']} s -> {args.out}")
     return 0
 
 
