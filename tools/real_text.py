@@ -6,8 +6,9 @@ each gold span is relabelled with the data in ``tools/real_text_labels.toml``:
 
 - a label maps to one i2b2 2014 subtype, or is dropped where i2b2 2014 does not count it as PHI
   (presidio's honorifics "Mr."/"Mrs.", nationalities);
-- place labels that mix kinds (ASQ's GEOGRAPHIC_LOCATION, presidio's GPE) are split by the bundled
-  dictionaries and a few words: hospitals and clinics, states, countries, else cities;
+- place labels that mix kinds (ASQ's GEOGRAPHIC_LOCATION, presidio's GPE) are cut at ", " and " in "
+  ("Mayo Clinic in Rochester, MN") and each part typed by the bundled dictionaries and a few words:
+  hospitals and clinics, states, countries, else cities;
 - titles are cut off the front of names ("Dr. Sarah P." -> "Sarah P."), as i2b2 2014 marks names;
 - ASQ-PHI leaves ages under 90 unmarked (Safe Harbor); i2b2 2014 counts every age, so ages written
   in the usual ways ("34-year-old", "70yo", "age 60") are added as AGE spans.
@@ -29,6 +30,7 @@ from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.dictionaries import bundled_entries
 
 LABELS_FILE = Path(__file__).with_name("real_text_labels.toml")
+PLACE_JOINT = regex.compile(r",\s*|\s+in\s+")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 CORPORA = {"asq": SHARED / "asq-phi" / "dev", "presidio": SHARED / "presidio-synth" / "dev"}
 
@@ -71,6 +73,17 @@ class Relabeller:
             return "COUNTRY"
         return "CITY"
 
+    def place_parts(self, text: str, span: Span) -> list[Span]:
+        """A mixed place span cut where i2b2 2014 would cut it ("Mayo Clinic in Rochester, MN" ->
+        HOSPITAL, CITY, STATE; the joining ", " and " in " stay outside), each part typed."""
+        parts, start = [], span.start
+        for joint in [*PLACE_JOINT.finditer(text, span.start, span.end), None]:
+            end = joint.start() if joint else span.end
+            if start < end:
+                parts.append(Span(start, end, self.place_label(text[start:end]), "gold"))
+            start = joint.end() if joint else end
+        return parts
+
     def relabel(self, doc: Document) -> Document:
         spans: list[Span] = []
         for span in doc.spans:
@@ -81,7 +94,8 @@ class Relabeller:
             if self.drop_values is not None and self.drop_values.match(value):
                 continue
             if span.label in self.split_places:
-                label = self.place_label(value)
+                spans.extend(self.place_parts(doc.text, span))
+                continue
             start = span.start
             if label in ("PATIENT", "DOCTOR"):
                 title = self.strip_titles.match(value)
