@@ -5,9 +5,11 @@ dev halves of ASQ-PHI and presidio-research. Scoring it on those halves would sc
 seen, so this script retrains the same recipe K times: each time on the generated notes plus the
 dev notes of K-1 folds, tagging the fold it left out. Every dev note is thus tagged by a model that
 never saw it. The predictions are written as BRAT (``OUT/asq/``, ``OUT/presidio/``) for
-``benchmarks/en_real.py --hybriddeid-pred OUT`` (or ``hybriddeid evaluate``) to score.
+``benchmarks/en_real.py --hybriddeid-pred OUT`` (or ``hybriddeid evaluate``) to score. With
+``--thresholds``, each fold model also tags its held-out notes at those P(O) thresholds (the
+operating point, ``hybriddeid evaluate --sweep``), read once per note, into ``OUT/threshold-T/``.
 
-    python benchmarks/en_real_cv.py --out /tmp/en_cv [--folds 3] [--n 1500] [--jobs 2]
+    python benchmarks/en_real_cv.py --out /tmp/en_cv [--folds 3] [--n 1500] [--jobs 2] [--thresholds 0.5,0.9]
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from real_text import CORPORA, cross_validation_splits, load_relabelled  # noqa:
 from train_en_default import DEFAULT_CONFIG, SYNTH_SEED  # noqa: E402
 
 from hybriddeid import Pipeline  # noqa: E402
+from hybriddeid.evaluation.sweep import parse_thresholds  # noqa: E402
 from hybriddeid.io import write_document  # noqa: E402
 from hybriddeid.pipeline import load_config  # noqa: E402
 from hybriddeid.synth import generate_corpus  # noqa: E402
@@ -37,6 +40,8 @@ def main() -> int:
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0, help="fold assignment seed")
+    parser.add_argument("--thresholds", type=parse_thresholds, default=(),
+                        help="also tag at these P(O) thresholds, comma-separated (into OUT/threshold-T/)")
     args = parser.parse_args()
 
     synthetic = list(generate_corpus(args.n, SYNTH_SEED, "train"))
@@ -47,13 +52,18 @@ def main() -> int:
         pipeline = Pipeline(load_config(args.config)).fit(synthetic + train, n_jobs=args.jobs)
         fit_s = time.perf_counter() - started
         for doc in held_out:
-            predicted = pipeline.annotate(doc)
-            write_document(predicted, args.out / doc.meta["corpus"], "brat")
+            write_document(pipeline.annotate(doc), args.out / doc.meta["corpus"], "brat")
+            if args.thresholds:
+                reading = pipeline.read(doc, max(args.thresholds))
+                for threshold in args.thresholds:
+                    write_document(doc.with_spans(reading.spans(threshold)),
+                                   args.out / f"threshold-{threshold:g}" / doc.meta["corpus"], "brat")
         timings.append(round(fit_s, 1))
         print(f"fold {fold}/{args.folds}: trained on {len(synthetic)} generated + {len(train)} dev notes "
               f"in {fit_s:.0f} s, tagged {len(held_out)}", flush=True)
     (args.out / "cv.json").write_text(json.dumps({
         "folds": args.folds, "seed": args.seed, "generated_notes": args.n, "config": str(args.config),
+        "thresholds": list(args.thresholds),
         "fit_seconds": timings}, indent=2) + "\n", encoding="utf-8")
     print(f"predictions in {args.out}/{{{','.join(CORPORA)}}}")
     return 0
