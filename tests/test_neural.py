@@ -98,9 +98,11 @@ def corpus() -> list[Document]:
     return make_corpus()
 
 
-@pytest.mark.parametrize("architecture", ["bigru", "tsgru", "cedi"])
-def test_tiny_model_fits_saves_loads_and_predicts(architecture, corpus, tmp_path):
-    tagger = NeuralTagger(language="es", architecture=architecture, **TINY).fit(corpus[:6])
+# Elman and Jordan default to paper 001's plain SGD, far too slow a learner for six notes and 40 epochs.
+@pytest.mark.parametrize("architecture, extra", [("bigru", {}), ("tsgru", {}), ("cedi", {}), ("cedi", {"suffixes": True}),
+                                                 ("elman", {"optimizer": "adam"}), ("jordan", {"optimizer": "adam"})])
+def test_tiny_model_fits_saves_loads_and_predicts(architecture, extra, corpus, tmp_path):
+    tagger = NeuralTagger(language="es", architecture=architecture, **TINY, **extra).fit(corpus[:6])
     assert set(tagger.labels) == {"NOMBRE_SUJETO_ASISTENCIA", "ID_SUJETO_ASISTENCIA"}
     found = {(s.start, s.end, s.label) for doc in corpus[:6] for s in tagger.predict(doc)}
     gold = {(s.start, s.end, s.label) for doc in corpus[:6] for s in doc.spans}
@@ -182,3 +184,56 @@ def test_cli_trains_and_annotates_with_a_neural_component(corpus, tmp_path):
     assert (tmp_path / "model" / "neural" / "model.pt").is_file()
     assert main(["-q", "annotate", "--model", str(tmp_path / "model"), str(tmp_path / "notes"), str(tmp_path / "out")]) == 0
     assert len(read_corpus(tmp_path / "out")) == 2
+
+
+def test_cedi_deep_suffixes_are_embedded_saved_and_reloaded(corpus, tmp_path):
+    import json
+
+    settings = {**TINY, "architecture": "cedi", "epochs": 2}
+    with_suffixes = NeuralTagger(language="es", suffixes=True, **settings).fit(corpus[:6])
+    vocabularies = with_suffixes.vocabularies_
+    assert vocabularies.suffixes is not None and "ión" not in vocabularies.suffixes.items  # below the threshold
+    assert {"bre", "nhc", "ños"} <= set(vocabularies.suffixes.items)  # Nombre, NHC, años: seen 6 times each
+    without = NeuralTagger(language="es", **settings).fit(corpus[:6])
+    assert without.vocabularies_.suffixes is None and without.model_.suffixes is None
+
+    def count(tagger: NeuralTagger) -> int:
+        return sum(parameter.numel() for parameter in tagger.model_.parameters())
+
+    assert count(with_suffixes) > count(without)
+    with_suffixes.to_disk(tmp_path / "model")
+    saved = json.loads((tmp_path / "model" / "vocabularies.json").read_text(encoding="utf-8"))
+    assert saved["suffixes"] == vocabularies.suffixes.items
+    reloaded = NeuralTagger.from_disk(tmp_path / "model")
+    assert reloaded.settings.suffixes and reloaded.vocabularies_.suffixes.items == vocabularies.suffixes.items
+    assert count(reloaded) == count(with_suffixes)
+    assert reloaded.predict(corpus[7]) == with_suffixes.predict(corpus[7])
+
+
+@pytest.mark.parametrize("architecture", ["elman", "jordan"])
+def test_elman_and_jordan_feed_back_across_tokens_with_a_one_word_window(architecture, corpus):
+    """With a window of one word, a later token's scores depend on an earlier token only through the
+    recurrence: Elman's previous hidden state, Jordan's previous output posteriors."""
+    from hybriddeid.backends.neural.encoding import note_tokens
+    from hybriddeid.backends.neural.models import Batch, NoteTensors
+
+    tagger = NeuralTagger(language="es", architecture=architecture, **{**TINY, "window": 1, "epochs": 1})
+    tagger.fit(corpus[:4])
+    model = tagger.model_.eval()
+    note = NoteTensors.of(tagger.vocabularies_.encode(note_tokens(corpus[7].text, "es")))
+    batch = Batch.collate([note], torch.device("cpu"))
+    changed = Batch.collate([note], torch.device("cpu"))
+    changed.features["words"] = batch.features["words"].clone()
+    changed.features["words"][0, 0] = 2 if int(batch.features["words"][0, 0]) != 2 else 3
+    with torch.no_grad():
+        before, after = model.emissions(batch)[0], model.emissions(changed)[0]
+        assert not torch.allclose(before[0], after[0])
+        assert (before[2] - after[2]).abs().max() > 1e-6  # two tokens later, outside any one-word window
+    if architecture == "jordan":
+        feedback = model.recurrent.feedback.weight  # V of Eq. 12: previous posteriors -> hidden layer
+        assert feedback.shape == (tagger.settings.hidden_dim, len(tagger.vocabularies_.tags))
+        with torch.no_grad():
+            feedback.zero_()  # without it, nothing carries the first token forward
+            assert torch.equal(model.emissions(batch)[0, 1:], model.emissions(changed)[0, 1:])
+    else:
+        assert model.recurrent.weight_hh_l0.shape == (tagger.settings.hidden_dim, tagger.settings.hidden_dim)

@@ -78,3 +78,18 @@ def test_digits_become_digit_and_lines_are_joined_by_a_return_marker():
     note = note_tokens(text, "es")
     assert note.words == ("Nombre", ":", "Ana", ".", RETURN, "Edad", ":", "46", "años")
     assert [note.words[p] for p in note.positions] == [text[s:e] for s, e in note.units]
+
+
+def test_elman_and_jordan_take_paper_001s_settings_unless_told_otherwise():
+    assert NEURAL_DEFAULTS["hidden_dim"] == 0 and NEURAL_DEFAULTS["optimizer"] == "auto"  # decided per architecture
+    elman, jordan = NeuralSettings(architecture="elman"), NeuralSettings(architecture="jordan")
+    assert (elman.hidden_dim, elman.window, elman.learning_rate, elman.optimizer) == (100, 11, 0.01, "sgd")  # Table 3
+    assert (jordan.hidden_dim, jordan.window, jordan.learning_rate, jordan.optimizer) == (150, 9, 0.01, "sgd")
+    assert elman.resolved("output") == jordan.resolved("output") == "softmax"
+    bigru = NeuralSettings()  # the earlier architectures keep the values they had
+    assert (bigru.hidden_dim, bigru.window, bigru.learning_rate, bigru.optimizer) == (128, 7, 0.002, "adam")
+    assert NeuralSettings(architecture="jordan", hidden_dim=20, window=3).to_dict()["hidden_dim"] == 20
+    assert NeuralSettings(**NeuralSettings(architecture="elman").to_dict()) == elman  # saved params reload as they were
+    assert not NeuralSettings(architecture="cedi").suffixes  # paper 002 §2.5: prefixes only
+    with pytest.raises(ValueError, match="window"):
+        NeuralSettings(architecture="elman", window=4)

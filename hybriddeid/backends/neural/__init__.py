@@ -1,4 +1,4 @@
-"""Neural taggers (bi-GRU/bi-LSTM + CRF, TS-GRU, CEDI) as a pipeline component named "neural".
+"""Neural taggers (bi-GRU/bi-LSTM + CRF, TS-GRU, CEDI, Elman and Jordan RNNs) as a pipeline component named "neural".
 
 Registered through the ``hybriddeid.classifiers`` entry point as ``PLUGIN``; this module and
 ``settings``/``encoding`` never import PyTorch, only ``tagger``, ``models`` and ``crf`` do

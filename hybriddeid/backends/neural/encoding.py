@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from hybriddeid.classifiers.crf import OUTSIDE, encode_tags
 from hybriddeid.document import Span
@@ -25,7 +25,7 @@ PAD_ID, UNK_ID = 0, 1
 DIGIT = "DIGIT"  # each digit of a TS-GRU token: "46" -> "DIGITDIGIT" (paper 000)
 RETURN_CHAR = "\n"  # the character sequence a line marker is spelled with
 _DIGITS = re.compile(r"\d")
-OPTIONAL_VOCABULARIES = ("chars", "skeleton", "prefixes", "clusters")
+OPTIONAL_VOCABULARIES = ("chars", "skeleton", "prefixes", "suffixes", "clusters")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +102,19 @@ def prefix(word: str, length: int) -> str:
     return word if word == RETURN else word.lower()[:length]
 
 
+def suffix(word: str, length: int) -> str:
+    """A token's deep-suffix key (paper 002 §2.2): its last ``length`` characters, lower-cased."""
+    return word if word == RETURN else word.lower()[-length:]
+
+
+def affix_vocabulary(notes: Sequence[NoteTokens], affix: Callable[[str, int], str], length: int,
+                     min_count: int) -> "Vocabulary":
+    """Prefixes or suffixes seen at least ``min_count`` times in training (rarer ones are unlikely to be
+    true affixes, §2.2); the rest share <UNK>."""
+    counts = Counter(affix(word, length) for note in notes for word in note.words if word != RETURN)
+    return Vocabulary.from_counts(counts, min_count)
+
+
 @dataclass
 class Vocabulary:
     """Strings to ids; id 0 is padding and id 1 stands for anything unseen."""
@@ -146,6 +159,7 @@ class Vocabularies:
     chars: Vocabulary | None = None
     skeleton: Vocabulary | None = None
     prefixes: Vocabulary | None = None
+    suffixes: Vocabulary | None = None  # same length and frequency threshold as the prefixes
     clusters: Vocabulary | None = None  # cluster feature strings ("bc4=0110", "wv200=17")
     prefix_length: int = 3
     max_word_length: int = 20
@@ -174,9 +188,9 @@ class Vocabularies:
             kept = skeleton_vocabulary(word_counts, settings.skeleton_ratio)
             vocabularies.skeleton = Vocabulary([PAD, UNK, RETURN, *sorted(stored_key(word) for word in kept)])
         if architecture == "cedi":
-            prefix_counts = Counter(prefix(word, settings.prefix_length) for note in notes for word in note.words
-                                    if word != RETURN)
-            vocabularies.prefixes = Vocabulary.from_counts(prefix_counts, settings.prefix_min_count)
+            vocabularies.prefixes = affix_vocabulary(notes, prefix, settings.prefix_length, settings.prefix_min_count)
+            if settings.suffixes:
+                vocabularies.suffixes = affix_vocabulary(notes, suffix, settings.prefix_length, settings.prefix_min_count)
         if cluster_features is not None:
             vocabularies.cluster_features = cluster_features
             cluster_counts = Counter(feature for note in notes for word in note.words if word != RETURN
@@ -200,6 +214,8 @@ class Vocabularies:
             features["skeleton"] = self.skeleton.ids(keys)  # a word outside the skeleton is <UNK>
         if self.prefixes is not None:
             features["prefixes"] = self.prefixes.ids(prefix(word, self.prefix_length) for word in note.words)
+        if self.suffixes is not None:
+            features["suffixes"] = self.suffixes.ids(suffix(word, self.prefix_length) for word in note.words)
         if self.clusters is not None:
             own = self.cluster_features.own
             features["clusters"] = [[] if word == RETURN else self.clusters.ids(own(word)) for word in note.words]

@@ -1,4 +1,4 @@
-"""The three PyTorch architectures, each mapping a padded batch of whole notes to tag scores.
+"""The PyTorch architectures, each mapping a padded batch of whole notes to tag scores.
 
 - ``BiRNNTagger``: word embeddings + a character CNN or bi-RNN, a bi-GRU/bi-LSTM over the note, and
   a CRF or softmax output (the Lample et al. tagger both papers start from).
@@ -7,7 +7,12 @@
   ``window`` tokens centred on the token to label ("Parameters of the model": window 7).
 - ``CEDI``: paper 002 (§2.1-2.3, Fig. 2): character, token and deep-prefix embeddings plus forward
   and backward n-gram context embeddings, a bi-LSTM over the concatenation, and additive attention
-  over the concatenated embeddings of the token's 2n + 1 window, merged into the output.
+  over the concatenated embeddings of the token's 2n + 1 window, merged into the output; deep
+  suffixes beside the prefixes when ``suffixes`` is on.
+- ``Elman`` and ``Jordan``: paper 001's recurrent networks (§3.3, Fig. 1) over its word-context
+  window input (Eq. 5: the embeddings of the ``window`` words centred on the token, concatenated):
+  Elman's hidden layer feeds back its previous state (Eq. 7), Jordan's the previous token's output
+  posteriors P(y(t - 1)) (Eq. 12); both forward only, with a softmax output (Eqs. 10-11).
 """
 from __future__ import annotations
 
@@ -48,7 +53,7 @@ class NoteTensors:
 class Batch:
     """Padded tensors for a batch of notes; ``mask`` marks real sequence positions."""
 
-    features: dict[str, torch.Tensor]  # "words", "skeleton", "prefixes": [B, T]; "chars", "clusters": [B, T, L]
+    features: dict[str, torch.Tensor]  # "words", "skeleton", "prefixes", "suffixes": [B, T]; "chars", "clusters": [B, T, L]
     mask: torch.Tensor  # [B, T] bool
     lengths: torch.Tensor  # [B]
     tags: torch.Tensor | None = None  # [B, T]
@@ -285,7 +290,7 @@ class TSGRU(TaggerModel):
 class CEDI(TaggerModel):
     """Paper 002's context-enhanced tagger (Fig. 2), over whole notes without sentence boundaries.
 
-    Deep prefixes are embedded directly, as §2.2 describes (§2.6 also lists an "LSTM over prefixes",
+    Deep prefixes (and suffixes, when on) are embedded directly, as §2.2 describes (§2.6 also lists an "LSTM over prefixes",
     which the text does not explain; none is used). The paper leaves the attention's span open;
     here it is the token's 2n + 1 window, which keeps the cost linear in the note's length.
     """
@@ -296,9 +301,13 @@ class CEDI(TaggerModel):
         self.ngram = n
         self.words = nn.Embedding(len(vocabularies.words), settings.word_dim, padding_idx=PAD_ID)
         self.prefixes = nn.Embedding(len(vocabularies.prefixes), settings.prefix_dim, padding_idx=PAD_ID)
+        self.suffixes = None
+        if vocabularies.suffixes is not None:
+            self.suffixes = nn.Embedding(len(vocabularies.suffixes), settings.prefix_dim, padding_idx=PAD_ID)
         # §2.1: one RNN reads the forward n-gram, another the backward one; their last outputs are the context.
         self.context = WindowEncoder(rnn, settings.word_dim, settings.context_dim, n)
-        concatenated = self.extras_size + settings.word_dim + settings.prefix_dim + 2 * settings.context_dim
+        affixes = settings.prefix_dim * (2 if self.suffixes is not None else 1)
+        concatenated = self.extras_size + settings.word_dim + affixes + 2 * settings.context_dim
         self.encoder = SequenceEncoder(rnn, concatenated, settings.hidden_dim)
         # §2.3: additive attention over the concatenated embeddings, queried by the bi-LSTM state.
         self.attention_query = nn.Linear(self.encoder.output_size, settings.attention_dim, bias=False)
@@ -311,7 +320,10 @@ class CEDI(TaggerModel):
     def emissions(self, batch: Batch) -> torch.Tensor:
         mask = batch.mask
         words = self.words(batch.features["words"])
-        parts = [*self.token_extras(batch), words, self.prefixes(batch.features["prefixes"]), self.context(words, mask)]
+        affixes = [self.prefixes(batch.features["prefixes"])]
+        if self.suffixes is not None:
+            affixes.append(self.suffixes(batch.features["suffixes"]))
+        parts = [*self.token_extras(batch), words, *affixes, self.context(words, mask)]
         embedded = self.dropout(torch.cat(parts, dim=-1))
         hidden = self.encoder(embedded, batch.lengths)
         # Attention over the 2n + 1 window of concatenated embeddings; values are projected first
@@ -327,7 +339,79 @@ class CEDI(TaggerModel):
         return self.out(self.dropout(merged))
 
 
-MODEL_CLASSES: dict[str, type[TaggerModel]] = {"bigru": BiRNNTagger, "tsgru": TSGRU, "cedi": CEDI}
+class ContextWindowTagger(TaggerModel):
+    """Paper 001's input (§3.2, Eq. 5): for each token, the vectors of the ``window`` tokens centred on
+    it (words, plus characters and clusters when asked for), concatenated; zeros beyond the note."""
+
+    def __init__(self, settings: NeuralSettings, vocabularies: Vocabularies) -> None:
+        super().__init__(settings, vocabularies)
+        self.window = settings.window
+        self.words = nn.Embedding(len(vocabularies.words), settings.word_dim, padding_idx=PAD_ID)
+        self.input_size = settings.window * (settings.word_dim + self.extras_size)
+
+    def context_windows(self, batch: Batch) -> torch.Tensor:
+        """[B, T, window * D]: C_m(x_{t-m} .. x_{t+m}) for every position t."""
+        vectors = torch.cat([self.words(batch.features["words"]), *self.token_extras(batch)], dim=-1)
+        return centered_windows(vectors, self.window).flatten(2)
+
+
+class Elman(ContextWindowTagger):
+    """Paper 001's E-RNN (Eqs. 7, 10): h(t) = f(W C(t) + V h(t - 1) + b), softmax(U h(t) + c), one layer.
+
+    ``nn.RNN`` (tanh) in place of the paper's sigmoid f: sigmoid(z) = (1 + tanh(z / 2)) / 2, an affine
+    map of the state that W, V, b and the output layer absorb, so both describe the same networks
+    (up to the initial state), and the fused kernel is many times faster than a Python loop."""
+
+    def __init__(self, settings: NeuralSettings, vocabularies: Vocabularies) -> None:
+        super().__init__(settings, vocabularies)
+        self.recurrent = nn.RNN(self.input_size, settings.hidden_dim, nonlinearity="tanh", batch_first=True)
+        self.out = nn.Linear(settings.hidden_dim, self.num_tags)
+
+    def emissions(self, batch: Batch) -> torch.Tensor:
+        # Forward only: padding follows each note's real tokens, so it never reaches them.
+        hidden, _ = self.recurrent(self.context_windows(batch))
+        return self.out(self.dropout(hidden))  # §3.6: dropout before the softmax layer
+
+
+class JordanCell(nn.Module):
+    """Paper 001's J-RNN (Eq. 12): h(t) = sigmoid(W C(t) + V P(y(t - 1)) + b) and P(y(t)) =
+    softmax(U h(t) + c), fed back into the next step (P(y(0)) = 0). W C(t) is computed for every step
+    at once; only the feedback runs step by step, over the whole batch."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_tags: int, dropout: nn.Module) -> None:
+        super().__init__()
+        self.input = nn.Linear(input_size, hidden_size)  # W, b
+        self.feedback = nn.Linear(num_tags, hidden_size, bias=False)  # V: previous posteriors -> hidden
+        self.out = nn.Linear(hidden_size, num_tags)  # U, c
+        self.dropout = dropout
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        """``inputs`` [B, T, D] -> output scores [B, T, tags] (before the softmax)."""
+        projected = self.input(inputs)
+        previous = projected.new_zeros((inputs.size(0), self.out.out_features))
+        scores = []
+        for t in range(inputs.size(1)):
+            hidden = torch.sigmoid(projected[:, t] + self.feedback(previous))
+            scores.append(self.out(self.dropout(hidden)))
+            previous = torch.softmax(scores[-1].float(), dim=-1).to(projected.dtype)
+        return torch.stack(scores, dim=1)
+
+
+class Jordan(ContextWindowTagger):
+    """Paper 001's J-RNN: the context-window input and a Jordan cell; its output layer is the tag
+    scores (softmax, or a CRF's emissions when ``output = "crf"``; the posteriors fed back stay softmax)."""
+
+    def __init__(self, settings: NeuralSettings, vocabularies: Vocabularies) -> None:
+        super().__init__(settings, vocabularies)
+        self.recurrent = JordanCell(self.input_size, settings.hidden_dim, self.num_tags, self.dropout)
+
+    def emissions(self, batch: Batch) -> torch.Tensor:
+        return self.recurrent(self.context_windows(batch))
+
+
+MODEL_CLASSES: dict[str, type[TaggerModel]] = {
+    "bigru": BiRNNTagger, "tsgru": TSGRU, "cedi": CEDI, "elman": Elman, "jordan": Jordan,
+}
 
 
 def build_model(settings: NeuralSettings, vocabularies: Vocabularies) -> TaggerModel:

@@ -6,15 +6,32 @@ Defaults are sized for a 2-core CPU; the papers' own sizes are noted where they 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-ARCHITECTURES = ("bigru", "tsgru", "cedi")
-# What "auto" resolves to per architecture (papers 000 and 002; the bi-GRU follows Lample et al.).
+ARCHITECTURES = ("bigru", "tsgru", "cedi", "elman", "jordan")
+# What "auto" resolves to per architecture (papers 000, 001 and 002; the bi-GRU follows Lample et al.).
 ARCHITECTURE_DEFAULTS: dict[str, dict[str, str]] = {
     "bigru": {"output": "crf", "rnn": "gru", "char_encoder": "cnn"},
     "tsgru": {"output": "softmax", "rnn": "gru", "char_encoder": "none"},  # 000 "Combine RNN and text skeleton": softmax
     "cedi": {"output": "crf", "rnn": "lstm", "char_encoder": "rnn"},  # 002 §2.5: NeuroNER's char biLSTM and CRF
+    # 001 §3.3, Eqs. (10)-(12): a softmax over the hidden layer, words only (no characters). "rnn"
+    # only sizes a character RNN should one be asked for; the sentence-level recurrence is the paper's.
+    "elman": {"output": "softmax", "rnn": "gru", "char_encoder": "none"},
+    "jordan": {"output": "softmax", "rnn": "gru", "char_encoder": "none"},
+}
+# Settings whose default (0 or "auto") means "the architecture's own value", resolved when the
+# settings are made (so a saved model records the value it used). The bi-GRU, TS-GRU and CEDI keep
+# the values they had before these became per-architecture; Elman and Jordan take paper 001's
+# Table 3 ("Optimal values of hyper-parameters"): hidden layer size 100 (E-RNN) / 150 (J-RNN),
+# learning rate 0.01, context window size 11 / 9 words, SGD (§3.5). Table 3's 25 epochs and
+# dropout 0.5 are the shared ``epochs`` / ``dropout`` settings (30 / 0.5 by default).
+SIZED_BY_ARCHITECTURE: dict[str, dict[str, Any]] = {
+    "bigru": {"hidden_dim": 128, "window": 7, "learning_rate": 0.002, "optimizer": "adam"},
+    "tsgru": {"hidden_dim": 128, "window": 7, "learning_rate": 0.002, "optimizer": "adam"},
+    "cedi": {"hidden_dim": 128, "window": 7, "learning_rate": 0.002, "optimizer": "adam"},
+    "elman": {"hidden_dim": 100, "window": 11, "learning_rate": 0.01, "optimizer": "sgd"},
+    "jordan": {"hidden_dim": 150, "window": 9, "learning_rate": 0.01, "optimizer": "sgd"},
 }
 CHOICES = {
     "architecture": ARCHITECTURES,
@@ -22,7 +39,7 @@ CHOICES = {
     "output": ("auto", "crf", "softmax"),
     "rnn": ("auto", "gru", "lstm"),
     "char_encoder": ("auto", "cnn", "rnn", "none"),
-    "optimizer": ("adam", "rmsprop", "sgd"),
+    "optimizer": ("auto", "adam", "rmsprop", "sgd"),
 }
 
 
@@ -35,7 +52,7 @@ class NeuralSettings:
     output: str = "auto"  # "crf" (own torch CRF layer) or "softmax"
     rnn: str = "auto"  # "gru" or "lstm"
     # Token representation.
-    word_dim: int = 100  # TS-GRU paper: 150; CEDI: 100
+    word_dim: int = 100  # TS-GRU paper: 150; CEDI: 100; Elman/Jordan (001 Table 4): 100 random, 80 RNNLM, 300 CBOW
     min_word_count: int = 1
     singleton_unk: float = 0.3  # chance a training word seen once is shown as <UNK> (learns an OOV vector)
     char_encoder: str = "auto"  # "cnn", "rnn" (biGRU/biLSTM over characters) or "none"
@@ -47,21 +64,36 @@ class NeuralSettings:
     # embeddings. "" = none; the folder is copied into the saved model.
     clusters: str = ""
     cluster_dim: int = 50
-    hidden_dim: int = 128  # sentence-level RNN per direction (TS-GRU: 150; CEDI: 100)
+    # Sentence-level RNN per direction; 0 = the architecture's (SIZED_BY_ARCHITECTURE): 128 for the
+    # bi-GRU, TS-GRU and CEDI (papers: TS-GRU 150, CEDI 100), Elman 100 and Jordan 150 (001 Table 3).
+    hidden_dim: int = 0
     dropout: float = 0.5
     # TS-GRU (paper 000): skeleton vocabulary ratio r (Eq. 4) and context window.
     skeleton_ratio: float = 0.1  # paper: 0.25 i2b2 2006, 0.1 i2b2 2014, 0.14 Chinese
-    window: int = 7
+    # Tokens in the window centred on each token; 0 = the architecture's: TS-GRU 7 (paper 000);
+    # Elman 11 and Jordan 9 (001 Table 3 "context window size"), whose input is the window's word
+    # vectors concatenated (001 Eq. 5), zero-padded at the note's edges.
+    window: int = 0
     # CEDI (paper 002): n-gram context, deep prefixes, attention (§2.6).
     ngram: int = 10
     context_dim: int = 64  # paper: 256 (per direction)
     prefix_length: int = 3
     prefix_min_count: int = 20
     prefix_dim: int = 25
+    # Deep suffixes beside the prefixes (002 §2.2, after Yadav et al.): the last ``prefix_length``
+    # characters, lower-cased, kept when seen ``prefix_min_count`` times, embedded in ``prefix_dim``.
+    # Off as in the paper's final system: "prefix features increased the overall de-identification
+    # performance, but suffixes did not. Therefore, we only included the prefix features" (§2.5).
+    suffixes: bool = False
     attention_dim: int = 50
     # Training.
-    optimizer: str = "adam"
-    learning_rate: float = 0.002
+    # Elman and Jordan (paper 001) are unidirectional, as its Eqs. (7) and (12) are (h(t - 1) and
+    # P(y(t - 1)) only); the right-hand context comes from the word-context window. Reported on its
+    # i2b2 2014 split (Table 5, overall R / P / F): E-RNN 88.90 / 89.55 / 89.22, J-RNN 89.63 / 90.73 /
+    # 90.18, its CRF baseline 79.74 / 83.11 / 81.39 (E-RNN with CBOW embeddings; Table 4: random
+    # vectors F 86.32, RNNLM 87.76, CBOW 89.44).
+    optimizer: str = "auto"  # "auto" = the architecture's: Adam; SGD for Elman and Jordan (001 §3.5)
+    learning_rate: float = 0.0  # 0 = the architecture's: 0.002; 0.01 for Elman and Jordan (001 Table 3)
     # Notes per training batch. Small on purpose: on a CPU an epoch with 2 notes per batch takes only
     # somewhat longer than with 8 (the window RNNs and the CRF batch over tokens, not notes) but makes
     # four times the updates, so the held-out F1 peaks in far fewer epochs (README, neural section).
@@ -81,6 +113,11 @@ class NeuralSettings:
     verbose: bool = False
 
     def __post_init__(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"[neural] architecture must be one of {list(ARCHITECTURES)}, not {self.architecture!r}")
+        for key, value in SIZED_BY_ARCHITECTURE[self.architecture].items():
+            if getattr(self, key) in (0, "auto"):  # frozen: the resolved value replaces the placeholder
+                object.__setattr__(self, key, value)
         for key, allowed in CHOICES.items():
             if getattr(self, key) not in allowed:
                 raise ValueError(f"[neural] {key} must be one of {list(allowed)}, not {getattr(self, key)!r}")
@@ -88,8 +125,8 @@ class NeuralSettings:
             raise ValueError("[neural] window must be an odd number (a token and the same context on each side)")
         if not 0.0 < self.skeleton_ratio < 1.0:
             raise ValueError("[neural] skeleton_ratio must lie in (0, 1) (paper 000, Eq. 4)")
-        if min(self.ngram, self.batch_size, self.predict_batch_size, self.epochs) < 1:
-            raise ValueError("[neural] ngram, batch_size, predict_batch_size and epochs must be positive")
+        if min(self.ngram, self.batch_size, self.predict_batch_size, self.epochs, self.hidden_dim) < 1 or self.learning_rate <= 0:
+            raise ValueError("[neural] ngram, batch_size, predict_batch_size, epochs, hidden_dim and learning_rate must be positive")
         if not 0.0 <= self.dev_fraction < 1.0 or not 0.0 <= self.dropout < 1.0:
             raise ValueError("[neural] dev_fraction and dropout must lie in [0, 1)")
 
@@ -102,4 +139,6 @@ class NeuralSettings:
         return asdict(self)
 
 
-NEURAL_DEFAULTS: dict[str, Any] = NeuralSettings().to_dict()
+# The section's defaults as written (0 / "auto" where the architecture decides), not one
+# architecture's resolved values: a pipeline passes every key, so a resolved default would stick.
+NEURAL_DEFAULTS: dict[str, Any] = {setting.name: setting.default for setting in fields(NeuralSettings)}

@@ -59,7 +59,7 @@ def bucketed(lengths: Sequence[int], batch_size: int, rng: random.Random | None 
 
 
 class NeuralTagger:
-    """A bi-GRU + CRF, TS-GRU or CEDI tagger (``architecture``); settings as in ``NeuralSettings``."""
+    """A bi-GRU + CRF, TS-GRU, CEDI, Elman or Jordan tagger (``architecture``); settings as in ``NeuralSettings``."""
 
     source = "neural"
 
