@@ -8,6 +8,9 @@ tokenisation included; the neural taggers tag in batches). CPU only unless ``--d
 
     python benchmarks/neural_meddocan.py [--architectures bigru,tsgru,cedi] [--threads 2]
         [--crf-model /tmp/meddocan-crf] [--save-dir /tmp/meddocan-neural] [--json OUT]
+
+The word clusters the tables embed (`meddocan-clusters`, next to this script) are built first when
+missing: start one run and wait until it prints "train ... notes" before starting another beside it.
 """
 from __future__ import annotations
 
@@ -67,6 +70,10 @@ def main() -> int:
     logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO)  # one line per epoch
     torch.set_num_threads(args.threads)
     neural_settings = tomllib.loads(args.neural_config.read_text(encoding="utf-8"))
+    # The word clusters the neural tables embed are the CRF hybrid's; a fresh checkout has none yet,
+    # and the neural taggers train before the hybrid, so build them first (once; later runs find them).
+    for folder in ensure_clusters(load_config(args.config), [args.train, args.dev], "es"):
+        print(f"built word clusters from the train + dev text: {folder}", flush=True)
     train, dev = read_corpus(args.train), read_corpus(args.dev)
     print(f"train {len(train)} notes, dev {len(dev)} notes; torch {torch.__version__}, {args.threads} threads, "
           f"device {args.device}", flush=True)
