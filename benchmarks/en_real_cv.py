@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +73,7 @@ def main() -> int:
 def _tagged(docs, corpus: str):
     """The documents with their corpus recorded, so predictions go back to the right folder."""
     for doc in docs:
-        yield type(doc)(doc.name, doc.text, doc.spans, {**doc.meta, "corpus": corpus})
+        yield replace(doc, meta={**doc.meta, "corpus": corpus})
 
 
 if __name__ == "__main__":

@@ -46,12 +46,14 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _operating_point(args: argparse.Namespace, pipeline: "Pipeline") -> float | None:
+def _operating_point(args: argparse.Namespace, pipeline: "Pipeline | None" = None) -> float | None:
     """The P(O) threshold of ``annotate``/``deid`` as ``Pipeline.predict`` takes it: ``--threshold``,
     or the one a saved sweep (``--sweep-file``) gives for ``--recall-target`` (0: none); None: the
-    model's own config. A ValueError when unusable."""
+    model's own config. A ValueError when unusable. ``pipeline`` (loaded here from ``--model`` when
+    not given, and only for a sweep file) is what the sweep must have measured."""
     from hybriddeid.evaluation.sweep import Sweep
     from hybriddeid.operating_point import NO_THRESHOLD, check_threshold
+    from hybriddeid.pipeline import Pipeline
 
     if (args.recall_target is None) != (args.sweep_file is None):
         raise ValueError("--recall-target and --sweep-file go together")
@@ -60,7 +62,7 @@ def _operating_point(args: argparse.Namespace, pipeline: "Pipeline") -> float | 
     if args.recall_target is None:
         return None
     sweep = Sweep.load(args.sweep_file)
-    sweep.check_model(pipeline, args.model)
+    sweep.check_model(pipeline if pipeline is not None else Pipeline.load(args.model), args.model)
     threshold = sweep.threshold_for(args.recall_target)
     log.info("recall target %g: threshold %s, from %s", args.recall_target,
              f"{threshold:g}" if threshold != NO_THRESHOLD else "none (the model reaches it without one)", args.sweep_file)
@@ -213,9 +215,7 @@ def _deid(args: argparse.Namespace) -> int:
         if args.use_annotations and (args.threshold is not None or args.recall_target is not None):
             raise ValueError("--threshold and --recall-target choose how a model finds PHI: not with --use-annotations")
         if not args.use_annotations:
-            from hybriddeid.pipeline import Pipeline
-
-            threshold = _operating_point(args, Pipeline.load(args.model))
+            threshold = _operating_point(args)  # the workers load the model; here only to check a sweep
     except ValueError as exc:
         log.error("%s", exc)
         return 2

@@ -231,7 +231,7 @@ def widen(text: str, spans: Sequence[Span], runs: Sequence[Run], source: SourceC
             continue
         parts = [(start, end, run.units_in(start, end)) for start, end, _, run in group if run is not None]
         if not bases:
-            span = source.new_span(*parts[0])
+            span = source.new_span(group[0][0], group[-1][1], [unit for _, _, units in parts for unit in units])
             if span is not None:
                 out.append(span)
             continue

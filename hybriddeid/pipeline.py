@@ -14,7 +14,7 @@ import tempfile
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor
-from functools import partial
+from functools import lru_cache, partial
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
@@ -212,6 +212,12 @@ def load_config(path: Path) -> dict[str, Any]:
     return build_config(data, origin=str(path))
 
 
+@lru_cache(maxsize=16)
+def _taxonomy_of(labels: tuple[str, ...]) -> Taxonomy:
+    """``guess_taxonomy`` of a model's labels, once per label set (``within_phi_set`` asks per note)."""
+    return guess_taxonomy(labels)
+
+
 def _component_class(name: str) -> type:
     """A built-in classifier class, or an installed plugin's (imported only now)."""
     if name in COMPONENT_CLASSES:
@@ -262,7 +268,7 @@ class Pipeline:
     @property
     def taxonomy(self) -> Taxonomy:
         """The bundled taxonomy that knows the model's labels: PHI sets read its spans through it."""
-        return guess_taxonomy(self.labels)
+        return _taxonomy_of(tuple(self.labels))
 
     # -- training -------------------------------------------------------------------------
     def fit(self, docs: Iterable[Document], n_jobs: int = 2, corpus_name: str = "") -> "Pipeline":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -112,11 +113,10 @@ class Relabeller:
         return doc.with_spans(spans)
 
 
+@lru_cache(maxsize=None)
 def _entries(kind: str) -> frozenset[str]:
-    return _ENTRIES.setdefault(kind, frozenset(bundled_entries("en", kind)))
-
-
-_ENTRIES: dict[str, frozenset[str]] = {}
+    """The bundled English dictionary ``kind`` as a set, for membership tests."""
+    return frozenset(bundled_entries("en", kind))
 
 
 def load_relabelled(corpus: str, folder: Path | None = None) -> list[Document]:
