@@ -15,10 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from hybriddeid.classifiers.char_crf import runs_in_regions
+from hybriddeid.classifiers.focus import runs_in_regions
 from hybriddeid.document import Document
 from hybriddeid.evaluation import evaluate
-from hybriddeid.features.context import lines_with_tokens
 from hybriddeid.io import read_corpus
 from hybriddeid.pipeline import Pipeline, load_config
 
@@ -35,10 +34,12 @@ def read_share(pipeline: Pipeline, dev: list[Document]) -> float:
     claim = float(settings["min_score"].get("token", 0.0)) if order.index("token") < order.index("char") else None
     total = read = 0
     for doc in dev:
+        note = pipeline.analyse(doc)
         _, regions = pipeline.components["token"].predict_with_focus(
-            doc, float(settings["focus_below"]), int(settings["focus_margin"]), claim)
+            note, float(settings["focus_below"]), int(settings["focus_margin"]), claim)
         starts = [start for start, _ in regions]
-        for _, tokens in lines_with_tokens(doc.text, pipeline.language):
+        for line in note.lines:
+            tokens = line.tokens
             total += len(tokens)
             read += sum(end - first for first, end in runs_in_regions(tokens, regions, starts))
     return read / total

@@ -31,6 +31,16 @@ from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.build import ensure_clusters
 from hybriddeid.pipeline import Pipeline, load_config
 
+
+def save_tagger(tagger: NeuralTagger, folder: Path) -> None:
+    """Save a neural tagger as a one-component pipeline (its settings in the pipeline's config),
+    which ``Pipeline.load(folder).components["neural"]`` reads back."""
+    params = {key: value for key, value in tagger.get_params().items() if key != "language"}
+    pipeline = Pipeline({"pipeline": {"language": tagger.language, "components": ["neural"], "precedence": ["neural"]},
+                         "neural": params})
+    pipeline.components = {"neural": tagger}
+    pipeline.to_disk(folder)
+
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parents[1] / "shared" / "corpora" / "meddocan"
 
@@ -82,8 +92,8 @@ def main() -> int:
     taggers: dict[str, NeuralTagger] = {}
     for architecture in [name for name in args.architectures.split(",") if name]:
         saved = args.save_dir / architecture if args.save_dir else None
-        if args.reuse and saved and (saved / "model.pt").is_file():
-            taggers[architecture] = NeuralTagger.from_disk(saved)  # training seconds as recorded then
+        if args.reuse and saved and (saved / "neural" / "model.pt").is_file():
+            taggers[architecture] = Pipeline.load(saved).components["neural"]  # training seconds as recorded then
             print(f"{architecture} loaded from {saved}", flush=True)
             continue
         settings = {**neural_settings[architecture], "num_threads": args.threads, "device": args.device, "verbose": True}
@@ -92,7 +102,7 @@ def main() -> int:
         taggers[architecture] = NeuralTagger(language="es", **settings).fit(train)
         print(f"{architecture} trained in {taggers[architecture].fit_seconds_} s", flush=True)
         if saved:
-            taggers[architecture].to_disk(saved)
+            save_tagger(taggers[architecture], saved)
 
     pipeline, crf_seconds = crf_hybrid(args, train)
     predictions: dict[str, list[list[Span]]] = {name: [] for name in pipeline.components}

@@ -27,6 +27,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Iterator
 
+from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.token_crf import TokenCRF
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import evaluate
@@ -47,10 +48,11 @@ class NeuralTagsTokenCRF(TokenCRF):
 
     neural_spans: dict[str, SpanRows] = {}
 
-    def token_sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
-        spans = sorted(self.neural_spans.get(doc.name, []))
+    def token_sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
+        note = analyse(note, self.language)
+        spans = sorted(self.neural_spans.get(note.doc.name, []))
         starts = [span[0] for span in spans]
-        for seq in super().token_sequences(doc, lexicon):
+        for seq in super().token_sequences(note, lexicon):
             tags = []
             for token in seq.tokens:
                 i = bisect.bisect_right(starts, token.start) - 1
@@ -71,7 +73,7 @@ def out_of_fold(model_dir: Path, train_dir: Path, fold: int, folds: int) -> dict
     ``fold`` and tag those inside (worker process: torch is first used here, after the fork)."""
     from hybriddeid.backends.neural.tagger import NeuralTagger
 
-    params = NeuralTagger.from_disk(model_dir).get_params()
+    params = Pipeline.load(model_dir).components["neural"].get_params()
     notes = read_corpus(train_dir)
     fit_notes = [doc for i, doc in enumerate(notes) if i % folds != fold]
     held_out = [doc for i, doc in enumerate(notes) if i % folds == fold]
@@ -100,9 +102,8 @@ def main() -> int:
     print(f"{args.folds} out-of-fold neural taggers: {fold_seconds:.0f} s wall, strict F1 on train {oof_prf.f1:.4f}",
           flush=True)
 
-    from hybriddeid.backends.neural.tagger import NeuralTagger
 
-    neural = NeuralTagger.from_disk(args.neural_model)
+    neural = Pipeline.load(args.neural_model).components["neural"]
     dev_neural = neural.predict_many(dev)
     NeuralTagsTokenCRF.neural_spans = {**oof, **{doc.name: rows_of(spans) for doc, spans in zip(dev, dev_neural)}}
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from hybriddeid.document import Document, Span
 
 if TYPE_CHECKING:
-    from hybriddeid.classifiers.crf import TaggedSequence
+    from hybriddeid.classifiers.sequences import TaggedSequence
 
 MAX_NINES = 15  # the last step below 1.0 is 0.999999999999999
 NO_THRESHOLD = 0.0  # per call: no threshold, whatever the config says (no P(O) is below 0)

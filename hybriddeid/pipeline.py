@@ -23,93 +23,57 @@ from typing import Any, Iterable, Mapping, Sequence
 import tomli_w
 
 import hybriddeid
-from hybriddeid.backends import find_plugin, plugin_names
-from hybriddeid.classifiers.char_crf import CHAR_FEATURE_FAMILIES, CharCRF
-from hybriddeid.classifiers.crf import CLUSTERS_DIR, CRFTagger, TaggedSequence, focus_stretches
-from hybriddeid.classifiers.rules import RuleClassifier
-from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
+from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.classifiers.crf import CLUSTERS_DIR
+from hybriddeid.classifiers.focus import focus_stretches
+from hybriddeid.classifiers.sequences import TaggedSequence
 from hybriddeid.document import Document, Span
-from hybriddeid.features.token import TOKEN_EXTRACTORS
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, merge, propagate
 from hybriddeid.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
 from hybriddeid.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
+from hybriddeid.registry import component_names, find_component, get_component
 from hybriddeid.safelist import load_safelist
 from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
-from hybriddeid.text.tokenize import tokenize
 
 log = logging.getLogger(__name__)
 
-COMPONENT_CLASSES = {"rule": RuleClassifier, "char": CharCRF, "token": TokenCRF}
 CONFIG_FILE = "config.toml"
 META_FILE = "meta.json"
 DEFAULT_MODEL = "default"
 BUNDLED_MODELS = ("en", "es")  # hybriddeid/models/<name>
 DEFAULT_BUNDLED = "en"  # what "default" (and no --model) loads
-
-# Settings both CRFs share (each may override them in its own config section).
-CRF_TRAINING_DEFAULTS: dict[str, Any] = {
-    "lexicon": True,
-    "safe_min_count": 0,
-    "algorithm": "lbfgs",
-    "c1": 0.05,
-    "c2": 0.01,
-    "max_iterations": 100,
-    "min_freq": 1,
-    # Knowledge features (hybriddeid.features.resources): a clusters folder made by
-    # `hybriddeid resources clusters`, bundled dictionary kinds ("*" = all) and the user's own lists.
-    "clusters": "",
-    "gazetteers": [],
-    "extra_gazetteers": [],
-}
 RESOURCE_PATH_KEYS = ("clusters", "extra_gazetteers")  # relative paths in a config file mean "next to it"
 
-DEFAULT_CONFIG: dict[str, Any] = {
-    "pipeline": {
-        "language": "en",
-        "components": ["rule", "char", "token"],
-        "precedence": list(DEFAULT_PRECEDENCE),
-        # Per-source confidence floor, e.g. {char = 0.95}: spans scored lower are dropped before merging.
-        "min_score": {"char": 0.9, "token": 0.5},
-        # Mark further occurrences, in the same note, of strings already found as PHI.
-        "propagate": False,
-        # Drop merged spans made only of clinical safe-list entries (hybriddeid.safelist):
-        # a bundled list's language ("en"), or "" for none.
-        "safelist": "",
-        # Cascade, e.g. {char = "token"}: the character CRF tags only the stretches around tokens
-        # the token CRF is unsure about (probability of O below focus_below, or tagged as PHI),
-        # widened by focus_margin tokens. Elsewhere the focused tagger's spans could only fill gaps
-        # the others leave where they are sure; on MEDDOCAN dev this kept F1 and made the pipeline
-        # 1.5x faster (README, Benchmark). A CRF's marginals change near the end of a cut-off
-        # sequence: with a margin of 2 a run ending two tokens after a doubt gave false positives.
-        # {} = every component reads the whole note.
-        "focus": {},
-        "focus_below": 0.999,
-        "focus_margin": 8,
-        # Which merged spans are PHI (hybriddeid.profiles): "i2b2-2014", every span; "hipaa", only
-        # HIPAA Safe Harbor's identifiers (no professions, states, countries; ages only over 89).
-        "phi_set": DEFAULT_PHI_SET,
-        # Operating point for recall (hybriddeid.operating_point): a CRF token or character whose
-        # marginal P(O) is below this is PHI too, on top of the output above. None (not written to
-        # config.toml): no threshold.
-        "phi_threshold": None,
-    },
-    "rule": {"min_precision": 0.0, "rule_files": []},
-    "char": {
-        "radius": 4,
-        "bigram_radius": 2,
-        "trigram_radius": 2,
-        "label_level": "phi",
-        "thin_interior": True,
-        "features": list(CHAR_FEATURE_FAMILIES),
-        **CRF_TRAINING_DEFAULTS,
-    },
-    "token": {
-        "features": list(DEFAULT_TOKEN_FEATURES),
-        "window": 2,
-        # POS and general-NER tags, e.g. "spacy:es_core_news_sm" (hybriddeid.features.pos); "" = none.
-        "tag_source": "",
-        **CRF_TRAINING_DEFAULTS,
-    },
+# The [pipeline] section; each component's section holds its registered defaults (hybriddeid.registry).
+PIPELINE_DEFAULTS: dict[str, Any] = {
+    "language": "en",
+    "components": ["rule", "char", "token"],
+    "precedence": list(DEFAULT_PRECEDENCE),
+    # Per-source confidence floor, e.g. {char = 0.95}: spans scored lower are dropped before merging.
+    "min_score": {"char": 0.9, "token": 0.5},
+    # Mark further occurrences, in the same note, of strings already found as PHI.
+    "propagate": False,
+    # Drop merged spans made only of clinical safe-list entries (hybriddeid.safelist):
+    # a bundled list's language ("en"), or "" for none.
+    "safelist": "",
+    # Cascade, e.g. {char = "token"}: the character CRF tags only the stretches around tokens
+    # the token CRF is unsure about (probability of O below focus_below, or tagged as PHI),
+    # widened by focus_margin tokens. Elsewhere the focused tagger's spans could only fill gaps
+    # the others leave where they are sure; on MEDDOCAN dev this kept F1 and made the pipeline
+    # 1.5x faster (README, Benchmark). A CRF's marginals change near the end of a cut-off
+    # sequence: with a margin of 2 a run ending two tokens after a doubt gave false positives.
+    # {} = every component reads the whole note. Which components can focus or be focused is
+    # their spec's (reads_marginals, accepts_regions).
+    "focus": {},
+    "focus_below": 0.999,
+    "focus_margin": 8,
+    # Which merged spans are PHI (hybriddeid.profiles): "i2b2-2014", every span; "hipaa", only
+    # HIPAA Safe Harbor's identifiers (no professions, states, countries; ages only over 89).
+    "phi_set": DEFAULT_PHI_SET,
+    # Operating point for recall (hybriddeid.operating_point): a CRF token or character whose
+    # marginal P(O) is below this is PHI too, on top of the output above. None (not written to
+    # config.toml): no threshold.
+    "phi_threshold": None,
 }
 
 
@@ -120,20 +84,21 @@ class ConfigError(ValueError):
 def build_config(overrides: Mapping[str, Any] | None = None, origin: str = "config") -> dict[str, Any]:
     """The default config with ``overrides`` applied section by section; unknown keys are errors.
 
-    A plugin component's section (e.g. [neural]) is known when its backend is installed, and is
-    added with the plugin's defaults when the component is listed or the section is given.
+    The config has a [pipeline] section and one section per component: the default pipeline's
+    components always, and any other registered component (e.g. [neural]) when it is listed or
+    its section is given, each starting from the component's registered defaults.
     """
-    config = copy.deepcopy(DEFAULT_CONFIG)
     overrides = overrides or {}
-    pipeline_section = overrides.get("pipeline")
+    pipeline_section = overrides.get("pipeline", {})
     listed = pipeline_section.get("components", []) if isinstance(pipeline_section, Mapping) else []
-    for name in [*overrides, *listed]:
-        plugin = find_plugin(name) if isinstance(name, str) and name not in config else None
-        if plugin is not None:
-            config[name] = copy.deepcopy(dict(plugin.defaults))
+    config: dict[str, Any] = {"pipeline": copy.deepcopy(PIPELINE_DEFAULTS)}
+    for name in [*PIPELINE_DEFAULTS["components"], *listed, *overrides]:
+        spec = find_component(name) if isinstance(name, str) and name not in config else None
+        if spec is not None:
+            config[name] = copy.deepcopy(dict(spec.defaults))
     for section, values in overrides.items():
         if section not in config:
-            raise ConfigError(f"{origin}: unknown section [{section}]; known: {', '.join(config)}")
+            raise ConfigError(f"{origin}: unknown section [{section}]; known: pipeline and the components {list(component_names())}")
         if not isinstance(values, Mapping):
             raise ConfigError(f"{origin}: [{section}] must be a table")
         for key, value in values.items():
@@ -146,10 +111,10 @@ def build_config(overrides: Mapping[str, Any] | None = None, origin: str = "conf
 
 def _validate(config: dict[str, Any], origin: str) -> None:
     components = config["pipeline"]["components"]
-    known = sorted({*COMPONENT_CLASSES, *plugin_names()})
+    known = component_names()
     unknown = [name for name in components if name not in known]
-    if unknown or not components:
-        raise ConfigError(f"{origin}: components must be a non-empty subset of {known}")
+    if unknown or not components or not all(isinstance(name, str) for name in components):
+        raise ConfigError(f"{origin}: components must be a non-empty subset of {list(known)}")
     if sorted(config["pipeline"]["precedence"]) != sorted(set(config["pipeline"]["precedence"])):
         raise ConfigError(f"{origin}: precedence lists a source twice")
     min_score = config["pipeline"]["min_score"]
@@ -168,25 +133,24 @@ def _validate(config: dict[str, Any], origin: str) -> None:
             check_threshold(config["pipeline"]["phi_threshold"], "phi_threshold")
         except ValueError as exc:
             raise ConfigError(f"{origin}: {exc}") from None
-    missing_features = [name for name in config["token"]["features"] if name not in TOKEN_EXTRACTORS]
-    if missing_features:
-        raise ConfigError(f"{origin}: unknown token features {missing_features}; this version knows {sorted(TOKEN_EXTRACTORS)}")
-
-
-FOCUSABLE = ("char",)  # components whose predict() takes regions
-FOCUSERS = ("token", "char")  # components with predict_with_focus()
+    for name, section in config.items():
+        check = get_component(name).check if name != "pipeline" else None
+        for problem in check(section) if check else ():
+            raise ConfigError(f"{origin}: [{name}] {problem}")
 
 
 def _validate_focus(settings: Mapping[str, Any], origin: str) -> None:
     focus, components = settings["focus"], settings["components"]
     if not isinstance(focus, Mapping):
         raise ConfigError(f"{origin}: focus must be a table such as {{char = \"token\"}}")
+    focusable = [name for name in components if get_component(name).accepts_regions]
+    focusers = [name for name in components if get_component(name).reads_marginals]
     for focused, focuser in focus.items():
-        if focused not in FOCUSABLE or focuser not in FOCUSERS or focused == focuser:
-            raise ConfigError(f"{origin}: focus {focused} = {focuser!r}: only {list(FOCUSABLE)} can be focused, "
-                              f"by one of {list(FOCUSERS)} other than itself")
         if focused not in components or focuser not in components:
             raise ConfigError(f"{origin}: focus {focused} = {focuser!r} names a component the pipeline does not list")
+        if focused not in focusable or focuser not in focusers or focused == focuser:
+            raise ConfigError(f"{origin}: focus {focused} = {focuser!r}: of this pipeline's components only {focusable} "
+                              f"can be focused, by one of {focusers} other than itself")
         if focuser in focus:
             raise ConfigError(f"{origin}: focus {focused} = {focuser!r}: a focusing component cannot be focused itself")
     if not 0.0 < float(settings["focus_below"]) <= 1.0 or not 0 <= int(settings["focus_margin"]) <= 50:
@@ -194,15 +158,15 @@ def _validate_focus(settings: Mapping[str, Any], origin: str) -> None:
 
 
 def load_config(path: Path) -> dict[str, Any]:
-    """Read a TOML config file (partial configs are completed with the defaults)."""
+    """Read a TOML config file (partial configs are completed with the defaults); relative
+    resource paths in a component's section (``RESOURCE_PATH_KEYS``) are taken from its folder."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config ({exc})") from None
-    for section in ("char", "token", *plugin_names()):  # plugin sections may name resources too
-        values = data.get(section)
-        if not isinstance(values, dict):
+    for section, values in data.items():
+        if section == "pipeline" or not isinstance(values, dict):
             continue
         for key in RESOURCE_PATH_KEYS:
             if isinstance(values.get(key), str) and values[key]:
@@ -218,22 +182,20 @@ def _taxonomy_of(labels: tuple[str, ...]) -> Taxonomy:
     return guess_taxonomy(labels)
 
 
-def _component_class(name: str) -> type:
-    """A built-in classifier class, or an installed plugin's (imported only now)."""
-    if name in COMPONENT_CLASSES:
-        return COMPONENT_CLASSES[name]
-    plugin = find_plugin(name)
-    if plugin is None:
-        raise ConfigError(f"no classifier called {name!r}; known: {sorted({*COMPONENT_CLASSES, *plugin_names()})}")
-    return plugin.component_class()
+def component_params(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The constructor arguments of component ``name``: its config section plus the language."""
+    return {**config[name], "language": config["pipeline"]["language"]}
 
 
 def build_component(name: str, config: Mapping[str, Any]) -> Any:
     """An unfitted classifier for component ``name`` with the parameters of ``config`` (a full
     pipeline config, e.g. from ``build_config``): what ``Pipeline.fit`` trains, for ablations."""
-    language = config["pipeline"]["language"]
-    params = dict(config[name])
-    return _component_class(name)(language=language, **params)
+    return get_component(name).component_class()(**component_params(name, config))
+
+
+def load_component(name: str, config: Mapping[str, Any], folder: Path) -> Any:
+    """Component ``name`` as saved in ``folder`` (its native files), built with ``config``'s parameters."""
+    return get_component(name).component_class().from_disk(Path(folder), component_params(name, config))
 
 
 def _fit_and_save(name: str, config: dict[str, Any], docs: list[Document], out_dir: str) -> float:
@@ -279,7 +241,7 @@ class Pipeline:
         names = list(self.config["pipeline"]["components"])
         timings: dict[str, float] = {}
         with tempfile.TemporaryDirectory() as tmp:
-            crfs = [name for name in names if name in ("char", "token")]  # plugins (torch) train in this process
+            crfs = [name for name in names if get_component(name).fits_in_worker]  # others (torch) train in this process
             if n_jobs > 1 and len(crfs) > 1:
                 with ProcessPoolExecutor(max_workers=min(n_jobs, len(crfs)), mp_context=get_context("fork")) as pool:
                     futures = {name: pool.submit(_fit_and_save, name, self.config, docs, f"{tmp}/{name}") for name in crfs}
@@ -293,7 +255,7 @@ class Pipeline:
                     self.components[name] = build_component(name, self.config).fit(docs)
                     timings[name] = time.perf_counter() - started
                 else:
-                    self.components[name] = _component_class(name).from_disk(Path(tmp) / name)
+                    self.components[name] = load_component(name, self.config, Path(tmp) / name)
         labels = sorted({span.label for doc in docs for span in doc.spans})
         self.meta = {
             "hybriddeid_version": hybriddeid.__version__,
@@ -306,12 +268,18 @@ class Pipeline:
         return self
 
     # -- prediction -----------------------------------------------------------------------
-    def _as_document(self, doc_or_text: Document | str) -> Document:
+    def _as_document(self, doc_or_text: AnalysedNote | Document | str) -> Document:
+        if isinstance(doc_or_text, AnalysedNote):
+            return doc_or_text.doc
         if isinstance(doc_or_text, Document):
             return doc_or_text
         if isinstance(doc_or_text, str):
             return Document("text", doc_or_text)
         raise TypeError("predict() takes a Document or a str")
+
+    def analyse(self, doc_or_text: AnalysedNote | Document | str) -> AnalysedNote:
+        """The note analysed once for this pipeline's language: every component reads this one."""
+        return analyse(self._as_document(doc_or_text), self.language)
 
     def _check_ready(self) -> None:
         if not self.components:
@@ -326,11 +294,11 @@ class Pipeline:
         when the focuser ranks above it in ``precedence`` (default: the config's), not inside the
         focuser's own spans that pass its score floor: the merger would drop what it found there."""
         self._check_ready()
-        doc = self._as_document(doc_or_text)
+        note = self.analyse(doc_or_text)
         settings = self.config["pipeline"]
         focus = settings["focus"]
         if not focus:
-            return {name: component.predict(doc) for name, component in self.components.items()}
+            return {name: component.predict(note) for name, component in self.components.items()}
         order = list(self.precedence if precedence is None else precedence)
         spans: dict[str, list[Span]] = {}
         regions: dict[tuple[str, float | None], list[tuple[int, int]]] = {}
@@ -339,11 +307,11 @@ class Pipeline:
             key = (focuser, claim_from)
             if key not in regions:
                 spans[focuser], regions[key] = self.components[focuser].predict_with_focus(
-                    doc, float(settings["focus_below"]), int(settings["focus_margin"]), claim_from)
-            spans[focused] = self.components[focused].predict(doc, regions=regions[key])
+                    note, float(settings["focus_below"]), int(settings["focus_margin"]), claim_from)
+            spans[focused] = self.components[focused].predict(note, regions=regions[key])
         for name, component in self.components.items():
             if name not in spans:
-                spans[name] = component.predict(doc)
+                spans[name] = component.predict(note)
         return {name: spans[name] for name in self.components}
 
     def _claim_from(self, focused: str, focuser: str, order: Sequence[str]) -> float | None:
@@ -366,11 +334,11 @@ class Pipeline:
         the config's). ``threshold`` (default: the config's ``phi_threshold``, usually none; 0: none)
         also makes PHI every CRF unit whose P(O) is below it (``hybriddeid.operating_point``); the
         PHI set applies last, to those too."""
-        doc = self._as_document(doc_or_text)
+        note = self.analyse(doc_or_text)
         threshold = self._threshold(threshold)
         if threshold is not None:
-            return self.within_phi_set(doc, self.read(doc, threshold, precedence).spans(threshold), phi_set)
-        return self.combine(doc, self.predict_by_source(doc, precedence), precedence, phi_set)
+            return self.within_phi_set(note.doc, self.read(note, threshold, precedence).spans(threshold), phi_set)
+        return self.combine(note.doc, self.predict_by_source(note, precedence), precedence, phi_set)
 
     def within_phi_set(self, doc: Document, spans: Sequence[Span], phi_set: str | None = None) -> list[Span]:
         """The spans inside ``phi_set`` (default: the config's), read through the model's taxonomy."""
@@ -387,7 +355,8 @@ class Pipeline:
         The base spans are ``predict_by_source``'s; with ``focus``, the focused CRF also reads the
         stretches of each level ``focus_levels`` adds for ``max_threshold``, each run only once."""
         self._check_ready()
-        doc = self._as_document(doc_or_text)
+        note = self.analyse(doc_or_text)
+        doc = note.doc
         max_threshold = check_threshold(max_threshold)
         settings = self.config["pipeline"]
         order = list(self.precedence if precedence is None else precedence)
@@ -399,30 +368,30 @@ class Pipeline:
             if name not in kept:
                 component = self.components[name]
                 labels = component.labels_
-                words = [(tok.start, tok.end) for tok in tokenize(doc.text)] if component.unit == "character" else None
-                kept[name] = SourceCandidates(name, partial(component.finish, doc), labels[0] if len(labels) == 1 else None, words)
+                words = note.token_bounds if component.unit == "character" else None
+                kept[name] = SourceCandidates(name, partial(component.finish, note), labels[0] if len(labels) == 1 else None, words)
             return kept[name]
 
         for focused, focuser in settings["focus"].items():
             if focuser not in spans:
-                spans[focuser], sequences[focuser] = self.components[focuser].read(doc, max_threshold)
+                spans[focuser], sequences[focuser] = self.components[focuser].read(note, max_threshold)
                 candidates(focuser).add_read(0.0, sequences[focuser], max_threshold)
             claim_from = self._claim_from(focused, focuser, order)
             read_before: set[tuple[int, int]] = set()
             for level in focus_levels(float(settings["focus_below"]), max_threshold):
                 regions = focus_stretches(sequences[focuser], level, int(settings["focus_margin"]), claim_from)
-                found, more = self.components[focused].read(doc, max_threshold, regions, skip=read_before)
+                found, more = self.components[focused].read(note, max_threshold, regions, skip=read_before)
                 spans.setdefault(focused, found)  # the first level's spans are predict_by_source's
                 read_before.update(seq.bounds for seq in more)
                 candidates(focused).add_read(level, more, max_threshold)
         for name, component in self.components.items():
             if name in spans:
                 continue
-            if isinstance(component, CRFTagger):
-                spans[name], read = component.read(doc, max_threshold)
+            if get_component(name).reads_marginals:
+                spans[name], read = component.read(note, max_threshold)
                 candidates(name).add_read(0.0, read, max_threshold)
             else:
-                spans[name] = component.predict(doc)
+                spans[name] = component.predict(note)
         by_source = {name: spans[name] for name in self.components}
         ranked = [*[name for name in order if name in kept], *[name for name in kept if name not in order]]
         return NoteReading(doc, self.combine(doc, by_source, precedence, DEFAULT_PHI_SET), [kept[name] for name in ranked],
@@ -485,8 +454,9 @@ class Pipeline:
             component.to_disk(path / name)
 
     def _config_for_disk(self) -> dict[str, Any]:
-        """The config with each component's word clusters pointing at the copy saved beside it
-        (relative, so a moved or bundled model still names folders that exist)."""
+        """The config as saved: each component's word clusters named by the copy the component
+        saves (relative, so a moved or bundled model names folders that exist; components read
+        their own copy) rather than the folder they were built in."""
         config = copy.deepcopy(self.config)
         if config["pipeline"]["phi_threshold"] is None:  # TOML has no null: unset is left out
             del config["pipeline"]["phi_threshold"]
@@ -511,5 +481,5 @@ class Pipeline:
         for name in pipeline.config["pipeline"]["components"]:
             if not (path / name).is_dir():
                 raise FileNotFoundError(f"{path}: the config lists component {name!r} but its folder is missing")
-            pipeline.components[name] = _component_class(name).from_disk(path / name)
+            pipeline.components[name] = load_component(name, pipeline.config, path / name)
         return pipeline

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from hybriddeid.classifiers.char_crf import CharCRF, runs_in_regions
-from hybriddeid.classifiers.crf import _unsure_stretches, decode_tags, encode_tags
+from hybriddeid.classifiers.char_crf import CharCRF
+from hybriddeid.classifiers.focus import runs_in_regions, unsure_stretches
+from hybriddeid.classifiers.schemes import decode_tags, encode_tags
 from hybriddeid.classifiers.token_crf import TokenCRF
 from hybriddeid.document import Document, Span
 from hybriddeid.features.lexical import shape, short_shape
@@ -81,7 +82,7 @@ def test_taggers_learn_a_tiny_corpus_and_round_trip_to_disk(make, tmp_path):
     }
     assert all(0.0 < s.score <= 1.0 for s in predicted)
     model.to_disk(tmp_path / "m")
-    reloaded = type(model).from_disk(tmp_path / "m")
+    reloaded = type(model).from_disk(tmp_path / "m", model.get_params())
     assert reloaded.predict(held_out) == predicted
     assert set(reloaded.labels) == {"NOMBRE_SUJETO_ASISTENCIA", "FECHAS"}
 
@@ -125,14 +126,14 @@ def test_unsure_stretches_cover_phi_and_doubtful_units_widened_by_the_margin():
     tags = ["O", "B-X", "O", "O", "O", "O", "O"]
     p_outside = [1.0, 0.01, 0.9999, 1.0, 1.0, 1.0, 0.5].__getitem__
     # unit 1 is tagged (whatever its marginal), unit 6 is doubtful, unit 2 is sure enough
-    assert _unsure_stretches(units, tags, p_outside, 0.999, 0) == [(4, 7), (24, 27)]
-    assert _unsure_stretches(units, tags, p_outside, 0.999, 1) == [(0, 11), (20, 27)]
-    assert _unsure_stretches(units, tags, p_outside, 0.999, 2) == [(0, 27)]  # touching stretches join
-    assert _unsure_stretches(units, ["O"] * 7, ([1.0] * 7).__getitem__, 0.999, 2) == []
+    assert unsure_stretches(units, tags, p_outside, 0.999, 0) == [(4, 7), (24, 27)]
+    assert unsure_stretches(units, tags, p_outside, 0.999, 1) == [(0, 11), (20, 27)]
+    assert unsure_stretches(units, tags, p_outside, 0.999, 2) == [(0, 27)]  # touching stretches join
+    assert unsure_stretches(units, ["O"] * 7, ([1.0] * 7).__getitem__, 0.999, 2) == []
     # units inside a claimed span (the focuser's own confident finding) neither count nor widen
     claimed = [Span(4, 7, "X", "token", 0.99)]
-    assert _unsure_stretches(units, tags, p_outside, 0.999, 1, claimed) == [(20, 27)]
-    assert _unsure_stretches(units, tags, p_outside, 0.999, 0, [Span(24, 27, "X")]) == [(4, 7)]
+    assert unsure_stretches(units, tags, p_outside, 0.999, 1, claimed) == [(20, 27)]
+    assert unsure_stretches(units, tags, p_outside, 0.999, 0, [Span(24, 27, "X")]) == [(4, 7)]
 
 
 def test_runs_in_regions_group_the_tokens_a_stretch_touches():

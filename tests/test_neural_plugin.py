@@ -8,7 +8,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from hybriddeid.backends import ENTRY_POINT_GROUP, PluginUnavailable, find_plugin
+from hybriddeid.registry import ENTRY_POINT_GROUP, PluginUnavailable, find_component as find_plugin
 from hybriddeid.backends.neural import NEURAL_DEFAULTS, PLUGIN, NeuralSettings
 from hybriddeid.backends.neural.encoding import (
     RETURN,
@@ -19,6 +19,8 @@ from hybriddeid.backends.neural.encoding import (
     skeleton_threshold,
     skeleton_vocabulary,
 )
+from hybriddeid.analysis import analyse
+from hybriddeid.document import Document
 from hybriddeid.pipeline import ConfigError, build_config
 
 
@@ -75,7 +77,7 @@ def test_skeleton_of_the_papers_figure_3():
 def test_digits_become_digit_and_lines_are_joined_by_a_return_marker():
     assert digit_form("46") == "DIGITDIGIT" and digit_form("año2") == "añoDIGIT"
     text = "Nombre: Ana.\n\nEdad: 46 años\n"
-    note = note_tokens(text, "es")
+    note = note_tokens(analyse(Document("n", text), "es"))
     assert note.words == ("Nombre", ":", "Ana", ".", RETURN, "Edad", ":", "46", "años")
     assert [note.words[p] for p in note.positions] == [text[s:e] for s, e in note.units]
 

@@ -107,7 +107,8 @@ def test_the_threshold_from_the_config_and_its_checks(focused, notes, tmp_path):
 
 
 def test_a_read_keeps_the_marginals_predict_and_focus_use(focused, notes):
-    from hybriddeid.classifiers.crf import OUTSIDE, focus_stretches
+    from hybriddeid.classifiers.focus import focus_stretches
+    from hybriddeid.classifiers.schemes import OUTSIDE
 
     token, doc = focused.components["token"], notes[0]
     spans, sequences = token.read(doc, 0.9)

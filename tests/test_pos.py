@@ -79,7 +79,7 @@ def test_a_token_crf_trained_with_tags_round_trips(tmp_path):
         docs.append(Document(f"d{i}", text, (Span(8, 8 + len(name), "NOMBRE_SUJETO_ASISTENCIA"),)))
     model = TokenCRF(language="es", tag_source=spec, max_iterations=30).fit(docs[:5])
     model.to_disk(tmp_path / "m")
-    reloaded = TokenCRF.from_disk(tmp_path / "m")
+    reloaded = TokenCRF.from_disk(tmp_path / "m", model.get_params())
     assert reloaded.tag_source == spec
     assert reloaded.predict(docs[5]) == model.predict(docs[5])
     assert [(s.start, s.end) for s in model.predict(docs[5])] == [(8, 19)]

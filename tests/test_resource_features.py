@@ -83,7 +83,7 @@ def test_a_crf_with_clusters_and_dictionaries_round_trips_without_clear_text(cls
     model.to_disk(tmp_path / "m")
     secret_list.unlink()  # the model must not need the user's file (or the clusters) any more
     (clusters_dir / "brown.txt").unlink()
-    reloaded = cls.from_disk(tmp_path / "m")
+    reloaded = cls.from_disk(tmp_path / "m", model.get_params())
     assert [reloaded.predict(d) for d in docs] == [model.predict(d) for d in docs]
     # the dictionaries are stored as keyed hashes (the CRF's own weights name words, as any CRF's do)
     saved = b"".join(p.read_bytes() for p in (tmp_path / "m" / "gazetteers").rglob("*") if p.is_file())
@@ -101,7 +101,7 @@ def test_a_saved_pipeline_names_its_own_cluster_copies_and_still_works_when_move
     pipeline.to_disk(tmp_path / "model")
     saved_text = (tmp_path / "model" / "config.toml").read_text(encoding="utf-8")
     assert str(tmp_path) not in saved_text and 'clusters = "token/clusters"' in saved_text
-    assert str(tmp_path) not in (tmp_path / "model" / "token" / "params.toml").read_text(encoding="utf-8")
+    assert not (tmp_path / "model" / "token" / "params.toml").exists()  # one config: the pipeline's
     (tmp_path / "model").rename(tmp_path / "moved")
     (tmp_path / "built" / "brown.txt").unlink()
     reloaded = Pipeline.load(tmp_path / "moved")

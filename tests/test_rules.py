@@ -333,7 +333,7 @@ def test_to_disk_from_disk_round_trip(tmp_path: Path) -> None:
     clf = RuleClassifier("es", [user], min_precision=0.9).fit(gold_docs())
     clf.to_disk(tmp_path / "model")
     user.unlink()  # the saved state carries its own copy of the user rules
-    loaded = RuleClassifier.from_disk(tmp_path / "model")
+    loaded = RuleClassifier.from_disk(tmp_path / "model", {"language": "es", "min_precision": 0.9})
     settings = ("language", "min_precision", "source", "timeout")
     assert [getattr(loaded, key) for key in settings] == [getattr(clf, key) for key in settings]
     assert loaded.language == "es" and loaded.min_precision == 0.9
@@ -346,7 +346,7 @@ def test_to_disk_from_disk_round_trip(tmp_path: Path) -> None:
 
 def test_unfitted_classifier_saves_all_rules(tmp_path: Path) -> None:
     RuleClassifier("en").to_disk(tmp_path)
-    loaded = RuleClassifier.from_disk(tmp_path)
+    loaded = RuleClassifier.from_disk(tmp_path, {"language": "en"})
     assert loaded.enabled_ == tuple(rule.name for rule in RuleClassifier("en").rules)
 
 
@@ -355,13 +355,13 @@ def test_from_disk_refuses_unknown_rules(tmp_path: Path) -> None:
     state = tmp_path / "rules.toml"
     state.write_text(state.read_text(encoding="utf-8").replace('"ssn"', '"no_such_rule"'), encoding="utf-8")
     with pytest.raises(ValueError, match=r"\['no_such_rule'\] are not in the current rule packs"):
-        RuleClassifier.from_disk(tmp_path)
+        RuleClassifier.from_disk(tmp_path, {"language": "en"})
 
 
 def test_from_disk_rejects_a_foreign_file(tmp_path: Path) -> None:
     (tmp_path / "rules.toml").write_text('format = 1\nlanguage = "en"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="not a saved rule classifier"):
-        RuleClassifier.from_disk(tmp_path)
+        RuleClassifier.from_disk(tmp_path, {"language": "en"})
 
 
 # ---- validators ---------------------------------------------------------------------------------

@@ -10,21 +10,22 @@ Design (measured choices are in the README's benchmark section):
 """
 from __future__ import annotations
 
-import bisect
 import tomllib
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator, Sequence
+from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 
 import tomli_w
 
-from hybriddeid.classifiers.crf import CRFTagger, UnitSequence
+from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger
+from hybriddeid.classifiers.focus import run_bounds, runs_in_regions
+from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.classifiers.span_typer import SpanTyper
 from hybriddeid.document import Document, Span
 from hybriddeid.features.char import CharWindow, char_features, token_projections
-from hybriddeid.features.context import LineContext, line_contexts, lines_with_tokens
 from hybriddeid.features.gazetteer import Gazetteer
+from hybriddeid.registry import ComponentSpec
 from hybriddeid.taxonomy import guess_taxonomy
-from hybriddeid.text.tokenize import Token
 
 LABEL_LEVELS = ("phi", "category", "subtype")
 # Feature families of the character CRF (ablations drop them one at a time): the character
@@ -32,40 +33,6 @@ LABEL_LEVELS = ("phi", "category", "subtype")
 # line's sentence and section facts. Clusters, dictionaries and the lexicon have their own switches.
 CHAR_FEATURE_FAMILIES = ("ngrams", "projection", "line")
 PHI = "PHI"
-
-
-def runs_in_regions(
-    tokens: Sequence[Token], regions: Sequence[tuple[int, int]], region_starts: Sequence[int]
-) -> list[tuple[int, int]]:
-    """Runs ``(first, end)`` of consecutive token indices whose tokens touch one of ``regions``
-    (sorted, disjoint character stretches; ``region_starts`` their starts)."""
-    runs: list[tuple[int, int]] = []
-    if not tokens:
-        return runs
-    # Stretches are sorted and disjoint: the last one starting before the tokens end is the only
-    # candidate to reach them; most lines, when focused, have none and are skipped here.
-    at = bisect.bisect_left(region_starts, tokens[-1].end)
-    if at == 0 or regions[at - 1][1] <= tokens[0].start:
-        return runs
-    for index, tok in enumerate(tokens):
-        at = bisect.bisect_right(region_starts, tok.start) - 1  # the last stretch starting at or before it
-        touched = (at >= 0 and regions[at][1] > tok.start) or (
-            at + 1 < len(regions) and regions[at + 1][0] < tok.end)
-        if not touched:
-            continue
-        if runs and runs[-1][1] == index:
-            runs[-1] = (runs[-1][0], index + 1)
-        else:
-            runs.append((index, index + 1))
-    return runs
-
-
-def _run_bounds(line: LineContext, tokens: Sequence[Token], run: tuple[int, int]) -> tuple[int, int]:
-    """Character offsets of the sequence a run of tokens is read as (a whole run: the whole line)."""
-    first, end = run
-    if (first, end) == (0, len(tokens)):
-        return line.start, line.end
-    return tokens[first].start, tokens[end - 1].end
 
 
 class CharCRF(CRFTagger):
@@ -118,7 +85,7 @@ class CharCRF(CRFTagger):
 
     def sequences(
         self,
-        doc: Document,
+        note: AnalysedNote | Document,
         lexicon: Gazetteer | None = None,
         regions: Sequence[tuple[int, int]] | None = None,
         skip: Collection[tuple[int, int]] = (),
@@ -130,24 +97,27 @@ class CharCRF(CRFTagger):
         if lexicon is None:
             lexicon = self.lexicon_
         region_starts = [start for start, _ in regions] if regions is not None else None
-        for line, tokens in lines_with_tokens(doc.text, self.language):
+        note = analyse(note, self.language)
+        text = note.text
+        for analysed in note.lines:
+            line, tokens = analysed.context, analysed.tokens
             runs = [(0, len(tokens))]
             if regions is not None:
                 runs = runs_in_regions(tokens, regions, region_starts)
                 if skip:
-                    runs = [run for run in runs if _run_bounds(line, tokens, run) not in skip]
+                    runs = [run for run in runs if run_bounds(line, tokens, run) not in skip]
                 if not runs:
                     continue
-            lowers = [tok.text.lower() for tok in tokens]
+            lowers = analysed.lowers
             classes = [self.clusters_.projected(tok.text) for tok in tokens] if self.clusters_ is not None else None
             settled = [low in self.safe_words_ for low in lowers] if self.safe_words_ else None
             tags = self.resource_tags(tokens, lowers, lexicon)
             projected = token_projections(tokens, line, lowers) if "projection" in self.features else None
             for first, end in runs:
                 whole = (first, end) == (0, len(tokens))
-                start, stop = _run_bounds(line, tokens, (first, end))
+                start, stop = run_bounds(line, tokens, (first, end))
                 feats = char_features(
-                    doc.text, line, tokens[first:end], self._window, thin_interior=self.thin_interior,
+                    text, line, tokens[first:end], self._window, thin_interior=self.thin_interior,
                     token_features=projected[first:end] if projected is not None else None,
                     token_tags={name: values[first:end] for name, values in tags.items()},
                     settled=settled[first:end] if settled is not None else None, lowers=lowers[first:end],
@@ -173,19 +143,18 @@ class CharCRF(CRFTagger):
             self.typer_ = SpanTyper(language=self.language).fit(docs)
         return self
 
-    def finish(self, doc: Document, spans: list[Span]) -> list[Span]:
+    def finish(self, note: AnalysedNote, spans: list[Span]) -> list[Span]:
         """Trimmed spans, typed by the span typer (for ``label_level`` "phi" or "category")."""
-        spans = [self._trim(doc.text, span) for span in spans]
+        spans = [self._trim(note.text, span) for span in spans]
         spans = [span for span in spans if span is not None]
         if self.typer_ is None:
             return spans
         allowed = None
-        lines = line_contexts(doc.text, self.language)
         typed = []
         for span in spans:
             if self.label_level == "category":
                 allowed = [label for label in self.typer_.labels if self.taxonomy_.category(label) == span.label]
-            typed.append(self.typer_.type_span(doc, span, allowed, lines))
+            typed.append(self.typer_.type_span(note, span, allowed))
         return typed
 
     @property
@@ -213,13 +182,30 @@ class CharCRF(CRFTagger):
             self.typer_.to_disk(path / "typer")
 
     @classmethod
-    def from_disk(cls, path: Path) -> "CharCRF":
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "CharCRF":
         from hybriddeid.taxonomy import load_taxonomy
 
         path = Path(path)
-        model = super().from_disk(path)
+        model = super().from_disk(path, params)
         assert isinstance(model, CharCRF)
         name = tomllib.loads((path / "taxonomy.toml").read_text(encoding="utf-8"))["name"]
         model.taxonomy_ = load_taxonomy(name)
         model.typer_ = SpanTyper.from_disk(path / "typer") if (path / "typer").is_dir() else None
         return model
+
+
+COMPONENT = ComponentSpec(
+    class_path="hybriddeid.classifiers.char_crf:CharCRF",
+    defaults={
+        "radius": 4,
+        "bigram_radius": 2,
+        "trigram_radius": 2,
+        "label_level": "phi",
+        "thin_interior": True,
+        "features": list(CHAR_FEATURE_FAMILIES),
+        **CRF_DEFAULTS,
+    },
+    accepts_regions=True,
+    reads_marginals=True,
+    fits_in_worker=True,
+)

@@ -1,220 +1,51 @@
-"""What the token and character CRFs share: tag schemes, crfsuite training, tagging, persistence.
+"""What the token and character CRFs share: crfsuite training, tagging and persistence.
 
-A subclass turns a document into sequences of units (tokens or characters, as character
-offsets) with one feature list per unit; this module does the rest. Models are crfsuite's own
-binary files plus a TOML of parameters, so loading never unpickles anything.
+A subclass turns an analysed note into sequences of units (tokens or characters, as character
+offsets) with one feature list per unit; this module does the rest. Tag schemes live in
+``classifiers.schemes``, crfsuite's model files in ``classifiers.crfsuite_files``, focus stretches
+in ``classifiers.focus``. Models are crfsuite's own binary files, so loading never unpickles anything.
 """
 from __future__ import annotations
 
-import bisect
-import os
-from collections import Counter
-import tempfile
-import tomllib
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
+from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 
 import pycrfsuite
-import tomli_w
 
+from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
+from hybriddeid.classifiers.crfsuite_files import open_tagger, train_to_bytes
+from hybriddeid.classifiers.focus import unsure_stretches
+from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
+from hybriddeid.classifiers.sequences import TaggedSequence, UnitSequence
 from hybriddeid.document import Document, Span
-from hybriddeid.features.gazetteer import Gazetteer, jackknife
+from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife
 from hybriddeid.features.resources import ClusterFeatures, dictionary_tags, grouped_gazetteers
+from hybriddeid.features.safe_words import safe_vocabulary
 from hybriddeid.knowledge.clusters import WordClusters
-from hybriddeid.text.tokenize import Token, tokenize
+from hybriddeid.text.tokenize import Token
 
-OUTSIDE = "O"
-LEXICON_FILE = "lexicon.json"
 SAFE_WORDS_FILE = "safe_words.txt"
 CLUSTERS_DIR = "clusters"
 GAZETTEERS_DIR = "gazetteers"
-SCHEMES = ("BIO", "BIOES")
 
 
-def params_for_disk(params: dict[str, Any]) -> dict[str, Any]:
-    """A tagger's params as saved: ``clusters`` names the copy inside the model folder, not the
-    folder the clusters were built in (which may not exist where the model is used)."""
-    return {**params, "clusters": CLUSTERS_DIR} if params.get("clusters") else params
-
-
-def params_from_disk(params: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Saved params made usable again: ``clusters`` points at the model's copy, so a refit finds it."""
-    return {**params, "clusters": str(path / CLUSTERS_DIR)} if params.get("clusters") else params
-
-
-@dataclass(slots=True)
-class UnitSequence:
-    """One CRF sequence: unit offsets (start, end) into the note and each unit's features."""
-
-    units: list[tuple[int, int]]
-    features: list[list[str]]
-
-
-@dataclass(slots=True)
-class TaggedSequence:
-    """One sequence as a tagger read it, kept so that P(O) thresholds and focus stretches can be
-    applied later without tagging again: the Viterbi ``tags``, each unit's probability of O, the
-    spans found in it (with scores, before a subclass finishes them) and, for the units whose P(O)
-    is below the reading's ``keep_below``, each label's probability (only for multi-label taggers)."""
-
-    units: list[tuple[int, int]]
-    tags: list[str]
-    p_outside: list[float]
-    spans: list[Span]
-    label_probs: dict[int, dict[str, float]]
-
-    @property
-    def bounds(self) -> tuple[int, int]:
-        """Character offsets the sequence covers (how a focused re-read recognises it)."""
-        return self.units[0][0], self.units[-1][1]
-
-
-def encode_tags(units: Sequence[tuple[int, int]], spans: Iterable[Span], scheme: str) -> list[str]:
-    """BIO/BIOES tags for ``units`` from character spans; a unit touching a span belongs to it."""
-    tags = [OUTSIDE] * len(units)
-    starts = [start for start, _ in units]
-    for span in spans:
-        first = bisect.bisect_right(starts, span.start) - 1
-        if first < 0 or units[first][1] <= span.start:
-            first += 1
-        inside = []
-        for i in range(max(first, 0), len(units)):
-            if units[i][0] >= span.end:
-                break
-            inside.append(i)
-        if not inside:
-            continue
-        if any(tags[i] != OUTSIDE for i in inside):
-            continue  # overlapping gold spans cannot both be encoded; keep the first
-        for n, i in enumerate(inside):
-            prefix = "B" if n == 0 else "I"
-            if scheme == "BIOES":
-                if len(inside) == 1:
-                    prefix = "S"
-                elif n == len(inside) - 1:
-                    prefix = "E"
-            tags[i] = f"{prefix}-{span.label}"
-    return tags
-
-
-def decode_tags(
-    units: Sequence[tuple[int, int]], tags: Sequence[str], source: str, scores: Sequence[float] | None = None
-) -> list[Span]:
-    """Spans from BIO or BIOES tags; tolerant of ill-formed sequences (an I after O starts a span).
-
-    With per-unit ``scores`` (marginal probabilities), a span's score is its least confident unit's.
-    """
-    spans: list[Span] = []
-    open_label: str | None = None
-    open_start = 0
-    open_end = 0
-    open_score = 1.0
-
-    def close() -> None:
-        if open_label is not None:
-            spans.append(Span(open_start, open_end, open_label, source, open_score))
-
-    for i, ((start, end), tag) in enumerate(zip(units, tags)):
-        if tag == OUTSIDE:
-            close()
-            open_label = None
-            continue
-        prefix, label = tag[0], tag[2:]
-        if prefix in "BS" or label != open_label:
-            close()
-            open_label, open_start, open_score = label, start, 1.0
-        open_end = end
-        if scores is not None:
-            open_score = min(open_score, scores[i])
-        if prefix in "ES":
-            close()
-            open_label = None
-    close()
-    return spans
-
-
-def _unsure_stretches(
-    units: Sequence[tuple[int, int]],
-    tags: Sequence[str],
-    p_outside: Callable[[int], float],
-    below: float,
-    margin: int,
-    claimed: Sequence[Span] = (),
-) -> list[tuple[int, int]]:
-    """Character stretches of the units that are tagged as PHI or whose marginal probability of O
-    (``p_outside(i)``: the tagger's, or kept from a reading) is below ``below``, each widened by
-    ``margin`` units; units inside a ``claimed`` span (sorted, non-overlapping) do not count."""
-    n = len(units)
-    unsure = [i for i in range(n) if tags[i] != OUTSIDE or p_outside(i) < below]
-    if claimed and unsure:
-        kept, at = [], 0
-        for i in unsure:
-            start = units[i][0]
-            while at < len(claimed) and claimed[at].end <= start:
-                at += 1
-            if not (at < len(claimed) and claimed[at].start <= start):
-                kept.append(i)
-        unsure = kept
-    stretches: list[tuple[int, int]] = []
-    last_end = -1  # unit index just past the previous stretch
-    for i in unsure:
-        first, end = max(i - margin, 0), min(i + margin + 1, n)
-        if stretches and first <= last_end:
-            stretches[-1] = (stretches[-1][0], units[end - 1][1])
-        else:
-            stretches.append((units[first][0], units[end - 1][1]))
-        last_end = end
-    return stretches
-
-
-def focus_stretches(
-    sequences: Iterable[TaggedSequence], below: float, margin: int, claim_from: float | None = None
-) -> list[tuple[int, int]]:
-    """``predict_with_focus``'s stretches, from sequences kept by ``CRFTagger.read``: the same
-    marginals give the same stretches, at any ``below``, without tagging again."""
-    stretches: list[tuple[int, int]] = []
-    for seq in sequences:
-        claimed = [span for span in seq.spans if span.score >= claim_from] if claim_from is not None else ()
-        stretches.extend(_unsure_stretches(seq.units, seq.tags, seq.p_outside.__getitem__, below, margin, claimed))
-    return stretches
-
-
-def safe_vocabulary(docs: Iterable[Document], min_count: int) -> frozenset[str]:
-    """Lower-cased words seen at least ``min_count`` times in training notes and never inside
-    or touching a gold span ("paciente", "presenta"): the taggers give them thin features, as
-    their label is settled, which halves the feature strings a note needs."""
-    counts: Counter[str] = Counter()
-    unsafe: set[str] = set()
-    for doc in docs:
-        covered = bytearray(len(doc.text) + 1)
-        for span in doc.spans:
-            covered[span.start:span.end] = b"\x01" * (span.end - span.start)
-        for tok in tokenize(doc.text):
-            word = tok.text.lower()
-            if not word.isalpha():
-                continue
-            counts[word] += 1
-            if any(covered[tok.start:tok.end]):
-                unsafe.add(word)
-    return frozenset(word for word, n in counts.items() if n >= min_count and word not in unsafe)
-
-
-def train_to_bytes(trainer: pycrfsuite.Trainer) -> bytes:
-    """Run crfsuite training (it writes a file) and return the model file's bytes."""
-    with tempfile.TemporaryDirectory() as tmp:
-        model_path = os.path.join(tmp, "model.crfsuite")
-        trainer.train(model_path)
-        return Path(model_path).read_bytes()
-
-
-def open_tagger(data: bytes) -> pycrfsuite.Tagger:
-    """A crfsuite tagger over an in-memory model (crfsuite's own format: nothing is unpickled)."""
-    tagger = pycrfsuite.Tagger()
-    tagger.open_inmemory(data)
-    return tagger
+# The config keys both CRFs share (each component's section holds its own copy, so either may
+# differ). Knowledge features (hybriddeid.features.resources): a clusters folder made by
+# `hybriddeid resources clusters`, bundled dictionary kinds ("*" = all) and the user's own lists.
+CRF_DEFAULTS: dict[str, Any] = {
+    "lexicon": True,
+    "safe_min_count": 0,
+    "algorithm": "lbfgs",
+    "c1": 0.05,
+    "c2": 0.01,
+    "max_iterations": 100,
+    "min_freq": 1,
+    "clusters": "",
+    "gazetteers": [],
+    "extra_gazetteers": [],
+}
 
 
 class CRFTagger:
@@ -261,24 +92,24 @@ class CRFTagger:
         self.gazetteers_: dict[str, Gazetteer] = {}
 
     # -- what subclasses provide -------------------------------------------------------------
-    def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
-        """The document's sequences; ``lexicon`` (default: the learned one) tags tokens for features."""
+    def sequences(self, note: AnalysedNote, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
+        """The note's sequences; ``lexicon`` (default: the learned one) tags tokens for features."""
         raise NotImplementedError
 
     def training_sequences(self, docs: list[Document]) -> Iterator[tuple[Document, Iterable[UnitSequence]]]:
-        """Each training document with its sequences.
+        """Each training document with its sequences (each note analysed as it is read).
 
         With ``lexicon``, training notes are tagged by jackknifed lexicons (see
         ``features.gazetteer.jackknife``); prediction uses the lexicon of all training notes.
         """
         if not self.lexicon:
             for doc in docs:
-                yield doc, self.sequences(doc)
+                yield doc, self.sequences(analyse(doc, self.language))
             return
         self.lexicon_ = Gazetteer.from_documents(docs)
         for held_out, lexicon in jackknife(docs, self.lexicon_folds):
             for doc in held_out:
-                yield doc, self.sequences(doc, lexicon)
+                yield doc, self.sequences(analyse(doc, self.language), lexicon)
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -351,21 +182,22 @@ class CRFTagger:
         self._check_fitted()
         return self.labels_
 
-    def predict(self, doc: Document, regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
+    def predict(self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
         """Spans with scores: the lowest marginal probability of the tags inside each span.
 
         ``regions`` (sorted character stretches, e.g. from another tagger's ``predict_with_focus``)
         limits tagging to those stretches, for subclasses whose ``sequences`` support it."""
-        return self.finish(doc, self._tag(doc, regions)[0])
+        note = analyse(note, self.language)
+        return self.finish(note, self._tag(note, regions)[0])
 
-    def finish(self, doc: Document, spans: list[Span]) -> list[Span]:
+    def finish(self, note: AnalysedNote, spans: list[Span]) -> list[Span]:
         """The spans ``predict`` returns for the raw spans decoded from tags (hook: the character
         CRF trims and types them); also applied to spans a P(O) threshold makes."""
         return spans
 
     def read(
         self,
-        doc: Document,
+        note: AnalysedNote | Document,
         keep_below: float,
         regions: Sequence[tuple[int, int]] | None = None,
         skip: Collection[tuple[int, int]] = (),
@@ -374,11 +206,12 @@ class CRFTagger:
         below ``keep_below``, its label probabilities: what a P(O) threshold up to ``keep_below``
         and focus stretches at any level need (``hybriddeid.operating_point``). Sequences whose
         ``bounds`` are in ``skip`` (already read by an earlier call) are left out."""
-        spans, _, sequences = self._tag(doc, regions, keep_below=keep_below, skip=skip)
-        return self.finish(doc, spans), sequences
+        note = analyse(note, self.language)
+        spans, _, sequences = self._tag(note, regions, keep_below=keep_below, skip=skip)
+        return self.finish(note, spans), sequences
 
     def predict_with_focus(
-        self, doc: Document, below: float, margin: int, claim_from: float | None = None
+        self, note: AnalysedNote | Document, below: float, margin: int, claim_from: float | None = None
     ) -> tuple[list[Span], list[tuple[int, int]]]:
         """``predict``'s spans plus the stretches where this tagger is unsure: units whose
         probability of being outside PHI is below ``below`` (or tagged as PHI), widened by
@@ -389,12 +222,12 @@ class CRFTagger:
         finds overlapping them (unless a still higher-ranked source displaces them first). A
         pipeline runs a slower tagger only on the stretches (config ``focus``); the
         forward-backward pass per line costs about a fifth of tagging it."""
-        spans, unsure, _ = self._tag(doc, None, below, margin, claim_from)
+        spans, unsure, _ = self._tag(analyse(note, self.language), None, below, margin, claim_from)
         return spans, unsure
 
     def _tag(
         self,
-        doc: Document,
+        note: AnalysedNote,
         regions: Sequence[tuple[int, int]] | None,
         below: float | None = None,
         margin: int = 0,
@@ -408,9 +241,9 @@ class CRFTagger:
         kept: list[TaggedSequence] = []
         tagger = self.tagger_
         if regions is None:
-            sequences = self.sequences(doc)
+            sequences = self.sequences(note)
         else:
-            sequences = self.sequences(doc, regions=regions, skip=skip) if skip else self.sequences(doc, regions=regions)
+            sequences = self.sequences(note, regions=regions, skip=skip) if skip else self.sequences(note, regions=regions)
         for seq in sequences:
             if not seq.units:
                 continue
@@ -427,7 +260,7 @@ class CRFTagger:
                 kept.append(self._kept_sequence(seq.units, tags, found, keep_below))
             if below is not None:
                 claimed = [span for span in found if span.score >= claim_from] if claim_from is not None else ()
-                unsure.extend(_unsure_stretches(seq.units, tags, partial(tagger.marginal, OUTSIDE), below, margin, claimed))
+                unsure.extend(unsure_stretches(seq.units, tags, partial(tagger.marginal, OUTSIDE), below, margin, claimed))
         return spans, unsure, kept
 
     def _kept_sequence(
@@ -446,11 +279,12 @@ class CRFTagger:
 
     # -- persistence ------------------------------------------------------------------------
     def to_disk(self, path: Path) -> None:
+        """Write what was learned: the crfsuite model, the lexicon, the safe words and copies of
+        the word clusters and dictionaries (parameters are the pipeline config's)."""
         self._check_fitted()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         (path / self.model_file).write_bytes(self.model_bytes_)
-        (path / "params.toml").write_text(tomli_w.dumps(params_for_disk(self.get_params())), encoding="utf-8")
         if self.lexicon_ is not None:
             self.lexicon_.to_disk(path / LEXICON_FILE)
         if self.safe_words_:
@@ -461,17 +295,19 @@ class CRFTagger:
             gazetteer.to_disk(path / GAZETTEERS_DIR / f"{group}.json")
 
     @classmethod
-    def from_disk(cls, path: Path) -> "CRFTagger":
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "CRFTagger":
+        """The tagger saved in ``path`` by ``to_disk``, with ``params`` (its config section). Word
+        clusters are read from the copy saved with the model, whatever folder ``clusters`` names:
+        the weights were learned with those."""
         path = Path(path)
-        params = tomllib.loads((path / "params.toml").read_text(encoding="utf-8"))
-        tagger = cls(**params_from_disk(params, path))
+        tagger = cls(**params)
         tagger._load_model((path / cls.model_file).read_bytes())
         if tagger.lexicon:
             tagger.lexicon_ = Gazetteer.from_disk(path / LEXICON_FILE)
         if tagger.safe_min_count > 0:
             tagger.safe_words_ = frozenset((path / SAFE_WORDS_FILE).read_text(encoding="utf-8").split())
         if tagger.clusters:
-            tagger.clusters_ = ClusterFeatures(WordClusters.from_disk(Path(tagger.clusters)))
+            tagger.clusters_ = ClusterFeatures(WordClusters.from_disk(path / CLUSTERS_DIR))
         if tagger.gazetteers or tagger.extra_gazetteers:
             tagger.gazetteers_ = {
                 file.stem: Gazetteer.from_disk(file) for file in sorted((path / GAZETTEERS_DIR).glob("*.json"))

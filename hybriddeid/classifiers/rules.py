@@ -21,14 +21,16 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import regex
 import tomli_w
 
+from hybriddeid.analysis import AnalysedNote
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
 from hybriddeid.document import Document, Span
 from hybriddeid.io import atomic_write_text
+from hybriddeid.registry import ComponentSpec
 from hybriddeid.taxonomy import load_taxonomy
 
 log = logging.getLogger(__name__)
@@ -44,7 +46,8 @@ FLAGS: dict[str, int] = {
 DEFAULT_CONTEXT_WINDOW = 30
 DEFAULT_TIMEOUT = 0.5  # seconds per rule per document; normal searches take microseconds
 STATE_FILE = "rules.toml"
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 1 also held the settings, which now live only in the pipeline config
+READABLE_FORMATS = (1, 2)
 
 _FILE_KEYS = frozenset({"taxonomy", "language", "description", "rule"})
 _RULE_KEYS = frozenset(
@@ -294,6 +297,8 @@ class RuleClassifier:
     A rule whose search exceeds ``timeout`` seconds is skipped for that document with a warning.
     """
 
+    unit = "span"  # rules find whole spans, not units
+
     def __init__(
         self,
         language: str | None = "en",
@@ -356,6 +361,7 @@ class RuleClassifier:
 
     # -- the protocol --------------------------------------------------------------------------
     def _search(self, rule: Rule, doc: Document) -> list[tuple[int, int]]:
+        """``rule``'s hits in ``doc``; a search past ``timeout`` is logged (rule and note names) and skipped."""
         try:
             return rule.spans(doc.text, timeout=self.timeout)
         except TimeoutError:
@@ -375,8 +381,9 @@ class RuleClassifier:
         )
         return self
 
-    def predict(self, doc: Document) -> list[Span]:
-        """Non-overlapping rule spans for ``doc``, sorted by offset."""
+    def predict(self, note: "AnalysedNote | Document", regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
+        """Non-overlapping rule spans of the note, sorted by offset (rules read the whole text)."""
+        doc = note.doc if isinstance(note, AnalysedNote) else note
         candidates = [
             (start - end, order, start, end, rule.label)
             for order, rule in enumerate(self.enabled_rules)
@@ -394,15 +401,12 @@ class RuleClassifier:
         return kept
 
     def to_disk(self, path: Path) -> None:
-        """Write ``rules.toml``: settings, user rule texts, enabled rules and the fit statistics."""
+        """Write ``rules.toml``: the user rule texts, the enabled rules, the fit statistics and a
+        digest of the bundled pack (settings are the pipeline config's)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         state: dict[str, Any] = {
             "format": STATE_FORMAT,
-            "language": self.language or "",
-            "source": self.source,
-            "min_precision": self.min_precision,
-            "timeout": self.timeout,
             "bundled_sha256": self._bundled_digest(),
             "enabled": [rule.name for rule in self.enabled_rules],
             "user_rules": [{"origin": origin, "text": text} for origin, text in self._user_rule_texts()],
@@ -413,16 +417,16 @@ class RuleClassifier:
         atomic_write_text(path / STATE_FILE, tomli_w.dumps(state, multiline_strings=True))
 
     @classmethod
-    def from_disk(cls, path: Path) -> "RuleClassifier":
-        """Rebuild a classifier saved by :meth:`to_disk`; refuses a state naming unknown rules."""
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "RuleClassifier":
+        """Rebuild a classifier saved by :meth:`to_disk` with ``params`` (its config section and
+        language); the user rules are the saved copies. Refuses a state naming unknown rules."""
         state_file = Path(path) / STATE_FILE
         try:
             state = tomllib.loads(state_file.read_text(encoding="utf-8"))
-            if state["format"] != STATE_FORMAT:
-                raise ValueError(f"format {state['format']!r} is not {STATE_FORMAT}")
+            if state["format"] not in READABLE_FORMATS:
+                raise ValueError(f"format {state['format']!r} is not one of {READABLE_FORMATS}")
             user = tuple((item["origin"], item["text"]) for item in state["user_rules"])
-            clf = cls(state["language"] or None, tuple(origin for origin, _ in user),
-                      state["min_precision"], state["source"], state["timeout"])
+            clf = cls(**{**params, "rule_files": tuple(origin for origin, _ in user)})
             enabled = tuple(state["enabled"])
             stats = {name: RuleStats(**value) for name, value in state.get("rule_stats", {}).items()}
             saved_digest = state["bundled_sha256"]
@@ -470,3 +474,9 @@ def measure_rules(
             entry.correct += sum((start, end, rule.label) in gold for start, end in hits)
             entry.gold += per_label.get(rule.label, 0)
     return stats
+
+
+COMPONENT = ComponentSpec(
+    class_path="hybriddeid.classifiers.rules:RuleClassifier",
+    defaults={"min_precision": 0.0, "rule_files": []},
+)

@@ -14,20 +14,12 @@ from typing import Iterable, Sequence
 import pycrfsuite
 import tomli_w
 
+from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
-from hybriddeid.classifiers.crf import LEXICON_FILE, open_tagger, train_to_bytes
+from hybriddeid.classifiers.crfsuite_files import open_tagger, train_to_bytes
 from hybriddeid.document import Document, Span
-from hybriddeid.features.context import LineContext, line_contexts
-from hybriddeid.features.gazetteer import Gazetteer, jackknife, phrase_key
+from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife, phrase_key
 from hybriddeid.features.lexical import short_shape
-from hybriddeid.text.tokenize import tokenize
-
-
-def _line_of(lines: Sequence[LineContext], offset: int) -> LineContext | None:
-    for line in lines:
-        if line.start <= offset < line.end:
-            return line
-    return None
 
 
 class SpanTyper:
@@ -45,15 +37,13 @@ class SpanTyper:
         self.lexicon = lexicon
         self.lexicon_: Gazetteer | None = None
 
-    def span_features(
-        self, doc: Document, span: Span, lines: Sequence[LineContext], lexicon: Gazetteer | None = None
-    ) -> list[str]:
-        text = doc.text
-        line = _line_of(lines, span.start)
-        line_start, line_end = (line.start, line.end) if line else (0, len(text))
-        inside = tokenize(text, span.start, span.end)
-        left = tokenize(text, max(line_start, span.start - 80), span.start)[-self.context:]
-        right = tokenize(text, span.end, min(line_end, span.end + 60))[: self.context - 1]
+    def span_features(self, note: AnalysedNote, span: Span, lexicon: Gazetteer | None = None) -> list[str]:
+        """The span's words and shape, its neighbours within its line, and the line's facts."""
+        line = note.line_at(span.start)
+        line_start, line_end = (line.start, line.end) if line else (0, len(note.text))
+        inside = note.tokens_in(span.start, span.end)
+        left = note.tokens_in(max(line_start, span.start - 80), span.start)[-self.context:]
+        right = note.tokens_in(span.end, min(line_end, span.end + 60))[: self.context - 1]
         words = [tok.text.lower() for tok in inside]
         feats = [f"n={min(len(inside), 6)}", "shape=" + "".join(short_shape(tok.text) for tok in inside[:6])]
         feats.extend("in=" + w for w in words)
@@ -84,9 +74,9 @@ class SpanTyper:
             batches = [(docs, None)]
         for held_out, lexicon in batches:
             for doc in held_out:
-                lines = line_contexts(doc.text, self.language)
+                note = analyse(doc, self.language)
                 for span in doc.spans:
-                    trainer.append([self.span_features(doc, span, lines, lexicon)], [span.label])
+                    trainer.append([self.span_features(note, span, lexicon)], [span.label])
         self._load_model(train_to_bytes(trainer))
         return self
 
@@ -101,13 +91,9 @@ class SpanTyper:
             raise NotFittedError("SpanTyper is not fitted")
         return self.labels_
 
-    def type_span(
-        self, doc: Document, span: Span, allowed: Sequence[str] | None = None, lines: Sequence[LineContext] | None = None
-    ) -> Span:
+    def type_span(self, note: AnalysedNote | Document, span: Span, allowed: Sequence[str] | None = None) -> Span:
         """``span`` relabelled with its most probable type (restricted to ``allowed`` if given)."""
-        if lines is None:
-            lines = line_contexts(doc.text, self.language)
-        self.tagger_.set([self.span_features(doc, span, lines)])
+        self.tagger_.set([self.span_features(analyse(note, self.language), span)])
         if allowed:
             best = max(allowed, key=lambda label: self.tagger_.marginal(label, 0))
         else:

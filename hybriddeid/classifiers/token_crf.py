@@ -1,14 +1,16 @@
 """Token-level CRF (BIO over fine labels), paper section 3.2.2."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-from hybriddeid.classifiers.crf import CRFTagger, UnitSequence
+from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger
+from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.document import Document
-from hybriddeid.features.context import lines_with_tokens
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.pos import note_tags
-from hybriddeid.features.token import TokenSequence, extract_token_features
+from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, extract_token_features
+from hybriddeid.registry import ComponentSpec
 
 DEFAULT_TOKEN_FEATURES = (
     "words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "pos", "clusters", "extra",
@@ -45,26 +47,48 @@ class TokenCRF(CRFTagger):
             "tag_source": self.tag_source,
         }
 
-    def token_sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
-        """One ``TokenSequence`` per non-empty line of ``doc``, tagged by ``lexicon`` if given and
-        by the POS/NER tag source if one is configured and installed."""
-        tags = note_tags(doc.text, self.tag_source) if self.tag_source else None
-        for line, tokens in lines_with_tokens(doc.text, self.language):
+    def token_sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
+        """One ``TokenSequence`` per non-empty line of the note, tagged by ``lexicon`` if given and
+        by the POS/NER tag source if one is configured and installed (once per note)."""
+        note = analyse(note, self.language)
+        tags = note.memo(("tags", self.tag_source), lambda: note_tags(note.text, self.tag_source)) if self.tag_source else None
+        for line in note.lines:
+            tokens = line.tokens
             if tokens:
-                seq = TokenSequence(tokens, line, self.window, clusters=self.clusters_)
+                seq = TokenSequence(tokens, line.context, self.window, lowers=list(line.lowers), clusters=self.clusters_)
                 seq.extra.update(self.resource_tags(tokens, seq.lowers, lexicon))
                 if tags is not None:
                     seq.pos, seq.extra["ner"] = tags.align(tokens)
                 yield seq
 
-    def sequences(self, doc: Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
+    def sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
         safe = self.safe_words_
         if lexicon is None:
             lexicon = self.lexicon_
-        for seq in self.token_sequences(doc, lexicon):
+        for seq in self.token_sequences(note, lexicon):
             feats = extract_token_features(seq, self.features)
             if safe:
                 for i, low in enumerate(seq.lowers):
                     if low in safe:  # settled label: a few features keep transitions informed
                         feats[i] = ["safe", feats[i][0]]
             yield UnitSequence([(tok.start, tok.end) for tok in seq.tokens], feats)
+
+
+def _check_section(section: Mapping[str, Any]) -> list[str]:
+    unknown = [name for name in section.get("features", ()) if name not in TOKEN_EXTRACTORS]
+    return [f"unknown token features {unknown}; this version knows {sorted(TOKEN_EXTRACTORS)}"] if unknown else []
+
+
+COMPONENT = ComponentSpec(
+    class_path="hybriddeid.classifiers.token_crf:TokenCRF",
+    defaults={
+        "features": list(DEFAULT_TOKEN_FEATURES),
+        "window": 2,
+        # POS and general-NER tags, e.g. "spacy:es_core_news_sm" (hybriddeid.features.pos); "" = none.
+        "tag_source": "",
+        **CRF_DEFAULTS,
+    },
+    reads_marginals=True,
+    fits_in_worker=True,
+    check=_check_section,
+)

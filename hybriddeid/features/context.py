@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from hybriddeid.text.tokenize import Token, lines, tokenize
+from hybriddeid.text.tokenize import lines
 
 _END_MARKS = frozenset(".?!")
 
@@ -44,16 +44,9 @@ class LineContext:
     key: str  # lower-cased "Field" label of a "Field: value" line, "" if none
 
 
-@lru_cache(maxsize=4)
-def lines_with_tokens(text: str, language: str) -> tuple[tuple[LineContext, tuple[Token, ...]], ...]:
-    """Each line's context with its tokens; cached so the classifiers of one pipeline, which
-    all read the same note, analyse it once."""
-    return tuple((line, tuple(tokenize(text, line.start, line.end))) for line in line_contexts(text, language))
-
-
-@lru_cache(maxsize=4)
 def line_contexts(text: str, language: str) -> tuple[LineContext, ...]:
-    """Per-line sentence and section facts for ``text`` (cached for the same reason)."""
+    """Per-line sentence and section facts for ``text`` (``hybriddeid.analysis`` computes them
+    once per note for every classifier)."""
     headers = section_headers(language)
     section = "none"
     out: list[LineContext] = []

@@ -19,6 +19,8 @@ from typing import Iterable, Iterator, Mapping, Sequence
 from hybriddeid.document import Document
 from hybriddeid.text.tokenize import tokenize
 
+LEXICON_FILE = "lexicon.json"  # where a model keeps its training lexicon (hashed entries)
+
 OUTSIDE = "O"
 _SEPARATOR = "\x1f"
 

@@ -1,7 +1,7 @@
 """From notes to integer sequences: whole-note token sequences, vocabularies, the text skeleton.
 
 No PyTorch here (the skeleton and vocabularies are plain data, saved as JSON). A note is one
-sequence: its lines' tokens (the project tokenizer, via ``features.context.lines_with_tokens``)
+sequence: its lines' tokens (the project tokenizer, via ``hybriddeid.analysis``)
 joined by a ``#RETURN`` marker, as TS-GRU does (paper 000, "Text skeleton"), so no model ever
 depends on sentence splitting (CEDI's point, paper 002 §2.1).
 """
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Sequence
 
-from hybriddeid.classifiers.crf import OUTSIDE, encode_tags
+from hybriddeid.analysis import AnalysedNote
+from hybriddeid.classifiers.schemes import OUTSIDE, encode_tags
 from hybriddeid.document import Span
-from hybriddeid.features.context import lines_with_tokens
 from hybriddeid.features.gazetteer import phrase_key
 from hybriddeid.features.resources import ClusterFeatures
 
@@ -37,12 +37,13 @@ class NoteTokens:
     units: tuple[tuple[int, int], ...]  # character offsets of the real tokens
 
 
-def note_tokens(text: str, language: str) -> NoteTokens:
+def note_tokens(note: AnalysedNote) -> NoteTokens:
     """The note's tokens line by line, with ``RETURN`` between consecutive lines."""
     words: list[str] = []
     positions: list[int] = []
     units: list[tuple[int, int]] = []
-    for line_number, (_, tokens) in enumerate(lines_with_tokens(text, language)):
+    for line_number, line in enumerate(note.lines):
+        tokens = line.tokens
         if line_number:
             words.append(RETURN)
         for token in tokens:

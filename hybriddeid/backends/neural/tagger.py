@@ -1,9 +1,10 @@
 """``NeuralTagger``: a neural architecture behind the project's classifier protocol.
 
 ``fit(docs)`` holds out ``dev_fraction`` of the notes and stops early on their strict F1 (the
-project's evaluator); ``predict(doc)`` returns character-offset spans scored by the least
-confident token's tag probability; ``to_disk`` writes ``params.toml``, ``vocabularies.json`` (words
-hashed) and ``model.pt`` (a state dict, loaded with ``weights_only=True``), never a pickled object.
+project's evaluator); ``predict(note)`` returns character-offset spans scored by the least
+confident token's tag probability; ``to_disk`` writes ``vocabularies.json`` (words hashed) and
+``model.pt`` (a state dict, loaded with ``weights_only=True``), never a pickled object; its
+parameters are the pipeline config's ``[neural]`` section.
 """
 from __future__ import annotations
 
@@ -12,21 +13,19 @@ import json
 import logging
 import random
 import time
-import tomllib
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-import tomli_w
 import torch
 
 from hybriddeid.backends.neural.encoding import UNK_ID, NoteTokens, Vocabularies, note_tokens
 from hybriddeid.backends.neural.models import Batch, NoteTensors, TaggerModel, build_model
 from hybriddeid.backends.neural.settings import NeuralSettings
 from hybriddeid.classifiers.base import NotFittedError
-from hybriddeid.classifiers.crf import (
-    CLUSTERS_DIR, OUTSIDE, decode_tags, encode_tags, params_for_disk, params_from_disk,
-)
+from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.classifiers.crf import CLUSTERS_DIR
+from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import evaluate
 from hybriddeid.features.resources import ClusterFeatures
@@ -34,7 +33,6 @@ from hybriddeid.knowledge.clusters import WordClusters
 
 log = logging.getLogger(__name__)
 
-PARAMS_FILE = "params.toml"
 VOCABULARIES_FILE = "vocabularies.json"
 WEIGHTS_FILE = "model.pt"
 TRAINING_FILE = "training.json"  # fit seconds and per-epoch loss, held-out F1, seconds (no text)
@@ -62,6 +60,7 @@ class NeuralTagger:
     """A bi-GRU + CRF, TS-GRU, CEDI, Elman or Jordan tagger (``architecture``); settings as in ``NeuralSettings``."""
 
     source = "neural"
+    unit = "token"
 
     def __init__(self, language: str = "en", **params: Any) -> None:
         self.language = language
@@ -104,7 +103,7 @@ class NeuralTagger:
         held_out = int(len(docs) * settings.dev_fraction) if len(docs) > 1 else 0
         dev_docs, train_docs = shuffled[:held_out], shuffled[held_out:]
 
-        notes = [note_tokens(doc.text, self.language) for doc in train_docs]
+        notes = [note_tokens(analyse(doc, self.language)) for doc in train_docs]
         tag_strings = [encode_tags(note.units, doc.spans, settings.scheme) for note, doc in zip(notes, train_docs)]
         clusters = ClusterFeatures(WordClusters.from_disk(Path(settings.clusters))) if settings.clusters else None
         self.vocabularies_ = Vocabularies.build(notes, tag_strings, settings, clusters)
@@ -187,15 +186,16 @@ class NeuralTagger:
         return evaluate(docs, predicted).score("strict").f1
 
     # -- prediction -------------------------------------------------------------------------
-    def predict(self, doc: Document) -> list[Span]:
-        """Spans of one note (see ``predict_many`` for batched tagging)."""
-        return self.predict_many([doc])[0]
+    def predict(self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
+        """Spans of one note (see ``predict_many`` for batched tagging); reads the whole note
+        (its spec does not accept ``regions``)."""
+        return self.predict_many([note])[0]
 
-    def predict_many(self, docs: Sequence[Document], batch_size: int = 0) -> list[list[Span]]:
+    def predict_many(self, docs: Sequence[AnalysedNote | Document], batch_size: int = 0) -> list[list[Span]]:
         """Spans of each note, tagged in length-bucketed batches (order kept)."""
         self._check_fitted()
         device = self._prepare_torch()
-        notes = [note_tokens(doc.text, self.language) for doc in docs]
+        notes = [note_tokens(analyse(doc, self.language)) for doc in docs]
         results: list[list[Span]] = [[] for _ in docs]
         self.model_.eval()
         with torch.no_grad():  # not inference_mode: CRF marginals take a gradient of log Z
@@ -221,7 +221,6 @@ class NeuralTagger:
         self._check_fitted()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        (path / PARAMS_FILE).write_text(tomli_w.dumps(params_for_disk(self.get_params())), encoding="utf-8")
         (path / VOCABULARIES_FILE).write_text(json.dumps(self.vocabularies_.to_json(), ensure_ascii=False), encoding="utf-8")
         torch.save({key: value.cpu() for key, value in self.model_.state_dict().items()}, path / WEIGHTS_FILE)
         if self.vocabularies_.cluster_features is not None:
@@ -230,9 +229,11 @@ class NeuralTagger:
         (path / TRAINING_FILE).write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_disk(cls, path: Path) -> "NeuralTagger":
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "NeuralTagger":
+        """The tagger saved in ``path`` by ``to_disk``, with ``params`` (its config section); word
+        clusters are read from the copy saved with the model."""
         path = Path(path)
-        tagger = cls(**params_from_disk(tomllib.loads((path / PARAMS_FILE).read_text(encoding="utf-8")), path))
+        tagger = cls(**params)
         device = tagger._prepare_torch()
         tagger.vocabularies_ = Vocabularies.from_json(json.loads((path / VOCABULARIES_FILE).read_text(encoding="utf-8")))
         if tagger.vocabularies_.clusters is not None:
