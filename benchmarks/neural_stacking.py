@@ -40,7 +40,6 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
 
 SpanRows = list[tuple[int, int, str, float]]
 
-
 class NeuralTagsTokenCRF(TokenCRF):
     """The token CRF with one more per-token tag family, "nn": the neural tagger's BIO tag.
 
@@ -63,10 +62,8 @@ class NeuralTagsTokenCRF(TokenCRF):
             seq.extra["nn"] = tags
             yield seq
 
-
 def rows_of(spans: list[Span]) -> SpanRows:
     return [(span.start, span.end, span.label, span.score) for span in spans]
-
 
 def out_of_fold(model_dir: Path, train_dir: Path, fold: int, folds: int) -> dict[str, SpanRows]:
     """Train a neural tagger with the settings of the one saved in ``model_dir`` on the notes outside
@@ -79,7 +76,6 @@ def out_of_fold(model_dir: Path, train_dir: Path, fold: int, folds: int) -> dict
     held_out = [doc for i, doc in enumerate(notes) if i % folds == fold]
     tagger = NeuralTagger(**{**params, "num_threads": 1, "verbose": False}).fit(fit_notes)
     return {doc.name: rows_of(spans) for doc, spans in zip(held_out, tagger.predict_many(held_out))}
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,7 +97,6 @@ def main() -> int:
                                for doc in train]).score("strict", "subtype", "micro")
     print(f"{args.folds} out-of-fold neural taggers: {fold_seconds:.0f} s wall, strict F1 on train {oof_prf.f1:.4f}",
           flush=True)
-
 
     neural = Pipeline.load(args.neural_model).components["neural"]
     dev_neural = neural.predict_many(dev)
@@ -145,7 +140,6 @@ def main() -> int:
         args.json.write_text(json.dumps({"rows": results, "oof_f1": oof_prf.f1, "fold_seconds": fold_seconds,
                                          "stacked_train_seconds": stacked_seconds}, indent=2) + "\n")
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -279,7 +279,7 @@ class Pipeline:
 
     def analyse(self, doc_or_text: AnalysedNote | Document | str) -> AnalysedNote:
         """The note analysed once for this pipeline's language: every component reads this one."""
-        return analyse(self._as_document(doc_or_text), self.language)
+        return analyse(doc_or_text if isinstance(doc_or_text, AnalysedNote) else self._as_document(doc_or_text), self.language)
 
     def _check_ready(self) -> None:
         if not self.components:

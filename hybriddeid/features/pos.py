@@ -120,8 +120,7 @@ def load_tag_source(spec: str) -> Tagger | None:
         return None
 
 
-@lru_cache(maxsize=4)
 def note_tags(text: str, spec: str) -> NoteTags | None:
-    """The tags of a whole note (cached: a note's lines are featurised one after another)."""
+    """The tags of a whole note (``AnalysedNote.memo`` keeps them for the classifiers of one pipeline)."""
     tagger = load_tag_source(spec)
     return tagger(text) if tagger is not None else None
