@@ -1,8 +1,7 @@
 """hybriddeid: hybrid (token CRF + character CRF + rules) de-identification of clinical notes."""
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from hybriddeid._version import __version__
 from hybriddeid.document import Document, Span
 
 __all__ = ["Document", "Pipeline", "Span", "__version__"]

@@ -18,11 +18,11 @@ from functools import lru_cache, partial
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import tomli_w
 
-import hybriddeid
+from hybriddeid._version import __version__
 from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.crf import CLUSTERS_DIR
 from hybriddeid.classifiers.focus import focus_stretches
@@ -34,6 +34,9 @@ from hybriddeid.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter
 from hybriddeid.registry import component_names, find_component, get_component
 from hybriddeid.safelist import load_safelist
 from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
+
+if TYPE_CHECKING:
+    from hybriddeid.surrogates import DeidResult
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +261,7 @@ class Pipeline:
                     self.components[name] = load_component(name, self.config, Path(tmp) / name)
         labels = sorted({span.label for doc in docs for span in doc.spans})
         self.meta = {
-            "hybriddeid_version": hybriddeid.__version__,
+            "hybriddeid_version": __version__,
             "python": platform.python_version(),
             "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "training_corpus": {"name": corpus_name, "documents": len(docs), "spans": sum(len(d.spans) for d in docs)},
@@ -417,7 +420,7 @@ class Pipeline:
 
     def deidentify(self, doc_or_text: Document | str, patient_id: str | None = None, mode: str = "tag",
                    key: bytes | None = None, phi_set: str | None = None, threshold: float | None = None,
-                   **options: Any) -> "hybriddeid.surrogates.DeidResult":
+                   **options: Any) -> "DeidResult":
         """The note with its PHI replaced: ``mode`` "tag", "mask" or "surrogate" (needs a ``key``);
         ``phi_set`` and ``threshold`` as in ``predict``.
 
