@@ -87,8 +87,8 @@ def ensure_clusters(config: dict, text_folders: Sequence[Path], language: str) -
     notes in ``text_folders`` with the default settings (benchmarks and tools use this so a
     config can name a folder it does not ship). Returns the folders built."""
     built: list[Path] = []
-    for section in ("char", "token"):
-        folder = config.get(section, {}).get("clusters")
+    for section in config.values():  # every component section that names clusters
+        folder = section.get("clusters") if isinstance(section, dict) else None
         if not folder or Path(folder).is_dir():
             continue
         clusters = build_clusters(note_sequences(read_texts(text_folders)), language)
