@@ -14,10 +14,10 @@ import re
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Iterable, Mapping
 
 from hybriddeid.document import Document, Span
+from hybriddeid.languages import shared_resource
 from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
 
 PHI_SETS = ("i2b2-2014", "hipaa")
@@ -66,7 +66,7 @@ class AgeRule:
 def hipaa_age_rule() -> AgeRule:
     """The ``hipaa`` set's age rule, from ``resources/profiles/phi_sets.toml``."""
     origin = "profiles/phi_sets.toml"
-    data = tomllib.loads(resources.files("hybriddeid.resources").joinpath("profiles", "phi_sets.toml").read_text("utf-8"))
+    data = tomllib.loads(shared_resource("profiles", "phi_sets.toml").read_text("utf-8"))
     try:
         words: dict[str, int] = {}
         multipliers: dict[str, int] = {}
