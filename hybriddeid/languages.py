@@ -3,7 +3,8 @@
 A pack is a folder named by its language code (``en``, ``es``) that holds a ``pack.toml`` (name
 and label taxonomy) and the language's resource files: ``regex.toml`` (rules), ``sections.txt``
 (section headers), ``surrogates.toml`` (what de-identified output needs), ``safelist.txt``,
-``synth.toml`` (synthetic notes) and ``dictionaries/<kind>.txt``. Only ``pack.toml`` makes a
+``synth.toml`` (synthetic notes), ``numbers.toml`` (number words for ages) and
+``dictionaries/<kind>.txt``. Only ``pack.toml`` makes a
 folder a pack; a missing resource is an error when something needs it, naming the language and
 the file. ``resources/languages/README.md`` describes the files.
 
@@ -41,6 +42,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "surrogates": ("surrogates.toml", "surrogate resources"),
     "safelist": ("safelist.txt", "safe-list"),
     "synth": ("synth.toml", "synthetic-note resources"),
+    "numbers": ("numbers.toml", "number words"),
     "dictionaries": ("dictionaries", "dictionaries"),
 }
 _PACK_KEYS = frozenset({"name", "taxonomy", "description"})
