@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 from hybriddeid.document import Document, Span
+from hybriddeid.languages import available_languages
 from hybriddeid.surrogates.dates import DateShifter
 from hybriddeid.surrogates.generator import SurrogateSettings, Surrogates
 from hybriddeid.surrogates.keys import Keyed
-from hybriddeid.languages import available_languages
 from hybriddeid.surrogates.language import fold, load_kinds, load_language
 from hybriddeid.surrogates.names import NAME_WORD, NameInventory
 

@@ -11,6 +11,7 @@ import tomllib
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.resources.abc import Traversable
 from typing import Any, Mapping
 
 from hybriddeid.languages import language_pack, register_cache, shared_resource
@@ -32,7 +33,7 @@ def fold(text: str) -> str:
     return " ".join("".join(c for c in decomposed if not unicodedata.combining(c)).split())
 
 
-def _read(path: Any, origin: str) -> dict[str, Any]:
+def _read(path: Traversable, origin: str) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text("utf-8"))
     except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
