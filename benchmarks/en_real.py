@@ -40,7 +40,7 @@ false alarms (predicted, not gold; the rules read the predicted span):
   4. ``joined``: the span joins words of two letters or more with a slash or an arrow ("HTN/DM",
      "SOB->better"; not "y/o", "w/ CHF"), and is no real URL (no "://", "www.", "@");
   5. ``drug``: the token is a word of a drug name of the generator's ``[vocab] drug`` list
-     (``resources/synth/en.toml``) or of the safe-list's drugs section (``resources/safelist/en.txt``);
+     (``resources/languages/en/synth.toml``) or of the safe-list's drugs section (``resources/languages/en/safelist.txt``);
   6. ``capitalised``: the token is capitalised and starts a line or a sentence (after ". ", "! ",
      "? ", not after a title or an initial), or lies in a heading (a line's leading "Label:", or a
      line in capitals);
@@ -72,7 +72,6 @@ import json
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -91,6 +90,7 @@ from hybriddeid.evaluation import evaluate  # noqa: E402
 from hybriddeid.evaluation.matching import BINARY_LABEL, _outside_dont_care, span_tokens  # noqa: E402
 from hybriddeid.io import read_corpus  # noqa: E402
 from hybriddeid.knowledge.dictionaries import read_entries  # noqa: E402
+from hybriddeid.languages import language_pack  # noqa: E402
 from hybriddeid.profiles import PHI_SETS, filter_spans, hipaa_age_rule, in_phi_set, split_spans  # noqa: E402
 from hybriddeid.surrogates.language import fold, load_language  # noqa: E402
 from hybriddeid.synth.generator import load_synth_resources  # noqa: E402
@@ -138,7 +138,7 @@ MIN_DRUG_WORD = 3  # "XL", "D" of "Toprol XL", "vitamin D" are no drug names on 
 
 def safelist_section(language: str, keyword: str) -> list[str]:
     """The entries of the bundled safe-list's sections whose "# ----" heading holds ``keyword``."""
-    text = resources.files("hybriddeid.resources").joinpath("safelist", f"{language}.txt").read_text("utf-8")
+    text = language_pack(language).read_text("safelist")
     entries: list[str] = []
     inside = False
     for line in text.splitlines():

@@ -321,6 +321,8 @@ def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 def _add_deid_options(parser: argparse.ArgumentParser) -> None:
     """The options ``deid`` and ``spark-deid`` share: where the spans come from and how they are replaced."""
+    from hybriddeid.languages import available_languages
+
     parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
     _add_phi_set(parser, "replace only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
                          "ages only over 89); default: the model's setting, all input annotations with --use-annotations")
@@ -331,7 +333,7 @@ def _add_deid_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key-file", type=Path, help="secret key for surrogates (created if missing; keep it apart from the output)")
     parser.add_argument("--scope", choices=("patient", "corpus"), default="patient",
                         help="where one value keeps one surrogate and one date offset (default: patient)")
-    parser.add_argument("--language", choices=("en", "es"), help="language of the surrogates (default: the model's)")
+    parser.add_argument("--language", choices=available_languages(), help="language of the surrogates (default: the model's)")
     parser.add_argument("--date-shift-days", type=int, default=365, help="dates move by up to this many days (default 365)")
     parser.add_argument("--keep-years", action="store_true", help="Safe Harbor: keep years, shift only day and month")
     parser.add_argument("--cap-ages", action="store_true", help='Safe Harbor: ages over 89 become "90+"')
@@ -357,6 +359,7 @@ def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
+    from hybriddeid.languages import available_languages
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
     parser.add_argument("--version", action="version", version=f"hybriddeid {__version__}")
@@ -449,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--seed", type=int, default=0, help="random seed (same seed and mix, same notes)")
     synth.add_argument("--mix", choices=("train", "test"), default="train",
                        help="note types and layouts: test holds out some that train never uses (default train)")
-    synth.add_argument("--language", choices=("en",), default="en")
+    synth.add_argument("--language", choices=available_languages(), default="en",
+                       help="a language whose pack has synth.toml (default en)")
     synth.add_argument("--format", choices=OUTPUT_FORMATS, default="i2b2", help="default: i2b2 2014 XML")
     synth.set_defaults(run=_synth)
 
@@ -459,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     clusters.add_argument("--text", type=Path, nargs="+", required=True,
                           help="folders of notes (.txt; BRAT, i2b2 XML or JSONL are read for their text only)")
     clusters.add_argument("--out", type=Path, required=True, help="folder to write the clusters to")
-    clusters.add_argument("--language", choices=("en", "es"), default="en", help="language of the notes (default en)")
+    clusters.add_argument("--language", choices=available_languages(), default="en", help="language of the notes (default en)")
     clusters.add_argument("--min-count", type=int, default=2, help="words seen fewer times get no cluster (default 2)")
     clusters.add_argument("--brown-clusters", type=int, default=1000,
                           help="Brown clusters C: leaves of the path tree (default 1000; 0 skips Brown)")

@@ -6,7 +6,8 @@
   stating an age over 89. Labels the taxonomy does not know, and ages that cannot be read, are kept:
   a PHI set may only drop what it knows to be outside it.
 
-The age threshold and the number words for ages written out live in ``resources/profiles/phi_sets.toml``.
+The age threshold lives in ``resources/profiles/phi_sets.toml``; the number words for ages written
+out in each language pack's ``numbers.toml`` (every pack's words are read in every note).
 """
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ import re
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Iterable, Mapping
 
 from hybriddeid.document import Document, Span
+from hybriddeid.languages import available_languages, language_pack, register_cache, shared_resource
 from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
 
 PHI_SETS = ("i2b2-2014", "hipaa")
@@ -62,20 +63,30 @@ class AgeRule:
         return age is None or age >= self.min_age
 
 
+@register_cache
 @lru_cache(maxsize=None)
 def hipaa_age_rule() -> AgeRule:
-    """The ``hipaa`` set's age rule, from ``resources/profiles/phi_sets.toml``."""
+    """The ``hipaa`` set's age rule, from ``resources/profiles/phi_sets.toml`` and the number words
+    of every language pack that has a ``numbers.toml`` (in code order; a later pack's value wins)."""
     origin = "profiles/phi_sets.toml"
-    data = tomllib.loads(resources.files("hybriddeid.resources").joinpath("profiles", "phi_sets.toml").read_text("utf-8"))
+    data = tomllib.loads(shared_resource("profiles", "phi_sets.toml").read_text("utf-8"))
     try:
-        words: dict[str, int] = {}
-        multipliers: dict[str, int] = {}
-        for language in data.get("number_words", {}).values():
-            words.update({word.lower(): int(value) for word, value in language.get("values", {}).items()})
-            multipliers.update({word.lower(): int(value) for word, value in language.get("multipliers", {}).items()})
-        return AgeRule(str(data["hipaa"]["age_category"]), int(data["hipaa"]["min_age"]), words, multipliers)
+        category, min_age = str(data["hipaa"]["age_category"]), int(data["hipaa"]["min_age"])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"{origin}: not a valid PHI set file ({exc!r})") from None
+    words: dict[str, int] = {}
+    multipliers: dict[str, int] = {}
+    for code in available_languages():
+        pack = language_pack(code)
+        if not pack.has("numbers"):
+            continue
+        try:
+            numbers = tomllib.loads(pack.read_text("numbers"))
+            words.update({word.lower(): int(value) for word, value in numbers.get("values", {}).items()})
+            multipliers.update({word.lower(): int(value) for word, value in numbers.get("multipliers", {}).items()})
+        except (tomllib.TOMLDecodeError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{pack.origin('numbers')}: not a valid number-word file ({type(exc).__name__})") from None
+    return AgeRule(category, min_age, words, multipliers)
 
 
 def in_phi_set(span: Span, text: str, taxonomy: Taxonomy, phi_set: str) -> bool:

@@ -1,6 +1,6 @@
 """The clinical safe-list: words and phrases that look like names or places but are not PHI.
 
-A language's list (``resources/safelist/<lang>.txt``, one entry a line) holds eponyms, drug names,
+A language's list (its pack's ``safelist.txt``, one entry a line) holds eponyms, drug names,
 lab tests, units and abbreviations. After merging, a predicted span is dropped when it is made only
 of single-word entries ("Foley", "Parkinson's") or lies inside an occurrence of a phrase entry
 ("Murphy" in "Murphy sign": eponyms that are common surnames are listed only as phrases). It stops
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Sequence
 
 import regex
 
 from hybriddeid.document import Span
 from hybriddeid.knowledge.dictionaries import read_entries
+from hybriddeid.languages import language_pack, register_cache
 from hybriddeid.surrogates.language import fold, load_language
 
 _WORD = regex.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
@@ -84,10 +84,9 @@ class SafeList:
             after is not None and after.start - span.end <= ADJACENT)
 
 
+@register_cache
 @lru_cache(maxsize=None)
 def load_safelist(language: str) -> SafeList:
-    """The bundled safe-list of ``language``, protected by that language's name titles."""
-    entry = resources.files("hybriddeid.resources").joinpath("safelist", f"{language}.txt")
-    if not entry.is_file():
-        raise ValueError(f"no bundled safe-list for language {language!r}")
-    return SafeList.from_entries(read_entries(entry.read_text("utf-8")), load_language(language).titles)
+    """The safe-list of ``language``'s pack, protected by that language's name titles."""
+    text = language_pack(language).read_text("safelist")
+    return SafeList.from_entries(read_entries(text), load_language(language).titles)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Iterable
 
 from hybriddeid.document import Span
+from hybriddeid.languages import shared_resource
 
 # Order matters: guess_taxonomy gives ties to the earlier one, surrogate kinds take the first that knows a label.
 BUNDLED_TAXONOMIES = ("i2b2_2014", "i2b2_2006", "meddocan", "asq_phi", "presidio")
@@ -74,7 +74,7 @@ def load_taxonomy(name: str) -> Taxonomy:
     key = name.replace("-", "_").lower()
     if key not in BUNDLED_TAXONOMIES:
         raise ValueError(f"unknown taxonomy {name!r}; bundled: {', '.join(BUNDLED_TAXONOMIES)}")
-    text = resources.files("hybriddeid.resources").joinpath("taxonomy", f"{key}.toml").read_text("utf-8")
+    text = shared_resource("taxonomy", f"{key}.toml").read_text("utf-8")
     return Taxonomy.from_toml(text, origin=f"taxonomy/{key}.toml")
 
 

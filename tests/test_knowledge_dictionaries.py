@@ -1,11 +1,10 @@
 """Bundled dictionaries: file hygiene, loading as gazetteers, user lists."""
 from __future__ import annotations
 
-from importlib import resources
-
 import pytest
 
 from hybriddeid.knowledge.dictionaries import bundled_kinds, load_gazetteers
+from hybriddeid.languages import language_pack
 from hybriddeid.text.tokenize import tokenize
 
 COMMON = {"first_names", "last_names", "cities", "states", "countries", "hospitals", "health_organizations",
@@ -23,12 +22,13 @@ def tagged(tags: list[str], text: str) -> list[tuple[str, str]]:
 def test_every_language_has_the_kinds_and_files_are_sorted_unique_and_small():
     assert COMMON | {"postal_codes"} == set(bundled_kinds("en"))
     assert COMMON == set(bundled_kinds("es"))  # no offline source of Spanish postal codes
-    assert bundled_kinds("xx") == ()
-    folder = resources.files("hybriddeid.resources").joinpath("dictionaries")
+    with pytest.raises(ValueError, match=r"unknown language 'xx'; available: .*en"):
+        bundled_kinds("xx")
     total = 0
     for language in ("en", "es"):
+        folder = language_pack(language).dictionaries
         for kind in bundled_kinds(language):
-            data = folder.joinpath(language, f"{kind}.txt").read_bytes()
+            data = folder.joinpath(f"{kind}.txt").read_bytes()
             total += len(data)
             lines = data.decode("utf-8").split("\n")
             assert lines[-1] == "" and all(line and line == line.strip() for line in lines[:-1]), kind

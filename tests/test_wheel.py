@@ -28,6 +28,9 @@ from hybriddeid.document import Document
 
 assert pathlib.Path(sys.prefix) in pathlib.Path(hybriddeid.__file__).parents, hybriddeid.__file__
 assert {"en", "es"} <= set(bundled_languages()), bundled_languages()
+from hybriddeid.languages import available_languages, language_pack
+assert available_languages() == ("en", "es"), available_languages()
+assert language_pack("es").taxonomy == "meddocan" and not language_pack("es").has("synth")
 text = "NHC: 4455667.\\nEdad: 73 años Sexo: M.\\n"
 es = {(text[s.start:s.end], s.label) for s in RuleClassifier("es").predict(Document("es", text))}
 assert ("4455667", "ID_SUJETO_ASISTENCIA") in es and ("73 años", "EDAD_SUJETO_ASISTENCIA") in es, es
@@ -84,10 +87,12 @@ def test_wheel_ships_and_loads_the_rule_packs_and_the_default_model(tmp_path: Pa
     (wheel,) = wheels.glob("hybriddeid-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for language in ("en", "es"):
-        assert f"hybriddeid/resources/regex/{language}.toml" in names
-        assert f"hybriddeid/resources/dictionaries/{language}/cities.txt" in names
+        pack = f"hybriddeid/resources/languages/{language}"
+        assert {f"{pack}/{name}" for name in ("pack.toml", "regex.toml", "sections.txt", "surrogates.toml",
+                                              "numbers.toml", "dictionaries/cities.txt", "dictionaries/README.md")} <= names
         assert f"hybriddeid/models/{language}/config.toml" in names
-    assert {"hybriddeid/resources/safelist/en.txt", "hybriddeid/resources/synth/en.toml"} <= names
+    assert {"hybriddeid/resources/languages/en/safelist.txt", "hybriddeid/resources/languages/en/synth.toml",
+            "hybriddeid/resources/languages/README.md", "hybriddeid/resources/surrogates/kinds.toml"} <= names
     assert wheel.stat().st_size < 20e6, f"the wheel is {wheel.stat().st_size / 1e6:.1f} MB"
 
     venv = tmp_path / "venv"

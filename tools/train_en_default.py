@@ -32,7 +32,7 @@ DEFAULT_CONFIG = ROOT / "tools" / "en_default.toml"
 SYNTH_SEED = 1
 TRAINING_DATA = {
     "corpus": "hybriddeid synth, English 'train' mix (synthetic notes; no real patient data)",
-    "phi_source": "Faker (MIT) locales and templates, resources/surrogates/en.toml and resources/synth/en.toml",
+    "phi_source": "Faker (MIT) locales and templates, resources/languages/en/surrogates.toml and synth.toml",
     "license": "MIT, as the rest of hybriddeid",
 }
 

@@ -1,7 +1,7 @@
 """The regex rule classifier (paper section 3.3): formulaic PHI found by rules kept as data.
 
-Rules live in TOML files (``resources/regex/<language>.toml`` ships with the package; users add
-their own). Each ``[[rule]]`` has a ``name``, a ``label`` from the taxonomy named in the file
+Rules live in TOML files (each language pack's ``regex.toml``, see :mod:`hybriddeid.languages`;
+users add their own). Each ``[[rule]]`` has a ``name``, a ``label`` from the taxonomy named in the file
 header, a ``pattern`` whose named group ``phi`` marks the PHI part (the whole match if absent; a
 pattern may capture ``phi`` several times, one span each), and optionally ``flags``, ``context``
 words required within ``context_window`` characters before the PHI, a ``validator`` from
@@ -19,7 +19,6 @@ import hashlib
 import logging
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -30,6 +29,7 @@ from hybriddeid.analysis import AnalysedNote
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
 from hybriddeid.document import Document, Span
 from hybriddeid.io import atomic_write_text
+from hybriddeid.languages import available_languages, language_pack
 from hybriddeid.registry import ComponentSpec
 from hybriddeid.taxonomy import load_taxonomy
 
@@ -257,17 +257,13 @@ def _parse_example(item: Any, fail: Callable[[str], RuleFileError]) -> Example:
 
 
 def bundled_languages() -> tuple[str, ...]:
-    """Languages with a rule pack shipped in ``hybriddeid.resources/regex``."""
-    folder = resources.files("hybriddeid.resources") / "regex"
-    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml")))
+    """Languages whose pack (:mod:`hybriddeid.languages`) has a ``regex.toml`` rule file."""
+    return tuple(code for code in available_languages() if language_pack(code).has("regex"))
 
 
 def bundled_rules_text(language: str) -> str:
-    """The TOML text of the rule pack shipped for ``language``."""
-    entry = resources.files("hybriddeid.resources") / "regex" / f"{language}.toml"
-    if not entry.is_file():
-        raise ValueError(f"no bundled rules for language {language!r}; bundled: {list(bundled_languages())}")
-    return entry.read_text(encoding="utf-8")
+    """The TOML text of ``language``'s pack rule file (``regex.toml``)."""
+    return language_pack(language).read_text("regex")
 
 
 @dataclass
@@ -346,7 +342,7 @@ class RuleClassifier:
     def _load(self) -> tuple[Rule, ...]:
         files = []
         if self.language:
-            files.append(parse_rule_file(bundled_rules_text(self.language), f"regex/{self.language}.toml"))
+            files.append(parse_rule_file(bundled_rules_text(self.language), language_pack(self.language).origin("regex")))
         files.extend(parse_rule_file(text, origin) for origin, text in self._user_rule_texts())
         rules: list[Rule] = []
         where: dict[str, str] = {}

@@ -7,20 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
+from hybriddeid.languages import language_pack, register_cache
 from hybriddeid.text.tokenize import lines
 
 _END_MARKS = frozenset(".?!")
 
 
+@register_cache
 @lru_cache(maxsize=None)
 def section_headers(language: str) -> frozenset[str]:
-    """The bundled section headers for ``language`` (``resources/sections/<language>.txt``)."""
-    path = resources.files("hybriddeid.resources").joinpath("sections", f"{language}.txt")
-    if not path.is_file():
-        raise ValueError(f"no section-header list for language {language!r}")
-    entries = (line.strip() for line in path.read_text("utf-8").splitlines())
+    """The section headers of ``language``'s pack (its ``sections.txt``)."""
+    entries = (line.strip() for line in language_pack(language).read_text("sections").splitlines())
     return frozenset(entry for entry in entries if entry and not entry.startswith("#"))
 
 

@@ -1,4 +1,4 @@
-"""The bundled dictionaries (``resources/dictionaries/<language>/<kind>.txt``) as gazetteers.
+"""The bundled dictionaries (``dictionaries/<kind>.txt`` of each language pack) as gazetteers.
 
 Each kind (first names, cities, hospitals, ...) becomes one ``Gazetteer``, so a token can carry a
 BIOES tag from each dictionary it is in ("Madrid" is a city and a province). Users add their own
@@ -7,23 +7,25 @@ lists by path: a file whose stem is a bundled kind extends it, any other stem is
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from hybriddeid.features.gazetteer import Gazetteer
+from hybriddeid.languages import language_pack, register_cache
 
 
-def _folder(language: str):
-    return resources.files("hybriddeid.resources").joinpath("dictionaries", language)
+def _folder(language: str) -> Traversable:
+    return language_pack(language).dictionaries
 
 
 def bundled_kinds(language: str) -> tuple[str, ...]:
-    """The kinds with a bundled file for ``language`` (e.g. "cities", "first_names"), sorted."""
-    folder = _folder(language)
-    if not folder.is_dir():
+    """The kinds with a file in ``language``'s pack (e.g. "cities", "first_names"), sorted;
+    () when the pack has no dictionaries (they are optional)."""
+    pack = language_pack(language)
+    if not pack.has("dictionaries"):
         return ()
-    return tuple(sorted(entry.name[:-4] for entry in folder.iterdir() if entry.name.endswith(".txt")))
+    return tuple(sorted(entry.name[:-4] for entry in pack.dictionaries.iterdir() if entry.name.endswith(".txt")))
 
 
 def read_entries(text: str) -> list[str]:
@@ -31,16 +33,19 @@ def read_entries(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
+@register_cache
 @lru_cache(maxsize=None)
 def bundled_entries(language: str, kind: str) -> tuple[str, ...]:
-    """The entries of the bundled ``resources/dictionaries/<language>/<kind>.txt``."""
+    """The entries of ``dictionaries/<kind>.txt`` in ``language``'s pack."""
     return tuple(read_entries(_folder(language).joinpath(f"{kind}.txt").read_text("utf-8")))
 
 
+@register_cache
 @lru_cache(maxsize=8)
 def _load(language: str, kinds: tuple[str, ...] | None, extra_files: tuple[str, ...]) -> dict[str, Gazetteer]:
     available = bundled_kinds(language)
     if not available and not extra_files:
+        _folder(language)  # names the missing dictionaries/ folder, if that is why
         raise ValueError(f"no bundled dictionaries for language {language!r}")
     wanted = available if kinds is None else kinds
     unknown = sorted(set(wanted) - set(available))

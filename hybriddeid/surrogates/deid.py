@@ -11,10 +11,11 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 from hybriddeid.document import Document, Span
+from hybriddeid.languages import available_languages
 from hybriddeid.surrogates.dates import DateShifter
 from hybriddeid.surrogates.generator import SurrogateSettings, Surrogates
 from hybriddeid.surrogates.keys import Keyed
-from hybriddeid.surrogates.language import LANGUAGES, fold, load_kinds, load_language
+from hybriddeid.surrogates.language import fold, load_kinds, load_language
 from hybriddeid.surrogates.names import NAME_WORD, NameInventory
 
 MODES = ("tag", "mask", "surrogate")
@@ -47,7 +48,7 @@ class DeidOptions:
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("mode", self.mode, MODES), ("scope", self.scope, SCOPES),
-                                     ("tag_level", self.tag_level, TAG_LEVELS), ("language", self.language, LANGUAGES)):
+                                     ("tag_level", self.tag_level, TAG_LEVELS), ("language", self.language, available_languages())):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
         if self.mode == "surrogate" and not self.key:

@@ -1,8 +1,9 @@
-"""Per-language resources for de-identified output (``resources/surrogates/<lang>.toml``) and the
-label -> surrogate-kind table (``resources/surrogates/kinds.toml``).
+"""Per-language resources for de-identified output (each language pack's ``surrogates.toml``, see
+:mod:`hybriddeid.languages`) and the language-independent label -> surrogate-kind table
+(``resources/surrogates/kinds.toml``).
 
 Month names, date orders, titles, Faker locale, Safe Harbor ZIP prefixes and the like are data, so a
-language is added by adding one TOML file. Everything is validated on load.
+language is added by adding one TOML file to its pack. Everything is validated on load.
 """
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import tomllib
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any, Mapping
 
+from hybriddeid.languages import language_pack, register_cache, shared_resource
 from hybriddeid.taxonomy import BUNDLED_TAXONOMIES, load_taxonomy
 
-LANGUAGES = ("en", "es")
 # Kinds drawn from a Faker method or, where the language has one, a template.
 GENERATED_KINDS = ("username", "profession", "city", "state", "country", "organization", "hospital",
                    "health_center", "department")
@@ -32,12 +33,11 @@ def fold(text: str) -> str:
     return " ".join("".join(c for c in decomposed if not unicodedata.combining(c)).split())
 
 
-def _read(name: str) -> dict[str, Any]:
-    path = resources.files("hybriddeid.resources").joinpath("surrogates", name)
+def _read(path: Traversable, origin: str) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text("utf-8"))
     except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"surrogates/{name}: cannot be read ({type(exc).__name__})") from None
+        raise ValueError(f"{origin}: cannot be read ({type(exc).__name__})") from None
 
 
 def _lookup(groups: list[list[str]]) -> dict[str, int]:
@@ -111,12 +111,13 @@ def _named_with_spellings(names: list[str], extra: list[list[str]], first: int) 
     return lookup
 
 
+@register_cache
 @lru_cache(maxsize=None)
 def load_language(language: str) -> LanguageResources:
-    """The bundled resources for ``language`` ("en" or "es")."""
-    if language not in LANGUAGES:
-        raise ValueError(f"no de-identification resources for language {language!r}; bundled: {', '.join(LANGUAGES)}")
-    data = _read(f"{language}.toml")
+    """The surrogate resources of ``language``'s pack (``surrogates.toml``)."""
+    pack = language_pack(language)
+    origin = pack.origin("surrogates")
+    data = _read(pack.surrogates, origin)
     try:
         dates = data["dates"]
         months, weekdays = list(dates["months"]), list(dates["weekdays"])
@@ -166,7 +167,7 @@ def load_language(language: str) -> LanguageResources:
             templates=templates,
         )
     except (KeyError, TypeError, IndexError, ValueError) as exc:
-        raise ValueError(f"surrogates/{language}.toml: invalid ({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"{origin}: invalid ({type(exc).__name__}: {exc})") from None
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ class KindTable:
 @lru_cache(maxsize=None)
 def load_kinds() -> KindTable:
     """The bundled label -> kind table, checked against the known kinds."""
-    data = _read("kinds.toml")
+    data = _read(shared_resource("surrogates", "kinds.toml"), "surrogates/kinds.toml")
     table = KindTable(dict(data.get("labels", {})), dict(data.get("categories", {})), data.get("fallback", "shape"))
     unknown = {table.fallback, *table.by_label.values(), *table.by_category.values()} - KINDS
     if unknown:

@@ -1,6 +1,6 @@
 """Synthetic clinical notes with PHI at exact offsets, for training a model without real notes.
 
-Everything that reads as text lives in the language's resource file (``resources/synth/<lang>.toml``):
+Everything that reads as text lives in the language's resource file (its pack's ``synth.toml``):
 note types built from sections, section titles, line templates (see ``hybriddeid.synth.template``),
 clinical vocabulary, label and header styles, date formats, identifier shapes and name sources. This
 module only draws from it. A note's *cast* (patient, relative, clinicians, places, numbers) is drawn
@@ -20,13 +20,13 @@ import tomllib
 from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Callable, Iterator, Mapping
 
 from faker import Faker
 
 from hybriddeid.document import Document, Span
 from hybriddeid.knowledge.dictionaries import bundled_entries
+from hybriddeid.languages import language_pack, register_cache
 from hybriddeid.surrogates.generator import faker_for, fill_template
 from hybriddeid.surrogates.language import LanguageResources, load_language
 from hybriddeid.synth.template import NoteWriter, TemplateError, render
@@ -51,21 +51,21 @@ class SynthResources:
         return self.data["mix"][name]
 
 
+@register_cache
 @lru_cache(maxsize=None)
 def load_synth_resources(language: str = "en") -> SynthResources:
-    """The bundled ``resources/synth/<language>.toml``, checked: every section a note names exists."""
-    entry = resources.files("hybriddeid.resources").joinpath("synth", f"{language}.toml")
-    if not entry.is_file():
-        raise ValueError(f"no synthetic-note resources for language {language!r}")
-    data = tomllib.loads(entry.read_text("utf-8"))
+    """The ``synth.toml`` of ``language``'s pack, checked: every section a note names exists."""
+    pack = language_pack(language)
+    origin = pack.origin("synth")
+    data = tomllib.loads(pack.read_text("synth"))
     for note_name, note in data["notes"].items():
         missing = [s.strip("?!") for s in note["sections"] if s.strip("?!") not in data["sections"]]
         if missing:
-            raise ValueError(f"synth/{language}.toml: note {note_name!r} names unknown sections {missing}")
+            raise ValueError(f"{origin}: note {note_name!r} names unknown sections {missing}")
     for mix_name, mix in data["mix"].items():
         unknown = sorted(set(mix["note_types"]) - set(data["notes"]))
         if unknown:
-            raise ValueError(f"synth/{language}.toml: mix {mix_name!r} names unknown note types {unknown}")
+            raise ValueError(f"{origin}: mix {mix_name!r} names unknown note types {unknown}")
     return SynthResources(language, data, load_language(language))
 
 

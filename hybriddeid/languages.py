@@ -1,0 +1,235 @@
+"""Language packs: one folder per language with everything language-specific, and one loader.
+
+A pack is a folder named by its language code (``en``, ``es``) that holds a ``pack.toml`` (name
+and label taxonomy) and the language's resource files: ``regex.toml`` (rules), ``sections.txt``
+(section headers), ``surrogates.toml`` (what de-identified output needs), ``safelist.txt``,
+``synth.toml`` (synthetic notes), ``numbers.toml`` (number words for ages) and
+``dictionaries/<kind>.txt``. Only ``pack.toml`` makes a
+folder a pack; a missing resource is an error when something needs it, naming the language and
+the file. ``resources/languages/README.md`` describes the files.
+
+Packs are looked for, first found wins, in:
+
+1. folders given to :func:`add_language_folder`, the most recent first;
+2. the folders of the ``HYBRIDDEID_LANGUAGE_PATH`` environment variable (``os.pathsep``-separated),
+   in order;
+3. the bundled folder, ``hybriddeid.resources/languages``.
+
+So a pack in an extra folder overrides a bundled pack with the same code. Lookups are cached;
+:func:`add_language_folder` and :func:`remove_language_folder` clear those caches and every
+per-language cache downstream (registered with :func:`register_cache`). After changing the
+environment variable in a running process, call :func:`clear_caches`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, TypeVar
+
+ENV_VAR = "HYBRIDDEID_LANGUAGE_PATH"
+PACK_FILE = "pack.toml"
+# resource key -> (name inside the pack, what it is, for messages)
+RESOURCES: dict[str, tuple[str, str]] = {
+    "regex": ("regex.toml", "regex rules"),
+    "sections": ("sections.txt", "section headers"),
+    "surrogates": ("surrogates.toml", "surrogate resources"),
+    "safelist": ("safelist.txt", "safe-list"),
+    "synth": ("synth.toml", "synthetic-note resources"),
+    "numbers": ("numbers.toml", "number words"),
+    "dictionaries": ("dictionaries", "dictionaries"),
+}
+_PACK_KEYS = frozenset({"name", "taxonomy", "description"})
+_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+_added: list[str] = []  # add_language_folder's folders, the most recent last
+_caches: list[Callable[..., Any]] = []  # lru_caches keyed on a language, cleared with ours
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class MissingResourceError(ValueError):
+    """A language pack lacks a file that the caller needs (the message names both)."""
+
+
+@dataclass(frozen=True)
+class LanguagePack:
+    """One language's pack: its ``code``, its ``folder`` and its parsed ``pack.toml``."""
+
+    code: str
+    folder: Traversable
+    metadata: Mapping[str, Any] = field(compare=False)
+    bundled: bool = True
+
+    @property
+    def name(self) -> str:
+        """The language's name ("English")."""
+        return self.metadata["name"]
+
+    @property
+    def taxonomy(self) -> str:
+        """The bundled label taxonomy its rules and models use by default ("i2b2-2014")."""
+        return self.metadata["taxonomy"]
+
+    def has(self, resource: str) -> bool:
+        """Whether the pack has ``resource`` (a key of ``RESOURCES``)."""
+        name = _resource_name(resource)
+        entry = self.folder.joinpath(name)
+        return entry.is_dir() if resource == "dictionaries" else entry.is_file()
+
+    def resource(self, resource: str) -> Traversable:
+        """The pack's file (or folder) for ``resource``; ``MissingResourceError`` if absent."""
+        if not self.has(resource):
+            name, what = RESOURCES[resource]
+            raise MissingResourceError(f"language {self.code!r} has no {what}: its pack has no {name} "
+                                       f"({self.origin(resource)})")
+        return self.folder.joinpath(_resource_name(resource))
+
+    def read_text(self, resource: str) -> str:
+        """The UTF-8 text of a file resource."""
+        return self.resource(resource).read_text(encoding="utf-8")
+
+    def origin(self, resource: str) -> str:
+        """Where ``resource`` lives, for messages: ``languages/<code>/<name>`` when bundled, else its path."""
+        name = _resource_name(resource)
+        return f"languages/{self.code}/{name}" if self.bundled else str(Path(str(self.folder)) / name)
+
+    @property
+    def regex_rules(self) -> Traversable:
+        return self.resource("regex")
+
+    @property
+    def sections(self) -> Traversable:
+        return self.resource("sections")
+
+    @property
+    def surrogates(self) -> Traversable:
+        return self.resource("surrogates")
+
+    @property
+    def safelist(self) -> Traversable:
+        return self.resource("safelist")
+
+    @property
+    def synth(self) -> Traversable:
+        return self.resource("synth")
+
+    @property
+    def dictionaries(self) -> Traversable:
+        return self.resource("dictionaries")
+
+
+def _resource_name(resource: str) -> str:
+    if resource not in RESOURCES:
+        raise ValueError(f"unknown language-pack resource {resource!r}; known: {', '.join(RESOURCES)}")
+    return RESOURCES[resource][0]
+
+
+def bundled_folder() -> Traversable:
+    """The folder of the packs shipped with hybriddeid."""
+    return resources.files("hybriddeid.resources").joinpath("languages")
+
+
+def shared_resource(*parts: str) -> Traversable:
+    """A language-independent bundled file (``shared_resource("taxonomy", "meddocan.toml")``)."""
+    return resources.files("hybriddeid.resources").joinpath(*parts)
+
+
+def language_folders() -> tuple[str, ...]:
+    """The extra folders searched before the bundled one, in search order."""
+    env = [p for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+    return (*reversed(_added), *env)
+
+
+@lru_cache(maxsize=8)
+def _discover(extra: tuple[str, ...]) -> Mapping[str, tuple[Traversable, bool]]:
+    """code -> (pack folder, bundled?) over ``extra`` folders then the bundled one; first wins."""
+    found: dict[str, tuple[Traversable, bool]] = {}
+    folders: list[tuple[Traversable, bool]] = [(Path(p), False) for p in extra]
+    folders.append((bundled_folder(), True))
+    for folder, bundled in folders:
+        if not folder.is_dir():
+            continue  # a missing folder on the path is skipped, as PATH does
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+            if _CODE.fullmatch(entry.name) and entry.is_dir() and entry.joinpath(PACK_FILE).is_file():
+                found.setdefault(entry.name, (entry, bundled))
+    return MappingProxyType(found)
+
+
+def available_languages() -> tuple[str, ...]:
+    """The codes of every pack found, sorted."""
+    return tuple(sorted(_discover(language_folders())))
+
+
+@lru_cache(maxsize=None)
+def _load_pack(code: str, extra: tuple[str, ...]) -> LanguagePack:
+    found = _discover(extra)
+    if code not in found:
+        raise ValueError(f"unknown language {code!r}; available: {', '.join(sorted(found)) or 'none'}")
+    folder, bundled = found[code]
+    origin = f"languages/{code}/{PACK_FILE}" if bundled else str(Path(str(folder)) / PACK_FILE)
+    try:
+        data = tomllib.loads(folder.joinpath(PACK_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{origin}: cannot be read ({type(exc).__name__})") from None
+    unknown = sorted(set(data) - _PACK_KEYS)
+    if unknown:
+        raise ValueError(f"{origin}: unknown keys {unknown}; known: {sorted(_PACK_KEYS)}")
+    for key in ("name", "taxonomy"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise ValueError(f"{origin}: needs a non-empty string {key!r}")
+    from hybriddeid.taxonomy import load_taxonomy  # here: taxonomy reads its files through this module
+
+    try:
+        load_taxonomy(data["taxonomy"])
+    except ValueError as exc:
+        raise ValueError(f"{origin}: {exc}") from None
+    return LanguagePack(code, folder, MappingProxyType(data), bundled)
+
+
+def language_pack(code: str) -> LanguagePack:
+    """The pack of language ``code``; ``ValueError`` naming it and the available ones if none."""
+    if not isinstance(code, str):
+        raise ValueError(f"a language code must be a string, not {type(code).__name__}")
+    return _load_pack(code, language_folders())
+
+
+def add_language_folder(path: str | os.PathLike[str]) -> None:
+    """Search ``path`` (a folder holding pack folders) before the others; its packs override
+    bundled packs and packs of earlier-added folders with the same code. Clears the caches."""
+    folder = Path(path).resolve()
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: not a folder")
+    if str(folder) in _added:
+        _added.remove(str(folder))
+    _added.append(str(folder))
+    clear_caches()
+
+
+def remove_language_folder(path: str | os.PathLike[str]) -> None:
+    """Stop searching a folder given to :func:`add_language_folder` (no error if it was not). Clears the caches."""
+    folder = str(Path(path).resolve())
+    if folder in _added:
+        _added.remove(folder)
+    clear_caches()
+
+
+def register_cache(func: F) -> F:
+    """Decorator for an ``lru_cache``'d function keyed on a language: :func:`clear_caches` clears it."""
+    _caches.append(func)
+    return func
+
+
+def clear_caches() -> None:
+    """Forget every pack lookup and every registered per-language cache (after packs or
+    ``HYBRIDDEID_LANGUAGE_PATH`` changed)."""
+    _discover.cache_clear()
+    _load_pack.cache_clear()
+    for func in _caches:
+        func.cache_clear()
