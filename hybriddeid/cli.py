@@ -360,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
     from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
+    from hybriddeid.surrogates.audit import AUDIT_FORMATS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
     parser.add_argument("--version", action="version", version=f"hybriddeid {__version__}")
@@ -418,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     patients = deid.add_mutually_exclusive_group()
     patients.add_argument("--patient-map", type=Path, help="CSV (note, patient) or JSON {note: patient}")
     patients.add_argument("--patient-pattern", help="regex over note names; group 'patient' (or 1) is the patient id")
-    deid.add_argument("--audit-format", choices=("jsonl", "csv"), default="jsonl")
+    deid.add_argument("--audit-format", choices=AUDIT_FORMATS, default="jsonl")
     deid.add_argument("--mapping-dir", type=Path,
                       help="also write original -> replacement files here (PHI! owner-only, outside OUT_DIR)")
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
