@@ -99,9 +99,9 @@ class DeidProcessor:
         for doc in docs:
             by_patient.setdefault(self.unit_key(Path(doc.meta.get("path", "")), doc), []).append(doc)
         results = {}
-        settings = self.note_settings
+        settings, pipeline = self.note_settings, self.pipeline if self.model is not None else None
         for patient, patient_docs in by_patient.items():
-            for note in process_notes(self.pipeline if self.model is not None else None, patient_docs, settings, patient):
+            for note in process_notes(pipeline, patient_docs, settings, patient):
                 results[note.document.name] = (note.document, note.deid)
         (out_dir / AUDIT_DIR).mkdir(parents=True, exist_ok=True)
         for doc, result in results.values():  # the audit (and mapping) first: an output without one is redone
