@@ -6,22 +6,25 @@ together (by default one file; de-identification groups a patient's files). Unit
 process or, with ``jobs > 1``, in worker processes that each set the processor up once (e.g. load
 the model). Only file names, counts and error descriptions (which never quote note text) are
 reported.
+
+Every input file is read once: planning reads it (units and what is done depend on its documents)
+and the documents are kept for the units to run, so a run holds the notes it has still to process
+in memory (files are capped at 20 MB each by the readers).
 """
 from __future__ import annotations
 
 import logging
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from itertools import groupby
 from multiprocessing import get_context
-from operator import itemgetter
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from tqdm import tqdm
 
 from hybriddeid.document import Document
-from hybriddeid.io import InputError, detect_format, iter_documents, output_path, read_document, write_documents
+from hybriddeid.io import InputError, Inputs, output_path, scan_inputs, write_documents
+from hybriddeid.processing import NoteSettings, load_model, process_notes
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,32 @@ class TransformProcessor:
 
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
         write_documents([self.transform(doc) for doc in docs], out_dir, self.out_format)
+
+
+@dataclass
+class AnnotateProcessor:
+    """Writes each note with the model's PHI spans in ``out_format`` (``hybriddeid annotate``), one
+    input file per unit. The model is loaded by ``setup``, once per process, unless ``pipeline`` is
+    given (a model loaded already, e.g. to check a sweep file against it)."""
+
+    model: str | Path
+    out_format: str
+    settings: NoteSettings = NoteSettings()
+    pipeline: Any = field(default=None, repr=False)
+
+    def setup(self) -> None:
+        if self.pipeline is None:
+            self.pipeline = load_model(self.model)
+
+    def unit_key(self, path: Path, doc: Document) -> str:
+        return str(path)
+
+    def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
+        return output_path(doc, out_dir, self.out_format).exists()
+
+    def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
+        write_documents([note.document for note in process_notes(self.pipeline, docs, self.settings)], out_dir,
+                        self.out_format)
 
 
 @dataclass
@@ -106,7 +135,7 @@ def check_folders(in_dir: Path, out_dir: Path) -> None:
 
 
 def run_batch(
-    in_dir: Path,
+    in_dir: Path | Inputs,
     out_dir: Path,
     transform: Transform | BatchProcessor,
     out_format: str | None = None,
@@ -117,31 +146,35 @@ def run_batch(
 ) -> BatchResult:
     """Process every document under ``in_dir`` and write the results to ``out_dir``.
 
-    ``transform`` is a document -> document function (written in ``out_format``) or a
+    ``in_dir`` is a folder, or its ``Inputs`` (``hybriddeid.io.scan_inputs``; then ``in_format`` is
+    theirs). ``transform`` is a document -> document function (written in ``out_format``) or a
     ``BatchProcessor``. Units whose outputs are all done are skipped unless ``overwrite``; errors
     are collected per input file and the run goes on. With ``jobs > 1`` units run in that many
     worker processes; results do not depend on ``jobs``.
     """
-    check_folders(in_dir, out_dir)
-    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    check_folders(in_dir.folder if isinstance(in_dir, Inputs) else in_dir, out_dir)
+    inputs = in_dir if isinstance(in_dir, Inputs) else scan_inputs(in_dir, in_format)
+    out_dir = Path(out_dir)
     if callable(transform):
         if out_format is None:
             raise ValueError("run_batch needs out_format with a transform function")
         processor: BatchProcessor = TransformProcessor(transform, out_format)
     else:
         processor = transform
-    fmt = detect_format(in_dir) if in_format == "auto" else in_format
+    fmt = inputs.format
     result = BatchResult()
-    units, done = _plan(in_dir, out_dir, processor, fmt, overwrite, result)
+    units, done, docs = _plan(inputs, out_dir, processor, overwrite, result)
     todo = []
     for unit in units:
         if all(done[path] for path in unit):
             result.skipped.extend(unit)
+            for path in unit:
+                del docs[path]
         else:
             todo.append(unit)
     bar = tqdm(total=sum(len(unit) for unit in todo), desc="files", unit="file", disable=not progress, leave=False)
     with bar:
-        for unit, problem in _run_units(todo, processor, out_dir, fmt, jobs):
+        for unit, problem in _run_units(todo, processor, out_dir, fmt, docs, jobs):
             if problem is None:
                 result.written.extend(unit)
             else:
@@ -154,25 +187,25 @@ def run_batch(
     return result
 
 
-def _plan(in_dir: Path, out_dir: Path, processor: BatchProcessor, fmt: str, overwrite: bool,
-          result: BatchResult) -> tuple[list[list[Path]], dict[Path, bool]]:
-    """Read every input once: the units to run (files joined by shared keys) and which files are done."""
+def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
+          ) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]]]:
+    """Read every input once: the units to run (files joined by shared keys), which files are done,
+    and the documents of each file that can be processed."""
     keys: dict[Path, set[str]] = {}
     done: dict[Path, bool] = {}
-    by_file = groupby(iter_documents(in_dir, fmt), key=itemgetter(0))  # lazy: one file in memory
-    for path, group in by_file:
-        items = [item for _, item in group]
-        errors = [item for item in items if isinstance(item, InputError)]
-        if errors:
-            _fail(result, path, errors[0].problem)
+    docs: dict[Path, list[Document]] = {}
+    for path, items in inputs:
+        if isinstance(items, InputError):
+            _fail(result, path, items.problem)
             continue
         try:
             keys[path] = {processor.unit_key(path, doc) for doc in items}
-            done[path] = not overwrite and all(processor.is_done(doc, out_dir, fmt) for doc in items)
+            done[path] = not overwrite and all(processor.is_done(doc, out_dir, inputs.format) for doc in items)
+            docs[path] = items
         except (InputError, ValueError, OSError) as exc:
             _fail(result, path, describe_error(exc))
             keys.pop(path, None)
-    return _join(keys), done
+    return _join(keys), done, docs
 
 
 def _join(keys: dict[Path, set[str]]) -> list[list[Path]]:
@@ -199,43 +232,43 @@ def _join(keys: dict[Path, set[str]]) -> list[list[Path]]:
 
 
 # -- running units ---------------------------------------------------------------------------------
-_worker: tuple[BatchProcessor, Path, str] | None = None
+_worker: tuple[BatchProcessor, Path, str, dict[Path, list[Document]]] | None = None
 
 
-def _init_worker(processor: BatchProcessor, out_dir: Path, fmt: str) -> None:
+def _init_worker(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document]]) -> None:
     global _worker
     processor.setup()
-    _worker = (processor, out_dir, fmt)
+    _worker = (processor, out_dir, fmt, docs)
 
 
 def _work(unit: list[Path]) -> str | None:
     """Process one unit in this process; the problem as one safe line, or None when it worked."""
-    processor, out_dir, fmt = _worker
+    processor, out_dir, fmt, docs = _worker
     try:
-        docs = [doc for path in unit for doc in read_document(path, fmt)]
-        processor.process(docs, out_dir, fmt)
+        processor.process([doc for path in unit for doc in docs.pop(path)], out_dir, fmt)
     except Exception as exc:  # noqa: BLE001 - a bad unit must not stop the batch, nor leak text
         return describe_error(exc)
     return None
 
 
 def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path, fmt: str,
-               jobs: int) -> Iterator[tuple[list[Path], str | None]]:
-    """(unit, problem or None) for every unit, in completion order."""
+               docs: dict[Path, list[Document]], jobs: int) -> Iterator[tuple[list[Path], str | None]]:
+    """(unit, problem or None) for every unit, in completion order; ``docs`` holds each file's documents."""
     if not units:
         return
     global _worker
     if jobs <= 1 or len(units) == 1:
-        _init_worker(processor, out_dir, fmt)
+        _init_worker(processor, out_dir, fmt, docs)
         try:
             for unit in units:
                 yield unit, _work(unit)
         finally:
             _worker = None  # let the processor (and its model) go
         return
-    # fork: workers inherit the processor without pickling; each sets it up once (loads the model)
+    # fork: workers inherit the processor and the documents without pickling; each sets the processor
+    # up once (loads the model, unless this process had it loaded already)
     with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=get_context("fork"),
-                             initializer=_init_worker, initargs=(processor, out_dir, fmt)) as pool:
+                             initializer=_init_worker, initargs=(processor, out_dir, fmt, docs)) as pool:
         futures = {pool.submit(_work, unit): unit for unit in units}
         for future in as_completed(futures):
             try:

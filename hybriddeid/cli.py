@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hybriddeid")
 
-OUTPUT_FORMATS = ("brat", "i2b2", "jsonl")
-
 
 def _train(args: argparse.Namespace) -> int:
     from hybriddeid.evaluation import evaluate
@@ -46,46 +44,47 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _operating_point(args: argparse.Namespace, pipeline: "Pipeline | None" = None) -> float | None:
+def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline | None]":
     """The P(O) threshold of ``annotate``/``deid`` as ``Pipeline.predict`` takes it: ``--threshold``,
     or the one a saved sweep (``--sweep-file``) gives for ``--recall-target`` (0: none); None: the
-    model's own config. A ValueError when unusable. ``pipeline`` (loaded here from ``--model`` when
-    not given, and only for a sweep file) is what the sweep must have measured."""
+    model's own config. A ValueError when unusable. With a sweep file the model (``--model``) is
+    loaded to check that the sweep measured it, and returned so that the run does not load it again;
+    else no model is loaded (None)."""
     from hybriddeid.evaluation.sweep import Sweep
     from hybriddeid.operating_point import NO_THRESHOLD, check_threshold
-    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.processing import load_model
 
     if (args.recall_target is None) != (args.sweep_file is None):
         raise ValueError("--recall-target and --sweep-file go together")
     if args.threshold is not None:
-        return NO_THRESHOLD if args.threshold == NO_THRESHOLD else check_threshold(args.threshold, "--threshold")
+        return NO_THRESHOLD if args.threshold == NO_THRESHOLD else check_threshold(args.threshold, "--threshold"), None
     if args.recall_target is None:
-        return None
+        return None, None
     sweep = Sweep.load(args.sweep_file)
-    sweep.check_model(pipeline if pipeline is not None else Pipeline.load(args.model), args.model)
+    pipeline = load_model(args.model)
+    sweep.check_model(pipeline, args.model)
     threshold = sweep.threshold_for(args.recall_target)
     log.info("recall target %g: threshold %s, from %s", args.recall_target,
              f"{threshold:g}" if threshold != NO_THRESHOLD else "none (the model reaches it without one)", args.sweep_file)
-    return threshold
+    return threshold, pipeline
 
 
 def _annotate(args: argparse.Namespace) -> int:
-    from functools import partial
+    from hybriddeid.batch import AnnotateProcessor, run_batch
+    from hybriddeid.pipeline import model_language
+    from hybriddeid.processing import NoteSettings
 
-    from hybriddeid.batch import run_batch
-    from hybriddeid.pipeline import Pipeline
-
-    pipeline = Pipeline.load(args.model)
+    model_language(args.model)  # a missing model is told now, before any input is read
     try:
-        threshold = _operating_point(args, pipeline)
+        threshold, pipeline = _operating_point(args)
+        settings = NoteSettings(phi_set=args.phi_set, threshold=threshold)
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    result = run_batch(
-        args.in_dir, args.out_dir, partial(pipeline.annotate, phi_set=args.phi_set, threshold=threshold), args.format,
-        args.input_format,
-        overwrite=args.overwrite, progress=not args.quiet,
-    )
+    # The model is loaded once: by this process (jobs 1) or by each worker, unless loaded above already.
+    processor = AnnotateProcessor(args.model, args.format, settings, pipeline)
+    result = run_batch(args.in_dir, args.out_dir, processor, in_format=args.input_format, overwrite=args.overwrite,
+                       progress=not args.quiet, jobs=args.jobs)
     log.info("%s: %s", args.out_dir, result.summary())
     return result.exit_code
 
@@ -119,7 +118,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS, parse_thresholds, run_sweep
     from hybriddeid.io import read_corpus
     from hybriddeid.operating_point import check_threshold
-    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.processing import load_model
 
     try:
         thresholds = parse_thresholds(args.thresholds) if args.thresholds is not None else DEFAULT_THRESHOLDS
@@ -133,7 +132,7 @@ def _sweep(args: argparse.Namespace) -> int:
         log.error("%s: no documents found", args.gold_dir)
         return 2
     model = args.model or "default"
-    sweep = run_sweep(Pipeline.load(model), gold, thresholds, model=model, progress=not args.quiet,
+    sweep = run_sweep(load_model(model), gold, thresholds, model=model, progress=not args.quiet,
                       phi_set=args.phi_set)
     log.info("read %d notes in %.1f s, applied %d thresholds in %.1f s", sweep.documents, sweep.read_seconds,
              len(sweep.points) - 1, sweep.apply_seconds)
@@ -187,15 +186,15 @@ def _deid_key(args: argparse.Namespace, folders: Sequence[Path]) -> bytes | None
 
 
 def _deid_options(args: argparse.Namespace, folders: Sequence[Path]) -> "DeidOptions":
-    """The de-identification options of ``deid`` and ``spark-deid`` (the language defaults to the model's)."""
+    """The de-identification options of ``deid`` and ``spark-deid`` (the language defaults to the model's,
+    read from its config alone: the model itself is loaded where it runs)."""
+    from hybriddeid.pipeline import model_language
     from hybriddeid.surrogates import DeidOptions
 
     if args.use_annotations and args.language is None:
         raise ValueError("--use-annotations needs --language (en or es): there is no model to take it from")
     if args.language is None:
-        from hybriddeid.pipeline import Pipeline
-
-        args.language = Pipeline.load(args.model).language
+        args.language = model_language(args.model)
     return DeidOptions(
         mode=args.mode, language=args.language, key=_deid_key(args, folders), scope=args.scope,
         date_shift_days=args.date_shift_days, keep_years=args.keep_years,
@@ -205,22 +204,25 @@ def _deid_options(args: argparse.Namespace, folders: Sequence[Path]) -> "DeidOpt
 
 
 def _deid(args: argparse.Namespace) -> int:
+    from hybriddeid.deid_batch import DeidProcessor, run_deid
     from hybriddeid.surrogates.audit import format_summary
-    from hybriddeid.surrogates.runner import DeidProcessor, PatientMap, run_deid
+    from hybriddeid.surrogates.patients import PatientMap
 
     try:
         options = _deid_options(args, (args.in_dir, args.out_dir))
         patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
-        threshold = None
+        threshold = pipeline = None
         if args.use_annotations and (args.threshold is not None or args.recall_target is not None):
             raise ValueError("--threshold and --recall-target choose how a model finds PHI: not with --use-annotations")
         if not args.use_annotations:
-            threshold = _operating_point(args)  # the workers load the model; here only to check a sweep
+            # The model is loaded once: here only to check a sweep file, else by this process (jobs 1) or each worker.
+            threshold, pipeline = _operating_point(args)
     except ValueError as exc:
         log.error("%s", exc)
         return 2
     processor = DeidProcessor(options, patients, None if args.use_annotations else args.model,
-                              args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold)
+                              args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
+                              pipeline=pipeline)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=not args.quiet, jobs=args.jobs)
     log.info("%s: %s", args.out_dir, result.summary())
@@ -359,13 +361,14 @@ def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
+    from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
     from hybriddeid.languages import available_languages
+    from hybriddeid.surrogates.audit import AUDIT_FORMATS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
     parser.add_argument("--version", action="version", version=f"hybriddeid {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar, errors only")
     sub = parser.add_subparsers(dest="command", required=True)
-    formats = ("auto", "text", "brat", "i2b2", "i2b2-2006", "jsonl")
 
     train = sub.add_parser("train", help="train a pipeline on annotated notes")
     train.add_argument("--train", type=Path, required=True, help="folder of annotated notes (BRAT, i2b2 XML, JSONL)")
@@ -373,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", type=Path, help="pipeline config TOML (defaults fill what it leaves out)")
     train.add_argument("--out", type=Path, required=True, help="folder to write the model to")
     train.add_argument("--jobs", type=int, default=2, help="processes for training the two CRFs (default 2)")
-    train.add_argument("--input-format", choices=formats, default="auto")
+    train.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
     train.set_defaults(run=_train)
 
     annotate = sub.add_parser("annotate", help="find PHI spans and write them as annotations")
@@ -381,9 +384,10 @@ def build_parser() -> argparse.ArgumentParser:
     annotate.add_argument("out_dir", type=Path)
     annotate.add_argument("--model", default="default",
                           help='model folder, or a bundled model: "en" (the default) or "es"')
-    annotate.add_argument("--format", choices=OUTPUT_FORMATS, default="brat")
-    annotate.add_argument("--input-format", choices=formats, default="auto")
+    annotate.add_argument("--format", choices=ANNOTATION_FORMATS, default="brat")
+    annotate.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
     annotate.add_argument("--overwrite", action="store_true", help="redo inputs whose outputs exist")
+    annotate.add_argument("--jobs", type=int, default=1, help="worker processes, each loading the model (default 1)")
     _add_phi_set(annotate, "write only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
                            "ages only over 89); default: the model's setting")
     _add_operating_point_options(annotate)
@@ -394,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("gold_dir", type=Path)
     evaluate.add_argument("pred_dir", type=Path, nargs="?", help="predictions to score (not with --sweep)")
     evaluate.add_argument("--json", action="store_true", help="print the full report (or the sweep) as JSON")
-    evaluate.add_argument("--input-format", choices=formats, default="auto")
+    evaluate.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
     _add_phi_set(evaluate, "score only this PHI set: predictions outside it are dropped, gold spans outside it "
                            "are don't-care regions (default: i2b2-2014, every span)")
     evaluate.add_argument("--sweep", action="store_true",
@@ -418,11 +422,11 @@ def build_parser() -> argparse.ArgumentParser:
     patients = deid.add_mutually_exclusive_group()
     patients.add_argument("--patient-map", type=Path, help="CSV (note, patient) or JSON {note: patient}")
     patients.add_argument("--patient-pattern", help="regex over note names; group 'patient' (or 1) is the patient id")
-    deid.add_argument("--audit-format", choices=("jsonl", "csv"), default="jsonl")
+    deid.add_argument("--audit-format", choices=AUDIT_FORMATS, default="jsonl")
     deid.add_argument("--mapping-dir", type=Path,
                       help="also write original -> replacement files here (PHI! owner-only, outside OUT_DIR)")
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    deid.add_argument("--input-format", choices=formats, default="auto")
+    deid.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
     _add_operating_point_options(deid)
     deid.set_defaults(run=_deid)
@@ -430,9 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     spark = sub.add_parser("spark-deid", help="de-identify a table or folder of notes on Apache Spark (pip install hybriddeid[spark])")
     spark.add_argument("--input", required=True, help="Parquet or JSON Lines table (columns --id-col, --text-col), or a folder of .txt notes")
     spark.add_argument("--output", required=True, help="where to write note id, de-identified text and error code")
-    spark.add_argument("--format", choices=("parquet", "json", "text"), default="parquet",
+    spark.add_argument("--format", choices=TABLE_FORMATS, default="parquet",
                        help="output format (text: de-identified notes only, 'id<TAB>text' records ending in \\x1e)")
-    spark.add_argument("--input-format", choices=("auto", "parquet", "json", "text"), default="auto")
+    spark.add_argument("--input-format", choices=("auto", *TABLE_FORMATS), default="auto")
     _add_deid_options(spark)
     spark_patients = spark.add_mutually_exclusive_group()
     spark_patients.add_argument("--patient-col", help="column holding each note's patient id")
@@ -454,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="note types and layouts: test holds out some that train never uses (default train)")
     synth.add_argument("--language", choices=available_languages(), default="en",
                        help="a language whose pack has synth.toml (default en)")
-    synth.add_argument("--format", choices=OUTPUT_FORMATS, default="i2b2", help="default: i2b2 2014 XML")
+    synth.add_argument("--format", choices=ANNOTATION_FORMATS, default="i2b2", help="default: i2b2 2014 XML")
     synth.set_defaults(run=_synth)
 
     resources = sub.add_parser("resources", help="build knowledge resources for the CRF features")
@@ -469,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="Brown clusters C: leaves of the path tree (default 1000; 0 skips Brown)")
     clusters.add_argument("--w2v-k", default="50,200,1000",
                           help='k-means sizes over the word2vec vectors (default 50,200,1000; "" skips word2vec)')
-    clusters.add_argument("--input-format", choices=formats, default="auto")
+    clusters.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
     clusters.set_defaults(run=_resources_clusters)
     return parser
 

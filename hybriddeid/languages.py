@@ -184,12 +184,10 @@ def _load_pack(code: str, extra: tuple[str, ...]) -> LanguagePack:
     for key in ("name", "taxonomy"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise ValueError(f"{origin}: needs a non-empty string {key!r}")
-    from hybriddeid.taxonomy import load_taxonomy  # here: taxonomy reads its files through this module
-
-    try:
-        load_taxonomy(data["taxonomy"])
-    except ValueError as exc:
-        raise ValueError(f"{origin}: {exc}") from None
+    taxonomy_file = data["taxonomy"].replace("-", "_").lower() + ".toml"  # as hybriddeid.taxonomy names them
+    if not shared_resource("taxonomy", taxonomy_file).is_file():
+        bundled_taxonomies = sorted(entry.name[:-5] for entry in shared_resource("taxonomy").iterdir() if entry.name.endswith(".toml"))
+        raise ValueError(f"{origin}: unknown taxonomy {data['taxonomy']!r}; bundled: {', '.join(bundled_taxonomies)}")
     return LanguagePack(code, folder, MappingProxyType(data), bundled)
 
 

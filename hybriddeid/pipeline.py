@@ -486,3 +486,16 @@ class Pipeline:
                 raise FileNotFoundError(f"{path}: the config lists component {name!r} but its folder is missing")
             pipeline.components[name] = load_component(name, pipeline.config, path / name)
         return pipeline
+
+
+def model_language(path_or_name: str | Path = DEFAULT_MODEL) -> str:
+    """The language of a saved or bundled model (found as ``Pipeline.load`` finds it), read from its
+    config.toml alone: no component is loaded, for callers that need nothing else (``deid``'s default
+    surrogate language)."""
+    path = Path(path_or_name)
+    name = DEFAULT_BUNDLED if str(path_or_name) == DEFAULT_MODEL else str(path_or_name)
+    if not (path / CONFIG_FILE).is_file() and name in BUNDLED_MODELS:
+        path = Path(str(resources.files("hybriddeid.models").joinpath(name)))
+    if not (path / CONFIG_FILE).is_file():
+        raise FileNotFoundError(f"{path}: not a hybriddeid model (no {CONFIG_FILE})")
+    return load_config(path / CONFIG_FILE)["pipeline"]["language"]

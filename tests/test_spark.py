@@ -25,6 +25,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 from hybriddeid import Pipeline  # noqa: E402
 from hybriddeid.cli import main  # noqa: E402
 from hybriddeid.document import Document, Span  # noqa: E402
+from hybriddeid import processing  # noqa: E402
 from hybriddeid.integrations import spark as hspark  # noqa: E402
 from hybriddeid.surrogates import DeidOptions, deidentify_document, deidentify_patient  # noqa: E402
 
@@ -216,7 +217,7 @@ def test_prediction_and_replacement_failures_name_the_exception_type_only(monkey
     def leaky(*args, **kwargs):
         raise ValueError("Zebulon Quagmire")
 
-    monkeypatch.setattr(hspark, "deidentify_patient", leaky)
+    monkeypatch.setattr(processing, "deidentify_patient", leaky)
     frame = pd.DataFrame({"note_id": ["pt01_a"], "text": [NOTES["pt01_a"]], "error": [None],
                           "phi_spans": [span_records(gold_doc("pt01_a").spans)], hspark._PATIENT: ["pt01"]})
     frame["phi_spans"] = [[dict(zip(("start", "end", "label", "source", "score"), s)) for s in frame["phi_spans"][0]]]

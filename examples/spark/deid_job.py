@@ -4,7 +4,7 @@
 """
 import sys
 
-from hybriddeid.integrations.spark import main
+from hybriddeid.integrations.spark_submit import main
 
 if __name__ == "__main__":
     sys.exit(main())

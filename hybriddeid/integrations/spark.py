@@ -1,23 +1,23 @@
 """De-identification on Apache Spark: PHI spans and de-identified text for a DataFrame of notes.
 
-Two stages of pandas functions over Arrow batches, both reusing the single-machine code as it is:
+Two stages of pandas functions over Arrow batches, both calling ``hybriddeid.processing.process_notes``
+as ``hybriddeid annotate`` and ``deid`` do:
 
-1. *spans* (``mapInPandas``, any partitioning): ``Pipeline.predict`` on each note. The model is
+1. *spans* (``mapInPandas``, any partitioning): each note's PHI spans from the model. The model is
    shipped with the job (``SparkContext.addFile``) and loaded once per executor Python process
    (``_PIPELINES``, keyed by the model reference), not once per row or batch.
-2. *replacement* (``deidentify_patient``): in surrogate mode with patients, ``groupBy(patient)
-   .applyInPandas`` hands all of a patient's notes to it at once, exactly as ``hybriddeid deid``
-   does, so name parts link across the patient's notes wherever the input put them. Tag and mask
-   modes, and surrogates where every note is its own patient, depend on nothing outside the note
-   and run per partition, without a shuffle.
+2. *replacement*: in surrogate mode with patients, ``groupBy(patient).applyInPandas`` hands all of a
+   patient's notes over at once, exactly as ``hybriddeid deid`` does, so name parts link across the
+   patient's notes wherever the input put them. Tag and mask modes, and surrogates where every note
+   is its own patient, depend on nothing outside the note and run per partition, without a shuffle.
 
 Output is byte-identical to a single-machine run with the same model, key and options. A note that
 cannot be processed gets null results and an error code (``ERROR_CODES``, plus the exception's type,
 never its message, which may quote PHI); the job goes on. Everything is deterministic, so a re-run
 over the same input gives the same rows.
 
-``hybriddeid spark-deid`` (or ``python -m hybriddeid.integrations.spark``) runs it over files, e.g.
-with ``spark-submit``; see ``examples/spark/``.
+``hybriddeid spark-deid`` (or ``python -m hybriddeid.integrations.spark_submit``) runs it over files,
+e.g. with ``spark-submit``; see ``examples/spark/``.
 """
 from __future__ import annotations
 
@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from hybriddeid.document import Document, Span
-from hybriddeid.io import InputError
-from hybriddeid.profiles import check_phi_set, filter_document
-from hybriddeid.surrogates import DeidOptions, deidentify_patient
-from hybriddeid.surrogates.runner import PatientMap
+from hybriddeid.io import TABLE_FORMATS, InputError, detect_table_format
+from hybriddeid.processing import NoteSettings, load_model, process_notes
+from hybriddeid.profiles import check_phi_set
+from hybriddeid.surrogates import DeidOptions
+from hybriddeid.surrogates.patients import PatientMap
 
 if TYPE_CHECKING:  # pyspark and pandas come with the [spark] extra; imported where used
     import pandas as pd
@@ -59,8 +60,6 @@ ERROR_CODES = (NO_TEXT, TOO_LONG, NO_PATIENT, NO_SPANS, BAD_SPANS, PREDICT_FAILE
 # The batch reader refuses files over 20 MB; a note longer than this is refused here (memory per task).
 DEFAULT_MAX_CHARS = 20_000_000
 SHIPPED_PREFIX = "sparkfiles:"  # model reference of a model shipped with addFile
-OUTPUT_FORMATS = ("parquet", "json", "text")
-INPUT_FORMATS = ("auto", *OUTPUT_FORMATS)
 TEXT_RECORD_SEPARATOR = "\x1e"  # --format text: notes keep their line breaks, so records end with RS
 _PATIENT = "__hybriddeid_patient"  # internal column: the patient id each note is de-identified under
 
@@ -123,14 +122,12 @@ def load_pipeline(model_ref: str) -> Any:
     """The pipeline behind a reference from ``ship_model``, loaded once per Python process."""
     pipeline = _PIPELINES.get(model_ref)
     if pipeline is None:
-        from hybriddeid.pipeline import Pipeline
-
         path = model_ref
         if model_ref.startswith(SHIPPED_PREFIX):
             from pyspark import SparkFiles
 
             path = SparkFiles.get(model_ref[len(SHIPPED_PREFIX):])
-        pipeline = _PIPELINES[model_ref] = Pipeline.load(path)
+        pipeline = _PIPELINES[model_ref] = load_model(path)
     return pipeline
 
 
@@ -166,7 +163,8 @@ def _spans_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Span, ...
 
 def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_chars: int,
                phi_set: str | None = None) -> tuple[list | None, str | None]:
-    """(span records, None) for one note, or (None, error code); never raises. ``phi_set`` keeps only
+    """(span records, None) for one note, or (None, error code); never raises. The spans are
+    ``process_notes``'s: the model's, or (``pipeline`` None) the given ones; ``phi_set`` keeps only
     that PHI set's spans, as ``hybriddeid deid --phi-set`` does."""
     if not isinstance(text, str):
         return None, NO_TEXT
@@ -177,12 +175,12 @@ def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_cha
             return None, NO_SPANS
         try:  # Document checks that every span lies inside the text
             doc = Document(note_id, text, _spans_from_records(given))
-            return _span_records((filter_document(doc, phi_set) if phi_set else doc).spans), None
+            return _span_records(process_notes(None, [doc], NoteSettings(phi_set=phi_set))[0].document.spans), None
         except Exception as exc:  # noqa: BLE001 - a bad row must not fail the job
             return None, f"{BAD_SPANS}:{type(exc).__name__}"
     try:
-        doc = Document(note_id, text)  # phi_set only when given: a pipeline-like object may take just the note
-        return _span_records(pipeline.predict(doc) if phi_set is None else pipeline.predict(doc, phi_set=phi_set)), None
+        doc = Document(note_id, text)
+        return _span_records(process_notes(pipeline, [doc], NoteSettings(phi_set=phi_set))[0].document.spans), None
     except Exception as exc:  # noqa: BLE001 - only the type: the message may quote the note
         return None, f"{PREDICT_FAILED}:{type(exc).__name__}"
 
@@ -265,16 +263,16 @@ def deid_frame(stage: DeidStage, frame: "pd.DataFrame") -> "pd.DataFrame":
         if not ok:
             continue
         ok.sort(key=lambda row: ids[row])
-        try:
+        try:  # the spans were found (and kept within the PHI set) by the spans stage
             docs = [Document(ids[row], texts[row], _spans_from_records(spans[row])) for row in ok]
-            results = deidentify_patient(docs, stage.options, patients[ok[0]] or ids[ok[0]])
+            notes = process_notes(None, docs, NoteSettings(deid=stage.options), patients[ok[0]] or ids[ok[0]])
         except Exception as exc:  # noqa: BLE001 - only the type: the message may quote the note
             for row in ok:
                 errors[row] = f"{DEID_FAILED}:{type(exc).__name__}"
             continue
-        for row, result in zip(ok, results):
-            deid[row] = result.text
-            audit[row] = [replacement.to_dict() for replacement in result.replacements]
+        for row, note in zip(ok, notes):
+            deid[row] = note.deid.text
+            audit[row] = [replacement.to_dict() for replacement in note.deid.replacements]
     frame = frame.copy()
     frame[stage.deid_col] = deid
     frame[stage.error_col] = [None if _is_null(e) else e for e in errors]
@@ -396,26 +394,13 @@ def local_session(master: str | None = None, app_name: str = "hybriddeid") -> "S
     return spark
 
 
-def detect_input_format(path: str) -> str:
-    """parquet, json or text from a local path's file names; other locations must say which."""
-    local = Path(path[len("file://"):] if path.startswith("file://") else path)
-    if "://" in path and not path.startswith("file://") or not local.exists():
-        raise ValueError(f"{path}: cannot detect the input format here; give --input-format parquet, json or text")
-    files = [local] if local.is_file() else [p for p in local.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]
-    suffixes = {p.suffix.lower() for p in files}
-    for fmt, known in (("parquet", {".parquet"}), ("json", {".json", ".jsonl"}), ("text", {".txt"})):
-        if suffixes & known:
-            return fmt
-    raise ValueError(f"{path}: no .parquet, .json, .jsonl or .txt files; give --input-format")
-
-
 def read_notes(spark: "SparkSession", path: str, input_format: str = "auto", note_id_col: str = "note_id",
                text_col: str = "text") -> "DataFrame":
     """Notes as a DataFrame: Parquet or JSON Lines tables, or a folder of ``.txt`` notes (one per file,
     its name without ``.txt`` as note id, as ``hybriddeid deid`` names them)."""
     from pyspark.sql import functions as F
 
-    fmt = detect_input_format(path) if input_format == "auto" else input_format
+    fmt = detect_table_format(path) if input_format == "auto" else input_format
     if fmt == "parquet":
         return spark.read.parquet(path)
     if fmt == "json":
@@ -453,8 +438,8 @@ def run_job(spark: "SparkSession", input_path: str, output_path: str, options: D
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    if output_format not in OUTPUT_FORMATS:
-        raise ValueError(f"output format must be one of {', '.join(OUTPUT_FORMATS)}")
+    if output_format not in TABLE_FORMATS:
+        raise ValueError(f"output format must be one of {', '.join(TABLE_FORMATS)}")
     notes = read_notes(spark, input_path, input_format, note_id_col, text_col)
     if partitions:
         notes = notes.repartition(partitions)
@@ -471,18 +456,3 @@ def run_job(spark: "SparkSession", input_path: str, output_path: str, options: D
     else:
         getattr(out.write.mode(mode), output_format)(output_path)
     return {name: int(value or 0) for name, value in observation.get.items()}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m hybriddeid.integrations.spark ARGS`` = ``hybriddeid spark-deid ARGS`` (for spark-submit)."""
-    from hybriddeid.cli import main as cli_main
-
-    return cli_main(["spark-deid", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    # Runs the CLI from the imported module, not this __main__ copy: the pandas functions Spark ships
-    # must be pickled by reference to hybriddeid.integrations.spark (and its per-process model cache).
-    from hybriddeid.integrations import spark as _module
-
-    sys.exit(_module.main())

@@ -10,25 +10,37 @@ from __future__ import annotations
 
 from hybriddeid.io._common import InputError, atomic_write_text
 from hybriddeid.io.core import (
+    ANNOTATION_FORMATS,
     FORMATS,
+    INPUT_FORMATS,
+    TABLE_FORMATS,
+    Inputs,
     detect_format,
+    detect_table_format,
     iter_documents,
     output_path,
     read_corpus,
     read_document,
+    scan_inputs,
     write_document,
     write_documents,
 )
 
 __all__ = [
+    "ANNOTATION_FORMATS",
     "FORMATS",
+    "INPUT_FORMATS",
+    "TABLE_FORMATS",
     "InputError",
+    "Inputs",
     "atomic_write_text",
     "detect_format",
+    "detect_table_format",
     "iter_documents",
     "output_path",
     "read_corpus",
     "read_document",
+    "scan_inputs",
     "write_document",
     "write_documents",
 ]

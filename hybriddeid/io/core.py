@@ -6,7 +6,7 @@ by extension), so adding one is one registry entry.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -24,6 +24,12 @@ from hybriddeid.io.i2b2 import read_i2b2, read_i2b2_2006, render_i2b2, render_i2
 from hybriddeid.io.jsonl import read_jsonl, render_jsonl
 
 FORMATS = ("text", "brat", "i2b2", "i2b2-2006", "jsonl")
+INPUT_FORMATS = ("auto", *FORMATS)  # what a reader may be asked for: "auto" detects it
+ANNOTATION_FORMATS = ("brat", "i2b2", "jsonl")  # hold any note's spans, whatever it was read from
+# Tables of notes (a note id and a text column) as Spark reads and writes them
+# (hybriddeid.integrations.spark): Parquet, JSON Lines, or notes as .txt files / text records.
+TABLE_FORMATS = ("parquet", "json", "text")
+_TABLE_SUFFIXES = (("parquet", (".parquet",)), ("json", (".json", ".jsonl")), ("text", (".txt",)))
 _SNIFF_BYTES = 65_536
 
 
@@ -48,7 +54,7 @@ def _read_brat_pair(path: Path, max_bytes: int) -> list[Document]:
 @dataclass(frozen=True)
 class _Format:
     suffix: str  # the file readers take and write_document returns
-    read: Callable[[Path, int], list[Document]]
+    read: Callable[..., list[Document]]  # (path, max_bytes); XML readers also take text= (read ahead)
     render: Callable[[Sequence[Document]], dict[str, str]]  # extension -> content of one output
     multi: bool = False  # one file may hold several documents
 
@@ -60,6 +66,22 @@ _REGISTRY = {
     "i2b2-2006": _Format(".xml", read_i2b2_2006, render_i2b2_2006, multi=True),
     "jsonl": _Format(".jsonl", read_jsonl, render_jsonl, multi=True),
 }
+
+
+def detect_table_format(path: str) -> str:
+    """One of ``TABLE_FORMATS`` from the file names at a local path (a folder is searched through);
+    other locations (``hdfs://``...) must say which. A ValueError when it cannot be told."""
+    local = Path(path[len("file://"):] if path.startswith("file://") else path)
+    if "://" in path and not path.startswith("file://") or not local.exists():
+        raise ValueError(f"{path}: cannot detect the input format here; give --input-format "
+                         f"{', '.join(TABLE_FORMATS[:-1])} or {TABLE_FORMATS[-1]}")
+    files = [local] if local.is_file() else [p for p in local.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]
+    suffixes = {p.suffix.lower() for p in files}
+    for fmt, known in _TABLE_SUFFIXES:
+        if suffixes.intersection(known):
+            return fmt
+    names = [suffix for _, known in _TABLE_SUFFIXES for suffix in known]
+    raise ValueError(f"{path}: no {', '.join(names[:-1])} or {names[-1]} files; give --input-format")
 
 
 def _format(fmt: str) -> _Format:
@@ -88,6 +110,22 @@ def _detect_file(path: Path) -> str:
     return fmt
 
 
+def _detect_xml_reading(path: Path, max_bytes: int, read_ahead: dict[Path, str]) -> str:
+    """The XML format of ``path`` as ``_detect_file`` tells it, from a full reading of the file that is
+    kept in ``read_ahead`` for its reader, so that the file is read once. A file that cannot be read
+    as a note is sniffed from its head as ``_detect_file`` does (its reader reports the problem)."""
+    try:
+        text = read_text(path, max_bytes)
+    except InputError:
+        return _detect_file(path)
+    head = text[:_SNIFF_BYTES].encode("utf-8")[:_SNIFF_BYTES].decode("utf-8", errors="replace")
+    fmt = sniff_xml(head)
+    if fmt is None:
+        raise InputError(path, "neither i2b2 2014 (<TEXT>, <TAGS>) nor i2b2 2006 (<RECORD>) XML")
+    read_ahead[path.absolute()] = text
+    return fmt
+
+
 def _listing(in_dir: Path) -> list[Path]:
     if not in_dir.is_dir():
         raise InputError(in_dir, "not a folder")
@@ -101,7 +139,11 @@ def detect_format(in_dir: Path) -> str:
     2014 or 2006 by its first elements. A folder mixing formats is an ``InputError``: guessing would
     silently read half of it.
     """
-    in_dir = Path(in_dir)
+    return _detect_format(Path(in_dir))
+
+
+def _detect_format(in_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES, read_ahead: dict[Path, str] | None = None) -> str:
+    """``detect_format``; with ``read_ahead``, the XML file it looks into is read whole and kept there."""
     if in_dir.is_file():
         return _detect_file(in_dir)
     files = _listing(in_dir)
@@ -111,7 +153,7 @@ def detect_format(in_dir: Path) -> str:
         kinds.add("jsonl")
     xml = next((p for p in files if p.suffix == ".xml"), None)
     if xml is not None:
-        kinds.add(_detect_file(xml))
+        kinds.add(_detect_file(xml) if read_ahead is None else _detect_xml_reading(xml, max_bytes, read_ahead))
     if not kinds:
         raise InputError(in_dir, "no input files (.txt, .ann, .xml or .jsonl)")
     if len(kinds) > 1:
@@ -140,21 +182,61 @@ def read_document(path: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BY
     return _format(_detect_file(path) if fmt == "auto" else fmt).read(path, max_bytes)
 
 
+@dataclass
+class Inputs:
+    """The input files of a folder, in one format, each read once when iterated (``scan_inputs``).
+
+    Iterating gives ``(path, documents)`` per file in sorted order, or ``(path, InputError)`` for a file
+    that cannot be read, so that a batch carries on.
+    """
+
+    folder: Path
+    format: str
+    paths: list[Path]
+    max_bytes: int = DEFAULT_MAX_BYTES
+    # Files format detection has read already (absolute path -> text): their readers get the text.
+    read_ahead: dict[Path, str] = field(default_factory=dict, repr=False)
+
+    def read(self, path: Path) -> list[Document]:
+        """The documents of one input file (``read_document``), without reading it a second time."""
+        path = Path(path).absolute()
+        text = self.read_ahead.pop(path, None)
+        if text is not None:  # only XML files are read ahead, and their readers take the text
+            return _format(self.format).read(path, self.max_bytes, text=text)
+        return read_document(path, self.format, self.max_bytes)
+
+    def __iter__(self) -> Iterator[tuple[Path, list[Document] | InputError]]:
+        for path in self.paths:
+            try:
+                yield path, self.read(path)
+            except InputError as exc:
+                yield path, exc
+
+
+def scan_inputs(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> Inputs:
+    """The input files of ``in_dir`` in ``fmt`` (``"auto"``: ``detect_format``), not read yet.
+
+    Detecting an XML folder's format reads one file whole; ``Inputs`` hands that reading to the file's
+    reader, so every file is read once. A folder that cannot be listed or whose format cannot be told
+    raises ``InputError``.
+    """
+    in_dir = Path(in_dir)
+    read_ahead: dict[Path, str] = {}
+    fmt = _detect_format(in_dir, max_bytes, read_ahead) if fmt == "auto" else fmt
+    _format(fmt)
+    return Inputs(in_dir, fmt, _inputs(in_dir, fmt), max_bytes, read_ahead)
+
+
 def iter_documents(in_dir: Path, fmt: str = "auto",
                    max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[tuple[Path, Document | InputError]]:
-    """``(path, document)`` for every document of every input file, files in sorted order.
+    """``(path, document)`` for every document of every input file, files in sorted order, each read once.
 
     A file that cannot be read yields ``(path, InputError)`` once and the batch carries on. A folder
     that cannot be listed or whose format cannot be told raises at once.
     """
-    in_dir = Path(in_dir)
-    fmt = detect_format(in_dir) if fmt == "auto" else fmt
-    _format(fmt)
-    for path in _inputs(in_dir, fmt):
-        try:
-            docs = read_document(path, fmt, max_bytes)
-        except InputError as exc:
-            yield path, exc
+    for path, docs in scan_inputs(in_dir, fmt, max_bytes):
+        if isinstance(docs, InputError):
+            yield path, docs
             continue
         for doc in docs:
             yield path, doc

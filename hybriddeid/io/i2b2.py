@@ -51,9 +51,11 @@ def sniff_xml(head: str) -> str | None:
     return "i2b2" if match.group(1) == "TEXT" else "i2b2-2006"
 
 
-def parse_xml(path: Path, max_bytes: int) -> ET.Element:
-    """The root element of a UTF-8 XML file, its character data holding every ``"\\r"`` of the file."""
-    text = read_text(path, max_bytes).removeprefix("\ufeff")  # offsets count TEXT, not the file
+def parse_xml(path: Path, max_bytes: int, text: str | None = None) -> ET.Element:
+    """The root element of a UTF-8 XML file, its character data holding every ``"\\r"`` of the file.
+
+    ``text``: the file as ``read_text`` gave it, when it was read already (format detection)."""
+    text = (read_text(path, max_bytes) if text is None else text).removeprefix("\ufeff")  # offsets count TEXT
     declared = _DECLARED_ENCODING.match(text)
     if declared and declared.group(1).lower() not in _UTF8_NAMES:
         encoding = declared.group(1) if _XML_NAME.fullmatch(declared.group(1)[:40]) else "?"
@@ -85,9 +87,9 @@ def _meta(path: Path, fmt: str, root: ET.Element, **extra: str) -> dict[str, str
     return {"path": str(path), "format": fmt, "file": path.stem, "xml_root": root.tag, **extra}
 
 
-def read_i2b2(path: Path, max_bytes: int) -> list[Document]:
+def read_i2b2(path: Path, max_bytes: int, text: str | None = None) -> list[Document]:
     """The single note of an i2b2 2014 (or MEDDOCAN) XML file, its ``TAGS`` as gold spans."""
-    root = parse_xml(path, max_bytes)
+    root = parse_xml(path, max_bytes, text)
     text_element = root.find("TEXT")
     if text_element is None:
         raise InputError(path, "no <TEXT> element under the root (i2b2 2006 files hold <RECORD>s)")
@@ -105,9 +107,9 @@ def read_i2b2(path: Path, max_bytes: int) -> list[Document]:
     return [make_document(path, path.stem, text, spans, _meta(path, "i2b2", root))]
 
 
-def read_i2b2_2006(path: Path, max_bytes: int) -> list[Document]:
+def read_i2b2_2006(path: Path, max_bytes: int, text: str | None = None) -> list[Document]:
     """One document per ``<RECORD>``, its inline ``<PHI TYPE>`` elements as gold spans."""
-    root = parse_xml(path, max_bytes)
+    root = parse_xml(path, max_bytes, text)
     docs: list[Document] = []
     names: set[str] = set()
     for number, record in enumerate(root, 1):

@@ -1,4 +1,5 @@
-"""``hybriddeid deid`` over folders: patients, key, audit, resume, on top of ``batch.run_batch``.
+"""``hybriddeid deid`` over folders: patients, key, audit, resume, on top of ``batch.run_batch``; each note
+is processed by ``processing.process_notes``, as in every other run.
 
 Layout of OUT_DIR: one de-identified output per input, with the input's name and format (BRAT and
 i2b2 outputs carry the replaced spans at output offsets), and ``audit/`` holding one audit file per
@@ -11,84 +12,25 @@ interrupted run (outputs are written only after their audit) or a changed input 
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hybriddeid.batch import BatchResult, check_folders, run_batch
 from hybriddeid.document import Document
-from hybriddeid.io import InputError, atomic_write_text, detect_format, output_path, read_document, write_documents
+from hybriddeid.io import InputError, atomic_write_text, output_path, read_document, scan_inputs, write_documents
 from hybriddeid.io._common import is_safe_name
-from hybriddeid.profiles import check_phi_set, filter_document
+from hybriddeid.processing import NoteSettings, load_model, process_notes
+from hybriddeid.profiles import check_phi_set
 from hybriddeid.surrogates.audit import read_audit, render_audit, render_mapping, summarize
-from hybriddeid.surrogates.deid import DeidOptions, apply_replacements, deidentify_patient
+from hybriddeid.surrogates.deid import DeidOptions, apply_replacements
 from hybriddeid.surrogates.keys import Keyed
+from hybriddeid.surrogates.patients import PatientMap
 
 AUDIT_DIR = "audit"
 MANIFEST_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
-
-
-@dataclass(frozen=True)
-class PatientMap:
-    """Which patient a note belongs to: a mapping (note or file name -> patient id), a regex over the
-    note's name (group ``patient``, else group 1, else the whole match), or else the note itself."""
-
-    mapping: Mapping[str, str] | None = None
-    pattern: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.pattern is not None:
-            try:
-                re.compile(self.pattern)
-            except re.error as exc:
-                raise ValueError(f"--patient-pattern is not a valid regular expression ({exc.msg})") from None
-
-    @classmethod
-    def from_file(cls, path: Path) -> "PatientMap":
-        """A CSV (two columns: note or file name, patient id; a header row is allowed) or a JSON object."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(path, f"cannot read patient map ({type(exc).__name__})") from None
-        if path.suffix.lower() == ".json":
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, f"not valid JSON (line {exc.lineno})") from None
-            if not isinstance(data, dict) or not all(isinstance(v, (str, int)) for v in data.values()):
-                raise InputError(path, "must be a JSON object mapping note names to patient ids")
-            return cls({str(k): str(v) for k, v in data.items()})
-        mapping: dict[str, str] = {}
-        for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
-            if not row or not "".join(row).strip():
-                continue
-            if len(row) < 2:
-                raise InputError(path, f"line {number}: expected two columns (note, patient)")
-            if number == 1 and "patient" in row[1].lower():
-                continue  # header
-            mapping[row[0].strip()] = row[1].strip()
-        return cls(mapping)
-
-    def patient(self, path: Path, doc: Document) -> str:
-        if self.mapping is not None:
-            for name in (doc.name, path.name, path.stem, str(doc.meta.get("file", ""))):
-                if name in self.mapping:
-                    return self.mapping[name]
-            raise InputError(path, f"note {doc.name!r} has no patient in the patient map")
-        if self.pattern is not None:
-            match = re.search(self.pattern, doc.name)
-            if match is None:
-                raise InputError(path, f"note {doc.name!r} does not match --patient-pattern")
-            if "patient" in match.re.groupindex:
-                return match.group("patient")
-            return match.group(1) if match.re.groups else match.group(0)
-        return doc.name
 
 
 def audit_path(out_dir: Path, name: str, audit_format: str) -> Path:
@@ -104,7 +46,8 @@ class DeidProcessor:
     keeps only that set's spans: the model's predictions (default: the model's setting), or the
     inputs' annotations, read through the taxonomy that knows each note's labels (default: all).
     ``threshold`` is the model's P(O) threshold as ``Pipeline.predict`` takes it (None: the model's
-    own config; 0: none).
+    own config; 0: none). ``pipeline``: a model loaded already (else ``setup`` loads ``model``, once
+    per process).
     """
 
     options: DeidOptions
@@ -114,17 +57,20 @@ class DeidProcessor:
     mapping_dir: Path | None = None
     phi_set: str | None = None
     threshold: float | None = None
-    _pipeline: Any = field(default=None, repr=False)
+    pipeline: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.phi_set is not None:
             check_phi_set(self.phi_set)
 
-    def setup(self) -> None:
-        if self.model is not None and self._pipeline is None:
-            from hybriddeid.pipeline import Pipeline
+    @property
+    def note_settings(self) -> NoteSettings:
+        """What ``process_notes`` does to each note."""
+        return NoteSettings(self.phi_set, self.threshold, self.options)
 
-            self._pipeline = Pipeline.load(self.model)
+    def setup(self) -> None:
+        if self.model is not None and self.pipeline is None:
+            self.pipeline = load_model(self.model)
 
     def unit_key(self, path: Path, doc: Document) -> str:
         return self.patients.patient(path, doc)
@@ -146,19 +92,17 @@ class DeidProcessor:
 
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
         out_dir = Path(out_dir)
-        by_patient: dict[str, list[Document]] = {}
         for doc in docs:
             if not is_safe_name(doc.name):
                 raise InputError(Path(doc.meta.get("path", doc.name)), "note name cannot be used as a file name")
-            if self._pipeline is not None:
-                doc = self._pipeline.annotate(doc, phi_set=self.phi_set, threshold=self.threshold)
-            elif self.phi_set is not None:
-                doc = filter_document(doc, self.phi_set)
+        by_patient: dict[str, list[Document]] = {}
+        for doc in docs:
             by_patient.setdefault(self.unit_key(Path(doc.meta.get("path", "")), doc), []).append(doc)
         results = {}
+        settings, pipeline = self.note_settings, self.pipeline if self.model is not None else None
         for patient, patient_docs in by_patient.items():
-            for doc, result in zip(patient_docs, deidentify_patient(patient_docs, self.options, patient)):
-                results[doc.name] = (doc, result)
+            for note in process_notes(pipeline, patient_docs, settings, patient):
+                results[note.document.name] = (note.document, note.deid)
         (out_dir / AUDIT_DIR).mkdir(parents=True, exist_ok=True)
         for doc, result in results.values():  # the audit (and mapping) first: an output without one is redone
             if self.mapping_dir is not None:
@@ -206,7 +150,8 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
     """De-identify a folder; returns the batch result and the summary (also written to audit/summary.json)."""
     check_folders(in_dir, out_dir)
     in_dir, out_dir = Path(in_dir), Path(out_dir)
-    if processor.model is None and (detect_format(in_dir) if in_format == "auto" else in_format) == "text":
+    inputs = scan_inputs(in_dir, in_format)  # each file is read once, by run_batch
+    if processor.model is None and inputs.format == "text":
         raise InputError(in_dir, "plain .txt notes have no annotations to replace; leave out --use-annotations "
                                  "to find PHI with a model")
     if processor.mapping_dir is not None:
@@ -215,7 +160,7 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
             raise InputError(mapping_dir, "holds original PHI values; it must not lie inside the output folder")
         mapping_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     check_out_dir(out_dir, processor.settings(), overwrite)
-    result = run_batch(in_dir, out_dir, processor, in_format=in_format, overwrite=overwrite, progress=progress, jobs=jobs)
+    result = run_batch(inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs)
     audits = sorted((out_dir / AUDIT_DIR).glob(f"*.{processor.audit_format}"))
     summary = {"files": {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed)},
                **summarize(read_audit(path) for path in audits)}
