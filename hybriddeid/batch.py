@@ -8,8 +8,9 @@ the model). Only file names, counts and error descriptions (which never quote no
 reported.
 
 Every input file is read once: planning reads it (units and what is done depend on its documents)
-and the documents are kept for the units to run, so a run holds the notes it has still to process
-in memory (files are capped at 20 MB each by the readers).
+and the documents are kept for the units to run, up to ``HELD_CHARACTERS`` of note text; files
+planned past that budget are read again when their unit runs, so a run over millions of notes
+holds a bounded amount of text, at the price of a second read of those files only.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from hybriddeid.processing import NoteSettings, load_model, process_notes
 log = logging.getLogger(__name__)
 
 Transform = Callable[[Document], Document]
+HELD_CHARACTERS = 50_000_000  # note text kept from planning for the units (about 50-200 MB)
 
 
 class BatchProcessor(Protocol):
@@ -169,7 +171,7 @@ def run_batch(
         if all(done[path] for path in unit):
             result.skipped.extend(unit)
             for path in unit:
-                del docs[path]
+                docs.pop(path, None)
         else:
             todo.append(unit)
     bar = tqdm(total=sum(len(unit) for unit in todo), desc="files", unit="file", disable=not progress, leave=False)
@@ -190,10 +192,12 @@ def run_batch(
 def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
           ) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]]]:
     """Read every input once: the units to run (files joined by shared keys), which files are done,
-    and the documents of each file that can be processed."""
+    and the documents of each file that can be processed (those read while the text kept stays
+    within ``HELD_CHARACTERS``; the others are read again by their unit)."""
     keys: dict[Path, set[str]] = {}
     done: dict[Path, bool] = {}
-    docs: dict[Path, list[Document]] = {}
+    docs: dict[Path, list[Document] | Inputs] = {}
+    held = 0
     for path, items in inputs:
         if isinstance(items, InputError):
             _fail(result, path, items.problem)
@@ -201,7 +205,11 @@ def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: b
         try:
             keys[path] = {processor.unit_key(path, doc) for doc in items}
             done[path] = not overwrite and all(processor.is_done(doc, out_dir, inputs.format) for doc in items)
-            docs[path] = items
+            size = sum(len(doc.text) for doc in items)
+            if held + size <= HELD_CHARACTERS:
+                docs[path], held = items, held + size
+            else:
+                docs[path] = inputs  # read again when its unit runs
         except (InputError, ValueError, OSError) as exc:
             _fail(result, path, describe_error(exc))
             keys.pop(path, None)
@@ -232,10 +240,10 @@ def _join(keys: dict[Path, set[str]]) -> list[list[Path]]:
 
 
 # -- running units ---------------------------------------------------------------------------------
-_worker: tuple[BatchProcessor, Path, str, dict[Path, list[Document]]] | None = None
+_worker: tuple[BatchProcessor, Path, str, dict[Path, list[Document] | Inputs]] | None = None
 
 
-def _init_worker(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document]]) -> None:
+def _init_worker(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs]) -> None:
     global _worker
     processor.setup()
     _worker = (processor, out_dir, fmt, docs)
@@ -245,14 +253,18 @@ def _work(unit: list[Path]) -> str | None:
     """Process one unit in this process; the problem as one safe line, or None when it worked."""
     processor, out_dir, fmt, docs = _worker
     try:
-        processor.process([doc for path in unit for doc in docs.pop(path)], out_dir, fmt)
+        unit_docs = []
+        for path in unit:
+            held = docs.pop(path)
+            unit_docs.extend(held.read(path) if isinstance(held, Inputs) else held)
+        processor.process(unit_docs, out_dir, fmt)
     except Exception as exc:  # noqa: BLE001 - a bad unit must not stop the batch, nor leak text
         return describe_error(exc)
     return None
 
 
 def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path, fmt: str,
-               docs: dict[Path, list[Document]], jobs: int) -> Iterator[tuple[list[Path], str | None]]:
+               docs: dict[Path, list[Document] | Inputs], jobs: int) -> Iterator[tuple[list[Path], str | None]]:
     """(unit, problem or None) for every unit, in completion order; ``docs`` holds each file's documents."""
     if not units:
         return

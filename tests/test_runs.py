@@ -99,6 +99,26 @@ def test_each_input_is_read_once(run, fmt, jobs, tmp_path, opened):
     assert len([doc for _, doc in iter_documents(out)]) == 3
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_past_the_held_text_budget_files_are_read_again_and_outputs_are_the_same(jobs, tmp_path, opened, monkeypatch):
+    """A run keeps at most ``batch.HELD_CHARACTERS`` of note text from planning: with a budget of one
+    note, the first file is read once and the others twice, and the outputs do not change."""
+    from hybriddeid import batch
+
+    notes = write_notes(tmp_path / "in", "i2b2")
+    key = ["--key-file", str(tmp_path / "deid.key")]
+    assert main(["-q", *RUNS["deid"], str(notes), str(tmp_path / "held"), "--jobs", str(jobs), *key]) == 0
+    monkeypatch.setattr(batch, "HELD_CHARACTERS", len(NOTES["pt01_a"][0]))  # files are planned in name order
+    before = opened(notes)
+    assert main(["-q", *RUNS["deid"], str(notes), str(tmp_path / "reread"), "--jobs", str(jobs), *key]) == 0
+    after = {name: count - before.get(name, 0) for name, count in opened(notes).items()}
+    assert after == {"pt01_a.xml": 1, "pt01_b.xml": 2, "pt02_a.xml": 2}
+    outputs = sorted((tmp_path / "held").rglob("*.xml"))
+    assert len(outputs) == 3
+    for path in outputs:
+        assert path.read_bytes() == (tmp_path / "reread" / path.relative_to(tmp_path / "held")).read_bytes()
+
+
 def test_the_read_count_sees_a_second_reading(tmp_path, opened):
     """The counter works: reading the folder twice counts two openings of every file."""
     notes = write_notes(tmp_path / "in", "i2b2")
