@@ -71,10 +71,10 @@ def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline 
 
 def _annotate(args: argparse.Namespace) -> int:
     from hybriddeid.batch import AnnotateProcessor, run_batch
-    from hybriddeid.pipeline import model_language
+    from hybriddeid.pipeline import model_folder
     from hybriddeid.processing import NoteSettings
 
-    model_language(args.model)  # a missing model is told now, before any input is read
+    model_folder(args.model)  # a missing model is told now, before any input is read
     try:
         threshold, pipeline = _operating_point(args)
         settings = NoteSettings(phi_set=args.phi_set, threshold=threshold)

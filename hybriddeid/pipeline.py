@@ -472,12 +472,7 @@ class Pipeline:
     def load(cls, path_or_name: str | Path = DEFAULT_MODEL) -> "Pipeline":
         """Load a saved pipeline from a folder, or a bundled model by name: "en" (English, also
         "default"), "es" (Spanish, MEDDOCAN). A folder of that name with a model in it wins."""
-        path = Path(path_or_name)
-        name = DEFAULT_BUNDLED if str(path_or_name) == DEFAULT_MODEL else str(path_or_name)
-        if not (path / CONFIG_FILE).is_file() and name in BUNDLED_MODELS:
-            path = Path(str(resources.files("hybriddeid.models").joinpath(name)))
-        if not (path / CONFIG_FILE).is_file():
-            raise FileNotFoundError(f"{path}: not a hybriddeid model (no {CONFIG_FILE})")
+        path = model_folder(path_or_name)
         pipeline = cls(load_config(path / CONFIG_FILE))
         meta_path = path / META_FILE
         pipeline.meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
@@ -488,14 +483,19 @@ class Pipeline:
         return pipeline
 
 
-def model_language(path_or_name: str | Path = DEFAULT_MODEL) -> str:
-    """The language of a saved or bundled model (found as ``Pipeline.load`` finds it), read from its
-    config.toml alone: no component is loaded, for callers that need nothing else (``deid``'s default
-    surrogate language)."""
+def model_folder(path_or_name: str | Path = DEFAULT_MODEL) -> Path:
+    """The folder of a saved model, or of a bundled one by name ("en", "es", "default"); a folder of
+    that name with a model in it wins. FileNotFoundError when there is no config.toml there."""
     path = Path(path_or_name)
     name = DEFAULT_BUNDLED if str(path_or_name) == DEFAULT_MODEL else str(path_or_name)
     if not (path / CONFIG_FILE).is_file() and name in BUNDLED_MODELS:
         path = Path(str(resources.files("hybriddeid.models").joinpath(name)))
     if not (path / CONFIG_FILE).is_file():
         raise FileNotFoundError(f"{path}: not a hybriddeid model (no {CONFIG_FILE})")
-    return load_config(path / CONFIG_FILE)["pipeline"]["language"]
+    return path
+
+
+def model_language(path_or_name: str | Path = DEFAULT_MODEL) -> str:
+    """The language of a saved or bundled model, read from its config.toml alone: no component is
+    loaded, for callers that need nothing else (``deid``'s default surrogate language)."""
+    return load_config(model_folder(path_or_name) / CONFIG_FILE)["pipeline"]["language"]
