@@ -267,7 +267,7 @@ def test_the_environment_variable_adds_folders(tmp_path, monkeypatch):
 
 def test_the_environment_variable_reaches_a_new_process_and_the_cli(tmp_path):
     write_pack(tmp_path, "qq")
-    env = {**os.environ, ENV_VAR: str(tmp_path), "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, ENV_VAR: str(tmp_path)}  # the installed package, as a user's new process gets it
     code = ("from hybriddeid.languages import available_languages; from hybriddeid.cli import build_parser; "
             "print(available_languages(), build_parser().parse_args(['synth', '--n', '1', '--out', 'o', '--language', 'qq']).language)")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
