@@ -275,10 +275,16 @@ def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: b
     done: dict[Path, bool] = {}
     docs: dict[Path, list[Document] | Inputs] = {}
     held = 0
+    names: dict[str, Path] = {}  # outputs and audits are named by note: one name, one note
     for path, items in inputs:
         if isinstance(items, InputError):
-            _fail(result, path, items.problem)
+            _fail(result, items.path if items.path.parent == path.parent else path, items.problem)  # the file at fault
             continue
+        taken = next((doc.name for doc in items if names.get(doc.name, path) != path), None)
+        if taken is not None:
+            _fail(result, path, f"note name {taken!r} is already used by {names[taken].name}")
+            continue
+        names.update((doc.name, path) for doc in items)
         try:
             notes[path] = len(items)
             keys[path] = {processor.unit_key(path, doc) for doc in items}
