@@ -413,7 +413,10 @@ def _death(exitcode: int | None, memory_mb: int | None) -> str:
     """Why a worker ended without answering, from its exit status."""
     if exitcode is not None and exitcode < 0:
         number = -exitcode
-        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "unknown signal"
         hint = "; the system may have run out of memory" if number == signal.SIGKILL else (
             f"; it may have hit the memory limit of {memory_mb} MB" if memory_mb is not None and number in (
                 signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS) else "")
