@@ -563,12 +563,35 @@ def test_stale_temp_files_are_removed_and_new_ones_are_private(tmp_path, capsys,
 
 
 def test_errors_never_share_a_line_with_the_progress_bar(tmp_path):
-    notes = write(tmp_path / "in", {**{f"good{i}.txt": GOOD for i in range(3)}, "bad.txt": b"\xff\xfe\x00"})
+    """The bad note fails while the bar is drawn (XML cannot hold its BEL character), among good ones."""
+    notes = write(tmp_path / "in", {**{f"good{i}.txt": GOOD for i in range(3)}, "bad.txt": f"\x07{MARKER}\n",
+                                    **{f"later{i}.txt": GOOD for i in range(3)}})
     proc = subprocess.run([sys.executable, "-c", "import sys; from hybriddeid.cli import main; sys.exit(main())",
-                           "annotate", "--model", "en", str(notes), str(tmp_path / "out")],
+                           "annotate", "--model", "en", "--format", "i2b2", str(notes), str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
     pieces = re.split(r"[\r\n]", proc.stderr)
     errors = [piece for piece in pieces if "bad.txt" in piece]
     assert errors and all(piece.startswith("hybriddeid: ") for piece in errors), proc.stderr
     assert MARKER not in proc.stderr + proc.stdout
+
+
+def test_many_dying_workers_are_each_replaced(tmp_path, caplog):
+    """Every third note kills its worker: each fails alone, by name, and every other note is written."""
+    from hybriddeid.batch import Limits, run_batch
+
+    notes = write(tmp_path / "in", {f"n{i:02d}.txt": ("DIE " if i % 3 == 0 else "") + GOOD for i in range(12)})
+
+    def transform(doc: Document) -> Document:
+        if doc.text.startswith("DIE"):
+            os._exit(9)
+        return doc
+
+    for jobs in (1, 3):
+        result = run_batch(notes, tmp_path / f"out{jobs}", transform, "jsonl", progress=False, jobs=jobs,
+                           limits=Limits(timeout_per_note=60))
+        assert [(p.name, problem) for p, problem in result.failed] == [
+            (f"n{i:02d}.txt", "worker exited (status 9) before finishing") for i in (0, 3, 6, 9)]
+        assert sorted(p.name for p in (tmp_path / f"out{jobs}").iterdir()) == [
+            f"n{i:02d}.jsonl" for i in range(12) if i % 3]
+        assert result.exit_code == 1
