@@ -220,7 +220,15 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o666) -> None:
 
 
 def _umask() -> int:
-    mask = os.umask(0o077)
+    """The process umask: read from /proc where it can be (setting it to read it races other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)  # briefly stricter, never looser
     os.umask(mask)
     return mask
 
