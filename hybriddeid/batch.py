@@ -2,10 +2,11 @@
 atomically, inputs are never overwritten, and a rerun resumes by skipping finished outputs.
 
 Work is done in *units*: the documents of one or more whole input files that must be processed
-together (by default one file; de-identification groups a patient's files). Units run in this
-process or, with ``jobs > 1``, in worker processes that each set the processor up once (e.g. load
-the model). Only file names, counts and error descriptions (which never quote note text) are
-reported.
+together (by default one file; de-identification groups a patient's files). The processor is set up
+once (e.g. the model loaded) in this process, and units run in ``jobs`` worker processes forked from
+it, so that a unit that crashes its worker (a segfault, ``os._exit``), runs out of its memory limit
+or past its time limit (``Limits``) fails alone: its worker is replaced and the others go on. Only
+file names, counts and error descriptions (which never quote note text) are reported.
 
 Every input file is read once: planning reads it (units and what is done depend on its documents)
 and the documents are kept for the units to run, up to ``HELD_CHARACTERS`` of note text; files
@@ -14,27 +15,61 @@ holds a bounded amount of text, at the price of a second read of those files onl
 """
 from __future__ import annotations
 
+import contextlib
 import logging
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import os
+import resource
+import signal
+import time
+import uuid
 from dataclasses import dataclass, field
 from multiprocessing import get_context
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from hybriddeid.document import Document
-from hybriddeid.io import InputError, Inputs, output_path, scan_inputs, write_documents
+from hybriddeid.io import InputError, Inputs, output_path, remove_temp_files, scan_inputs, write_documents
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 
 log = logging.getLogger(__name__)
 
 Transform = Callable[[Document], Document]
 HELD_CHARACTERS = 50_000_000  # note text kept from planning for the units (about 50-200 MB)
+# A note takes well under a second (a 20 MB note about a minute); ten minutes means a runaway.
+DEFAULT_TIMEOUT_PER_NOTE = 600.0
+# A worker holds the model (about 100 MB for the bundled ones) and one unit's analysis; 4 GB of address
+# space is ample for a 20 MB note and stops a runaway before it takes a shared machine's memory.
+DEFAULT_MEMORY_MB = 4096
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one unit may cost its worker process: ``timeout_per_note`` seconds for each of its notes
+    (wall clock, the parent kills the worker past it) and ``memory_mb`` of address space
+    (``RLIMIT_AS``, set in the worker); None: no limit."""
+
+    timeout_per_note: float | None = DEFAULT_TIMEOUT_PER_NOTE
+    memory_mb: int | None = DEFAULT_MEMORY_MB
+
+    def __post_init__(self) -> None:
+        if self.timeout_per_note is not None and not self.timeout_per_note > 0:
+            raise ValueError("the time limit per note must be a positive number of seconds")
+        if self.memory_mb is not None and self.memory_mb < 64:
+            raise ValueError("the memory limit must be at least 64 MB")
+
+
+class SetupError(RuntimeError):
+    """The processor could not be set up (e.g. the model failed to load): nothing can be done."""
 
 
 class BatchProcessor(Protocol):
-    """What ``run_batch`` does with the documents of a folder."""
+    """What ``run_batch`` does with the documents of a folder. A processor may set ``needs_spans =
+    False`` when it replaces the inputs' spans: then a file whose annotations cannot be read is
+    processed from its text, with a warning."""
 
     def setup(self) -> None:
         """Prepare once per process before any ``process`` call (e.g. load a model)."""
@@ -79,6 +114,7 @@ class AnnotateProcessor:
     out_format: str
     settings: NoteSettings = NoteSettings()
     pipeline: Any = field(default=None, repr=False)
+    needs_spans = False  # the model's spans replace the inputs' own
 
     def setup(self) -> None:
         if self.pipeline is None:
@@ -124,16 +160,41 @@ def describe_error(exc: BaseException) -> str:
     """
     if isinstance(exc, InputError):
         return exc.problem
+    if isinstance(exc, MemoryError):
+        return "out of memory (raise --memory-limit-mb if the note is legitimately large)"
+    if isinstance(exc, OSError) and exc.strerror:  # file names and the system's words only
+        return f"{type(exc).__name__}: {exc.strerror}" + (f" ({exc.filename})" if exc.filename else "")
     return type(exc).__name__
 
 
-def check_folders(in_dir: Path, out_dir: Path) -> None:
-    """Raise unless ``in_dir`` is a folder and ``out_dir`` is another one (outputs never go over inputs)."""
+def check_folders(in_dir: Path, out_dir: Path, *writable: Path) -> None:
+    """Raise ``InputError`` unless ``in_dir`` is a folder, ``out_dir`` lies neither in it nor around it
+    (outputs never go into the inputs, nor inputs among outputs), and ``out_dir`` (and each folder of
+    ``writable``, made if missing) can be written: told once, before any work."""
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     if not in_dir.is_dir():
         raise InputError(in_dir, "is not a directory")
-    if out_dir.resolve() == in_dir.resolve():
+    inside, outside = in_dir.resolve(), out_dir.resolve()
+    if outside == inside:
         raise InputError(out_dir, "output directory must differ from the input directory")
+    if outside.is_relative_to(inside):
+        raise InputError(out_dir, f"output directory lies inside the input directory {in_dir}; "
+                                  "outputs are never written into the input folder")
+    if inside.is_relative_to(outside):
+        raise InputError(out_dir, f"output directory holds the input directory {in_dir}; choose another one")
+    for folder in (out_dir, *writable):
+        check_writable(Path(folder))
+
+
+def check_writable(folder: Path) -> None:
+    """Make ``folder`` if missing and prove a file can be created in it; else an ``InputError`` naming it."""
+    probe = folder / f".write-check.{uuid.uuid4().hex[:12]}.tmp"  # named as remove_temp_files clears
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(folder, f"cannot write into this output folder ({exc.strerror or type(exc).__name__})") from None
 
 
 def run_batch(
@@ -145,17 +206,21 @@ def run_batch(
     overwrite: bool = False,
     progress: bool = True,
     jobs: int = 1,
+    limits: Limits = Limits(),
+    encoding: str = "utf-8",
+    follow_symlinks: bool = False,
 ) -> BatchResult:
     """Process every document under ``in_dir`` and write the results to ``out_dir``.
 
     ``in_dir`` is a folder, or its ``Inputs`` (``hybriddeid.io.scan_inputs``; then ``in_format`` is
     theirs). ``transform`` is a document -> document function (written in ``out_format``) or a
     ``BatchProcessor``. Units whose outputs are all done are skipped unless ``overwrite``; errors
-    are collected per input file and the run goes on. With ``jobs > 1`` units run in that many
-    worker processes; results do not depend on ``jobs``.
+    are collected per input file and the run goes on. Units run in ``jobs`` worker processes under
+    ``limits``; results do not depend on ``jobs``. ``encoding`` and ``follow_symlinks`` are how the
+    folder is read (``scan_inputs``). Temporary files a killed run left in ``out_dir`` are removed
+    first. A processor that cannot be set up raises ``SetupError``.
     """
     check_folders(in_dir.folder if isinstance(in_dir, Inputs) else in_dir, out_dir)
-    inputs = in_dir if isinstance(in_dir, Inputs) else scan_inputs(in_dir, in_format)
     out_dir = Path(out_dir)
     if callable(transform):
         if out_format is None:
@@ -163,9 +228,14 @@ def run_batch(
         processor: BatchProcessor = TransformProcessor(transform, out_format)
     else:
         processor = transform
+    inputs = in_dir if isinstance(in_dir, Inputs) else scan_inputs(
+        in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
+        spans=getattr(processor, "needs_spans", True))
+    remove_temp_files(out_dir)
     fmt = inputs.format
     result = BatchResult()
-    units, done, docs = _plan(inputs, out_dir, processor, overwrite, result)
+    notes: dict[Path, int] = {}
+    units, done, docs = _plan(inputs, out_dir, processor, overwrite, result, notes)
     todo = []
     for unit in units:
         if all(done[path] for path in unit):
@@ -174,9 +244,15 @@ def run_batch(
                 docs.pop(path, None)
         else:
             todo.append(unit)
+    if todo:
+        try:
+            processor.setup()
+        except Exception as exc:  # noqa: BLE001 - told once, as a run that cannot start
+            raise SetupError(f"cannot set up the run: {_setup_problem(exc)}") from None
     bar = tqdm(total=sum(len(unit) for unit in todo), desc="files", unit="file", disable=not progress, leave=False)
-    with bar:
-        for unit, problem in _run_units(todo, processor, out_dir, fmt, docs, jobs):
+    # errors go above the bar, never onto its line
+    with logging_redirect_tqdm() if progress else contextlib.nullcontext(), bar:
+        for unit, problem in _run_units(todo, processor, out_dir, fmt, docs, jobs, limits, notes):
             if problem is None:
                 result.written.extend(unit)
             else:
@@ -190,19 +266,27 @@ def run_batch(
 
 
 def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
-          ) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]]]:
+          notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]]]:
     """Read every input once: the units to run (files joined by shared keys), which files are done,
     and the documents of each file that can be processed (those read while the text kept stays
-    within ``HELD_CHARACTERS``; the others are read again by their unit)."""
+    within ``HELD_CHARACTERS``; the others are read again by their unit). ``notes`` gets the number
+    of notes in each file (for the time limits)."""
     keys: dict[Path, set[str]] = {}
     done: dict[Path, bool] = {}
     docs: dict[Path, list[Document] | Inputs] = {}
     held = 0
+    names: dict[str, Path] = {}  # outputs and audits are named by note: one name, one note
     for path, items in inputs:
         if isinstance(items, InputError):
-            _fail(result, path, items.problem)
+            _fail(result, items.path if items.path.parent == path.parent else path, items.problem)  # the file at fault
             continue
+        taken = next((doc.name for doc in items if names.get(doc.name, path) != path), None)
+        if taken is not None:
+            _fail(result, path, f"note name {taken!r} is already used by {names[taken].name}")
+            continue
+        names.update((doc.name, path) for doc in items)
         try:
+            notes[path] = len(items)
             keys[path] = {processor.unit_key(path, doc) for doc in items}
             done[path] = not overwrite and all(processor.is_done(doc, out_dir, inputs.format) for doc in items)
             size = sum(len(doc.text) for doc in items)
@@ -240,54 +324,191 @@ def _join(keys: dict[Path, set[str]]) -> list[list[Path]]:
 
 
 # -- running units ---------------------------------------------------------------------------------
-_worker: tuple[BatchProcessor, Path, str, dict[Path, list[Document] | Inputs]] | None = None
+# Units run in worker processes forked from this one (they inherit the set-up processor and the
+# documents, nothing is pickled but the unit's paths and the answers). Each worker answers one unit at
+# a time over a pipe: ("log", logger, level, message) for its log records (shown above the progress
+# bar by this process) and ("done", problem or None, restart). A worker that dies, or runs past its
+# unit's deadline (then it is killed), fails that unit alone and is replaced by a fresh fork.
 
 
-def _init_worker(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs]) -> None:
-    global _worker
-    processor.setup()
-    _worker = (processor, out_dir, fmt, docs)
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    unit: list[Path] | None = None
+    deadline: float = float("inf")
+    limit: float | None = None
+
+    def stop(self, kill: bool = False) -> None:
+        if kill and self.process.is_alive():
+            self.process.kill()
+        elif self.process.is_alive():
+            with contextlib.suppress(OSError):
+                self.conn.send(None)  # finish and exit
+        self.process.join(None if kill else 5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
 
 
-def _work(unit: list[Path]) -> str | None:
-    """Process one unit in this process; the problem as one safe line, or None when it worked."""
-    processor, out_dir, fmt, docs = _worker
+class _PipeHandler(logging.Handler):
+    """Sends a worker's log records to the parent, which shows them above its progress bar."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__()
+        self.conn = conn
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.conn.send(("log", record.name, record.levelno, record.getMessage()))
+        except Exception:  # noqa: BLE001 - a log line must never fail a unit
+            pass
+
+
+def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt: str,
+                 docs: dict[Path, list[Document] | Inputs], memory_mb: int | None) -> None:
+    """A worker: unit after unit from ``conn`` until None or the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops the workers
+    root = logging.getLogger()
+    root.handlers = [_PipeHandler(conn)]
+    if memory_mb is not None:
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        wanted = memory_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+    while True:
+        try:
+            unit = conn.recv()
+        except (EOFError, OSError):
+            break
+        if unit is None:
+            break
+        problem, restart = _work(processor, out_dir, fmt, docs, unit)
+        if problem is not None and memory_mb is not None and restart:
+            problem = f"worker exceeded the memory limit of {memory_mb} MB (--memory-limit-mb)"
+        conn.send(("done", problem, restart))
+        if restart:
+            break
+    conn.close()
+
+
+def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs],
+          unit: list[Path]) -> tuple[str | None, bool]:
+    """Process one unit: (the problem as one safe line or None when it worked, whether the worker must
+    be replaced: after a MemoryError its state cannot be trusted)."""
     try:
         unit_docs = []
         for path in unit:
             held = docs.pop(path)
             unit_docs.extend(held.read(path) if isinstance(held, Inputs) else held)
         processor.process(unit_docs, out_dir, fmt)
+    except MemoryError as exc:
+        return describe_error(exc), True
     except Exception as exc:  # noqa: BLE001 - a bad unit must not stop the batch, nor leak text
-        return describe_error(exc)
-    return None
+        return describe_error(exc), False
+    return None, False
+
+
+def _death(exitcode: int | None, memory_mb: int | None) -> str:
+    """Why a worker ended without answering, from its exit status."""
+    if exitcode is not None and exitcode < 0:
+        number = -exitcode
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "unknown signal"
+        hint = "; the system may have run out of memory" if number == signal.SIGKILL else (
+            f"; it may have hit the memory limit of {memory_mb} MB" if memory_mb is not None and number in (
+                signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS) else "")
+        return f"worker crashed ({name}, signal {number}){hint}"
+    return f"worker exited (status {exitcode}) before finishing"
+
+
+def _setup_problem(exc: BaseException) -> str:
+    """A setup failure in words: model loading errors name files and settings, never note text."""
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path, fmt: str,
-               docs: dict[Path, list[Document] | Inputs], jobs: int) -> Iterator[tuple[list[Path], str | None]]:
-    """(unit, problem or None) for every unit, in completion order; ``docs`` holds each file's documents."""
+               docs: dict[Path, list[Document] | Inputs], jobs: int, limits: Limits,
+               notes: dict[Path, int]) -> Iterator[tuple[list[Path], str | None]]:
+    """(unit, problem or None) for every unit, in completion order, each run in a worker process."""
     if not units:
         return
-    global _worker
-    if jobs <= 1 or len(units) == 1:
-        _init_worker(processor, out_dir, fmt, docs)
-        try:
-            for unit in units:
-                yield unit, _work(unit)
-        finally:
-            _worker = None  # let the processor (and its model) go
-        return
-    # fork: workers inherit the processor and the documents without pickling; each sets the processor
-    # up once (loads the model, unless this process had it loaded already)
-    with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=get_context("fork"),
-                             initializer=_init_worker, initargs=(processor, out_dir, fmt, docs)) as pool:
-        futures = {pool.submit(_work, unit): unit for unit in units}
-        for future in as_completed(futures):
-            try:
-                problem = future.result()
-            except Exception as exc:  # noqa: BLE001 - e.g. a worker killed by the OS
-                problem = describe_error(exc)
-            yield futures[future], problem
+    context = get_context("fork")
+    pending = list(reversed(units))
+    workers: list[_Worker] = []
+    size = max(1, min(jobs, len(units)))
+
+    def start() -> _Worker:
+        parent_end, child_end = context.Pipe()
+        process = context.Process(target=_worker_main,
+                                  args=(child_end, processor, out_dir, fmt, docs, limits.memory_mb))
+        process.start()
+        child_end.close()
+        return _Worker(process, parent_end)
+
+    try:
+        while pending or workers:
+            while pending and len(workers) < size:
+                workers.append(start())
+            for worker in workers:
+                if worker.unit is None and pending:
+                    unit = pending.pop()
+                    worker.unit = unit
+                    if limits.timeout_per_note is not None:
+                        worker.limit = limits.timeout_per_note * sum(notes.get(path, 1) for path in unit)
+                        worker.deadline = time.monotonic() + worker.limit
+                    worker.conn.send(unit)
+                    for path in unit:  # the worker has them; later forks need not
+                        docs.pop(path, None)
+            busy = [worker for worker in workers if worker.unit is not None]
+            if not busy:
+                for worker in workers:
+                    worker.stop()
+                workers.clear()
+                continue
+            timeout = max(0.0, min(worker.deadline for worker in busy) - time.monotonic())
+            wait([w.conn for w in busy] + [w.process.sentinel for w in busy], None if timeout == float("inf") else timeout)
+            for worker in busy:
+                outcome = _collect(worker, limits)
+                if outcome is None:
+                    continue
+                unit, problem, replace = outcome
+                worker.unit, worker.deadline = None, float("inf")
+                if replace:
+                    worker.stop(kill=True)
+                    workers.remove(worker)
+                yield unit, problem
+    finally:
+        for worker in workers:
+            worker.stop(kill=True)
+
+
+def _collect(worker: _Worker, limits: Limits) -> tuple[list[Path], str | None, bool] | None:
+    """The busy ``worker``'s answer once it has one (unit, problem, whether to replace the worker), or
+    None while it still works within its deadline. Its log records are passed on meanwhile."""
+    unit = worker.unit
+    assert unit is not None
+    dead = False
+    try:
+        while worker.conn.poll():
+            message = worker.conn.recv()
+            if message[0] == "log":
+                logging.getLogger(message[1]).log(message[2], "%s", message[3])
+            else:
+                return unit, message[1], message[2]
+    except (EOFError, OSError):
+        dead = True  # the pipe closed with no answer: told below
+    if dead or not worker.process.is_alive():
+        worker.process.join()
+        return unit, _death(worker.process.exitcode, limits.memory_mb), True
+    if time.monotonic() >= worker.deadline:
+        return unit, f"worker killed: timed out after {worker.limit:g} s (--timeout-per-note)", True
+    return None
 
 
 def _fail(result: BatchResult, path: Path, problem: str) -> None:

@@ -25,7 +25,7 @@ def _train(args: argparse.Namespace) -> int:
     from hybriddeid.pipeline import Pipeline, load_config
 
     config = load_config(args.config) if args.config else None
-    train = read_corpus(args.train, args.input_format)
+    train = read_corpus(args.train, args.input_format, encoding=args.encoding)
     if not train:
         log.error("%s: no documents found", args.train)
         return 2
@@ -34,7 +34,7 @@ def _train(args: argparse.Namespace) -> int:
     pipeline = Pipeline(config).fit(train, n_jobs=args.jobs, corpus_name=Path(args.train).name)
     log.info("trained in %.1f s", time.perf_counter() - started)
     if args.dev:
-        dev = read_corpus(args.dev, args.input_format)
+        dev = read_corpus(args.dev, args.input_format, encoding=args.encoding)
         report = evaluate(dev, [pipeline.annotate(doc) for doc in dev], phi_set=pipeline.phi_set)
         strict = report.score("strict")
         pipeline.meta["dev_metrics"] = {"documents": len(dev), "scores": report.to_dict()["scores"]}
@@ -84,7 +84,8 @@ def _annotate(args: argparse.Namespace) -> int:
     # The model is loaded once: by this process (jobs 1) or by each worker, unless loaded above already.
     processor = AnnotateProcessor(args.model, args.format, settings, pipeline)
     result = run_batch(args.in_dir, args.out_dir, processor, in_format=args.input_format, overwrite=args.overwrite,
-                       progress=not args.quiet, jobs=args.jobs)
+                       progress=not args.quiet, jobs=args.jobs, limits=args.limits, encoding=args.encoding,
+                       follow_symlinks=args.follow_symlinks)
     log.info("%s: %s", args.out_dir, result.summary())
     return result.exit_code
 
@@ -107,7 +108,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.pred_dir is None:
         log.error("evaluate needs PRED_DIR, the predictions to score (or --sweep to run a model over GOLD_DIR)")
         return 2
-    report = evaluate_directories(args.gold_dir, args.pred_dir, args.input_format, phi_set=args.phi_set)
+    report = evaluate_directories(args.gold_dir, args.pred_dir, args.input_format, phi_set=args.phi_set,
+                                  encoding=args.encoding)
     print(report.to_json() if args.json else report.format_table())
     return 0
 
@@ -127,7 +129,7 @@ def _sweep(args: argparse.Namespace) -> int:
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    gold = read_corpus(args.gold_dir, args.input_format)
+    gold = read_corpus(args.gold_dir, args.input_format, encoding=args.encoding)
     if not gold:
         log.error("%s: no documents found", args.gold_dir)
         return 2
@@ -224,7 +226,8 @@ def _deid(args: argparse.Namespace) -> int:
                               args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
                               pipeline=pipeline)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
-                               overwrite=args.overwrite, progress=not args.quiet, jobs=args.jobs)
+                               overwrite=args.overwrite, progress=not args.quiet, jobs=args.jobs, limits=args.limits,
+                               encoding=args.encoding, follow_symlinks=args.follow_symlinks)
     log.info("%s: %s", args.out_dir, result.summary())
     log.info("%s", format_summary(summary))
     return result.exit_code
@@ -358,6 +361,27 @@ def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep-file", type=Path, help="sweep JSON of this model (evaluate --sweep --sweep-out)")
 
 
+def _add_encoding(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--encoding", default="utf-8",
+                        help="encoding of the input files, e.g. cp1252 or latin-1 for some hospital exports "
+                             "(default utf-8; a UTF-8 byte-order mark is kept and counted by offsets); outputs are UTF-8")
+
+
+def _add_batch_options(parser: argparse.ArgumentParser) -> None:
+    """What ``annotate`` and ``deid`` share about reading a folder and running its notes in workers."""
+    from hybriddeid.batch import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_PER_NOTE
+
+    _add_encoding(parser)
+    parser.add_argument("--follow-symlinks", action="store_true",
+                        help="read symbolic links that lead out of the input folder (refused by default)")
+    parser.add_argument("--timeout-per-note", type=float, default=DEFAULT_TIMEOUT_PER_NOTE, metavar="SECONDS",
+                        help="a worker taking longer than this per note of its unit is killed and those notes "
+                             f"fail (default {DEFAULT_TIMEOUT_PER_NOTE:g}; 0: no limit)")
+    parser.add_argument("--memory-limit-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
+                        help="address space of each worker process; a unit that needs more fails alone "
+                             f"(default {DEFAULT_MEMORY_MB}; 0: no limit)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
@@ -377,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", type=Path, required=True, help="folder to write the model to")
     train.add_argument("--jobs", type=int, default=2, help="processes for training the two CRFs (default 2)")
     train.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
+    _add_encoding(train)
     train.set_defaults(run=_train)
 
     annotate = sub.add_parser("annotate", help="find PHI spans and write them as annotations")
@@ -387,7 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     annotate.add_argument("--format", choices=ANNOTATION_FORMATS, default="brat")
     annotate.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
     annotate.add_argument("--overwrite", action="store_true", help="redo inputs whose outputs exist")
-    annotate.add_argument("--jobs", type=int, default=1, help="worker processes, each loading the model (default 1)")
+    annotate.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    _add_batch_options(annotate)
     _add_phi_set(annotate, "write only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
                            "ages only over 89); default: the model's setting")
     _add_operating_point_options(annotate)
@@ -399,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("pred_dir", type=Path, nargs="?", help="predictions to score (not with --sweep)")
     evaluate.add_argument("--json", action="store_true", help="print the full report (or the sweep) as JSON")
     evaluate.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
+    _add_encoding(evaluate)
     _add_phi_set(evaluate, "score only this PHI set: predictions outside it are dropped, gold spans outside it "
                            "are don't-care regions (default: i2b2-2014, every span)")
     evaluate.add_argument("--sweep", action="store_true",
@@ -426,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     deid.add_argument("--mapping-dir", type=Path,
                       help="also write original -> replacement files here (PHI! owner-only, outside OUT_DIR)")
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    _add_batch_options(deid)
     deid.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
     _add_operating_point_options(deid)
@@ -478,15 +506,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_run_options(args: argparse.Namespace) -> None:
+    """Turn ``--encoding``, ``--jobs`` and the worker limits into checked values (a ValueError if unusable)."""
+    from hybriddeid.batch import Limits
+    from hybriddeid.io import check_encoding
+
+    if getattr(args, "encoding", None) is not None:
+        args.encoding = check_encoding(args.encoding)
+    if args.command in ("annotate", "deid"):
+        if args.jobs < 1:
+            raise ValueError("--jobs must be at least 1")
+        args.limits = Limits(args.timeout_per_note or None, args.memory_limit_mb or None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from hybriddeid.batch import SetupError
     from hybriddeid.io import InputError
     from hybriddeid.pipeline import ConfigError
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO, format="hybriddeid: %(message)s")
     try:
+        _check_run_options(args)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    try:
         return args.run(args)
-    except (InputError, ConfigError, FileNotFoundError) as exc:
+    except (InputError, ConfigError, FileNotFoundError, SetupError) as exc:
         log.error("%s", exc)
         return 2
 

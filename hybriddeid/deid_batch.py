@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from hybriddeid.batch import BatchResult, check_folders, run_batch
+from hybriddeid.batch import BatchResult, Limits, check_folders, check_writable, run_batch
 from hybriddeid.document import Document
-from hybriddeid.io import InputError, atomic_write_text, output_path, read_document, scan_inputs, write_documents
+from hybriddeid.io import (InputError, atomic_write_text, output_path, read_document, remove_temp_files, scan_inputs,
+                           write_documents)
 from hybriddeid.io._common import is_safe_name
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
@@ -67,6 +68,11 @@ class DeidProcessor:
     def note_settings(self) -> NoteSettings:
         """What ``process_notes`` does to each note."""
         return NoteSettings(self.phi_set, self.threshold, self.options)
+
+    @property
+    def needs_spans(self) -> bool:
+        """The inputs' annotations are what is replaced only without a model."""
+        return self.model is None
 
     def setup(self) -> None:
         if self.model is not None and self.pipeline is None:
@@ -146,11 +152,17 @@ def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool) -
 
 
 def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: str = "auto",
-             overwrite: bool = False, progress: bool = True, jobs: int = 1) -> tuple[BatchResult, dict[str, Any]]:
-    """De-identify a folder; returns the batch result and the summary (also written to audit/summary.json)."""
-    check_folders(in_dir, out_dir)
+             overwrite: bool = False, progress: bool = True, jobs: int = 1, limits: Limits = Limits(),
+             encoding: str = "utf-8", follow_symlinks: bool = False) -> tuple[BatchResult, dict[str, Any]]:
+    """De-identify a folder; returns the batch result and the summary (also written to audit/summary.json).
+
+    ``jobs``, ``limits``, ``encoding`` and ``follow_symlinks`` are ``run_batch``'s. The folders are
+    checked (and temporary files a killed run left removed) before any work."""
+    check_folders(in_dir, out_dir, Path(out_dir) / AUDIT_DIR)
     in_dir, out_dir = Path(in_dir), Path(out_dir)
-    inputs = scan_inputs(in_dir, in_format)  # each file is read once, by run_batch
+    # each file is read once, by run_batch
+    inputs = scan_inputs(in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
+                         spans=processor.needs_spans)
     if processor.model is None and inputs.format == "text":
         raise InputError(in_dir, "plain .txt notes have no annotations to replace; leave out --use-annotations "
                                  "to find PHI with a model")
@@ -159,8 +171,11 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
         if mapping_dir.resolve().is_relative_to(out_dir.resolve()):
             raise InputError(mapping_dir, "holds original PHI values; it must not lie inside the output folder")
         mapping_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_writable(mapping_dir)
+        remove_temp_files(mapping_dir)
+    remove_temp_files(out_dir / AUDIT_DIR)
     check_out_dir(out_dir, processor.settings(), overwrite)
-    result = run_batch(inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs)
+    result = run_batch(inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs, limits=limits)
     audits = sorted((out_dir / AUDIT_DIR).glob(f"*.{processor.audit_format}"))
     summary = {"files": {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed)},
                **summarize(read_audit(path) for path in audits)}

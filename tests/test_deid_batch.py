@@ -227,7 +227,7 @@ def test_no_phi_in_logs_errors_or_progress(brat_dir, tmp_path, capsys, caplog, m
         assert value not in streams
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert sorted(errors) == sorted(2 * ["pt02_visit1.txt: ValueError", "pt02_visit2.txt: ValueError",
-                                         "pt09_visit1.txt: not valid UTF-8 (byte offset 25)"])
+                                         "pt09_visit1.txt: not valid UTF-8 (byte offset 25); name its encoding with --encoding (e.g. cp1252)"])
     assert (tmp_path / "out1" / "pt01_visit1.txt").is_file()  # the others were done
 
 

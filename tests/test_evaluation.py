@@ -318,7 +318,7 @@ def test_evaluate_directories_reads_with_io(monkeypatch, tmp_path):
     corpora = {tmp_path / "gold": GOLD, tmp_path / "pred": PRED}
     calls = []
 
-    def fake_read_corpus(in_dir: Path, fmt: str = "auto"):
+    def fake_read_corpus(in_dir: Path, fmt: str = "auto", encoding: str = "utf-8"):
         calls.append((in_dir, fmt))
         return corpora[in_dir]
 

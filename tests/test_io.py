@@ -199,7 +199,7 @@ BAD_INPUTS = {
     "xml malformed": ({"a.xml": "<deIdi2b2>\n<TEXT>Pardo</TEX>\n</deIdi2b2>".encode()}, "a.xml", "i2b2",
                       "malformed XML at line 2, column"),
     "xml latin-1 declared": ({"a.xml": b"<?xml version='1.0' encoding='ISO-8859-1'?><a/>"}, "a.xml", "i2b2",
-                             "only UTF-8"),
+                             "name it with --encoding"),
     "xml no TEXT": ({"a.xml": RECORD.format("Pardo").encode()}, "a.xml", "i2b2", "no <TEXT>"),
     "xml out of range": ({"a.xml": GOOD_XML.format(
         '<NAME id="T7" start="8" end="99" text="Pardo" TYPE="DOCTOR"/>').encode()}, "a.xml", "i2b2",

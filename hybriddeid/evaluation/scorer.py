@@ -97,9 +97,11 @@ def evaluate(
 
 
 def evaluate_directories(
-    gold_dir: Path, pred_dir: Path, fmt: str = "auto", taxonomy: Taxonomy | None = None, phi_set: str | None = None
+    gold_dir: Path, pred_dir: Path, fmt: str = "auto", taxonomy: Taxonomy | None = None, phi_set: str | None = None,
+    encoding: str = "utf-8",
 ) -> EvaluationReport:
-    """Read both folders with ``hybriddeid.io.read_corpus`` and ``evaluate`` them (under ``phi_set``)."""
+    """Read both folders (in ``encoding``) with ``hybriddeid.io.read_corpus`` and ``evaluate`` them (under ``phi_set``)."""
     from hybriddeid.io import read_corpus  # lazy: io is optional for in-memory evaluation
 
-    return evaluate(read_corpus(Path(gold_dir), fmt), read_corpus(Path(pred_dir), fmt), taxonomy, phi_set)
+    return evaluate(read_corpus(Path(gold_dir), fmt, encoding=encoding),
+                    read_corpus(Path(pred_dir), fmt, encoding=encoding), taxonomy, phi_set)

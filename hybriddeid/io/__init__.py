@@ -8,7 +8,7 @@ an ``InputError`` naming the file and what is wrong, never quoting note text.
 """
 from __future__ import annotations
 
-from hybriddeid.io._common import InputError, atomic_write_text
+from hybriddeid.io._common import InputError, atomic_write_text, check_encoding, remove_temp_files
 from hybriddeid.io.core import (
     ANNOTATION_FORMATS,
     FORMATS,
@@ -34,12 +34,14 @@ __all__ = [
     "InputError",
     "Inputs",
     "atomic_write_text",
+    "check_encoding",
     "detect_format",
     "detect_table_format",
     "iter_documents",
     "output_path",
     "read_corpus",
     "read_document",
+    "remove_temp_files",
     "scan_inputs",
     "write_document",
     "write_documents",

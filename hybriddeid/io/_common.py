@@ -5,9 +5,11 @@ in logs that are not cleared for PHI.
 """
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import re
+import stat
 import uuid
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -23,6 +25,8 @@ PROVENANCE_KEYS = ("path", "format", "file", "line")
 _SAFE_ID = re.compile(r"[\w.:-]{1,40}")
 _SAFE_NAME = re.compile(r"[^\x00-\x1f/\\]{1,200}")
 _WHITESPACE = re.compile(r"\s+")
+_ENCODING_NAMES = {"utf-8": "UTF-8"}
+_TEMP_FILE = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")  # what atomic_write_text names its temporary files
 
 
 class InputError(ValueError):
@@ -37,20 +41,16 @@ class InputError(ValueError):
         return type(self), (self.path, self.problem)
 
 
-def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool = False) -> str:
-    """The file decoded as strict UTF-8, after the checks every format needs.
+def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool = False,
+              encoding: str = "utf-8") -> str:
+    """The file decoded as strict ``encoding`` (default UTF-8), after the checks every format needs.
 
     A UTF-8 byte-order mark is kept as ``"\\ufeff"`` at index 0: annotation offsets count it (MEDDOCAN's
     BRAT and XML files both do), so dropping it would shift every span. Formats whose offsets do not
-    point into the raw file (XML, JSONL) strip it themselves.
+    point into the raw file (XML, JSONL) strip it themselves. Only a regular file is read: a folder, a
+    FIFO or a device is refused without blocking on it (``read_regular_file``).
     """
-    try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise InputError(path, f"file is {size} bytes, over the limit of {max_bytes}")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read file ({exc.strerror or type(exc).__name__})") from None
+    data = read_regular_file(path, max_bytes)
     if not data and not allow_empty:
         raise InputError(path, "file is empty")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -59,9 +59,62 @@ def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool 
     if nul >= 0:
         raise InputError(path, f"binary file (NUL byte at byte offset {nul})")
     try:
-        return data.decode("utf-8")
+        return data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise InputError(path, f"not valid UTF-8 (byte offset {exc.start})") from None
+        hint = "; name its encoding with --encoding (e.g. cp1252)" if encoding == "utf-8" else ""
+        raise InputError(path, f"not valid {_ENCODING_NAMES.get(encoding, encoding)} (byte offset {exc.start}){hint}") from None
+
+
+def read_regular_file(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``max_bytes``; else an ``InputError``.
+
+    The file is opened non-blocking and checked through its descriptor, so a FIFO (which would block
+    ``open`` until a writer comes) or a device is refused, and a file swapped between listing and
+    reading is judged by what is actually opened.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(path, f"cannot read file ({exc.strerror or type(exc).__name__})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(path, f"is {_file_kind(info.st_mode)}, not a regular file")
+        if info.st_size > max_bytes:
+            raise InputError(path, f"file is {info.st_size} bytes, over the limit of {max_bytes}")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(path, f"cannot read file ({exc.strerror or type(exc).__name__})") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > max_bytes:  # it grew after fstat
+        raise InputError(path, f"file is over the limit of {max_bytes} bytes")
+    return data
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return "not a file"
+
+
+def check_encoding(name: str) -> str:
+    """``name`` as Python's codec calls it, or a ValueError unless it is a text encoding (``--encoding``).
+
+    Decoders that would not keep offsets meaningful (UTF-16/32: read them as converted UTF-8) are refused."""
+    try:
+        info = codecs.lookup(name)
+    except LookupError:
+        raise ValueError(f"unknown encoding {name!r}") from None
+    if not getattr(info, "_is_text_encoding", True) or info.name.startswith(("utf-16", "utf-32")):
+        raise ValueError(f"encoding {name!r} cannot be used for notes; convert them to UTF-8")
+    return info.name
 
 
 def safe_id(raw: object, index: int) -> str:
@@ -145,22 +198,54 @@ def make_document(path: Path, name: str, text: str, spans: list[tuple[str, Span]
 def atomic_write_text(path: Path, text: str, mode: int = 0o666) -> None:
     """Write ``text`` as UTF-8 to ``path`` so readers see the old file or the new one, never half of one.
 
-    The text goes to a temporary file in the same folder (same file system), is flushed to disk, then
-    ``os.replace`` swaps it in. Newlines are written exactly as they are in ``text``. ``mode`` (less the
-    umask) sets the permissions, e.g. 0o600 for files only their owner may read.
+    The text goes to a temporary file in the same folder (same file system), created owner-only (0600:
+    a temporary file left by a killed run may hold PHI), flushed to disk, given ``mode`` (less the umask;
+    e.g. 0o600 for files only their owner may read), then ``os.replace`` swaps it in. Newlines are
+    written exactly as they are in ``text``. ``remove_temp_files`` clears what a killed run left.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)  # default 0o666 so the umask applies
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
+            if mode & 0o777 != 0o600:
+                os.fchmod(handle.fileno(), mode & ~_umask() & 0o777)
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process umask: read from /proc where it can be (setting it to read it races other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)  # briefly stricter, never looser
+    os.umask(mask)
+    return mask
+
+
+def remove_temp_files(folder: Path) -> int:
+    """Delete the temporary files ``atomic_write_text`` left in ``folder`` (a run killed mid-write);
+    returns how many. Only regular files named as it names them are touched."""
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for entry in entries:
+        if _TEMP_FILE.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            Path(entry.path).unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def refuse_own_input(target: Path, doc: Document) -> None:

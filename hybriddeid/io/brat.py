@@ -26,11 +26,15 @@ _SKIPPED_PREFIXES = ("#", "A", "M", "R", "*", "E", "N")
 _FRAGMENT = re.compile(r"(\d+) (\d+)")
 
 
-def read_brat(txt_path: Path, ann_path: Path, max_bytes: int) -> Document:
-    """The note in ``txt_path`` with the entities of ``ann_path`` as gold spans."""
-    text = read_text(txt_path, max_bytes)
-    ann = read_text(ann_path, max_bytes, allow_empty=True).removeprefix("\ufeff")  # offsets point into .txt
-    spans: list[tuple[str, Span]] = []
+def read_brat(txt_path: Path, ann_path: Path, max_bytes: int, encoding: str = "utf-8", spans: bool = True) -> Document:
+    """The note in ``txt_path`` with the entities of ``ann_path`` as gold spans (``spans=False``: the
+    note alone, ``ann_path`` unread)."""
+    text = read_text(txt_path, max_bytes, encoding=encoding)
+    meta = {"path": str(txt_path), "format": "brat", "file": txt_path.stem}
+    if not spans:
+        return Document(txt_path.stem, text, (), meta)
+    ann = read_text(ann_path, max_bytes, allow_empty=True, encoding=encoding).removeprefix("\ufeff")  # offsets point into .txt
+    found: list[tuple[str, Span]] = []
     seen: set[str] = set()
     for lineno, line in enumerate(ann.split("\n"), 1):
         line = line.removesuffix("\r")
@@ -54,9 +58,8 @@ def read_brat(txt_path: Path, ann_path: Path, max_bytes: int) -> Document:
         if len(fields) == 3:
             joined = " ".join(text[f.start:f.end] for f in fragments)
             check_text(ann_path, sid, fragments[0].start, fragments[-1].end, fields[2], joined)
-        spans.extend((sid, fragment) for fragment in fragments)
-    return make_document(ann_path, txt_path.stem, text, spans,
-                         {"path": str(txt_path), "format": "brat", "file": txt_path.stem})
+        found.extend((sid, fragment) for fragment in fragments)
+    return make_document(ann_path, txt_path.stem, text, found, meta)
 
 
 def render_brat(docs: Sequence[Document]) -> dict[str, str]:

@@ -6,6 +6,7 @@ by extension), so adding one is one registry entry.
 """
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -13,9 +14,11 @@ from typing import Callable, Iterable, Iterator, Sequence
 from hybriddeid.document import Document
 from hybriddeid.io._common import (
     DEFAULT_MAX_BYTES,
+    LOG,
     InputError,
     atomic_write_text,
     is_safe_name,
+    read_regular_file,
     read_text,
     refuse_own_input,
 )
@@ -33,8 +36,8 @@ _TABLE_SUFFIXES = (("parquet", (".parquet",)), ("json", (".json", ".jsonl")), ("
 _SNIFF_BYTES = 65_536
 
 
-def _read_plain(path: Path, max_bytes: int) -> list[Document]:
-    text = read_text(path, max_bytes)
+def _read_plain(path: Path, max_bytes: int, encoding: str = "utf-8", spans: bool = True) -> list[Document]:
+    text = read_text(path, max_bytes, encoding=encoding)
     return [Document(path.stem, text, (), {"path": str(path), "format": "text", "file": path.stem})]
 
 
@@ -43,18 +46,18 @@ def _render_plain(docs: Sequence[Document]) -> dict[str, str]:
     return {".txt": doc.text}
 
 
-def _read_brat_pair(path: Path, max_bytes: int) -> list[Document]:
+def _read_brat_pair(path: Path, max_bytes: int, encoding: str = "utf-8", spans: bool = True) -> list[Document]:
     txt, ann = path.with_suffix(".txt"), path.with_suffix(".ann")
-    for missing, present in ((txt, ann), (ann, txt)):
-        if not missing.is_file():
+    for missing, present in ((txt, ann), (ann, txt)) if spans else ((txt, ann),):
+        if not missing.exists():
             raise InputError(present, f"no {missing.suffix} file beside it")
-    return [read_brat(txt, ann, max_bytes)]
+    return [read_brat(txt, ann, max_bytes, encoding=encoding, spans=spans)]
 
 
 @dataclass(frozen=True)
 class _Format:
     suffix: str  # the file readers take and write_document returns
-    read: Callable[..., list[Document]]  # (path, max_bytes); XML readers also take text= (read ahead)
+    read: Callable[..., list[Document]]  # (path, max_bytes, encoding=, spans=); XML readers also take text=
     render: Callable[[Sequence[Document]], dict[str, str]]  # extension -> content of one output
     multi: bool = False  # one file may hold several documents
 
@@ -99,23 +102,19 @@ def _detect_file(path: Path) -> str:
         return "text" if suffix == ".txt" else "jsonl"
     if suffix != ".xml":
         raise InputError(path, "unknown file type (expected .txt, .ann, .xml or .jsonl)")
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(path, f"cannot read file ({exc.strerror or type(exc).__name__})") from None
+    head = read_regular_file(path)[:_SNIFF_BYTES].decode("utf-8", errors="replace")  # never blocks on a FIFO
     fmt = sniff_xml(head)
     if fmt is None:
         raise InputError(path, "neither i2b2 2014 (<TEXT>, <TAGS>) nor i2b2 2006 (<RECORD>) XML")
     return fmt
 
 
-def _detect_xml_reading(path: Path, max_bytes: int, read_ahead: dict[Path, str]) -> str:
+def _detect_xml_reading(path: Path, max_bytes: int, read_ahead: dict[Path, str], encoding: str = "utf-8") -> str:
     """The XML format of ``path`` as ``_detect_file`` tells it, from a full reading of the file that is
     kept in ``read_ahead`` for its reader, so that the file is read once. A file that cannot be read
     as a note is sniffed from its head as ``_detect_file`` does (its reader reports the problem)."""
     try:
-        text = read_text(path, max_bytes)
+        text = read_text(path, max_bytes, encoding=encoding)
     except InputError:
         return _detect_file(path)
     head = text[:_SNIFF_BYTES].encode("utf-8")[:_SNIFF_BYTES].decode("utf-8", errors="replace")
@@ -127,9 +126,30 @@ def _detect_xml_reading(path: Path, max_bytes: int, read_ahead: dict[Path, str])
 
 
 def _listing(in_dir: Path) -> list[Path]:
+    """Every entry of ``in_dir`` but hidden ones; folders, FIFOs and links are kept so that a reader can
+    report them (``read_regular_file``, ``check_link``) rather than skip them silently."""
     if not in_dir.is_dir():
         raise InputError(in_dir, "not a folder")
-    return sorted(p for p in in_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    return sorted(p for p in in_dir.iterdir() if not p.name.startswith("."))
+
+
+def check_link(path: Path, folder: Path, follow_symlinks: bool = False) -> None:
+    """Raise when ``path`` is a symbolic link leading out of ``folder`` (unless ``follow_symlinks``): a
+    link must not make a run read, and copy into its output, a file that was never put in its input."""
+    if follow_symlinks or not path.is_symlink():
+        return
+    if not path.resolve().is_relative_to(Path(folder).resolve()):
+        raise InputError(path, "is a symbolic link leading out of the input folder; refused "
+                               "(--follow-symlinks reads such links)")
+
+
+def _sniffable(path: Path, folder: Path, follow_symlinks: bool) -> bool:
+    """Whether detection may open ``path``: a regular file (never a FIFO) that no link rule refuses."""
+    try:
+        check_link(path, folder, follow_symlinks)
+        return path.is_file() and stat.S_ISREG(path.stat().st_mode)
+    except (InputError, OSError):
+        return False
 
 
 def detect_format(in_dir: Path) -> str:
@@ -142,7 +162,8 @@ def detect_format(in_dir: Path) -> str:
     return _detect_format(Path(in_dir))
 
 
-def _detect_format(in_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES, read_ahead: dict[Path, str] | None = None) -> str:
+def _detect_format(in_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES, read_ahead: dict[Path, str] | None = None,
+                   encoding: str = "utf-8", follow_symlinks: bool = False) -> str:
     """``detect_format``; with ``read_ahead``, the XML file it looks into is read whole and kept there."""
     if in_dir.is_file():
         return _detect_file(in_dir)
@@ -151,9 +172,12 @@ def _detect_format(in_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES, read_ahead:
     kinds = {"brat" if ".ann" in suffixes else "text"} if suffixes & {".ann", ".txt"} else set()
     if ".jsonl" in suffixes:
         kinds.add("jsonl")
-    xml = next((p for p in files if p.suffix == ".xml"), None)
+    xmls = [p for p in files if p.suffix == ".xml"]
+    xml = next((p for p in xmls if _sniffable(p, in_dir, follow_symlinks)), None)
     if xml is not None:
-        kinds.add(_detect_file(xml) if read_ahead is None else _detect_xml_reading(xml, max_bytes, read_ahead))
+        kinds.add(_detect_file(xml) if read_ahead is None else _detect_xml_reading(xml, max_bytes, read_ahead, encoding))
+    elif xmls:
+        kinds.add("i2b2")  # no XML file can be opened: each is reported by its reader
     if not kinds:
         raise InputError(in_dir, "no input files (.txt, .ann, .xml or .jsonl)")
     if len(kinds) > 1:
@@ -176,10 +200,14 @@ def _inputs(in_dir: Path, fmt: str) -> list[Path]:
     return [pairs[stem] for stem in sorted(pairs)]
 
 
-def read_document(path: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> list[Document]:
-    """The documents in one file (several for i2b2 2006 and JSONL); BRAT takes the ``.txt`` or ``.ann``."""
+def read_document(path: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8",
+                  spans: bool = True) -> list[Document]:
+    """The documents in one file (several for i2b2 2006 and JSONL); BRAT takes the ``.txt`` or ``.ann``.
+
+    ``encoding`` decodes the file (outputs are always UTF-8); ``spans=False`` reads the notes' text only,
+    leaving any annotations unread (BRAT: the ``.txt`` alone)."""
     path = Path(path).absolute()  # meta["path"] must still point at the input if the cwd changes
-    return _format(_detect_file(path) if fmt == "auto" else fmt).read(path, max_bytes)
+    return _format(_detect_file(path) if fmt == "auto" else fmt).read(path, max_bytes, encoding=encoding, spans=spans)
 
 
 @dataclass
@@ -187,7 +215,10 @@ class Inputs:
     """The input files of a folder, in one format, each read once when iterated (``scan_inputs``).
 
     Iterating gives ``(path, documents)`` per file in sorted order, or ``(path, InputError)`` for a file
-    that cannot be read, so that a batch carries on.
+    that cannot be read, so that a batch carries on. ``encoding`` decodes every file; a symbolic link
+    leading out of ``folder`` is an error unless ``follow_symlinks``. With ``spans=False`` (runs that
+    replace the spans, ``annotate``) a file whose annotations cannot be read gives its text alone, with
+    a warning naming the file.
     """
 
     folder: Path
@@ -196,14 +227,27 @@ class Inputs:
     max_bytes: int = DEFAULT_MAX_BYTES
     # Files format detection has read already (absolute path -> text): their readers get the text.
     read_ahead: dict[Path, str] = field(default_factory=dict, repr=False)
+    encoding: str = "utf-8"
+    follow_symlinks: bool = False
+    spans: bool = True
 
     def read(self, path: Path) -> list[Document]:
         """The documents of one input file (``read_document``), without reading it a second time."""
         path = Path(path).absolute()
+        siblings = (path.with_suffix(".txt"), path.with_suffix(".ann")) if self.format == "brat" else (path,)
+        for file in siblings:
+            check_link(file, self.folder, self.follow_symlinks)
         text = self.read_ahead.pop(path, None)
-        if text is not None:  # only XML files are read ahead, and their readers take the text
-            return _format(self.format).read(path, self.max_bytes, text=text)
-        return read_document(path, self.format, self.max_bytes)
+        try:
+            if text is not None:  # only XML files are read ahead, and their readers take the text
+                return _format(self.format).read(path, self.max_bytes, text=text, encoding=self.encoding)
+            return read_document(path, self.format, self.max_bytes, self.encoding)
+        except InputError as exc:
+            if self.spans:
+                raise
+            docs = _format(self.format).read(path, self.max_bytes, encoding=self.encoding, spans=False)
+            LOG.warning("%s: annotations ignored (%s); the notes are read for their text only", exc.path, exc.problem)
+            return docs
 
     def __iter__(self) -> Iterator[tuple[Path, list[Document] | InputError]]:
         for path in self.paths:
@@ -213,8 +257,9 @@ class Inputs:
                 yield path, exc
 
 
-def scan_inputs(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> Inputs:
-    """The input files of ``in_dir`` in ``fmt`` (``"auto"``: ``detect_format``), not read yet.
+def scan_inputs(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8",
+                follow_symlinks: bool = False, spans: bool = True) -> Inputs:
+    """The input files of ``in_dir`` in ``fmt`` (``"auto"``: ``detect_format``), not read yet (see ``Inputs``).
 
     Detecting an XML folder's format reads one file whole; ``Inputs`` hands that reading to the file's
     reader, so every file is read once. A folder that cannot be listed or whose format cannot be told
@@ -222,19 +267,19 @@ def scan_inputs(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BY
     """
     in_dir = Path(in_dir)
     read_ahead: dict[Path, str] = {}
-    fmt = _detect_format(in_dir, max_bytes, read_ahead) if fmt == "auto" else fmt
+    fmt = _detect_format(in_dir, max_bytes, read_ahead, encoding, follow_symlinks) if fmt == "auto" else fmt
     _format(fmt)
-    return Inputs(in_dir, fmt, _inputs(in_dir, fmt), max_bytes, read_ahead)
+    return Inputs(in_dir, fmt, _inputs(in_dir, fmt), max_bytes, read_ahead, encoding, follow_symlinks, spans)
 
 
-def iter_documents(in_dir: Path, fmt: str = "auto",
-                   max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[tuple[Path, Document | InputError]]:
+def iter_documents(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES,
+                   encoding: str = "utf-8") -> Iterator[tuple[Path, Document | InputError]]:
     """``(path, document)`` for every document of every input file, files in sorted order, each read once.
 
     A file that cannot be read yields ``(path, InputError)`` once and the batch carries on. A folder
     that cannot be listed or whose format cannot be told raises at once.
     """
-    for path, docs in scan_inputs(in_dir, fmt, max_bytes):
+    for path, docs in scan_inputs(in_dir, fmt, max_bytes, encoding):
         if isinstance(docs, InputError):
             yield path, docs
             continue
@@ -242,10 +287,10 @@ def iter_documents(in_dir: Path, fmt: str = "auto",
             yield path, doc
 
 
-def read_corpus(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> list[Document]:
+def read_corpus(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8") -> list[Document]:
     """Every document in ``in_dir``; raises the first ``InputError``, or one for a name used twice."""
     docs: dict[str, Document] = {}
-    for path, item in iter_documents(in_dir, fmt, max_bytes):
+    for path, item in iter_documents(in_dir, fmt, max_bytes, encoding):
         if isinstance(item, InputError):
             raise item
         if item.name in docs:

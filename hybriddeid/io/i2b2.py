@@ -14,6 +14,7 @@ the note comes out exactly as stored. Writers put ``"\\r"`` back verbatim, keepi
 """
 from __future__ import annotations
 
+import codecs
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -51,15 +52,16 @@ def sniff_xml(head: str) -> str | None:
     return "i2b2" if match.group(1) == "TEXT" else "i2b2-2006"
 
 
-def parse_xml(path: Path, max_bytes: int, text: str | None = None) -> ET.Element:
-    """The root element of a UTF-8 XML file, its character data holding every ``"\\r"`` of the file.
+def parse_xml(path: Path, max_bytes: int, text: str | None = None, encoding: str = "utf-8") -> ET.Element:
+    """The root element of an XML file in ``encoding``, its character data holding every ``"\\r"`` of the file.
 
-    ``text``: the file as ``read_text`` gave it, when it was read already (format detection)."""
-    text = (read_text(path, max_bytes) if text is None else text).removeprefix("\ufeff")  # offsets count TEXT
+    ``text``: the file as ``read_text`` gave it, when it was read already (format detection). A file
+    declaring another encoding than the one it is read in is refused (name it with ``--encoding``)."""
+    text = (read_text(path, max_bytes, encoding=encoding) if text is None else text).removeprefix("\ufeff")
     declared = _DECLARED_ENCODING.match(text)
-    if declared and declared.group(1).lower() not in _UTF8_NAMES:
-        encoding = declared.group(1) if _XML_NAME.fullmatch(declared.group(1)[:40]) else "?"
-        raise InputError(path, f"declares encoding {encoding!r}; only UTF-8 XML is read")
+    if declared and declared.group(1).lower() not in _UTF8_NAMES and _codec(declared.group(1)) != _codec(encoding):
+        named = declared.group(1) if _XML_NAME.fullmatch(declared.group(1)[:40]) else "?"
+        raise InputError(path, f"declares encoding {named!r} but is read as {encoding}; name it with --encoding")
     raw = text.encode("utf-8")
     builder = ET.TreeBuilder()
     parser = expat.ParserCreate("utf-8")
@@ -83,33 +85,45 @@ def parse_xml(path: Path, max_bytes: int, text: str | None = None) -> ET.Element
     return builder.close()
 
 
+def _codec(name: str) -> str:
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return name.lower()
+
+
 def _meta(path: Path, fmt: str, root: ET.Element, **extra: str) -> dict[str, str]:
     return {"path": str(path), "format": fmt, "file": path.stem, "xml_root": root.tag, **extra}
 
 
-def read_i2b2(path: Path, max_bytes: int, text: str | None = None) -> list[Document]:
-    """The single note of an i2b2 2014 (or MEDDOCAN) XML file, its ``TAGS`` as gold spans."""
-    root = parse_xml(path, max_bytes, text)
+def read_i2b2(path: Path, max_bytes: int, text: str | None = None, encoding: str = "utf-8",
+              spans: bool = True) -> list[Document]:
+    """The single note of an i2b2 2014 (or MEDDOCAN) XML file, its ``TAGS`` as gold spans (``spans=False``:
+    ``TAGS`` unread)."""
+    root = parse_xml(path, max_bytes, text, encoding)
     text_element = root.find("TEXT")
     if text_element is None:
         raise InputError(path, "no <TEXT> element under the root (i2b2 2006 files hold <RECORD>s)")
     if len(text_element):
         raise InputError(path, "<TEXT> holds elements (inline <PHI> markup is the i2b2 2006 format)")
     text = text_element.text or ""
-    tags = root.find("TAGS")
-    spans: list[tuple[str, Span]] = []
+    tags = root.find("TAGS") if spans else None
+    found: list[tuple[str, Span]] = []
     for index, tag in enumerate(tags if tags is not None else (), 1):
         sid = safe_id(tag.get("id"), index)
         start, end = parse_offset(path, sid, tag.get("start")), parse_offset(path, sid, tag.get("end"))
         span = make_span(path, sid, start, end, tag.get("TYPE") or tag.tag, len(text))
         check_text(path, sid, start, end, tag.get("text"), text[start:end])
-        spans.append((sid, span))
-    return [make_document(path, path.stem, text, spans, _meta(path, "i2b2", root))]
+        found.append((sid, span))
+    return [make_document(path, path.stem, text, found, _meta(path, "i2b2", root))]
 
 
-def read_i2b2_2006(path: Path, max_bytes: int, text: str | None = None) -> list[Document]:
-    """One document per ``<RECORD>``, its inline ``<PHI TYPE>`` elements as gold spans."""
-    root = parse_xml(path, max_bytes, text)
+def read_i2b2_2006(path: Path, max_bytes: int, text: str | None = None, encoding: str = "utf-8",
+                   spans: bool = True) -> list[Document]:
+    """One document per ``<RECORD>``, its inline ``<PHI TYPE>`` elements as gold spans (``spans=False``:
+    their text only; the markup must still be well formed)."""
+    with_spans = spans
+    root = parse_xml(path, max_bytes, text, encoding)
     docs: list[Document] = []
     names: set[str] = set()
     for number, record in enumerate(root, 1):
@@ -131,7 +145,8 @@ def read_i2b2_2006(path: Path, max_bytes: int, text: str | None = None) -> list[
                 raise InputError(path, f"{where}: <TEXT> may hold only flat <PHI> elements (element {index})")
             end = length + len(phi.text or "")
             sid = f"{index} of {where}"
-            spans.append((sid, make_span(path, sid, length, end, phi.get("TYPE"), end)))
+            if with_spans:
+                spans.append((sid, make_span(path, sid, length, end, phi.get("TYPE"), end)))
             parts += [phi.text or "", phi.tail or ""]
             length = end + len(phi.tail or "")
         docs.append(make_document(path, name, "".join(parts), spans,

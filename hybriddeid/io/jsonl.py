@@ -25,18 +25,18 @@ from hybriddeid.io._common import (
 )
 
 
-def read_jsonl(path: Path, max_bytes: int) -> list[Document]:
-    """Every non-blank line of ``path`` as a document, in file order."""
+def read_jsonl(path: Path, max_bytes: int, encoding: str = "utf-8", spans: bool = True) -> list[Document]:
+    """Every non-blank line of ``path`` as a document, in file order (``spans=False``: without spans)."""
     docs: list[Document] = []
     names: set[str] = set()
-    for lineno, line in enumerate(read_text(path, max_bytes).removeprefix("\ufeff").split("\n"), 1):
+    for lineno, line in enumerate(read_text(path, max_bytes, encoding=encoding).removeprefix("\ufeff").split("\n"), 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(path, f"line {lineno}: invalid JSON at column {exc.colno} ({exc.msg})") from None
-        doc = _document(path, lineno, record)
+        doc = _document(path, lineno, record, spans)
         if doc.name in names:
             raise InputError(path, f"line {lineno}: document name {doc.name!r} is used twice")
         names.add(doc.name)
@@ -46,7 +46,7 @@ def read_jsonl(path: Path, max_bytes: int) -> list[Document]:
     return docs
 
 
-def _document(path: Path, lineno: int, record: Any) -> Document:
+def _document(path: Path, lineno: int, record: Any, with_spans: bool = True) -> Document:
     where = f"line {lineno}"
     if not isinstance(record, dict):
         raise InputError(path, f"{where}: not a JSON object")
@@ -62,6 +62,8 @@ def _document(path: Path, lineno: int, record: Any) -> Document:
         raise InputError(path, f"{where}: 'name' is not a string usable as a file name")
     if not isinstance(meta, dict):
         raise InputError(path, f"{where}: 'meta' is not an object")
+    if not with_spans:
+        raw_spans = []
     if not isinstance(raw_spans, list):
         raise InputError(path, f"{where}: 'spans' is not a list")
     spans = [(f"#{index} ({where})", _span(path, f"#{index} ({where})", raw, text))
