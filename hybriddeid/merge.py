@@ -30,9 +30,13 @@ def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[st
         key=lambda item: (item[0], -(item[1].end - item[1].start), item[1].start),
     )
     kept: list[Span] = []
+    taken: list[tuple[int, int]] = []  # kept spans' bounds, sorted: overlaps found by bisection, not a scan
+    longest = 0
     for _, span in candidates:
-        if not any(span.overlaps(other) for other in kept):
+        if not _overlaps(taken, longest, span.start, span.end):
             kept.append(span)
+            bisect.insort(taken, (span.start, span.end))
+            longest = max(longest, span.end - span.start)
     return sorted(kept)
 
 

@@ -15,6 +15,9 @@ from typing import Iterable, Mapping
 from hybriddeid.document import Document, Span
 
 DEFAULT_MAX_BYTES = 20_000_000
+# A process-wide per-file limit in megabytes (10**6 bytes) for readers not told one: the CLI's
+# --max-file-mb sets it, and worker processes inherit it.
+MAX_FILE_MB_ENV = "HYBRIDDEID_MAX_FILE_MB"
 LOG = logging.getLogger("hybriddeid.io")
 
 # Keys the readers set to say where a document came from; they describe one reading, not the document.
@@ -44,6 +47,8 @@ def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool 
     BRAT and XML files both do), so dropping it would shift every span. Formats whose offsets do not
     point into the raw file (XML, JSONL) strip it themselves.
     """
+    if max_bytes == DEFAULT_MAX_BYTES:  # no caller chose a limit: the process-wide one, if set
+        max_bytes = configured_max_bytes()
     try:
         size = path.stat().st_size
         if size > max_bytes:
@@ -62,6 +67,21 @@ def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool 
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not valid UTF-8 (byte offset {exc.start})") from None
+
+
+def configured_max_bytes() -> int:
+    """The per-file limit readers apply by default: ``HYBRIDDEID_MAX_FILE_MB`` megabytes if set,
+    else ``DEFAULT_MAX_BYTES`` (20 MB)."""
+    value = os.environ.get(MAX_FILE_MB_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_BYTES
+    try:
+        megabytes = float(value)
+    except ValueError:
+        raise ValueError(f"{MAX_FILE_MB_ENV} must be a number of megabytes, not {value!r}") from None
+    if not megabytes > 0:
+        raise ValueError(f"{MAX_FILE_MB_ENV} must be above 0")
+    return int(megabytes * 1_000_000)
 
 
 def safe_id(raw: object, index: int) -> str:
