@@ -5,8 +5,8 @@ classifier (as spaCy's ``Doc`` is). The pipeline builds one per note; a classifi
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator, Sequence
 
 from hybriddeid.document import Document
 from hybriddeid.features.context import LineContext, line_contexts
@@ -20,6 +20,18 @@ class AnalysedLine:
     context: LineContext
     tokens: tuple[Token, ...]
     lowers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A stretch of one line that a sequence tagger reads as if it were the line: ``line`` holds the
+    stretch's bounds (in ``line.context``; its sentence and section facts are the whole line's), its
+    tokens (those cut by an edge keep their part inside) and their lower-case forms. ``core`` is the
+    part whose units the tagger keeps (the rest is context shared with the neighbouring segments);
+    None when the segment is the whole line."""
+
+    line: AnalysedLine
+    core: tuple[int, int] | None
 
 
 class AnalysedNote:
@@ -78,6 +90,63 @@ class AnalysedNote:
                     cut_start, cut_end = max(tok.start, start), min(tok.end, end)
                     found[i] = Token(text[cut_start:cut_end], cut_start, cut_end)
         return found
+
+    def segments(self, max_chars: int, overlap: int) -> Iterator[Segment]:
+        """The note's lines as bounded segments, for taggers whose cost grows with a line's length
+        (a CRF's features and forward-backward pass): a line of at most ``max_chars`` characters is
+        one segment, the line itself (so it is read exactly as before); a longer one is cut into
+        segments of at most ``max_chars`` that overlap by about ``overlap`` characters, each core
+        at least ``overlap // 2`` characters from its segment's cut edges. Cuts fall at the start of
+        a word (a token after whitespace) where one lies near, else at any token start, else (in a
+        run of characters without breaks, e.g. 100,000 digits) at a fixed length inside the token."""
+        for line in self.lines:
+            start, end = line.context.start, line.context.end
+            if end - start <= max_chars:
+                yield Segment(line, None)
+                continue
+            starts = [tok.start for tok in line.tokens]
+            half = overlap // 2
+            seg_start, core_start = start, start
+            while True:
+                seg_end = min(seg_start + max_chars, end)
+                if seg_end == end:
+                    core_end = end
+                else:  # keep at least ``half`` characters of right context after the core
+                    core_end = self._cut(starts, seg_end - half, max(core_start + 1, seg_end - overlap), end)
+                yield Segment(self._segment_line(line, starts, seg_start, seg_end), (core_start, core_end))
+                if core_end == end:
+                    break
+                # the next segment starts ``half`` or more characters before the cut, at a word if one is near
+                seg_start = self._cut(starts, core_end - half, max(core_end - overlap, seg_start + 1), end)
+                core_start = core_end
+
+    def _cut(self, starts: Sequence[int], at: int, lowest: int, end: int) -> int:
+        """The cut at or before ``at`` and not below ``lowest``: the last word start there, else the
+        last token start, else ``at`` itself (inside a long token)."""
+        text = self.text
+        first = bisect.bisect_left(starts, lowest)
+        last = bisect.bisect_right(starts, at)
+        for index in range(last - 1, first - 1, -1):
+            if text[starts[index] - 1].isspace():
+                return starts[index]
+        return starts[last - 1] if last > first else min(at, end)
+
+    def _segment_line(self, line: AnalysedLine, starts: Sequence[int], start: int, end: int) -> AnalysedLine:
+        """``line`` cut to ``text[start:end]``: its tokens there (cut ones keep their part inside)."""
+        first = max(bisect.bisect_right(starts, start) - 1, 0)
+        if first < len(starts) and line.tokens[first].end <= start:
+            first += 1
+        last = bisect.bisect_left(starts, end)
+        tokens = list(line.tokens[first:last])
+        lowers = list(line.lowers[first:last])
+        text = self.text
+        for i in {0, len(tokens) - 1} if tokens else ():
+            tok = tokens[i]
+            if tok.start < start or tok.end > end:
+                cut_start, cut_end = max(tok.start, start), min(tok.end, end)
+                tokens[i] = Token(text[cut_start:cut_end], cut_start, cut_end)
+                lowers[i] = tokens[i].text.lower()
+        return AnalysedLine(replace(line.context, start=start, end=end), tuple(tokens), tuple(lowers))
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """``compute()`` once per note and ``key`` (e.g. a POS tag source's output)."""

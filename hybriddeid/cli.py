@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -503,6 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help='k-means sizes over the word2vec vectors (default 50,200,1000; "" skips word2vec)')
     clusters.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
     clusters.set_defaults(run=_resources_clusters)
+    for command in (train, annotate, evaluate, deid):
+        _add_max_file_mb(command)
     return parser
 
 
@@ -519,6 +522,23 @@ def _check_run_options(args: argparse.Namespace) -> None:
         args.limits = Limits(args.timeout_per_note or None, args.memory_limit_mb or None)
 
 
+def _add_max_file_mb(parser: argparse.ArgumentParser) -> None:
+    """The per-file size limit of the readers (``hybriddeid.io``), for commands that read note files."""
+    parser.add_argument("--max-file-mb", type=float, metavar="MB",
+                        help="refuse input files larger than this many megabytes (default 20); notes of any length "
+                             "are read in bounded memory, so the limit only guards against stray huge files")
+
+
+def _apply_max_file_mb(args: argparse.Namespace) -> None:
+    """Make ``--max-file-mb`` the readers' limit in this process and the worker processes it starts."""
+    from hybriddeid.io._common import MAX_FILE_MB_ENV
+
+    if getattr(args, "max_file_mb", None) is not None:
+        if not args.max_file_mb > 0:
+            raise ValueError("--max-file-mb must be above 0")
+        os.environ[MAX_FILE_MB_ENV] = repr(args.max_file_mb)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from hybriddeid.batch import SetupError
     from hybriddeid.io import InputError
@@ -528,6 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO, format="hybriddeid: %(message)s")
     try:
         _check_run_options(args)
+        _apply_max_file_mb(args)
     except ValueError as exc:
         log.error("%s", exc)
         return 2

@@ -6,6 +6,8 @@ precedence lists (or fewer sources).
 """
 from __future__ import annotations
 
+import bisect
+
 from typing import Mapping, Sequence
 
 
@@ -28,9 +30,13 @@ def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[st
         key=lambda item: (item[0], -(item[1].end - item[1].start), item[1].start),
     )
     kept: list[Span] = []
+    taken: list[tuple[int, int]] = []  # kept spans' bounds, sorted: overlaps found by bisection, not a scan
+    longest = 0
     for _, span in candidates:
-        if not any(span.overlaps(other) for other in kept):
+        if not _overlaps(taken, longest, span.start, span.end):
             kept.append(span)
+            bisect.insort(taken, (span.start, span.end))
+            longest = max(longest, span.end - span.start)
     return sorted(kept)
 
 
@@ -55,12 +61,27 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
         if len(surface) >= min_length and any(ch.isalnum() for ch in surface):
             labels.setdefault(surface, span.label)
     out = list(spans)
+    # Spans by start, to find those overlapping an occurrence without scanning all of them (a
+    # scan made long notes quadratic: every occurrence against every span).
+    taken = sorted((span.start, span.end) for span in out)
+    longest = max((end - start for start, end in taken), default=0)
     for surface, label in labels.items():
         start = text.find(surface)
         while start != -1:
             end = start + len(surface)
             whole_word = (start == 0 or not text[start - 1].isalnum()) and (end == len(text) or not text[end].isalnum())
-            if whole_word and not any(start < other.end and other.start < end for other in out):
+            if whole_word and not _overlaps(taken, longest, start, end):
                 out.append(Span(start, end, label, source))
+                bisect.insort(taken, (start, end))
+                longest = max(longest, end - start)
             start = text.find(surface, start + 1)
     return sorted(out)
+
+
+def _overlaps(taken: Sequence[tuple[int, int]], longest: int, start: int, end: int) -> bool:
+    """Whether any of ``taken`` (sorted (start, end) pairs, none longer than ``longest``) overlaps [start, end)."""
+    first = bisect.bisect_right(taken, (start - longest, end))
+    for at in range(first, bisect.bisect_left(taken, (end,))):
+        if taken[at][1] > start:
+            return True
+    return False

@@ -385,7 +385,7 @@ class Pipeline:
                 regions = focus_stretches(sequences[focuser], level, int(settings["focus_margin"]), claim_from)
                 found, more = self.components[focused].read(note, max_threshold, regions, skip=read_before)
                 spans.setdefault(focused, found)  # the first level's spans are predict_by_source's
-                read_before.update(seq.bounds for seq in more)
+                read_before.update(key for seq in more for key in seq.read_keys)
                 candidates(focused).add_read(level, more, max_threshold)
         for name, component in self.components.items():
             if name in spans:

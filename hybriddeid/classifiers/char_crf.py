@@ -17,7 +17,7 @@ from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 import tomli_w
 
 from hybriddeid.analysis import AnalysedNote, analyse
-from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger
+from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger, check_segments
 from hybriddeid.classifiers.focus import run_bounds, runs_in_regions
 from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.classifiers.span_typer import SpanTyper
@@ -93,13 +93,16 @@ class CharCRF(CRFTagger):
         """One sequence per line; with ``regions`` (sorted character stretches), one per run of
         tokens touching a stretch instead, each character's features the same as in the whole
         line's (token facts and n-grams are computed over the whole line). Runs whose character
-        bounds are in ``skip`` (read before) are left out."""
+        bounds are in ``skip`` (read before) are left out. A line longer than ``segment_chars`` is
+        read as overlapping segments (``AnalysedNote.segments``), each as if it were the line;
+        ``CRFTagger._tag`` stitches their cores back together."""
         if lexicon is None:
             lexicon = self.lexicon_
         region_starts = [start for start, _ in regions] if regions is not None else None
         note = analyse(note, self.language)
         text = note.text
-        for analysed in note.lines:
+        for segment in note.segments(self.segment_chars, self.segment_overlap):
+            analysed = segment.line
             line, tokens = analysed.context, analysed.tokens
             runs = [(0, len(tokens))]
             if regions is not None:
@@ -125,7 +128,8 @@ class CharCRF(CRFTagger):
                     line_facts="line" in self.features, projection="projection" in self.features,
                     bounds=None if whole else (start, stop),
                 )
-                yield UnitSequence(list(zip(range(start, stop), range(start + 1, stop + 1))), feats)
+                units = list(zip(range(start, stop), range(start + 1, stop + 1)))
+                yield UnitSequence(units, feats, segment.core, None if segment.core is None else (start, stop))
 
     def training_label(self, span: Span) -> str:
         if self.label_level == "phi":
@@ -208,4 +212,5 @@ COMPONENT = ComponentSpec(
     accepts_regions=True,
     reads_marginals=True,
     fits_in_worker=True,
+    check=check_segments,
 )

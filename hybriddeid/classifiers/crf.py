@@ -7,9 +7,11 @@ in ``classifiers.focus``. Models are crfsuite's own binary files, so loading nev
 """
 from __future__ import annotations
 
+import bisect
+from array import array
 from functools import partial
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import pycrfsuite
 
@@ -29,6 +31,10 @@ from hybriddeid.text.tokenize import Token
 SAFE_WORDS_FILE = "safe_words.txt"
 CLUSTERS_DIR = "clusters"
 GAZETTEERS_DIR = "gazetteers"
+# Longest line a CRF reads whole, and the overlap of the segments longer lines are read in: the
+# longest MEDDOCAN dev line has 3,440 characters, the English test mix's 599.
+SEGMENT_CHARS = 5000
+SEGMENT_OVERLAP = 400
 
 
 # The config keys both CRFs share (each component's section holds its own copy, so either may
@@ -45,7 +51,23 @@ CRF_DEFAULTS: dict[str, Any] = {
     "clusters": "",
     "gazetteers": [],
     "extra_gazetteers": [],
+    # Lines longer than segment_chars are read as segments of at most that many characters,
+    # overlapping by segment_overlap, and stitched (AnalysedNote.segments): memory per note stays
+    # bounded and time linear whatever a line's length (a one-line CSV export, a pasted lab dump
+    # of 100,000 digits). Shorter lines, i.e. every line of ordinary notes, are read whole as before.
+    "segment_chars": SEGMENT_CHARS,
+    "segment_overlap": SEGMENT_OVERLAP,
 }
+
+
+def check_segments(section: Mapping[str, Any]) -> list[str]:
+    """Problems with a CRF section's segment settings (a component spec's ``check``)."""
+    size, overlap = section.get("segment_chars", SEGMENT_CHARS), section.get("segment_overlap", SEGMENT_OVERLAP)
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in (size, overlap)):
+        return ["segment_chars and segment_overlap must be whole numbers"]
+    if overlap < 0 or size < 100 or size < 4 * overlap:
+        return ["segment_chars must be at least 100 and at least 4 times segment_overlap (>= 0)"]
+    return []
 
 
 class CRFTagger:
@@ -71,6 +93,8 @@ class CRFTagger:
         clusters: str = "",
         gazetteers: Sequence[str] = (),
         extra_gazetteers: Sequence[str] = (),
+        segment_chars: int = SEGMENT_CHARS,
+        segment_overlap: int = SEGMENT_OVERLAP,
         verbose: bool = False,
     ) -> None:
         self.algorithm = algorithm
@@ -85,6 +109,11 @@ class CRFTagger:
         self.clusters = clusters  # folder made by `hybriddeid resources clusters`; "" = none
         self.gazetteers = list(gazetteers)  # bundled dictionary kinds, "*" = all of the language's
         self.extra_gazetteers = [str(path) for path in extra_gazetteers]  # the user's own lists
+        problems = check_segments({"segment_chars": segment_chars, "segment_overlap": segment_overlap})
+        if problems:
+            raise ValueError(problems[0])
+        self.segment_chars = segment_chars  # longer lines are read in overlapping segments
+        self.segment_overlap = segment_overlap
         self.verbose = verbose
         self.lexicon_: Gazetteer | None = None
         self.safe_words_: frozenset[str] = frozenset()
@@ -125,6 +154,8 @@ class CRFTagger:
             "clusters": self.clusters,
             "gazetteers": self.gazetteers,
             "extra_gazetteers": self.extra_gazetteers,
+            "segment_chars": self.segment_chars,
+            "segment_overlap": self.segment_overlap,
         }
 
     # -- training ---------------------------------------------------------------------------
@@ -244,30 +275,84 @@ class CRFTagger:
             sequences = self.sequences(note)
         else:
             sequences = self.sequences(note, regions=regions, skip=skip) if skip else self.sequences(note, regions=regions)
-        for seq in sequences:
-            if not seq.units:
-                continue
-            tags = tagger.tag(seq.features)
+        need_outside = below is not None or keep_below is not None
+        for units, tags, marginal, parts in self._readings(sequences, need_outside, keep_below):
             tagged = [i for i, tag in enumerate(tags) if tag != OUTSIDE]
             found: list[Span] = []
             if tagged:  # most lines hold no PHI: skip decoding them unit by unit
                 first, last = tagged[0], tagged[-1] + 1  # units outside this stretch are all O
                 window = tags[first:last]
-                scores = [1.0 if tag == OUTSIDE else tagger.marginal(tag, first + i) for i, tag in enumerate(window)]
-                found = decode_tags(seq.units[first:last], window, self.source, scores)
+                scores = [1.0 if tag == OUTSIDE else marginal(tag, first + i) for i, tag in enumerate(window)]
+                found = decode_tags(units[first:last], window, self.source, scores)
                 spans.extend(found)
             if keep_below is not None:  # P(O) of every unit, once: thresholds and focus (focus_stretches) share it
-                kept.append(self._kept_sequence(seq.units, tags, found, keep_below))
+                kept.append(self._kept_sequence(units, tags, found, keep_below, marginal, parts))
             if below is not None:
                 claimed = [span for span in found if span.score >= claim_from] if claim_from is not None else ()
-                unsure.extend(unsure_stretches(seq.units, tags, partial(tagger.marginal, OUTSIDE), below, margin, claimed))
+                unsure.extend(unsure_stretches(units, tags, partial(marginal, OUTSIDE), below, margin, claimed))
         return spans, unsure, kept
 
+    def _readings(
+        self, sequences: Iterable[UnitSequence], need_outside: bool, keep_below: float | None
+    ) -> Iterator[tuple[list[tuple[int, int]], list[str], Callable[[str, int], float], tuple[tuple[int, int], ...]]]:
+        """Each sequence tagged: its units, Viterbi tags, a ``marginal(tag, i)`` valid until the
+        next item, and the keys of the segments stitched into it (none for a whole sequence).
+
+        Sequences read from segments of a long line keep their core's units, and consecutive ones
+        that both reach across the cut between their cores are stitched into one (what the whole
+        line would have been, read with bounded memory): their tags are joined at the cut, so a
+        span crossing it is decoded whole. Only the marginals the caller reads are kept: of each
+        unit's own tag, P(O) when ``need_outside`` and, for units whose P(O) is below
+        ``keep_below``, every tag's."""
+        tagger = self.tagger_
+        all_tags = [tag for tags_of in self.tags_by_label_.values() for tag in tags_of]
+        per_tag_wanted = keep_below is not None and len(self.labels_) > 1
+        chain: _Stitched | None = None
+        for seq in sequences:
+            if not seq.units:
+                continue
+            tags = tagger.tag(seq.features)
+            if seq.core is None:
+                if chain is not None:
+                    yield from chain.reading()
+                    chain = None
+                yield seq.units, tags, tagger.marginal, ()
+                continue
+            cut = seq.core[0]
+            joins = (chain is not None and chain.cut == cut and chain.reaches_cut
+                     and seq.units[0][0] <= cut < seq.units[-1][1])
+            if chain is not None and not joins:
+                yield from chain.reading()
+                chain = None
+            if chain is None:
+                chain = _Stitched()
+            lo = bisect.bisect_left(seq.units, (seq.core[0],))
+            hi = bisect.bisect_left(seq.units, (seq.core[1],))
+            base = len(chain.units)
+            chain.units.extend(seq.units[lo:hi])
+            chain.tags.extend(tags[lo:hi])
+            chain.parts.append(seq.key if seq.key is not None else (seq.units[0][0], seq.units[-1][1]))
+            for i in range(lo, hi):
+                tag = tags[i]
+                if tag != OUTSIDE:
+                    chain.own[base + i - lo] = tagger.marginal(tag, i)
+                if need_outside:
+                    p_outside = tagger.marginal(OUTSIDE, i)
+                    chain.outside.append(p_outside)
+                    if per_tag_wanted and p_outside < keep_below:
+                        chain.per_tag[base + i - lo] = {name: tagger.marginal(name, i) for name in all_tags}
+            chain.cut = seq.core[1]
+            chain.reaches_cut = seq.units[-1][1] > seq.core[1]
+        if chain is not None:
+            yield from chain.reading()
+
     def _kept_sequence(
-        self, units: list[tuple[int, int]], tags: list[str], found: list[Span], keep_below: float
+        self, units: list[tuple[int, int]], tags: list[str], found: list[Span], keep_below: float,
+        marginal: Callable[[str, int], float] | None = None, parts: tuple[tuple[int, int], ...] = (),
     ) -> TaggedSequence:
         """The sequence just tagged, with its marginals (see ``TaggedSequence``)."""
-        marginal = self.tagger_.marginal
+        if marginal is None:
+            marginal = self.tagger_.marginal
         p_outside = [marginal(OUTSIDE, i) for i in range(len(units))]
         label_probs: dict[int, dict[str, float]] = {}
         if len(self.labels_) > 1:  # a one-label tagger's label needs no probabilities
@@ -275,7 +360,7 @@ class CRFTagger:
                 if p < keep_below:
                     label_probs[i] = {label: sum(marginal(tag, i) for tag in tags_of)
                                       for label, tags_of in self.tags_by_label_.items()}
-        return TaggedSequence(units, tags, p_outside, found, label_probs)
+        return TaggedSequence(units, tags, p_outside, found, label_probs, parts)
 
     # -- persistence ------------------------------------------------------------------------
     def to_disk(self, path: Path) -> None:
@@ -313,3 +398,30 @@ class CRFTagger:
                 file.stem: Gazetteer.from_disk(file) for file in sorted((path / GAZETTEERS_DIR).glob("*.json"))
             }
         return tagger
+
+
+class _Stitched:
+    """Segments of one long line read so far and stitched (see ``CRFTagger._readings``)."""
+
+    __slots__ = ("units", "tags", "own", "outside", "per_tag", "parts", "cut", "reaches_cut")
+
+    def __init__(self) -> None:
+        self.units: list[tuple[int, int]] = []
+        self.tags: list[str] = []
+        self.own: dict[int, float] = {}  # marginal of each non-O unit's own tag
+        self.outside = array("d")  # P(O) of every unit, when wanted
+        self.per_tag: dict[int, dict[str, float]] = {}  # every tag's marginal, for units with low P(O)
+        self.parts: list[tuple[int, int]] = []
+        self.cut = -1  # end of the last segment's core
+        self.reaches_cut = False  # whether the last segment's units reach past it
+
+    def marginal(self, tag: str, i: int) -> float:
+        if tag == OUTSIDE:
+            return self.outside[i]
+        if tag == self.tags[i]:
+            return self.own[i]
+        return self.per_tag[i][tag]
+
+    def reading(self) -> Iterator[tuple[list[tuple[int, int]], list[str], Callable[[str, int], float], tuple[tuple[int, int], ...]]]:
+        if self.units:
+            yield self.units, self.tags, self.marginal, tuple(self.parts)

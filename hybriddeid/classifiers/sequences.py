@@ -2,17 +2,24 @@
 and the tagged sequences that P(O) thresholds and focus stretches are computed from later."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hybriddeid.document import Span
 
 
 @dataclass(slots=True)
 class UnitSequence:
-    """One CRF sequence: unit offsets (start, end) into the note and each unit's features."""
+    """One CRF sequence: unit offsets (start, end) into the note and each unit's features.
+
+    A sequence read from a segment of a long line (``AnalysedNote.segments``) has the segment's
+    ``core``: only units starting there are kept, and the tagger stitches it to the next sequence
+    when both reach across the cut between their cores (``CRFTagger._tag``). ``key`` names what
+    was read (a focused run's bounds before cutting to the core), so a later focused read can skip it."""
 
     units: list[tuple[int, int]]
     features: list[list[str]]
+    core: tuple[int, int] | None = None
+    key: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -27,8 +34,15 @@ class TaggedSequence:
     p_outside: list[float]
     spans: list[Span]
     label_probs: dict[int, dict[str, float]]
+    parts: tuple[tuple[int, int], ...] = field(default=())  # keys of the segments stitched into it
 
     @property
     def bounds(self) -> tuple[int, int]:
-        """Character offsets the sequence covers (how a focused re-read recognises it)."""
+        """Character offsets the sequence covers."""
         return self.units[0][0], self.units[-1][1]
+
+    @property
+    def read_keys(self) -> tuple[tuple[int, int], ...]:
+        """What a focused re-read skips as read already: the bounds of the sequence or, for one
+        stitched from segments of a long line, of each segment's run."""
+        return self.parts or (self.bounds,)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping, Sequence
 
-from hybriddeid.analysis import AnalysedNote, analyse
-from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger
+from hybriddeid.analysis import AnalysedNote, Segment, analyse
+from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger, check_segments
 from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.document import Document
 from hybriddeid.features.gazetteer import Gazetteer
@@ -48,35 +48,44 @@ class TokenCRF(CRFTagger):
         }
 
     def token_sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
-        """One ``TokenSequence`` per non-empty line of the note, tagged by ``lexicon`` if given and
-        by the POS/NER tag source if one is configured and installed (once per note)."""
+        """One ``TokenSequence`` per non-empty line of the note (per segment of a line longer than
+        ``segment_chars``), tagged by ``lexicon`` if given and by the POS/NER tag source if one is
+        configured and installed (once per note)."""
+        for _, seq in self._segment_sequences(note, lexicon):
+            yield seq
+
+    def _segment_sequences(
+        self, note: AnalysedNote | Document, lexicon: Gazetteer | None
+    ) -> Iterator[tuple[Segment, TokenSequence]]:
         note = analyse(note, self.language)
         tags = note.memo(("tags", self.tag_source), lambda: note_tags(note.text, self.tag_source)) if self.tag_source else None
-        for line in note.lines:
+        for segment in note.segments(self.segment_chars, self.segment_overlap):
+            line = segment.line
             tokens = line.tokens
             if tokens:
                 seq = TokenSequence(tokens, line.context, self.window, lowers=list(line.lowers), clusters=self.clusters_)
                 seq.extra.update(self.resource_tags(tokens, seq.lowers, lexicon))
                 if tags is not None:
                     seq.pos, seq.extra["ner"] = tags.align(tokens)
-                yield seq
+                yield segment, seq
 
     def sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
         safe = self.safe_words_
         if lexicon is None:
             lexicon = self.lexicon_
-        for seq in self.token_sequences(note, lexicon):
+        for segment, seq in self._segment_sequences(note, lexicon):
             feats = extract_token_features(seq, self.features)
             if safe:
                 for i, low in enumerate(seq.lowers):
                     if low in safe:  # settled label: a few features keep transitions informed
                         feats[i] = ["safe", feats[i][0]]
-            yield UnitSequence([(tok.start, tok.end) for tok in seq.tokens], feats)
+            yield UnitSequence([(tok.start, tok.end) for tok in seq.tokens], feats, segment.core)
 
 
 def _check_section(section: Mapping[str, Any]) -> list[str]:
     unknown = [name for name in section.get("features", ()) if name not in TOKEN_EXTRACTORS]
-    return [f"unknown token features {unknown}; this version knows {sorted(TOKEN_EXTRACTORS)}"] if unknown else []
+    problems = [f"unknown token features {unknown}; this version knows {sorted(TOKEN_EXTRACTORS)}"] if unknown else []
+    return problems + check_segments(section)
 
 
 COMPONENT = ComponentSpec(

@@ -17,6 +17,9 @@ from typing import Iterable, Mapping
 from hybriddeid.document import Document, Span
 
 DEFAULT_MAX_BYTES = 20_000_000
+# A process-wide per-file limit in megabytes (10**6 bytes) for readers not told one: the CLI's
+# --max-file-mb sets it, and worker processes inherit it.
+MAX_FILE_MB_ENV = "HYBRIDDEID_MAX_FILE_MB"
 LOG = logging.getLogger("hybriddeid.io")
 
 # Keys the readers set to say where a document came from; they describe one reading, not the document.
@@ -50,6 +53,8 @@ def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool 
     point into the raw file (XML, JSONL) strip it themselves. Only a regular file is read: a folder, a
     FIFO or a device is refused without blocking on it (``read_regular_file``).
     """
+    if max_bytes == DEFAULT_MAX_BYTES:  # no caller chose a limit: the process-wide one, if set
+        max_bytes = configured_max_bytes()
     data = read_regular_file(path, max_bytes)
     if not data and not allow_empty:
         raise InputError(path, "file is empty")
@@ -115,6 +120,21 @@ def check_encoding(name: str) -> str:
     if not getattr(info, "_is_text_encoding", True) or info.name.startswith(("utf-16", "utf-32")):
         raise ValueError(f"encoding {name!r} cannot be used for notes; convert them to UTF-8")
     return info.name
+
+
+def configured_max_bytes() -> int:
+    """The per-file limit readers apply by default: ``HYBRIDDEID_MAX_FILE_MB`` megabytes if set,
+    else ``DEFAULT_MAX_BYTES`` (20 MB)."""
+    value = os.environ.get(MAX_FILE_MB_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_BYTES
+    try:
+        megabytes = float(value)
+    except ValueError:
+        raise ValueError(f"{MAX_FILE_MB_ENV} must be a number of megabytes, not {value!r}") from None
+    if not megabytes > 0:
+        raise ValueError(f"{MAX_FILE_MB_ENV} must be above 0")
+    return int(megabytes * 1_000_000)
 
 
 def safe_id(raw: object, index: int) -> str:
