@@ -34,7 +34,7 @@ class CharWindow:
 
 _PAD = 6
 _NGRAM_CACHE: dict["CharWindow", dict[str, tuple[str, ...]]] = {}
-_NGRAM_CACHE_LIMIT = 1 << 19
+_NGRAM_CACHE_LIMIT = 1 << 16  # contexts; 1 << 19 let a worker grow to ~1.2 GB over 50k notes (benchmarks/soak.py) at no gain in speed
 
 
 def _ngram_rows(chars: str, window: CharWindow, positions: list[int]) -> list[tuple[str, ...]]:
