@@ -491,7 +491,8 @@ class Pipeline:
                 raise FileNotFoundError(f"{path}: the config lists component {name!r} but its folder is missing")
             pipeline.components[name] = load_component(name, pipeline.config, path / name)
         if pipeline.meta.get("labels"):
-            warn_unseen_labels(pipeline.components, pipeline.meta["labels"], f"{path}'s training corpus")
+            warn_unseen_labels(pipeline.components, pipeline.meta["labels"], f"{path}'s training corpus",
+                               taxonomy_aware=True)
         return pipeline
 
 
@@ -502,11 +503,23 @@ def unseen_labels(components: Mapping[str, Any], labels: Iterable[str]) -> dict[
     return {name: extra for name, extra in found.items() if extra}
 
 
-def warn_unseen_labels(components: Mapping[str, Any], labels: Iterable[str], where: str) -> None:
+def warn_unseen_labels(components: Mapping[str, Any], labels: Iterable[str], where: str,
+                       taxonomy_aware: bool = False) -> None:
     """Log a warning per component that can predict a label ``where`` (the training corpus) lacks:
-    such spans never score as correct against data annotated like it (labels only, no text)."""
+    such spans never score as correct against data annotated like it (labels only, no text).
+
+    ``taxonomy_aware`` (loading a model, where the user may not be the trainer): labels that the
+    corpus lacks but its taxonomy knows (the Spanish rules' URL_WEB on MEDDOCAN) are only noted at
+    INFO; a label from another naming (EMAIL on MEDDOCAN) is still a warning."""
+    labels = list(labels)
+    taxonomy = _taxonomy_of(tuple(sorted(set(labels)))) if taxonomy_aware else None
     for name, extra in unseen_labels(components, labels).items():
-        log.warning("component %r can predict labels not in %s: %s", name, where, ", ".join(extra))
+        foreign = [label for label in extra if taxonomy is None or not taxonomy.knows(label)]
+        if foreign:
+            log.warning("component %r can predict labels not in %s: %s", name, where, ", ".join(foreign))
+        if len(foreign) < len(extra):
+            log.info("component %r can predict labels of the %s taxonomy that %s lacks: %s", name,
+                     taxonomy.name, where, ", ".join(label for label in extra if label not in foreign))
 
 
 def model_folder(path_or_name: str | Path = DEFAULT_MODEL) -> Path:

@@ -152,3 +152,11 @@ def test_english_rules_on_a_spanish_corpus_are_mapped_and_the_label_warning(tmp_
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "component 'rule' can predict labels not in" in warning and "'s training corpus: " in warning
     assert "hospital.es" not in caplog.text and "Ana" not in caplog.text
+
+
+def test_labels_of_the_corpus_taxonomy_are_only_noted_when_a_model_loads(caplog) -> None:
+    # The bundled Spanish model's URL and IP rules speak MEDDOCAN labels its corpus never used.
+    caplog.set_level(logging.INFO, logger="hybriddeid")
+    Pipeline.load("es")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "labels of the meddocan taxonomy that" in caplog.text and "URL_WEB" in caplog.text
