@@ -106,10 +106,12 @@ def training_config(
         pipeline_section["language"] = guess.code
     else:
         source = "the default: no language pack's stop words fit the training text"
-    config = build_config(overrides, origin=f"recipe {recipe!r}" if recipe and not config_path else str(config_path or "defaults"))
+    origin = str(config_path) if config_path else f"recipe {recipe!r}" if recipe else "defaults"
+    config = build_config(overrides, origin=origin)
     chosen = config["pipeline"]["language"]
     language_pack(chosen)  # an unknown code fails now, naming the available ones
-    log.info("language %s (%s; %s)", chosen, source, guess.reason())
+    level = logging.WARNING if source.startswith("the default") else logging.INFO
+    log.log(level, "language %s (%s; %s)", chosen, source, guess.reason())
     if guess.code is not None and guess.code != chosen:
         log.warning("the training text looks like language %s, but the pipeline is set to %s (%s)",
                     guess.code, chosen, source)

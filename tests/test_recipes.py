@@ -73,6 +73,10 @@ def test_training_config_takes_the_language_from_flag_config_recipe_then_text(tm
     assert "looks like language es, but the pipeline is set to en" in caplog.text
     with pytest.raises(ValueError, match="unknown language 'xx'"):
         training_config(SPANISH, language="xx")
+    caplog.clear()
+    assert training_config(["4455667 12/03/2019"])["pipeline"]["language"] == "en"  # nothing fits: the default
+    (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "language en (the default: no language pack's stop words fit the training text" in record.getMessage()
 
 
 # ---- recipes -----------------------------------------------------------------------------------
