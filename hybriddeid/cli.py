@@ -23,12 +23,18 @@ log = logging.getLogger("hybriddeid")
 def _train(args: argparse.Namespace) -> int:
     from hybriddeid.evaluation import evaluate
     from hybriddeid.io import read_corpus
-    from hybriddeid.pipeline import Pipeline, load_config
+    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.recipes import training_config
 
-    config = load_config(args.config) if args.config else None
     train = read_corpus(args.train, args.input_format, encoding=args.encoding)
     if not train:
         log.error("%s: no documents found", args.train)
+        return 2
+    try:
+        config = training_config([doc.text for doc in train], recipe=args.recipe, config_path=args.config,
+                                 language=args.language, cluster_folders=[args.train, *args.cluster_text])
+    except ValueError as exc:  # unknown recipe or language, a bad config: names only
+        log.error("%s", exc)
         return 2
     log.info("training on %d documents from %s", len(train), args.train)
     started = time.perf_counter()
@@ -398,7 +404,14 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train a pipeline on annotated notes")
     train.add_argument("--train", type=Path, required=True, help="folder of annotated notes (BRAT, i2b2 XML, JSONL)")
     train.add_argument("--dev", type=Path, help="folder of annotated notes to score the trained model on")
-    train.add_argument("--config", type=Path, help="pipeline config TOML (defaults fill what it leaves out)")
+    train.add_argument("--config", type=Path, help="pipeline config TOML (the recipe, else the defaults, fill "
+                       "what it leaves out; its keys win over the recipe's)")
+    train.add_argument("--recipe", help="a tuned config shipped with hybriddeid: meddocan (Spanish), en-default "
+                       "(English); word clusters it names are built from the training text into the cache folder")
+    train.add_argument("--language", help="language pack code (default: the config's or recipe's, else detected "
+                       "from the training text)")
+    train.add_argument("--cluster-text", type=Path, action="append", default=[], metavar="DIR",
+                       help="more notes (labels unused) whose text also builds a recipe's word clusters; repeatable")
     train.add_argument("--out", type=Path, required=True, help="folder to write the model to")
     train.add_argument("--jobs", type=int, default=2, help="processes for training the two CRFs (default 2)")
     train.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")

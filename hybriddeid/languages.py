@@ -3,7 +3,8 @@
 A pack is a folder named by its language code (``en``, ``es``) that holds a ``pack.toml`` (name
 and label taxonomy) and the language's resource files: ``regex.toml`` (rules), ``sections.txt``
 (section headers), ``surrogates.toml`` (what de-identified output needs), ``safelist.txt``,
-``synth.toml`` (synthetic notes), ``numbers.toml`` (number words for ages) and
+``synth.toml`` (synthetic notes), ``numbers.toml`` (number words for ages), ``stopwords.txt``
+(common words, to detect a corpus's language: :func:`detect_language`) and
 ``dictionaries/<kind>.txt``. Only ``pack.toml`` makes a
 folder a pack; a missing resource is an error when something needs it, naming the language and
 the file. ``resources/languages/README.md`` describes the files.
@@ -31,7 +32,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 ENV_VAR = "HYBRIDDEID_LANGUAGE_PATH"
 PACK_FILE = "pack.toml"
@@ -43,6 +44,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "safelist": ("safelist.txt", "safe-list"),
     "synth": ("synth.toml", "synthetic-note resources"),
     "numbers": ("numbers.toml", "number words"),
+    "stopwords": ("stopwords.txt", "stop words"),
     "dictionaries": ("dictionaries", "dictionaries"),
 }
 _PACK_KEYS = frozenset({"name", "taxonomy", "description"})
@@ -196,6 +198,61 @@ def language_pack(code: str) -> LanguagePack:
     if not isinstance(code, str):
         raise ValueError(f"a language code must be a string, not {type(code).__name__}")
     return _load_pack(code, language_folders())
+
+
+_WORD = re.compile(r"[^\W\d_]+")
+DETECT_MIN_SHARE = 0.05  # below this share of stop words no pack is taken to fit the text
+DETECT_MAX_CHARS = 2_000_000  # enough text to decide; a big corpus is not read in full
+
+
+@dataclass(frozen=True)
+class LanguageGuess:
+    """What :func:`detect_language` found: the chosen ``code`` (None when no pack fits), each
+    pack's share of words that are its stop words, and the number of words read."""
+
+    code: str | None
+    shares: Mapping[str, float]
+    words: int
+
+    def reason(self) -> str:
+        """Why, for logs: counts only, never text."""
+        shares = ", ".join(f"{code} {share:.1%}" for code, share in sorted(self.shares.items(), key=lambda kv: -kv[1]))
+        return f"share of {self.words} words that are each pack's stop words: {shares or 'no pack has stopwords.txt'}"
+
+
+def stop_words(code: str) -> frozenset[str]:
+    """The lower-case words of ``code``'s ``stopwords.txt`` (empty when the pack has none)."""
+    pack = language_pack(code)
+    if not pack.has("stopwords"):
+        return frozenset()
+    return frozenset(line.strip().lower() for line in pack.read_text("stopwords").splitlines()
+                     if line.strip() and not line.lstrip().startswith("#"))
+
+
+def detect_language(texts: Iterable[str], languages: Iterable[str] | None = None,
+                    max_chars: int = DETECT_MAX_CHARS) -> LanguageGuess:
+    """The pack (of ``languages``, default every available one) whose stop words make up the
+    largest share of the words in ``texts`` (read up to ``max_chars``); ``code`` is None when no
+    pack reaches ``DETECT_MIN_SHARE`` (e.g. none has a ``stopwords.txt``)."""
+    codes = list(available_languages() if languages is None else languages)
+    lists = {code: stop_words(code) for code in codes}
+    lists = {code: words for code, words in lists.items() if words}
+    hits = dict.fromkeys(lists, 0)
+    n_words = read = 0
+    for text in texts:
+        text = text[: max_chars - read]
+        read += len(text)
+        for match in _WORD.finditer(text):
+            word = match.group().lower()
+            n_words += 1
+            for code, words in lists.items():
+                hits[code] += word in words
+        if read >= max_chars:
+            break
+    shares = {code: hits[code] / n_words if n_words else 0.0 for code in lists}
+    best = max(shares, key=lambda code: (shares[code], code), default=None)
+    code = best if best is not None and shares[best] >= DETECT_MIN_SHARE else None
+    return LanguageGuess(code, MappingProxyType(shares), n_words)
 
 
 def add_language_folder(path: str | os.PathLike[str]) -> None:

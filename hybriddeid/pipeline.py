@@ -163,6 +163,12 @@ def _validate_focus(settings: Mapping[str, Any], origin: str) -> None:
 def load_config(path: Path) -> dict[str, Any]:
     """Read a TOML config file (partial configs are completed with the defaults); relative
     resource paths in a component's section (``RESOURCE_PATH_KEYS``) are taken from its folder."""
+    return build_config(config_overrides(path), origin=str(Path(path)))
+
+
+def config_overrides(path: Path) -> dict[str, Any]:
+    """What a TOML config file sets, not completed with the defaults (so callers can tell what it
+    leaves out), with relative resource paths taken from its folder as ``load_config`` takes them."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -176,7 +182,7 @@ def load_config(path: Path) -> dict[str, Any]:
                 values[key] = str(path.parent / values[key])
             elif isinstance(values.get(key), list):
                 values[key] = [str(path.parent / item) for item in values[key]]
-    return build_config(data, origin=str(path))
+    return data
 
 
 @lru_cache(maxsize=16)
@@ -260,6 +266,8 @@ class Pipeline:
                 else:
                     self.components[name] = load_component(name, self.config, Path(tmp) / name)
         labels = sorted({span.label for doc in docs for span in doc.spans})
+        warn_unseen_labels(self.components, labels, "the training corpus")
+        reports = {name: c.fit_report() for name, c in self.components.items() if hasattr(c, "fit_report")}
         self.meta = {
             "hybriddeid_version": __version__,
             "python": platform.python_version(),
@@ -268,6 +276,8 @@ class Pipeline:
             "labels": labels,
             "fit_seconds": {name: round(seconds, 1) for name, seconds in timings.items()},
         }
+        if reports:  # e.g. the rules' label mapping
+            self.meta["fit_reports"] = reports
         return self
 
     # -- prediction -----------------------------------------------------------------------
@@ -480,7 +490,36 @@ class Pipeline:
             if not (path / name).is_dir():
                 raise FileNotFoundError(f"{path}: the config lists component {name!r} but its folder is missing")
             pipeline.components[name] = load_component(name, pipeline.config, path / name)
+        if pipeline.meta.get("labels"):
+            warn_unseen_labels(pipeline.components, pipeline.meta["labels"], f"{path}'s training corpus",
+                               taxonomy_aware=True)
         return pipeline
+
+
+def unseen_labels(components: Mapping[str, Any], labels: Iterable[str]) -> dict[str, list[str]]:
+    """Per component, the labels it can predict that are not in ``labels`` (only those with any)."""
+    known = set(labels)
+    found = {name: sorted(set(component.labels) - known) for name, component in components.items()}
+    return {name: extra for name, extra in found.items() if extra}
+
+
+def warn_unseen_labels(components: Mapping[str, Any], labels: Iterable[str], where: str,
+                       taxonomy_aware: bool = False) -> None:
+    """Log a warning per component that can predict a label ``where`` (the training corpus) lacks:
+    such spans never score as correct against data annotated like it (labels only, no text).
+
+    ``taxonomy_aware`` (loading a model, where the user may not be the trainer): labels that the
+    corpus lacks but its taxonomy knows (the Spanish rules' URL_WEB on MEDDOCAN) are only noted at
+    INFO; a label from another naming (EMAIL on MEDDOCAN) is still a warning."""
+    labels = list(labels)
+    taxonomy = _taxonomy_of(tuple(sorted(set(labels)))) if taxonomy_aware else None
+    for name, extra in unseen_labels(components, labels).items():
+        foreign = [label for label in extra if taxonomy is None or not taxonomy.knows(label)]
+        if foreign:
+            log.warning("component %r can predict labels not in %s: %s", name, where, ", ".join(foreign))
+        if len(foreign) < len(extra):
+            log.info("component %r can predict labels of the %s taxonomy that %s lacks: %s", name,
+                     taxonomy.name, where, ", ".join(label for label in extra if label not in foreign))
 
 
 def model_folder(path_or_name: str | Path = DEFAULT_MODEL) -> Path:

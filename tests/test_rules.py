@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hybriddeid.classifiers.rules import (
     RuleClassifier,
     RuleFileError,
     bundled_languages,
+    map_rule_labels,
     measure_rules,
     parse_rule_file,
 )
@@ -303,7 +305,8 @@ def gold_docs() -> list[Document]:
 
 
 def test_fit_measures_rules_and_disables_imprecise_ones(tmp_path: Path) -> None:
-    clf = RuleClassifier(None, [write(tmp_path, FIT_RULES)], min_precision=0.9).fit(gold_docs())
+    # map_labels off: the silent SSN rule's label is not the corpus's, which "auto" would switch off
+    clf = RuleClassifier(None, [write(tmp_path, FIT_RULES)], min_precision=0.9, map_labels="off").fit(gold_docs())
     stats = clf.rule_stats_
     assert vars(stats["labelled_mrn"]) == {"hits": 2, "correct": 2, "gold": 2}
     assert vars(stats["any_number"]) == {"hits": 5, "correct": 2, "gold": 2}
@@ -314,9 +317,93 @@ def test_fit_measures_rules_and_disables_imprecise_ones(tmp_path: Path) -> None:
     assert clf.labels == ("MEDICALRECORD", "SSN")
 
 
-def test_fit_with_default_min_precision_keeps_everything(tmp_path: Path) -> None:
-    clf = RuleClassifier(None, [write(tmp_path, FIT_RULES)]).fit(gold_docs())
+def test_fit_with_default_min_precision_keeps_everything_the_corpus_can_label(tmp_path: Path) -> None:
+    clf = RuleClassifier(None, [write(tmp_path, FIT_RULES)], map_labels="off").fit(gold_docs())
     assert clf.enabled_ == ("labelled_mrn", "any_number", "never_fires")
+    # by default a rule whose label (SSN) the corpus lacks and which never fires cannot be mapped: off
+    clf = RuleClassifier(None, [write(tmp_path, FIT_RULES)]).fit(gold_docs())
+    assert clf.enabled_ == ("labelled_mrn", "any_number") and clf.unmapped_ == ("never_fires",)
+    assert clf.label_map_ == {}
+
+
+# ---- label mapping --------------------------------------------------------------------------------
+
+MAP_RULES = """taxonomy = "i2b2-2014"
+[[rule]]
+name = "user_email"
+label = "EMAIL"
+pattern = '[a-z]+@[a-z]+\\.es'
+[[rule]]
+name = "user_date"
+label = "DATE"
+pattern = '\\d\\d/\\d\\d/\\d{4}'
+[[rule]]
+name = "number_word"
+label = "AGE"
+pattern = 'cinco'
+"""
+
+
+def spanish_corpus() -> list[Document]:
+    """Notes labelled with MEDDOCAN's names: the rules above say EMAIL and DATE."""
+    docs = []
+    for i, user in enumerate(["ana", "pedro", "marta", "luis"]):
+        text = f"Correo: {user}@hospital.es. Ingreso el 1{i}/02/2019; cinco dosis."
+        spans = []
+        for value, label in ((f"{user}@hospital.es", "CORREO_ELECTRONICO"), (f"1{i}/02/2019", "FECHAS")):
+            spans.append(Span(text.index(value), text.index(value) + len(value), label))
+        docs.append(Document(f"n{i}", text, tuple(spans)))
+    return docs
+
+
+def test_fit_maps_rule_labels_onto_the_corpus_labels_and_drops_rules_that_match_none(tmp_path: Path) -> None:
+    clf = RuleClassifier(None, [write(tmp_path, MAP_RULES)]).fit(spanish_corpus())
+    assert clf.label_map_ == {"user_email": "CORREO_ELECTRONICO", "user_date": "FECHAS"}
+    assert clf.unmapped_ == ("number_word",) and clf.enabled_ == ("user_email", "user_date")  # 4 hits, no gold overlap
+    assert clf.labels == ("CORREO_ELECTRONICO", "FECHAS")
+    text = "Escribir a eva@clinica.es el 03/04/2020, cinco veces."
+    assert [(text[s.start:s.end], s.label) for s in clf.predict(Document("x", text))] == [
+        ("eva@clinica.es", "CORREO_ELECTRONICO"), ("03/04/2020", "FECHAS")]
+    assert vars(clf.rule_stats_["user_email"]) == {"hits": 4, "correct": 4, "gold": 4}  # measured under the new label
+    assert clf.fit_report() == {"map_labels": "auto", "label_map": clf.label_map_, "unmapped": ["number_word"]}
+
+
+def test_label_mapping_needs_support(tmp_path: Path) -> None:
+    label_map, unmapped = map_rule_labels(RuleClassifier(None, [write(tmp_path, MAP_RULES)]).rules,
+                                          spanish_corpus()[:2])  # two hits each: below MAP_MIN_HITS
+    assert label_map == {} and unmapped == ("user_email", "user_date", "number_word")
+    label_map, _ = map_rule_labels(RuleClassifier(None, [write(tmp_path, MAP_RULES)]).rules,
+                                   spanish_corpus()[:2], min_hits=2)
+    assert label_map == {"user_email": "CORREO_ELECTRONICO", "user_date": "FECHAS"}
+
+
+def test_label_mapping_off_keeps_the_rules_labels(tmp_path: Path) -> None:
+    clf = RuleClassifier(None, [write(tmp_path, MAP_RULES)], map_labels="off").fit(spanish_corpus())
+    assert clf.labels == ("EMAIL", "DATE", "AGE") and clf.label_map_ == {}
+    with pytest.raises(ValueError, match="map_labels must be one of auto, off"):
+        RuleClassifier(None, map_labels="yes")
+
+
+def test_a_saved_mapping_relabels_identically_after_loading(tmp_path: Path) -> None:
+    clf = RuleClassifier("es", [write(tmp_path, MAP_RULES)]).fit(spanish_corpus())
+    clf.to_disk(tmp_path / "model")
+    state = tomllib.loads((tmp_path / "model" / "rules.toml").read_text(encoding="utf-8"))
+    assert state["format"] == 3 and state["label_map"] == {"user_email": "CORREO_ELECTRONICO", "user_date": "FECHAS"}
+    # the loaded classifier uses the saved mapping whatever its own setting
+    loaded = RuleClassifier.from_disk(tmp_path / "model", {"language": "es", "map_labels": "off"})
+    docs = [Document("a", NOTE_ES), Document("b", "Escribir a eva@clinica.es el 03/04/2020.")]
+    assert [loaded.predict(d) for d in docs] == [clf.predict(d) for d in docs]
+    assert any(s.label == "CORREO_ELECTRONICO" for s in loaded.predict(docs[1]))
+    assert loaded.labels == clf.labels
+
+
+def test_a_format_2_state_without_mapping_loads_as_before(tmp_path: Path) -> None:
+    RuleClassifier("en").to_disk(tmp_path)
+    state = tmp_path / "rules.toml"
+    state.write_text(state.read_text(encoding="utf-8").replace("format = 3", "format = 2"), encoding="utf-8")
+    loaded = RuleClassifier.from_disk(tmp_path, {"language": "en", "map_labels": "auto"})
+    text = "Seen 03/04/2020, email jo@example.com"
+    assert loaded.predict(Document("x", text)) == RuleClassifier("en").predict(Document("x", text))
 
 
 def test_measure_rules_counts_exact_matches_only() -> None:

@@ -51,6 +51,8 @@ from hybriddeid.synth import check_offsets, generate_corpus
 assert pathlib.Path(sys.prefix) in pathlib.Path(hybriddeid.__file__).parents, hybriddeid.__file__
 pipeline = Pipeline.load()
 assert pipeline.language == "en" and Pipeline.load("es").language == "es"
+from hybriddeid.recipes import recipe_names, recipe_overrides
+assert recipe_names() == ("en-default", "meddocan") and recipe_overrides("meddocan")["pipeline"]["language"] == "es"
 text = "Mr. Hugo Baptiste (MRN 4417920) was seen on 03/14/2024; Foley removed. Call (617) 555-0142."
 found = {(text[s.start:s.end], s.label) for s in pipeline.predict(text)}
 assert {("4417920", "MEDICALRECORD"), ("03/14/2024", "DATE"), ("(617) 555-0142", "PHONE")} <= found, found
@@ -89,10 +91,12 @@ def test_wheel_ships_and_loads_the_rule_packs_and_the_default_model(tmp_path: Pa
     for language in ("en", "es"):
         pack = f"hybriddeid/resources/languages/{language}"
         assert {f"{pack}/{name}" for name in ("pack.toml", "regex.toml", "sections.txt", "surrogates.toml",
-                                              "numbers.toml", "dictionaries/cities.txt", "dictionaries/README.md")} <= names
+                                              "numbers.toml", "stopwords.txt", "dictionaries/cities.txt",
+                                              "dictionaries/README.md")} <= names
         assert f"hybriddeid/models/{language}/config.toml" in names
     assert {"hybriddeid/resources/languages/en/safelist.txt", "hybriddeid/resources/languages/en/synth.toml",
-            "hybriddeid/resources/languages/README.md", "hybriddeid/resources/surrogates/kinds.toml"} <= names
+            "hybriddeid/resources/languages/README.md", "hybriddeid/resources/surrogates/kinds.toml",
+            "hybriddeid/resources/recipes/meddocan.toml", "hybriddeid/resources/recipes/en-default.toml"} <= names
     assert wheel.stat().st_size < 20e6, f"the wheel is {wheel.stat().st_size / 1e6:.1f} MB"
 
     venv = tmp_path / "venv"

@@ -11,6 +11,14 @@ rule fails with its file and name instead of silently never matching.
 
 Rules win over the CRFs in the merger, so they must be nearly always right: ``fit`` measures each
 rule's precision on gold documents and switches off those below ``min_precision``.
+
+A language pack's rules speak its taxonomy's labels (``DATE``), which a user's corpus may name
+otherwise (``FECHAS``). With ``map_labels = "auto"`` (the default), ``fit`` relabels each rule whose
+label the training corpus does not have with the gold label its hits overlap most, when at least
+``MAP_MIN_HITS`` hits and ``MAP_MIN_SHARE`` of them overlap that label, and switches it off
+otherwise, so that rules never emit a label the corpus lacks. Rules whose label the corpus has
+are left as they are. The mapping is saved in ``rules.toml``; a model saved without one behaves
+as before.
 """
 from __future__ import annotations
 
@@ -18,6 +26,7 @@ import bisect
 import hashlib
 import logging
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -46,8 +55,11 @@ FLAGS: dict[str, int] = {
 DEFAULT_CONTEXT_WINDOW = 30
 DEFAULT_TIMEOUT = 0.5  # seconds per rule per document; normal searches take microseconds
 STATE_FILE = "rules.toml"
-STATE_FORMAT = 2  # 1 also held the settings, which now live only in the pipeline config
-READABLE_FORMATS = (1, 2)
+STATE_FORMAT = 3  # 1 also held the settings, which now live only in the pipeline config; 3 adds label_map
+READABLE_FORMATS = (1, 2, 3)
+MAP_LABELS = ("auto", "off")
+MAP_MIN_HITS = 3  # a rule is relabelled only on this many hits overlapping the chosen gold label...
+MAP_MIN_SHARE = 0.5  # ...that are at least this share of all its hits
 
 _FILE_KEYS = frozenset({"taxonomy", "language", "description", "rule"})
 _RULE_KEYS = frozenset(
@@ -302,10 +314,14 @@ class RuleClassifier:
         min_precision: float = 0.0,
         source: str = "rule",
         timeout: float = DEFAULT_TIMEOUT,
+        map_labels: str = "auto",
     ) -> None:
+        if map_labels not in MAP_LABELS:
+            raise ValueError(f"map_labels must be one of {', '.join(MAP_LABELS)}, not {map_labels!r}")
         self.language = language
         self.rule_files = tuple(rule_files)
         self.min_precision = min_precision
+        self.map_labels = map_labels
         self.source = source
         self.timeout = timeout
         # (origin, text) of the user rule files once read; from_disk fills it from the saved state.
@@ -330,7 +346,11 @@ class RuleClassifier:
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(rule.label for rule in self.enabled_rules))
+        return tuple(dict.fromkeys(self.label_of(rule) for rule in self.enabled_rules))
+
+    def label_of(self, rule: Rule) -> str:
+        """The label ``rule``'s spans get: its own, or the corpus label ``fit`` mapped it onto."""
+        return getattr(self, "label_map_", {}).get(rule.name, rule.label)
 
     def _user_rule_texts(self) -> tuple[tuple[str, str], ...]:
         if self._user_texts is None:
@@ -368,20 +388,44 @@ class RuleClassifier:
     def fit(self, docs: Iterable[Document]) -> "RuleClassifier":
         """Measure every rule on the gold spans of ``docs``; keep those with precision >= min_precision.
 
-        A hit is correct when a gold span has its offsets and label. Rules that never fire stay on
-        (nothing speaks against them).
+        A hit is correct when a gold span has its offsets and label (the mapped label, with
+        ``map_labels = "auto"``: module docstring). Rules that never fire stay on (nothing speaks
+        against them), unless their label is not the corpus's and so cannot be mapped.
         """
-        self.rule_stats_ = measure_rules(self.rules, docs, self._search)
+        docs = list(docs)
+        hits = {(rule.name, index): self._search(rule, doc) for index, doc in enumerate(docs) for rule in self.rules}
+        position = {id(doc): index for index, doc in enumerate(docs)}
+        search: Search = lambda rule, doc: hits[(rule.name, position[id(doc)])]  # noqa: E731 (searched once)
+        self.label_map_: dict[str, str] = {}
+        self.unmapped_: tuple[str, ...] = ()
+        if self.map_labels == "auto":
+            self.label_map_, self.unmapped_ = map_rule_labels(self.rules, docs, search)
+            for rule in self.rules:
+                if rule.name in self.label_map_:
+                    log.info("rule %r: label %s mapped onto the corpus's %s", rule.name, rule.label,
+                             self.label_map_[rule.name])
+            if self.unmapped_:
+                log.info("rules switched off, their label is not the corpus's and their hits match none of its "
+                         "labels often enough: %s", ", ".join(self.unmapped_))
+        labelled = [replace_label(rule, self.label_of(rule)) for rule in self.rules]
+        self.rule_stats_ = measure_rules(labelled, docs, search)
+        off = set(self.unmapped_)
         self.enabled_ = tuple(
-            rule.name for rule in self.rules if self.rule_stats_[rule.name].precision >= self.min_precision
+            rule.name for rule in self.rules
+            if rule.name not in off and self.rule_stats_[rule.name].precision >= self.min_precision
         )
         return self
+
+    def fit_report(self) -> dict[str, Any]:
+        """What ``fit`` decided about labels, for the model's meta.json (rule names and labels only)."""
+        return {"map_labels": self.map_labels, "label_map": dict(getattr(self, "label_map_", {})),
+                "unmapped": list(getattr(self, "unmapped_", ()))}
 
     def predict(self, note: "AnalysedNote | Document", regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
         """Non-overlapping rule spans of the note, sorted by offset (rules read the whole text)."""
         doc = note.doc if isinstance(note, AnalysedNote) else note
         candidates = [
-            (start - end, order, start, end, rule.label)
+            (start - end, order, start, end, self.label_of(rule))
             for order, rule in enumerate(self.enabled_rules)
             for start, end in self._search(rule, doc)
         ]
@@ -407,6 +451,9 @@ class RuleClassifier:
             "enabled": [rule.name for rule in self.enabled_rules],
             "user_rules": [{"origin": origin, "text": text} for origin, text in self._user_rule_texts()],
         }
+        label_map = getattr(self, "label_map_", None)
+        if label_map:  # absent when empty: such a state reads as before the mapping existed
+            state["label_map"] = dict(label_map)
         stats = getattr(self, "rule_stats_", None)
         if stats is not None:
             state["rule_stats"] = {name: vars(value) for name, value in stats.items()}
@@ -426,6 +473,7 @@ class RuleClassifier:
             enabled = tuple(state["enabled"])
             stats = {name: RuleStats(**value) for name, value in state.get("rule_stats", {}).items()}
             saved_digest = state["bundled_sha256"]
+            label_map = {str(name): str(label) for name, label in state.get("label_map", {}).items()}
         except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{state_file}: not a saved rule classifier ({exc})") from None
         clf._user_texts = user  # the saved copies, not the files they came from
@@ -436,6 +484,8 @@ class RuleClassifier:
             log.warning("%s: the bundled %r rules changed since this classifier was saved",
                         state_file, clf.language)
         clf.enabled_ = enabled
+        if label_map:
+            clf.label_map_ = label_map
         if stats:
             clf.rule_stats_ = stats
         return clf
@@ -447,6 +497,51 @@ class RuleClassifier:
 
 
 Search = Callable[[Rule, Document], list[tuple[int, int]]]
+
+
+def replace_label(rule: Rule, label: str) -> Rule:
+    """``rule`` with another label (the same object when it already has it)."""
+    if label == rule.label:
+        return rule
+    return Rule(rule.name, label, rule.pattern, rule.origin, rule.flags, rule.context, rule.context_window,
+                rule.validator, rule.examples, rule.counter_examples)
+
+
+def map_rule_labels(
+    rules: Sequence[Rule], docs: Sequence[Document], search: Search | None = None,
+    min_hits: int = MAP_MIN_HITS, min_share: float = MAP_MIN_SHARE,
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Map each rule whose label no gold span of ``docs`` has onto the gold label its hits overlap
+    most (each hit counts for the gold label it overlaps by the most characters): returns
+    ({rule name: corpus label}, names of such rules left unmapped, to be switched off). A rule is
+    mapped when at least ``min_hits`` of its hits, and ``min_share`` of all of them, overlap that label.
+    """
+    search = search or (lambda rule, doc: rule.spans(doc.text))
+    corpus_labels = {span.label for doc in docs for span in doc.spans}
+    foreign = [rule for rule in rules if rule.label not in corpus_labels]
+    votes: dict[str, Counter[str]] = {rule.name: Counter() for rule in foreign}
+    n_hits: dict[str, int] = dict.fromkeys(votes, 0)
+    for doc in docs:
+        gold = sorted((span.start, span.end, span.label) for span in doc.spans)
+        for rule in foreign:
+            for start, end in search(rule, doc):
+                n_hits[rule.name] += 1
+                best, best_overlap = None, 0
+                for g_start, g_end, label in gold:  # a note has tens of gold spans: a plain scan
+                    overlap = min(end, g_end) - max(start, g_start)
+                    if overlap > best_overlap:
+                        best, best_overlap = label, overlap
+                if best is not None:
+                    votes[rule.name][best] += 1
+    mapping: dict[str, str] = {}
+    unmapped: list[str] = []
+    for rule in foreign:
+        top = votes[rule.name].most_common(1)
+        if top and top[0][1] >= min_hits and top[0][1] >= min_share * n_hits[rule.name]:
+            mapping[rule.name] = top[0][0]
+        else:
+            unmapped.append(rule.name)
+    return mapping, tuple(unmapped)
 
 
 def measure_rules(
@@ -472,7 +567,16 @@ def measure_rules(
     return stats
 
 
+def _check_section(section: Mapping[str, Any]) -> list[str]:
+    """Problems with a [rule] config section (the pipeline reports them as config errors)."""
+    if section.get("map_labels") not in MAP_LABELS:
+        return [f"map_labels must be one of {', '.join(MAP_LABELS)}, not {section.get('map_labels')!r}"]
+    return []
+
+
 COMPONENT = ComponentSpec(
     class_path="hybriddeid.classifiers.rules:RuleClassifier",
-    defaults={"min_precision": 0.0, "rule_files": []},
+    # map_labels: "auto" relabels rules onto the training corpus's labels (module docstring); "off" never
+    defaults={"min_precision": 0.0, "rule_files": [], "map_labels": "auto"},
+    check=_check_section,
 )
