@@ -566,7 +566,7 @@ def test_errors_never_share_a_line_with_the_progress_bar(tmp_path):
                                     **{f"later{i}.txt": GOOD for i in range(3)}})
     proc = subprocess.run([sys.executable, "-c", "import sys; from hybriddeid.cli import main; sys.exit(main())",
                            "annotate", "--model", "en", "--format", "i2b2", str(notes), str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)  # the installed package
     assert proc.returncode == 1
     pieces = re.split(r"[\r\n]", proc.stderr)
     errors = [piece for piece in pieces if "bad.txt" in piece]

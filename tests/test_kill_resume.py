@@ -46,9 +46,11 @@ def files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def run(script: str, args: list[str], **kwargs) -> subprocess.Popen:
+def run(script: str, args: list[str], cwd: Path) -> subprocess.Popen:
+    """The CLI in a new session (so the whole group can be killed), run from ``cwd`` outside the
+    source tree so that the installed package is the one imported."""
     return subprocess.Popen([sys.executable, "-c", script, "-q", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True, **kwargs)
+                            stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
 
 
 @pytest.mark.parametrize("command", ["annotate", "deid"])
@@ -57,12 +59,12 @@ def test_kill_9_then_resume_gives_the_uninterrupted_outputs(command, tmp_path):
     key = tmp_path / "deid.key"
     options = (["annotate", "--model", "en", "--jobs", "2"] if command == "annotate" else
                ["deid", "--model", "en", "--mode", "surrogate", "--key-file", str(key), "--jobs", "2"])
-    reference = run(FAST_CLI, [*options, str(notes), str(tmp_path / "reference")])
+    reference = run(FAST_CLI, [*options, str(notes), str(tmp_path / "reference")], tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
     assert key.exists() == (command == "deid")  # the interrupted run reuses the key the reference created
 
     out = tmp_path / "out"
-    victim = run(SLOW_CLI, [*options, str(notes), str(out)])
+    victim = run(SLOW_CLI, [*options, str(notes), str(out)], tmp_path)
     written = (lambda: list(out.glob("*.txt")) if command == "deid" else list(out.glob("*.ann")))
     deadline = time.monotonic() + 120
     while len(written()) < 5 and victim.poll() is None and time.monotonic() < deadline:
@@ -73,7 +75,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_outputs(command, tmp_path):
     assert still_running, "the run ended before it could be killed"
     assert 5 <= len(written()) < NOTES
 
-    resumed = run(FAST_CLI, [*options, str(notes), str(out)])
+    resumed = run(FAST_CLI, [*options, str(notes), str(out)], tmp_path)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
     got, want = files(out), files(tmp_path / "reference")
     if command == "deid":  # the summary counts what each run did (written, already done); the rest must match

@@ -20,7 +20,6 @@ from hybriddeid.io._common import MAX_FILE_MB_ENV
 from hybriddeid.pipeline import ConfigError, build_config, model_folder
 from hybriddeid.synth import generate_corpus
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _model_with_segments(tmp_path: Path, segment_chars: int, overlap: int) -> Pipeline:
@@ -122,7 +121,7 @@ def test_a_200k_digit_run_is_deidentified_in_bounded_memory(tmp_path: Path) -> N
         sys.exit(main(sys.argv[1:]))
     """)
     done = subprocess.run([sys.executable, "-c", child, "-q", "deid", str(in_dir), str(out_dir), "--model", "en"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)  # the installed package
     assert done.returncode == 0, done.stderr[-2000:]
     out = (out_dir / "lab.txt").read_text(encoding="utf-8")
     assert out.count("\n") == 3 and "Smith" not in out
