@@ -30,7 +30,7 @@ def phrase_key(words: Sequence[str]) -> str:
     return hashlib.blake2b(_SEPARATOR.join(words).encode("utf-8"), digest_size=8, person=b"hybriddeid").hexdigest()
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=1 << 15)
 def _cached_key(words: tuple[str, ...]) -> str:
     """``phrase_key`` memoised: tagging hashes the same few thousand words note after note."""
     return phrase_key(words)
