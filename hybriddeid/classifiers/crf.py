@@ -13,11 +13,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
 import pycrfsuite
 
 from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
-from hybriddeid.classifiers.crfsuite_files import open_tagger, train_to_bytes
+from hybriddeid.classifiers.crfsuite_files import CRFWeights, open_tagger, read_weights, train_to_bytes
+from hybriddeid.classifiers.decoding import marginals as forward_backward
+from hybriddeid.classifiers.decoding import viterbi
 from hybriddeid.classifiers.focus import unsure_stretches
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.classifiers.sequences import TaggedSequence, UnitSequence
@@ -35,6 +38,10 @@ GAZETTEERS_DIR = "gazetteers"
 # longest MEDDOCAN dev line has 3,440 characters, the English test mix's 599.
 SEGMENT_CHARS = 5000
 SEGMENT_OVERLAP = 400
+# How a fitted CRF tags: "fast" scores each unit from the model's weights read into arrays and
+# decodes with hybriddeid.classifiers.decoding; "crfsuite" hands feature strings to crfsuite's
+# tagger. Both give the same tags and marginals (to ~1e-14); crfsuite always trains.
+ENGINES = ("fast", "crfsuite")
 
 
 # The config keys both CRFs share (each component's section holds its own copy, so either may
@@ -57,6 +64,7 @@ CRF_DEFAULTS: dict[str, Any] = {
     # of 100,000 digits). Shorter lines, i.e. every line of ordinary notes, are read whole as before.
     "segment_chars": SEGMENT_CHARS,
     "segment_overlap": SEGMENT_OVERLAP,
+    "engine": "fast",
 }
 
 
@@ -67,6 +75,9 @@ def check_segments(section: Mapping[str, Any]) -> list[str]:
         return ["segment_chars and segment_overlap must be whole numbers"]
     if overlap < 0 or size < 100 or size < 4 * overlap:
         return ["segment_chars must be at least 100 and at least 4 times segment_overlap (>= 0)"]
+    engine = section.get("engine", "fast")
+    if engine not in ENGINES:
+        return [f"engine must be one of {list(ENGINES)}, not {engine!r}"]
     return []
 
 
@@ -95,6 +106,7 @@ class CRFTagger:
         extra_gazetteers: Sequence[str] = (),
         segment_chars: int = SEGMENT_CHARS,
         segment_overlap: int = SEGMENT_OVERLAP,
+        engine: str = "fast",
         verbose: bool = False,
     ) -> None:
         self.algorithm = algorithm
@@ -109,11 +121,12 @@ class CRFTagger:
         self.clusters = clusters  # folder made by `hybriddeid resources clusters`; "" = none
         self.gazetteers = list(gazetteers)  # bundled dictionary kinds, "*" = all of the language's
         self.extra_gazetteers = [str(path) for path in extra_gazetteers]  # the user's own lists
-        problems = check_segments({"segment_chars": segment_chars, "segment_overlap": segment_overlap})
+        problems = check_segments({"segment_chars": segment_chars, "segment_overlap": segment_overlap, "engine": engine})
         if problems:
             raise ValueError(problems[0])
         self.segment_chars = segment_chars  # longer lines are read in overlapping segments
         self.segment_overlap = segment_overlap
+        self.engine = engine  # "fast" or "crfsuite" (ENGINES)
         self.verbose = verbose
         self.lexicon_: Gazetteer | None = None
         self.safe_words_: frozenset[str] = frozenset()
@@ -124,6 +137,26 @@ class CRFTagger:
     def sequences(self, note: AnalysedNote, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
         """The note's sequences; ``lexicon`` (default: the learned one) tags tokens for features."""
         raise NotImplementedError
+
+    def emission_sequences(
+        self, note: AnalysedNote, regions: Sequence[tuple[int, int]] | None = None,
+        skip: Collection[tuple[int, int]] = (),
+    ) -> Iterator[UnitSequence]:
+        """The fast engine's input: ``sequences`` with each unit's label scores in ``emissions``
+        (``weights_.state``'s columns) instead of feature strings. This generic version looks the
+        strings up; subclasses compute the scores from cached ids without building strings."""
+        weights = self.weights_
+        for seq in self._sequences_for(note, regions, skip):
+            if seq.units:
+                yield UnitSequence(seq.units, [], seq.core, seq.key, weights.emissions(seq.features))
+
+    def _sequences_for(
+        self, note: AnalysedNote, regions: Sequence[tuple[int, int]] | None, skip: Collection[tuple[int, int]] = (),
+    ) -> Iterator[UnitSequence]:
+        """``sequences`` of the whole note, or of ``regions`` (less ``skip``) for taggers that take them."""
+        if regions is None:
+            return self.sequences(note)
+        return self.sequences(note, regions=regions, skip=skip) if skip else self.sequences(note, regions=regions)
 
     def training_sequences(self, docs: list[Document]) -> Iterator[tuple[Document, Iterable[UnitSequence]]]:
         """Each training document with its sequences (each note analysed as it is read).
@@ -156,6 +189,7 @@ class CRFTagger:
             "extra_gazetteers": self.extra_gazetteers,
             "segment_chars": self.segment_chars,
             "segment_overlap": self.segment_overlap,
+            "engine": self.engine,
         }
 
     # -- training ---------------------------------------------------------------------------
@@ -200,8 +234,10 @@ class CRFTagger:
     def _load_model(self, data: bytes) -> None:
         self.model_bytes_ = data
         self.tagger_ = open_tagger(data)
+        self.weights_: CRFWeights = read_weights(data)
         self.labels_ = tuple(sorted({tag[2:] for tag in self.tagger_.labels() if tag != OUTSIDE}))
         self.tags_by_label_ = {label: [tag for tag in self.tagger_.labels() if tag[2:] == label] for label in self.labels_}
+        self.label_columns_ = {tag: i for i, tag in enumerate(self.weights_.labels)}
 
     # -- prediction -------------------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -270,11 +306,10 @@ class CRFTagger:
         spans: list[Span] = []
         unsure: list[tuple[int, int]] = []
         kept: list[TaggedSequence] = []
-        tagger = self.tagger_
-        if regions is None:
-            sequences = self.sequences(note)
+        if self.engine == "fast":
+            sequences = self.emission_sequences(note, regions, skip)
         else:
-            sequences = self.sequences(note, regions=regions, skip=skip) if skip else self.sequences(note, regions=regions)
+            sequences = self._sequences_for(note, regions, skip)
         need_outside = below is not None or keep_below is not None
         for units, tags, marginal, parts in self._readings(sequences, need_outside, keep_below):
             tagged = [i for i, tag in enumerate(tags) if tag != OUTSIDE]
@@ -304,19 +339,18 @@ class CRFTagger:
         span crossing it is decoded whole. Only the marginals the caller reads are kept: of each
         unit's own tag, P(O) when ``need_outside`` and, for units whose P(O) is below
         ``keep_below``, every tag's."""
-        tagger = self.tagger_
         all_tags = [tag for tags_of in self.tags_by_label_.values() for tag in tags_of]
         per_tag_wanted = keep_below is not None and len(self.labels_) > 1
         chain: _Stitched | None = None
         for seq in sequences:
             if not seq.units:
                 continue
-            tags = tagger.tag(seq.features)
+            tags, marginal = self._decode(seq)
             if seq.core is None:
                 if chain is not None:
                     yield from chain.reading()
                     chain = None
-                yield seq.units, tags, tagger.marginal, ()
+                yield seq.units, tags, marginal, ()
                 continue
             cut = seq.core[0]
             joins = (chain is not None and chain.cut == cut and chain.reaches_cut
@@ -335,24 +369,41 @@ class CRFTagger:
             for i in range(lo, hi):
                 tag = tags[i]
                 if tag != OUTSIDE:
-                    chain.own[base + i - lo] = tagger.marginal(tag, i)
+                    chain.own[base + i - lo] = marginal(tag, i)
                 if need_outside:
-                    p_outside = tagger.marginal(OUTSIDE, i)
+                    p_outside = marginal(OUTSIDE, i)
                     chain.outside.append(p_outside)
                     if per_tag_wanted and p_outside < keep_below:
-                        chain.per_tag[base + i - lo] = {name: tagger.marginal(name, i) for name in all_tags}
+                        chain.per_tag[base + i - lo] = {name: marginal(name, i) for name in all_tags}
             chain.cut = seq.core[1]
             chain.reaches_cut = seq.units[-1][1] > seq.core[1]
         if chain is not None:
             yield from chain.reading()
 
+    def _decode(self, seq: UnitSequence) -> tuple[list[str], Callable[[str, int], float]]:
+        """Viterbi tags of one sequence and a ``marginal(tag, i)`` valid until the next call
+        (forward-backward runs at the first call, as crfsuite's does)."""
+        if seq.emissions is None:
+            tagger = self.tagger_
+            return tagger.tag(seq.features), tagger.marginal
+        weights = self.weights_
+        labels = weights.labels
+        tags = [labels[i] for i in viterbi(seq.emissions, weights.transitions).tolist()]
+        column = self.label_columns_
+        table: list[np.ndarray] = []
+
+        def marginal(tag: str, i: int) -> float:
+            if not table:
+                table.append(forward_backward(seq.emissions, weights.transitions))
+            return float(table[0][i, column[tag]])
+
+        return tags, marginal
+
     def _kept_sequence(
         self, units: list[tuple[int, int]], tags: list[str], found: list[Span], keep_below: float,
-        marginal: Callable[[str, int], float] | None = None, parts: tuple[tuple[int, int], ...] = (),
+        marginal: Callable[[str, int], float], parts: tuple[tuple[int, int], ...] = (),
     ) -> TaggedSequence:
         """The sequence just tagged, with its marginals (see ``TaggedSequence``)."""
-        if marginal is None:
-            marginal = self.tagger_.marginal
         p_outside = [marginal(OUTSIDE, i) for i in range(len(units))]
         label_probs: dict[int, dict[str, float]] = {}
         if len(self.labels_) > 1:  # a one-label tagger's label needs no probabilities

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from hybriddeid.document import Span
 
 
@@ -14,12 +16,15 @@ class UnitSequence:
     A sequence read from a segment of a long line (``AnalysedNote.segments``) has the segment's
     ``core``: only units starting there are kept, and the tagger stitches it to the next sequence
     when both reach across the cut between their cores (``CRFTagger._tag``). ``key`` names what
-    was read (a focused run's bounds before cutting to the core), so a later focused read can skip it."""
+    was read (a focused run's bounds before cutting to the core), so a later focused read can skip it.
+    For the fast engine, ``emissions`` holds each unit's score per label (units x the model's
+    labels) and ``features`` may be empty."""
 
     units: list[tuple[int, int]]
     features: list[list[str]]
     core: tuple[int, int] | None = None
     key: tuple[int, int] | None = None
+    emissions: np.ndarray | None = None
 
 
 @dataclass(slots=True)
