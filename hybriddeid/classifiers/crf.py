@@ -20,7 +20,7 @@ from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
 from hybriddeid.classifiers.crfsuite_files import CRFWeights, open_tagger, read_weights, train_to_bytes
 from hybriddeid.classifiers.decoding import marginals as forward_backward
-from hybriddeid.classifiers.decoding import viterbi
+from hybriddeid.classifiers.decoding import viterbi, warm_up
 from hybriddeid.classifiers.focus import unsure_stretches
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.classifiers.sequences import TaggedSequence, UnitSequence
@@ -235,6 +235,8 @@ class CRFTagger:
         self.model_bytes_ = data
         self.tagger_ = open_tagger(data)
         self.weights_: CRFWeights = read_weights(data)
+        if self.engine == "fast":
+            warm_up()  # compiled here, before a batch forks its workers, not in each worker
         self.labels_ = tuple(sorted({tag[2:] for tag in self.tagger_.labels() if tag != OUTSIDE}))
         self.tags_by_label_ = {label: [tag for tag in self.tagger_.labels() if tag[2:] == label] for label in self.labels_}
         self.label_columns_ = {tag: i for i, tag in enumerate(self.weights_.labels)}
