@@ -11,8 +11,8 @@ import pytest
 
 from hybriddeid.analysis import analyse
 from hybriddeid.classifiers.crf import ENGINES, check_segments
-from hybriddeid.classifiers.crfsuite_files import read_weights
-from hybriddeid.classifiers.decoding import marginals, viterbi
+from hybriddeid.classifiers.crfsuite_decoding import Decoder
+from hybriddeid.classifiers.crfsuite_files import emission_model, read_weights
 from hybriddeid.io import read_corpus
 from hybriddeid.pipeline import Pipeline
 from hybriddeid.synth import generate_corpus
@@ -59,30 +59,44 @@ def test_damaged_model_files_are_refused(damage: bytes) -> None:
 
 
 @pytest.mark.parametrize("component_name", ["token", "char"])
-def test_decoding_matches_crfsuite(english: Pipeline, english_notes: list, component_name: str) -> None:
+@pytest.mark.parametrize("path", ["crfsuite functions", "emission model"])
+def test_decoding_scores_matches_crfsuite(english: Pipeline, english_notes: list, component_name: str, path: str) -> None:
     component = english.components[component_name]
     weights, tagger = component.weights_, component.tagger_
+    decoder = Decoder(weights)
+    assert decoder._context is not None  # on Linux, crfsuite's own functions are reachable
+    if path == "emission model":  # what a python-crfsuite build without them falls back to
+        decoder._release()
     sequences = [seq for doc in english_notes for seq in component.sequences(analyse(doc, "en")) if seq.units]
     assert len(sequences) > 50
     tagged_phi = 0
     for seq in sequences:
-        emissions = weights.emissions(seq.features)
+        tags, marginal = decoder.decode(weights.emissions(seq.features))
         expected_tags = tagger.tag(seq.features)
-        assert [weights.labels[i] for i in viterbi(emissions, weights.transitions)] == expected_tags
-        expected = np.array([[tagger.marginal(label, i) for label in weights.labels] for i in range(len(seq.units))])
-        assert np.abs(marginals(emissions, weights.transitions) - expected).max() < 1e-9
+        assert tags == expected_tags
+        for i in range(len(seq.units)):
+            for label in weights.labels:
+                assert abs(marginal(label, i) - tagger.marginal(label, i)) < 1e-9
         tagged_phi += any(tag != "O" for tag in expected_tags)
     assert tagged_phi > 10  # the comparison covered sequences with PHI, not only all-O ones
 
 
-def test_decoding_edge_cases() -> None:
-    transitions = np.array([[0.0, -1.0], [2.0, 0.5]])
-    assert viterbi(np.zeros((0, 2)), transitions).tolist() == []
-    assert viterbi(np.array([[0.0, 1.0]]), transitions).tolist() == [1]
-    assert viterbi(np.array([[1.0, 1.0]]), transitions).tolist() == [0]  # a tie: the first label, as crfsuite
-    huge = np.array([[5000.0, 0.0], [0.0, 5000.0]])  # exp() of these overflows without the shift
-    probabilities = marginals(huge, transitions)
-    assert np.isfinite(probabilities).all() and np.allclose(probabilities.sum(axis=1), 1.0)
+def test_the_emission_model_scores_exactly_what_it_is_given() -> None:
+    weights = read_weights(emission_model(read_weights(Pipeline.load("en").components["char"].model_bytes_)))
+    given = [0.125, -3.5, 7.0, 0.0, 1e-300]
+    scores = [sum(value * weights.state[weights.attribute_ids[str(j)], k] for j, value in enumerate(given)) for k in range(5)]
+    assert scores == given  # each value x 1.0 on its own label, nothing else added
+
+
+def test_a_long_sequence_after_short_ones_grows_crfsuites_arrays(english: Pipeline) -> None:
+    decoder = english.components["char"].decoder_
+    generator = np.random.default_rng(3)
+    for length in (3, 5000, 2):
+        emissions = generator.normal(0.0, 2.0, (length, len(decoder.labels)))
+        tags, marginal = decoder.decode(emissions)
+        expected_tags, expected = decoder._decode_with_tagger(emissions)
+        assert tags == expected_tags
+        assert all(abs(marginal(label, i) - expected(label, i)) < 1e-12 for i in (0, length - 1) for label in decoder.labels)
 
 
 def _spans(pipeline: Pipeline, docs: list, threshold: float | None = None) -> list:

@@ -13,14 +13,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
-import numpy as np
 import pycrfsuite
 
 from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
+from hybriddeid.classifiers.crfsuite_decoding import Decoder
 from hybriddeid.classifiers.crfsuite_files import CRFWeights, open_tagger, read_weights, train_to_bytes
-from hybriddeid.classifiers.decoding import marginals as forward_backward
-from hybriddeid.classifiers.decoding import viterbi, warm_up
 from hybriddeid.classifiers.focus import unsure_stretches
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.classifiers.sequences import TaggedSequence, UnitSequence
@@ -39,8 +37,8 @@ GAZETTEERS_DIR = "gazetteers"
 SEGMENT_CHARS = 5000
 SEGMENT_OVERLAP = 400
 # How a fitted CRF tags: "fast" scores each unit from the model's weights read into arrays and
-# decodes with hybriddeid.classifiers.decoding; "crfsuite" hands feature strings to crfsuite's
-# tagger. Both give the same tags and marginals (to ~1e-14); crfsuite always trains.
+# has crfsuite decode those scores (crfsuite_files.emission_model); "crfsuite" hands feature
+# strings to crfsuite's tagger. Both give the same tags and marginals (to ~1e-14); crfsuite trains.
 ENGINES = ("fast", "crfsuite")
 
 
@@ -235,11 +233,9 @@ class CRFTagger:
         self.model_bytes_ = data
         self.tagger_ = open_tagger(data)
         self.weights_: CRFWeights = read_weights(data)
-        if self.engine == "fast":
-            warm_up()  # compiled here, before a batch forks its workers, not in each worker
+        self.decoder_ = Decoder(self.weights_)  # the fast engine's: crfsuite's own decoding of given scores
         self.labels_ = tuple(sorted({tag[2:] for tag in self.tagger_.labels() if tag != OUTSIDE}))
         self.tags_by_label_ = {label: [tag for tag in self.tagger_.labels() if tag[2:] == label] for label in self.labels_}
-        self.label_columns_ = {tag: i for i, tag in enumerate(self.weights_.labels)}
 
     # -- prediction -------------------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -384,22 +380,12 @@ class CRFTagger:
 
     def _decode(self, seq: UnitSequence) -> tuple[list[str], Callable[[str, int], float]]:
         """Viterbi tags of one sequence and a ``marginal(tag, i)`` valid until the next call
-        (forward-backward runs at the first call, as crfsuite's does)."""
+        (crfsuite runs forward-backward at its first call). Emission scores are decoded by
+        crfsuite's own functions (``crfsuite_decoding``), exactly as it decodes the features' sums."""
         if seq.emissions is None:
             tagger = self.tagger_
             return tagger.tag(seq.features), tagger.marginal
-        weights = self.weights_
-        labels = weights.labels
-        tags = [labels[i] for i in viterbi(seq.emissions, weights.transitions).tolist()]
-        column = self.label_columns_
-        table: list[np.ndarray] = []
-
-        def marginal(tag: str, i: int) -> float:
-            if not table:
-                table.append(forward_backward(seq.emissions, weights.transitions))
-            return float(table[0][i, column[tag]])
-
-        return tags, marginal
+        return self.decoder_.decode(seq.emissions)
 
     def _kept_sequence(
         self, units: list[tuple[int, int]], tags: list[str], found: list[Span], keep_below: float,
