@@ -23,7 +23,7 @@ from hybriddeid.classifiers.focus import unsure_stretches
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.classifiers.sequences import TaggedSequence, UnitSequence
 from hybriddeid.document import Document, Span
-from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife
+from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife, keys_of_words
 from hybriddeid.features.resources import ClusterFeatures, dictionary_tags, grouped_gazetteers
 from hybriddeid.features.safe_words import safe_vocabulary
 from hybriddeid.knowledge.clusters import WordClusters
@@ -210,9 +210,12 @@ class CRFTagger:
 
     def resource_tags(self, tokens: Sequence[Token], lowers: Sequence[str], lexicon: Gazetteer | None) -> dict[str, list[str]]:
         """Per-token tags of a line from the lexicon ("lex") and each dictionary group ("gaz_names")."""
-        tags = dictionary_tags(self.gazetteers_, tokens, lowers) if self.gazetteers_ else {}
+        if not self.gazetteers_ and lexicon is None:
+            return {}
+        word_keys = keys_of_words(lowers)  # hashed once for every dictionary and the lexicon
+        tags = dictionary_tags(self.gazetteers_, tokens, lowers, word_keys) if self.gazetteers_ else {}
         if lexicon is not None:
-            tags["lex"] = lexicon.tag(lowers)
+            tags["lex"] = lexicon.tag(lowers, word_keys)
         return tags
 
     def fit(self, docs: Iterable[Document]) -> "CRFTagger":

@@ -36,6 +36,11 @@ def _cached_key(words: tuple[str, ...]) -> str:
     return phrase_key(words)
 
 
+def keys_of_words(words: Sequence[str]) -> list[str]:
+    """Each word's own key (``phrase_key`` of the word alone), as ``Gazetteer.tag`` takes them."""
+    return [_cached_key((word,)) for word in words]
+
+
 def phrase_tokens(phrase: str) -> tuple[str, ...]:
     """Lower-cased tokens of a phrase, split exactly as notes are."""
     return tuple(tok.text.lower() for tok in tokenize(phrase))
@@ -97,24 +102,33 @@ class Gazetteer:
     def __len__(self) -> int:
         return len(self.table)
 
-    def tag(self, words: Sequence[str]) -> list[str]:
-        """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first."""
-        tags = [OUTSIDE] * len(words)
-        table, prefixes = self.table, self.prefixes
-        words = tuple(words)
-        i = 0
+    def tag(self, words: Sequence[str], word_keys: Sequence[str] | None = None) -> list[str]:
+        """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first.
+        ``word_keys`` (``word_keys(words)``, shared by every gazetteer tagging the same words)
+        saves hashing them again."""
         n = len(words)
-        while i < n:
+        tags = [OUTSIDE] * n
+        table, prefixes = self.table, self.prefixes
+        if word_keys is None:
+            word_keys = keys_of_words(words)
+        # only a word whose own key is a known prefix can start a match: one set lookup per word
+        starts = [i for i, key in enumerate(word_keys) if key in prefixes]
+        if not starts:
+            return tags
+        words = tuple(words)
+        free = 0  # the first word not inside a match already made
+        for i in starts:
+            if i < free:
+                continue
             best_length, best_label = 0, ""
             for length in range(1, min(self.max_words, n - i) + 1):
-                key = _cached_key(words[i:i + length])
+                key = word_keys[i] if length == 1 else _cached_key(words[i:i + length])
                 if key not in prefixes:
                     break
                 label = table.get(key)
                 if label is not None:
                     best_length, best_label = length, label
             if best_length == 0:
-                i += 1
                 continue
             if best_length == 1:
                 tags[i] = "S-" + best_label
@@ -123,7 +137,7 @@ class Gazetteer:
                 for j in range(i + 1, i + best_length - 1):
                     tags[j] = "I-" + best_label
                 tags[i + best_length - 1] = "E-" + best_label
-            i += best_length
+            free = i + best_length
         return tags
 
     def to_disk(self, path: Path) -> None:
