@@ -63,7 +63,7 @@ def test_damaged_model_files_are_refused(damage: bytes) -> None:
 def test_decoding_scores_matches_crfsuite(english: Pipeline, english_notes: list, component_name: str, path: str) -> None:
     component = english.components[component_name]
     weights, tagger = component.weights_, component.tagger_
-    decoder = Decoder(weights)
+    decoder = Decoder(weights, tagger)
     assert decoder._context is not None  # on Linux, crfsuite's own functions are reachable
     if path == "emission model":  # what a python-crfsuite build without them falls back to
         decoder._release()

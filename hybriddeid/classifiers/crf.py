@@ -236,7 +236,7 @@ class CRFTagger:
         self.model_bytes_ = data
         self.tagger_ = open_tagger(data)
         self.weights_: CRFWeights = read_weights(data)
-        self.decoder_ = Decoder(self.weights_)  # the fast engine's: crfsuite's own decoding of given scores
+        self.decoder_ = Decoder(self.weights_, self.tagger_)  # the fast engine's: crfsuite's own decoding of given scores
         self.labels_ = tuple(sorted({tag[2:] for tag in self.tagger_.labels() if tag != OUTSIDE}))
         self.tags_by_label_ = {label: [tag for tag in self.tagger_.labels() if tag[2:] == label] for label in self.labels_}
 

@@ -85,20 +85,21 @@ def _address(pointer: ctypes._Pointer) -> int:
 class Decoder:
     """Decodes emission scores (units x labels, in ``weights.labels`` order) of one model."""
 
-    def __init__(self, weights: CRFWeights) -> None:
+    def __init__(self, weights: CRFWeights, tagger: pycrfsuite.Tagger) -> None:
+        """``tagger``: crfsuite's tagger over the same model, the reference the decoder checks
+        itself against."""
         self.labels = weights.labels
         self.columns = {label: i for i, label in enumerate(weights.labels)}
+        self._weights = weights
         self._context = None
-        # crfsuite reads the emission model from these bytes without copying them: they stay here
-        self._fallback_model = emission_model(weights)
-        self._fallback = open_tagger(self._fallback_model)
+        self._fallback: pycrfsuite.Tagger | None = None
         self._names = [str(j) for j in range(len(self.labels))]
         if _LIBRARY is not None:
             self._context = self._new_context(weights.transitions)
             if self._context is not None:
                 self._fields = self._context.contents  # a live view of crfsuite's struct
                 self._path = (ctypes.c_int * self._fields.cap_items)()
-            if not self._agrees_with_crfsuite():
+            if not self._agrees_with_crfsuite(tagger):
                 log.warning("crfsuite's decoding functions do not behave as expected in this python-crfsuite "
                             "build; the fast engine decodes through crfsuite's tagger instead (slower, same results)")
                 self._release()
@@ -114,20 +115,24 @@ class Decoder:
         _LIBRARY.crf1dc_exp_transition(context)
         return context
 
-    def _agrees_with_crfsuite(self) -> bool:
-        """Whether this build's context decodes a few random sequences as crfsuite's tagger does."""
+    def _agrees_with_crfsuite(self, tagger: pycrfsuite.Tagger) -> bool:
+        """Whether this build's context decodes as crfsuite's tagger does, on sequences of the
+        model's own attributes drawn at random (the tagger reads their strings, the decoder
+        their summed weights)."""
         if self._context is None:
             return False
+        names = list(self._weights.attribute_ids)
+        if not names:
+            return True
         generator = np.random.default_rng(0)
         for length in (1, 2, 7, 40):
-            emissions = generator.normal(0.0, 3.0, (length, len(self.labels)))
-            tags, marginal = self.decode(emissions)
-            expected_tags, expected_marginal = self._decode_with_tagger(emissions)
-            if tags != expected_tags:
+            features = [[names[i] for i in generator.integers(0, len(names), 12)] for _ in range(length)]
+            tags, marginal = self.decode(self._weights.emissions(features))
+            if tags != tagger.tag(features):
                 return False
             for i in range(length):
                 for label in self.labels:
-                    if abs(marginal(label, i) - expected_marginal(label, i)) > 1e-12:
+                    if abs(marginal(label, i) - tagger.marginal(label, i)) > 1e-12:
                         return False
         return True
 
@@ -175,6 +180,10 @@ class Decoder:
         return alpha
 
     def _decode_with_tagger(self, emissions: np.ndarray) -> tuple[list[str], Callable[[str, int], float]]:
+        if self._fallback is None:  # built only where it is needed
+            # crfsuite reads the emission model from these bytes without copying them: they stay here
+            self._fallback_model = emission_model(self._weights)
+            self._fallback = open_tagger(self._fallback_model)
         tagger, names = self._fallback, self._names
         tagger.set([dict(zip(names, row)) for row in emissions.tolist()])
         return tagger.tag(), tagger.marginal
