@@ -451,8 +451,9 @@ class TokenIds:
                 # the n-gram starting at each position of ``flat``, then shifted to each token's offsets
                 found = kind.rows([words[j:len(words) - parts + 1 + j] for j in range(parts)])
                 for k in range(-w, w - parts + 2):
-                    row = found[at + k]
-                    columns.append(np.where(row >= 0, kind.ids[row, k + w], none))
+                    # most tokens' n-grams are not the model's: add only those that are
+                    rows = np.flatnonzero(found[at + k] >= 0)
+                    out[rows] += state[kind.ids[found[at[rows] + k], k + w]]
         if self.reach:
             columns += self._context(table, at, line_of, np.array(line_base, np.int64), n_of)
         for column in columns:
@@ -471,24 +472,31 @@ class TokenIds:
                  n_of: np.ndarray) -> list[np.ndarray]:
         """The ``context`` bags as id columns: the words (tokens starting with a letter or digit)
         nearest each token, up to ``reach`` on each side within its line, each distinct word once
-        per side, as the string path's ``dict.fromkeys`` keeps them."""
+        per side (as the string path's ``dict.fromkeys`` keeps them)."""
         base, reach, none = 2 * self.window + 1, self.reach, self.none
         is_word = table[:, base + _ISW]
-        word_at = np.flatnonzero(is_word)
+        word_at = np.flatnonzero(is_word)  # positions of the words, in order: a word's rank is its index here
         if not len(word_at):
             return []
+        # the rank of the previous word with the same lower-case form (-1 if none): a word repeats
+        # in a bag when that one is in the bag too
+        lowers = table[word_at, base + _LOW]
+        order = np.argsort(lowers, kind="stable")
+        same = lowers[order[1:]] == lowers[order[:-1]]
+        previous = np.full(len(word_at), -1, np.int64)
+        previous[order[1:][same]] = order[:-1][same]
         before = np.concatenate(([0], np.cumsum(is_word)))  # words before each position
         rank = before[at]  # the first word at or after each token
         low, high = before[line_base][line_of], before[line_base + n_of][line_of]  # the line's words
         steps = np.arange(reach)
-        earlier = np.tri(reach, k=-1, dtype=bool)  # [j, j2]: slot j2 comes before slot j
+        last = len(word_at) - 1
         columns = []
-        for ranks, column in ((rank[:, None] - reach + steps, _CL), ((rank + is_word[at])[:, None] + steps, _CR)):
-            inside = (ranks >= low[:, None]) & (ranks < high[:, None])
-            where = word_at[np.clip(ranks, 0, len(word_at) - 1)]
-            lowers = table[where, base + _LOW]
-            repeated = ((lowers[:, :, None] == lowers[:, None, :]) & inside[:, None, :] & earlier).any(axis=2)
-            columns += list(np.where(inside & ~repeated, table[where, base + column], none).T)
+        for start, column in ((np.maximum(rank - reach, low), _CL), (rank + is_word[at], _CR)):
+            ranks = (rank - reach if column == _CL else start)[:, None] + steps
+            inside = (ranks >= low[:, None]) & (ranks < (rank[:, None] if column == _CL else high[:, None]))
+            ranks = np.minimum(np.maximum(ranks, 0), last)
+            keep = inside & (previous[ranks] < start[:, None])
+            columns += list(np.where(keep, table[word_at[ranks], base + column], none).T)
         return columns
 
     def _extra(self, lines: Sequence[LineInput], sizes: list[int], line_base: list[int], forms: list[int], table: np.ndarray,
@@ -516,16 +524,17 @@ class TokenIds:
                 for name in in_places:
                     codes[name] = np.full(total, self._codes(name, (OUTSIDE,))[0], np.int64)
                 masks = table[at, 2 * self.window + 1 + _MASK]
-                if masks.any():
-                    # per line, the dictionaries one of whose phrases some word of it may start
-                    bits = np.bitwise_or.reduceat(masks, np.minimum(first_row, total - 1))
-                    bits[n_of == 0] = 0
+                hits = np.flatnonzero(masks)  # tokens where some dictionary's phrase may start
+                if len(hits):
                     found: dict[str, tuple[list[int], list[str]]] = {}
                     word_key = self._word_keys.__getitem__
-                    for line in np.flatnonzero(bits).tolist():
+                    grouped = itertools.groupby(zip(line_of[hits].tolist(), hits.tolist(), masks[hits].tolist()),
+                                                key=lambda hit: hit[0])
+                    for line, group in grouped:
                         item, start, n, base = lines[line], int(first_row[line]), sizes[line], line_base[line]
+                        starts = [(row - start, mask) for _, row, mask in group]
                         word_keys = list(map(word_key, forms[base:base + n]))
-                        for name, tags in self._dictionary_tags(item, word_keys, int(bits[line])):
+                        for name, tags in self._dictionary_tags(item, word_keys, starts):
                             rows, values = found.setdefault(name, ([], []))
                             rows += range(start, start + n)
                             values += tags
@@ -570,15 +579,20 @@ class TokenIds:
         table = self._tag_table
         ids = np.concatenate((table[mine, 0], table[left, 1], table[right, 2]))
         ids[np.tile(mine < 0, (3, 1))] = self.none
-        out[rows] += self.state[ids].sum(axis=0)
+        found = self.state[ids[0]]
+        for column in ids[1:]:
+            found += self.state[column]
+        out[rows] += found
 
-    def _dictionary_tags(self, item: LineInput, word_keys: list[str], bits: int) -> Iterator[tuple[str, list[str]]]:
-        """The tags that are not all "O" of the dictionaries in ``bits`` (those one of whose
-        phrases some word of the line may start)."""
+    def _dictionary_tags(self, item: LineInput, word_keys: list[str],
+                         starts: list[tuple[int, int]]) -> Iterator[tuple[str, list[str]]]:
+        """The tags that are not all "O" of the dictionaries that may match on a line: ``starts``
+        holds each word where some may start a phrase, with the bits of those that may."""
         tokens, lowers = item.line.tokens, item.line.lowers
         for bit, dictionary in enumerate(self.dictionaries):
-            if bits >> bit & 1:
-                found = dictionary.gazetteer.tag(lowers, word_keys)
+            mine = [i for i, mask in starts if mask >> bit & 1]
+            if mine:
+                found = dictionary.gazetteer.tag(lowers, word_keys, mine)
                 if found.count(OUTSIDE) != len(found):
                     yield dictionary.name, case_marked(found, tokens) if dictionary.case_marked else found
 
