@@ -8,10 +8,11 @@ from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger, check_segments
 from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.document import Document
 from hybriddeid.features.gazetteer import Gazetteer
-from hybriddeid.features.pos import note_tags
+from hybriddeid.features.pos import NoteTags, note_tags
 from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, extract_token_features
 from hybriddeid.features.token_ids import Dictionary, LineInput, TokenIds
 from hybriddeid.registry import ComponentSpec
+from hybriddeid.text.tokenize import Token
 
 # Tokens scored per call of the fast engine's featurizer: one numba call per batch of lines.
 BATCH_TOKENS = 4096
@@ -61,7 +62,7 @@ class TokenCRF(CRFTagger):
         self, note: AnalysedNote | Document, lexicon: Gazetteer | None
     ) -> Iterator[tuple[Segment, TokenSequence]]:
         note = analyse(note, self.language)
-        tags = note.memo(("tags", self.tag_source), lambda: note_tags(note.text, self.tag_source)) if self.tag_source else None
+        tags = self._source_tags(note)
         for segment in note.segments(self.segment_chars, self.segment_overlap):
             line = segment.line
             tokens = line.tokens
@@ -71,6 +72,12 @@ class TokenCRF(CRFTagger):
                 if tags is not None:
                     seq.pos, seq.extra["ner"] = tags.align(tokens)
                 yield segment, seq
+
+    def _source_tags(self, note: AnalysedNote) -> NoteTags | None:
+        """The tag source's POS and NER tags of the note (once per note), or None without one."""
+        if not self.tag_source:
+            return None
+        return note.memo(("tags", self.tag_source), lambda: note_tags(note.text, self.tag_source))
 
     def sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
         safe = self.safe_words_
@@ -95,7 +102,7 @@ class TokenCRF(CRFTagger):
             return
         note = analyse(note, self.language)
         featurizer = self._token_ids()
-        tags = note.memo(("tags", self.tag_source), lambda: note_tags(note.text, self.tag_source)) if self.tag_source else None
+        tags = self._source_tags(note)
         batch: list[tuple[LineInput, Segment]] = []
         size = 0
         for segment in note.segments(self.segment_chars, self.segment_overlap):
@@ -128,9 +135,9 @@ class TokenCRF(CRFTagger):
     def _token_ids(self) -> TokenIds:
         """The fast engine's featurizer for the current model and settings (kept while they hold:
         its caches are what make it fast)."""
+        own_way = type(self).resource_tags is not CRFTagger.resource_tags  # a subclass tags lines itself
         key = (id(self.weights_), tuple(self.features), self.window, id(self.safe_words_), id(self.clusters_),
-               id(self.lexicon_), tuple((name, id(g)) for name, g in self.gazetteers_.items()),
-               type(self).resource_tags is CRFTagger.resource_tags)
+               id(self.lexicon_), tuple((name, id(g)) for name, g in self.gazetteers_.items()), own_way)
         cached = getattr(self, "_token_ids_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -138,9 +145,10 @@ class TokenCRF(CRFTagger):
         if self.lexicon_ is not None:
             dictionaries.append(Dictionary("lex", self.lexicon_, False))
         own_tags = None
-        if not key[-1]:  # a subclass tags lines its own way: ask it for every line
+        if own_way:  # asked for every line
             lexicon = self.lexicon_
-            def own_tags(tokens, lowers):
+
+            def own_tags(tokens: Sequence[Token], lowers: Sequence[str]) -> dict[str, list[str]]:
                 return self.resource_tags(tokens, lowers, lexicon)
         featurizer = TokenIds(self.weights_, self.features, self.window, self.safe_words_, self.clusters_,
                               dictionaries, own_tags)

@@ -12,7 +12,8 @@ scores, the sums of the model's state rows (in another order, so within ~1e-13),
 - word bigrams and trigrams and the shape trigram are found by their words' ids in sorted keys
   read off the model's own attribute names (an n-gram the model lacks adds nothing);
 - a line's facts (``sec=``, ``key=``...) are summed once per distinct combination, and a token's
-  place in its line (``first``, ``pos=``, the dictionary tags' pads) picks one of a few fixed rows;
+  place in its line (``first``, ``pos=``, dictionary tags "O" or a pad) picks one of a few fixed
+  rows; dictionary tags are added one by one only at and beside the tags that are not "O";
 - every window is then an id column shifted over the lines laid end to end, and numpy adds up
   the rows, a column at a time, for every token of a batch of lines at once.
 
@@ -88,7 +89,7 @@ def _splits(rest: str, parts: int) -> Iterable[tuple[str, ...]]:
         yield tuple(rest[a + 1:b] for a, b in zip(bounds, bounds[1:]))
 
 
-def _ngram_tables(names: Mapping[str, int], window: int, none: int) -> tuple["_NgramTable", "_NgramTable", "_NgramTable"]:
+def _ngram_tables(names: Mapping[str, int], window: int, none: int) -> tuple[_NgramTable, _NgramTable, _NgramTable]:
     """The model's word bigrams (``b[k]=``, k in [-window, window)), trigrams (``t[k]=``, k in
     [-window, window - 1)) and shape trigrams (``ss[-1:1]=``)."""
     pattern = re.compile(r"([bt])\[(-?\d+)\]=(.*)", re.S)
@@ -210,7 +211,7 @@ class TokenIds:
         self._wk_names = [f"w[{k}]=" for k in range(-window, window + 1)]
         self.places = self._place_rows()
         self._own = np.zeros((0, self.n_labels))
-        self._ids = np.zeros((0, 2 * window + 1 + _N_COLUMNS), np.int64)
+        self._ids = np.zeros((0, 2 * window + 1 + _N_COLUMNS), np.int32)  # ids and small codes
         self._clear()
 
     def _place_rows(self) -> np.ndarray:
@@ -219,7 +220,7 @@ class TokenIds:
         and ``name=O``), rows 24-47 without the dictionaries (their lines add them tag by tag)."""
         aid, state = self._aid, self.state
         rows = np.zeros((48, self.n_labels))
-        names = [dictionary.name for dictionary in self.dictionaries] if "extra" in self.on and not self.resource_tags else []
+        names = [] if "extra" not in self.on or self.resource_tags else [d.name for d in self.dictionaries]
         for place in (_MIDDLE, _FIRST, _LAST, _ALONE):
             for at in range(6):
                 found: list[str] = []
@@ -273,7 +274,7 @@ class TokenIds:
             size = max(rows, 2 * len(self._own), 1024)
             own = np.zeros((size, self.n_labels))
             own[:len(self._own)] = self._own
-            ids = np.zeros((size, self._ids.shape[1]), np.int64)
+            ids = np.zeros((size, self._ids.shape[1]), np.int32)
             ids[:len(self._ids)] = self._ids
             self._own, self._ids = own, ids
 
@@ -499,8 +500,9 @@ class TokenIds:
             columns += list(np.where(keep, table[word_at[ranks], base + column], none).T)
         return columns
 
-    def _extra(self, lines: Sequence[LineInput], sizes: list[int], line_base: list[int], forms: list[int], table: np.ndarray,
-               at: np.ndarray, index: np.ndarray, n_of: np.ndarray, line_of: np.ndarray, out: np.ndarray) -> np.ndarray:
+    def _extra(self, lines: Sequence[LineInput], sizes: list[int], line_base: list[int], forms: list[int],
+               table: np.ndarray, at: np.ndarray, index: np.ndarray, n_of: np.ndarray, line_of: np.ndarray,
+               out: np.ndarray) -> np.ndarray:
         """Add the ``extra`` tags to ``out`` where the place rows do not hold them: the
         dictionaries' tags at and beside each tag that is not "O", and every tag of a tag source
         (``ner``) or of a subclass's own ``resource_tags``. Returns, per token, 1 where the
@@ -621,12 +623,15 @@ class TokenIds:
         needs_first = safe is not None and bool((safe == _NEEDS_STRINGS).any())
         extra_rows: list[int] = []
         extra_ids: list[int] = []
+        with_nul = set(nul_lines)
         row = 0
         for line, item in enumerate(lines):
+            if not (self.generic or with_nul or needs_first):
+                break
             n = sizes[line]
             extractors = [name for name in self.generic
                           if name != "pos" or item.pos is not None or TOKEN_EXTRACTORS["pos"] is not _POS]
-            if line in nul_lines:
+            if line in with_nul:
                 extractors.append("ngrams")
             first = needs_first and bool((safe[row:row + n] == _NEEDS_STRINGS).any())
             if extractors or first:
@@ -654,7 +659,7 @@ class TokenIds:
     def _token_sequence(self, item: LineInput) -> TokenSequence:
         """The string path's ``TokenSequence`` of a line, for extractors read as strings."""
         line = item.line
-        seq = TokenSequence(line.tokens, line.context, self.window, lowers=list(line.lowers), clusters=self.clusters)
+        seq = TokenSequence(line.tokens, line.context, self.window, list(line.lowers), clusters=self.clusters)
         seq.extra.update(self._line_tags(item))
         seq.pos = item.pos
         return seq
