@@ -102,17 +102,20 @@ class Gazetteer:
     def __len__(self) -> int:
         return len(self.table)
 
-    def tag(self, words: Sequence[str], word_keys: Sequence[str] | None = None) -> list[str]:
+    def tag(self, words: Sequence[str], word_keys: Sequence[str] | None = None,
+            starts: Sequence[int] | None = None) -> list[str]:
         """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first.
         ``word_keys`` (``word_keys(words)``, shared by every gazetteer tagging the same words)
-        saves hashing them again."""
+        saves hashing them again; ``starts``, the positions whose key is a known prefix (in
+        order), saves looking each word up (the fast engine knows them from its word cache)."""
         n = len(words)
         tags = [OUTSIDE] * n
         table, prefixes = self.table, self.prefixes
         if word_keys is None:
             word_keys = keys_of_words(words)
         # only a word whose own key is a known prefix can start a match: one set lookup per word
-        starts = [i for i, key in enumerate(word_keys) if key in prefixes]
+        if starts is None:
+            starts = [i for i, key in enumerate(word_keys) if key in prefixes]
         if not starts:
             return tags
         words = tuple(words)
