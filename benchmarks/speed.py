@@ -20,6 +20,12 @@ benchmarks/same_spans.py), ``es`` = the bundled Spanish model on MEDDOCAN dev (2
 These machines are noisy: compare ratios from one run, not absolute times across runs.
 
     python benchmarks/speed.py [--set en --set es] [--rounds 3] [--process-rounds 2] [--no-plain]
+
+With ``--model`` (repeat), it compares saved models instead, as it did before the fast engine:
+each model tags the same notes (``--notes``, default MEDDOCAN dev; ``--limit`` of them) in
+alternating rounds, speeds as ratios to the first model's.
+
+    python benchmarks/speed.py --model es --model /tmp/new-model [--notes DIR] [--limit 100]
 """
 from __future__ import annotations
 
@@ -111,14 +117,33 @@ def whole_process(model: str, notes: Path, folder: Path, rounds: int) -> dict[st
     return results
 
 
+def compare_models(models: list[str], notes: Path, limit: int, rounds: int) -> int:
+    """Saved models side by side on the same notes (default engine): notes/s and ratios."""
+    docs = read_corpus(notes)[:limit]
+    pipelines = {name: Pipeline.load(name) for name in models}
+    for pipeline in pipelines.values():  # warm caches and lazy loads before timing
+        for doc in docs[:10]:
+            pipeline.predict(doc)
+    best = in_process({name: pipeline.predict for name, pipeline in pipelines.items()}, docs, rounds)
+    print(f"{len(docs)} notes from {notes}, best of {rounds} rounds, one process")
+    for name in models:
+        print(f"{name:40s} {len(docs) / best[name]:8.1f} notes/s {best[models[0]] / best[name]:8.3f} x the first")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--set", action="append", choices=("en", "es"), help="note set (repeat; default both)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--process-rounds", type=int, default=2)
     parser.add_argument("--no-plain", action="store_true", help="leave out the plain token CRF on MEDDOCAN")
+    parser.add_argument("--model", action="append", help="compare these saved models instead (repeat)")
+    parser.add_argument("--notes", type=Path, default=SHARED / "dev" / "brat", help="with --model: the notes")
+    parser.add_argument("--limit", type=int, default=100, help="with --model: notes per round")
     args = parser.parse_args()
     assert ENGINES == (CANDIDATE, BASELINE)
+    if args.model:
+        return compare_models(args.model, args.notes, args.limit, args.rounds)
 
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
