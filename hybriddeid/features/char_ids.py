@@ -1,0 +1,500 @@
+"""The character CRF's scores without its feature strings (the fast engine's featurizer).
+
+``features.char`` writes about 13 feature strings per character and crfsuite (or
+``CRFWeights.emissions``) looks each one up: most of the time of tagging a note. The fast engine
+needs only each character's summed weights per label (one float per label), and those sums are
+made of parts that recur: the weights of the n-grams around a character, of a character alone,
+of a whitespace's two neighbours, of a word as a token and as a neighbour, of a dictionary tag,
+of a line's facts. ``CharScorer`` keeps these per model, each the first time its key is seen
+(the only time its feature strings are built), and adds them up per character in one compiled
+pass per batch of lines. The scores equal ``CRFWeights.emissions(char_features(...))`` up to the
+order of summation (~1e-13).
+
+Why n-grams and not whole contexts: a memo of each character's nine-character context (the
+string memo's key, ``_ngram_rows``) missed 50-70% of its lookups over long batches (MEDDOCAN and
+generated English: contexts in running text rarely repeat once the memo has been emptied), and
+a miss costs 16 feature strings. N-grams nearly always hit, and integer keys (code points packed)
+are probed in compiled code, so summing a character's 16 n-gram rows costs less than one lookup
+of its context string in a dict.
+
+Every memo is capped and emptied when full, as the string memo is (``_NGRAM_CACHE_LIMIT``), so
+a long batch does not grow a worker.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Collection, Hashable, Mapping, Sequence
+
+import numpy as np
+from numba import njit
+
+from hybriddeid.features.char import _NGRAM_CACHE_LIMIT, _PAD, SPACE, CharWindow, _whitespace_features, window_spans
+from hybriddeid.features.context import LineContext
+from hybriddeid.features.lexical import WORD_MEMO_SIZE, short_shape
+from hybriddeid.text.tokenize import Token
+
+_CODE_BITS, _CODE_MASK = 21, (1 << 21) - 1  # a code point's bits in a packed n-gram or pair
+_SMALL_MEMO = 1 << 12  # keys with few values: dictionary tags, line facts, line keys
+_LEFT_PADS, _RIGHT_PADS = ("<s>", "<s>"), ("</s>", "</s>")  # a line's edge neighbours (token_projections)
+# A token character's role: what it adds to its own scores (see _assemble).
+_B, _E, _S, _I, _I_THIN, _SAFE = range(6)
+# A word's row in the word memo holds these blocks of one score per label, then its settled flag.
+_OWN, _FORM, _BEFORE1, _AFTER1, _BEFORE2, _AFTER2 = range(6)
+
+
+@dataclass(frozen=True, slots=True)
+class CharLine:
+    """One line (or segment of a line) to score: what ``char_features`` is given for it.
+
+    ``runs`` are the stretches to read: (first token, end token, start offset, stop offset), the
+    offsets into the note's text; a run of all ``tokens`` spans the whole ``line``. ``lowers`` are
+    the tokens' lower-cased texts, ``tags`` one tag per token for each name (dictionary tags)."""
+
+    line: LineContext
+    tokens: Sequence[Token]
+    lowers: Sequence[str]
+    runs: Sequence[tuple[int, int, int, int]]
+    tags: Mapping[str, Sequence[str]]
+
+
+# -- compiled parts ----------------------------------------------------------------------------------
+_EMPTY = -1  # an empty slot of a hash table (keys are never negative)
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: a slot is the top bits of key * this
+
+
+@njit(cache=True, nogil=True)
+def _find(slot_keys: np.ndarray, slot_rows: np.ndarray, keys: np.ndarray, shift: np.uint64) -> np.ndarray:
+    """The row of each key in an open-addressing hash table (linear probing), -1 where absent."""
+    mask = len(slot_keys) - 1
+    out = np.empty(len(keys), np.int64)
+    for i in range(len(keys)):
+        key = keys[i]
+        slot = np.int64((np.uint64(key) * _MULTIPLIER) >> shift)
+        while True:
+            held = slot_keys[slot]
+            if held == key:
+                out[i] = slot_rows[slot]
+                break
+            if held == _EMPTY:
+                out[i] = -1
+                break
+            slot = (slot + 1) & mask
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _insert(slot_keys: np.ndarray, slot_rows: np.ndarray, keys: np.ndarray, rows: np.ndarray, shift: np.uint64) -> None:
+    """Add distinct new ``keys`` with their ``rows`` (the table is kept at most half full)."""
+    mask = len(slot_keys) - 1
+    for i in range(len(keys)):
+        key = keys[i]
+        slot = np.int64((np.uint64(key) * _MULTIPLIER) >> shift)
+        while slot_keys[slot] != _EMPTY and slot_keys[slot] != key:
+            slot = (slot + 1) & mask
+        slot_keys[slot] = key
+        slot_rows[slot] = rows[i]
+
+
+@njit(cache=True, nogil=True)
+def _assemble(
+    state, codes, run_s, run_len, run_line,  # noqa: ANN001 (numba arrays)
+    token_row, token_len, token_word, token_line, token_inkey,
+    words, tag_scores, key_scores, inkey, line_scores, role_scores,
+    span_offsets, span_sizes, span_columns, unigrams, bigrams, trigrams,
+    char_scores, ws_index, ws_scores, thin, projection, line_facts,
+):
+    """Every character's scores (rows: the runs' characters in order), as ``char_features`` builds
+    its features: a character strictly inside a token (with ``thin``) or of a settled token gets
+    its own character, its token's form and its role; a whitespace (with ``thin``) its neighbour
+    pair; any other character its n-grams and its line's facts, plus its role and its token's
+    projected facts if it belongs to a token.
+
+    ``codes``: code points of the padded lines joined (the n-gram tables and ``char_scores`` have
+    one row per position of it, ``ws_index`` the row of ``ws_scores`` of each whitespace); runs:
+    their first character's position there, length, line; tokens (of the runs, in order): first
+    row, length, row in ``words`` (the word memo's rows of each line's tokens between pads), line,
+    whether it lies inside the line's key."""
+    n_labels = state.shape[1]
+    n_rows = 0
+    for k in range(len(run_len)):
+        n_rows += run_len[k]
+    out = np.zeros((n_rows, n_labels))
+    token_of = np.full(n_rows, -1, np.int64)
+    role_of = np.zeros(n_rows, np.int64)
+    n_tokens = len(token_row)
+    projected = np.zeros((n_tokens, n_labels))
+    form = np.zeros((n_tokens, n_labels))
+    settled_column = words.shape[1] - 1
+    for t in range(n_tokens):
+        w = token_word[t]
+        for label in range(n_labels):
+            projected[t, label] = (words[w, _OWN * n_labels + label] + words[w - 1, _BEFORE1 * n_labels + label]
+                                   + words[w + 1, _AFTER1 * n_labels + label] + words[w - 2, _BEFORE2 * n_labels + label]
+                                   + words[w + 2, _AFTER2 * n_labels + label] + tag_scores[t, label])
+            if projection:
+                projected[t, label] += inkey[label] if token_inkey[t] else key_scores[token_line[t], label]
+            form[t, label] = words[w, _FORM * n_labels + label]
+        first = token_row[t]
+        length = token_len[t]
+        settled = words[w, settled_column] > 0
+        for offset in range(length):
+            if settled:
+                role = _SAFE
+            elif length == 1:
+                role = _S
+            elif offset == 0:
+                role = _B
+            elif offset == length - 1:
+                role = _E
+            else:
+                role = _I_THIN if thin else _I
+            token_of[first + offset] = t
+            role_of[first + offset] = role
+    row = 0
+    for k in range(len(run_len)):
+        for i in range(run_len[k]):
+            at = run_s[k] + i
+            t = token_of[row]
+            role = role_of[row]
+            if t >= 0 and role >= _I_THIN:
+                for label in range(n_labels):
+                    out[row, label] = char_scores[at, label] + form[t, label] + role_scores[role, label]
+            else:
+                if thin and codes[at] == 95:  # "_": whitespace (and underscores) as features.char writes them
+                    for label in range(n_labels):
+                        out[row, label] = ws_scores[ws_index[at], label]
+                else:
+                    for j in range(len(span_offsets)):
+                        start = at + span_offsets[j]
+                        if span_sizes[j] == 1:
+                            feature = unigrams[start, span_columns[j]]
+                        elif span_sizes[j] == 2:
+                            feature = bigrams[start, span_columns[j]]
+                        else:
+                            feature = trigrams[start, span_columns[j]]
+                        for label in range(n_labels):
+                            out[row, label] += state[feature, label]
+                    if line_facts:
+                        for label in range(n_labels):
+                            out[row, label] += line_scores[run_line[k], label]
+                if t >= 0:
+                    for label in range(n_labels):
+                        out[row, label] += projected[t, label] + role_scores[role, label]
+            row += 1
+    return out
+
+
+# -- memos -------------------------------------------------------------------------------------------
+def _grown(table: np.ndarray, used: int, needed: int, limit: int) -> np.ndarray:
+    """``table`` with room for ``needed`` rows (doubling, at most ``limit``), its first ``used`` kept."""
+    if needed <= len(table):
+        return table
+    grown = np.zeros((min(limit, max(needed, 2 * len(table))), table.shape[1]), table.dtype)
+    grown[:used] = table[:used]
+    return grown
+
+
+class _Memo:
+    """Hashable key -> a fixed-width row of values (``build`` makes the rows of new keys), held in
+    one array; emptied when ``limit`` keys are held. Thread-safe (rows are reused after emptying)."""
+
+    __slots__ = ("_rows", "_table", "_limit", "_build", "_lock")
+
+    def __init__(self, width: int, dtype: type, limit: int, build: Callable[[list], np.ndarray]) -> None:
+        self._rows: dict[Hashable, int] = {}
+        self._table = np.zeros((min(limit, 1024), width), dtype)
+        self._limit = limit
+        self._build = build
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def values(self, keys: list) -> np.ndarray:
+        """The row of each key (a new array, one row per key)."""
+        with self._lock:
+            get = self._rows.get
+            found = [get(key) for key in keys]
+            if None not in found:
+                return self._table[np.array(found, np.intp)]
+            new = list(dict.fromkeys(key for key, row in zip(keys, found) if row is None))
+            made = self._build(new)
+            if len(new) > self._limit:  # more new keys than the memo holds: keep none
+                out = np.empty((len(keys), self._table.shape[1]), self._table.dtype)
+                position = {key: i for i, key in enumerate(new)}
+                for i, (key, row) in enumerate(zip(keys, found)):
+                    out[i] = self._table[row] if row is not None else made[position[key]]
+                return out
+            if len(self._rows) + len(new) > self._limit:  # full: empty it, look every key up again
+                self._rows.clear()
+                new = list(dict.fromkeys(keys))
+                made = self._build(new)
+            start = len(self._rows)
+            self._table = _grown(self._table, start, start + len(new), self._limit)
+            self._table[start:start + len(new)] = made
+            self._rows.update(zip(new, range(start, start + len(new))))
+            return self._table[np.array([self._rows[key] for key in keys], np.intp)]
+
+
+class _CodeMemo:
+    """Non-negative integer key -> a fixed-width row of values (``build`` makes the rows of new
+    keys), in a hash table probed by compiled code; emptied when ``limit`` keys are held.
+    Thread-safe."""
+
+    __slots__ = ("_slot_keys", "_slot_rows", "_shift", "_table", "_count", "_limit", "_build", "_lock")
+
+    def __init__(self, width: int, dtype: type, limit: int, build: Callable[[list[int]], np.ndarray]) -> None:
+        slots = 1 << (2 * limit - 1).bit_length()  # at least twice the keys it holds
+        self._slot_keys = np.full(slots, _EMPTY, np.int64)
+        self._slot_rows = np.zeros(slots, np.int64)
+        self._shift = np.uint64(64 - (slots.bit_length() - 1))
+        self._table = np.zeros((min(limit, 1024), width), dtype)
+        self._count = 0
+        self._limit = limit
+        self._build = build
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def values(self, keys: np.ndarray) -> np.ndarray:
+        """The row of each key (an int64 array): a new array, one row per key."""
+        with self._lock:
+            rows = _find(self._slot_keys, self._slot_rows, keys, self._shift)
+            missing = rows < 0
+            if not missing.any():
+                return self._table[rows]
+            new = np.unique(keys[missing])
+            if len(new) > self._limit:  # more new keys than the memo holds: keep none
+                out = np.empty((len(keys), self._table.shape[1]), self._table.dtype)
+                out[~missing] = self._table[rows[~missing]]
+                out[missing] = self._build(new.tolist())[np.searchsorted(new, keys[missing])]
+                return out
+            if self._count + len(new) > self._limit:  # full: empty it, look every key up again
+                self._slot_keys.fill(_EMPTY)
+                self._count = 0
+                new = np.unique(keys)
+                missing[:] = True
+            start, stop = self._count, self._count + len(new)
+            self._table = _grown(self._table, start, stop, self._limit)
+            self._table[start:stop] = self._build(new.tolist())
+            _insert(self._slot_keys, self._slot_rows, new, np.arange(start, stop), self._shift)
+            self._count = stop
+            rows[missing] = start + np.searchsorted(new, keys[missing])
+            return self._table[rows]
+
+
+# -- the scorer --------------------------------------------------------------------------------------
+class CharScorer:
+    """Scores (characters x labels) of the character CRF's sequences, from a model's weights.
+
+    ``state`` is the model's weight matrix (one row per attribute, the last all zeros) and
+    ``attribute_id`` maps a feature string to its row (``CRFWeights``); ``window``,
+    ``thin_interior``, ``projection`` and ``line_facts`` are ``char_features``'s settings. A token
+    whose lower-cased text is in ``safe_words`` is settled; ``token_classes`` gives a token text's
+    cluster features (what ``char_features`` is given as ``token_classes``)."""
+
+    def __init__(
+        self,
+        state: np.ndarray,
+        attribute_id: Callable[[str], int],
+        window: CharWindow,
+        thin_interior: bool = True,
+        projection: bool = True,
+        line_facts: bool = True,
+        safe_words: Collection[str] = frozenset(),
+        token_classes: Callable[[str], Sequence[str]] | None = None,
+    ) -> None:
+        if not self.supports(window):
+            raise ValueError("the n-gram window reaches past the padding of features.char")
+        self.state = np.ascontiguousarray(state, np.float64)
+        self.attribute_id = attribute_id
+        self.thin_interior = thin_interior
+        self.projection = projection
+        self.line_facts = line_facts
+        self.safe_words = safe_words
+        self.token_classes = token_classes
+        n_labels = self.state.shape[1]
+        spans = window_spans(window)[0]
+        # n-grams by size: each (its code points packed) -> its rows at every offset of that size
+        offsets = {size: [start for start, end in spans if end - start == size] for size in (1, 2, 3)}
+        self._ngrams = {size: _CodeMemo(len(at), np.int64, _NGRAM_CACHE_LIMIT, self._ngram_builder(size, at))
+                        for size, at in offsets.items() if at}
+        # each n-gram of the window (window_spans order): offset, size, column among its size's offsets
+        self._span_offsets = np.array([start for start, _ in spans], np.int64)
+        self._span_sizes = np.array([end - start for start, end in spans], np.int64)
+        self._span_columns = np.array([offsets[end - start].index(start) for start, end in spans], np.int64)
+        # a whitespace's features by its neighbours' code points (packed), a thin character's by its own
+        self._whitespace = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT, self._whitespace_scores)
+        self._chars = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT,
+                                lambda codes: self._sum([["c1[0]=" + chr(code)] for code in codes]))
+        self._words = _Memo(6 * n_labels + 1, np.float64, WORD_MEMO_SIZE, self._word_scores)
+        self._line_facts = _Memo(n_labels, np.float64, _SMALL_MEMO, lambda facts: self._sum([list(f) for f in facts]))
+        self._keys = _Memo(n_labels, np.float64, _SMALL_MEMO,
+                           lambda keys: self._sum([["key=" + (key or "none")] for key in keys]))
+        self._tags: dict[str, _Memo] = {}
+        self._role_scores = self._sum([["tp=B"], ["tp=E"], ["tp=S"], ["tp=I"], ["tp=I"], ["safe"]])
+        self._inkey = self._sum([["inkey"]])[0]
+        self._no_ngrams = np.zeros((0, 0), np.int64)
+
+    @staticmethod
+    def supports(window: CharWindow) -> bool:
+        """Whether ``window``'s n-grams stay within the padding ``features.char`` gives a line
+        (any window up to radius 6); wider ones take the string path."""
+        spans, low, high = window_spans(window)
+        return -_PAD <= low and high <= _PAD + 1 and all(1 <= end - start <= 3 for start, end in spans)
+
+    def memo_sizes(self) -> dict[str, int]:
+        """Keys held by each memo (for tests and memory checks)."""
+        sizes = {name: len(getattr(self, "_" + name)) for name in ("whitespace", "chars", "words", "line_facts", "keys")}
+        sizes.update({f"ngrams{size}": len(memo) for size, memo in self._ngrams.items()})
+        sizes.update({"tags_" + name: len(memo) for name, memo in self._tags.items()})
+        return sizes
+
+    # -- the rows and scores of new keys --------------------------------------------------------
+    def _ids(self, names: list[list[str]]) -> np.ndarray:
+        """Rows of ``state`` for lists of feature strings, padded with the zero row."""
+        width = max((len(row) for row in names), default=0)
+        none = len(self.state) - 1
+        attribute_id = self.attribute_id
+        return np.array([[attribute_id(name) for name in row] + [none] * (width - len(row)) for row in names],
+                        np.int64).reshape(len(names), width)
+
+    def _sum(self, names: list[list[str]]) -> np.ndarray:
+        """The summed weights (one row per list) of lists of feature strings."""
+        return self.state[self._ids(names)].sum(axis=1)
+
+    def _ngram_builder(self, size: int, offsets: list[int]) -> Callable[[list[int]], np.ndarray]:
+        """The n-gram memo's ``build`` for ``size``: n-grams (code points packed) -> their rows at
+        each of ``offsets`` (the strings ``features.char.context_ngrams`` writes)."""
+        prefixes = [f"c{size}[{offset}]=" for offset in offsets]
+        shifts = [_CODE_BITS * (size - 1 - j) for j in range(size)]
+
+        def build(keys: list[int]) -> np.ndarray:
+            grams = ["".join([chr((key >> shift) & _CODE_MASK) for shift in shifts]) for key in keys]
+            return self._ids([[prefix + gram for prefix in prefixes] for gram in grams])
+
+        return build
+
+    def _whitespace_scores(self, pairs: list[int]) -> np.ndarray:
+        return self._sum([list(_whitespace_features(chr(pair >> _CODE_BITS), chr(pair & _CODE_MASK)))
+                          for pair in pairs])
+
+    def _word_scores(self, texts: list[str]) -> np.ndarray:
+        """Per token text, the blocks ``_OWN`` (its form, suffix, shape and classes), ``_FORM``
+        and what it gives the tokens around it (``token_projections``), then 1.0 if it is settled."""
+        blocks = []
+        for text in texts:
+            w = text.lower()
+            classes = list(self.token_classes(text)) if self.token_classes is not None else []
+            if self.projection:
+                blocks += (["tw=" + w, "tsuf=" + w[-3:], "ts=" + short_shape(text), *classes], ["tw=" + w],
+                           ["tw[-1]=" + w], ["tw[1]=" + w], ["tw[-2]=" + w], ["tw[2]=" + w])
+            else:  # projection off leaves a token its classes (and tags) only
+                blocks += (classes, [], [], [], [], [])
+        n_labels = self.state.shape[1]
+        scores = self._sum(blocks).reshape(len(texts), 6 * n_labels)
+        settled = np.array([[text.lower() in self.safe_words] for text in texts], np.float64).reshape(len(texts), 1)
+        return np.hstack((scores, settled))
+
+    def _tag_memo(self, name: str) -> _Memo:
+        memo = self._tags.get(name)
+        if memo is None:
+            prefix = name + "="
+            memo = self._tags[name] = _Memo(self.state.shape[1], np.float64, _SMALL_MEMO,
+                                            lambda tags: self._sum([[prefix + tag] for tag in tags]))
+        return memo
+
+    # -- scoring ---------------------------------------------------------------------------------
+    def score(self, text: str, lines: Sequence[CharLine]) -> list[np.ndarray]:
+        """The scores of every run of ``lines`` (lines of the note ``text``), in order: one array
+        (the run's characters x the model's labels) per run, what ``CRFWeights.emissions`` gives
+        for ``char_features`` of that run. Lines are scored together: numpy's and numba's cost per
+        call is paid once per batch of lines, not per line."""
+        pad = _PAD
+        left, right = "\x02" * pad, "\x03" * pad
+        pieces: list[str] = []
+        joined_at = 0  # length of the padded lines joined so far
+        run_s, run_len, run_line, run_delta, run_word, run_ntok, run_key_end = [], [], [], [], [], [], []
+        run_tokens: list[Token] = []
+        word_keys: list[str] = []  # each line's token texts between pads: rows of the word memo
+        tag_keys: dict[str, list[str]] = {}
+        line_keys: list[tuple[str, ...]] = []
+        key_keys: list[str] = []
+        out_at = 0  # rows so far
+        for index, item in enumerate(lines):
+            ctx = item.line
+            line_start = ctx.start
+            pieces += (left, text[line_start:ctx.end], right)
+            to_joined = joined_at + pad - line_start  # a text offset plus this is its position in the joined string
+            joined_at += ctx.end - line_start + 2 * pad
+            tokens = item.tokens
+            word0 = len(word_keys) + 2
+            word_keys += _LEFT_PADS
+            word_keys += [tok.text for tok in tokens]
+            word_keys += _RIGHT_PADS
+            line_keys.append(ctx.features)
+            key_keys.append(ctx.key)
+            for first, end, start, stop in item.runs:
+                run_s.append(start + to_joined)
+                run_len.append(stop - start)
+                run_line.append(index)
+                run_delta.append(out_at - start)
+                run_word.append(word0 + first)
+                run_ntok.append(end - first)
+                run_key_end.append(ctx.key_end)
+                run_tokens += tokens[first:end]
+                out_at += stop - start
+                for name, values in item.tags.items():
+                    tag_keys.setdefault(name, []).extend(values[first:end])
+        n_labels = self.state.shape[1]
+        if not out_at:
+            return [np.zeros((0, n_labels)) for _ in run_len]
+        joined = "".join(pieces).replace(" ", SPACE).replace("\t", SPACE)
+        codes = np.frombuffer(joined.encode("utf-32-le"), np.uint32).astype(np.int64)
+
+        # The runs' tokens: first row, length, row among the words, line, inside the line's key.
+        n_tokens = len(run_tokens)
+        ntok = np.array(run_ntok, np.int64)
+        starts = np.array([tok.start for tok in run_tokens], np.int64)
+        token_len = np.array([tok.end for tok in run_tokens], np.int64) - starts
+        token_row = starts + np.repeat(np.array(run_delta, np.int64), ntok)
+        token_word = np.arange(n_tokens) + np.repeat(np.array(run_word, np.int64) - (np.cumsum(ntok) - ntok), ntok)
+        token_line = np.repeat(np.array(run_line, np.int64), ntok)
+        token_inkey = starts < np.repeat(np.array(run_key_end, np.int64), ntok)
+        words = self._words.values(word_keys)
+        tag_scores = np.zeros((n_tokens, n_labels))
+        for name, keys in tag_keys.items():
+            if len(keys) != n_tokens:
+                raise ValueError(f"tags {name!r} are missing on some lines")
+            tag_scores += self._tag_memo(name).values(keys)
+
+        # What characters read: their n-grams (at every position), own character, whitespace pairs.
+        n = len(codes)
+        tables = {}
+        for size, memo in self._ngrams.items():
+            keys = codes[:n - size + 1]
+            for j in range(1, size):
+                keys = (keys << _CODE_BITS) | codes[j:n - size + 1 + j]
+            tables[size] = memo.values(keys)
+        char_scores = self._chars.values(codes)
+        ws_index = np.zeros(n, np.int64)
+        ws_scores = np.zeros((1, n_labels))
+        if self.thin_interior:
+            spaces = np.flatnonzero(codes == ord(SPACE))
+            if len(spaces):
+                ws_index[spaces] = np.arange(len(spaces))
+                ws_scores = self._whitespace.values((codes[spaces - 1] << _CODE_BITS) | codes[spaces + 1])
+        line_scores = self._line_facts.values(line_keys) if self.line_facts else np.zeros((len(lines), n_labels))
+
+        scores = _assemble(
+            self.state, codes, np.array(run_s, np.int64), np.array(run_len, np.int64), np.array(run_line, np.int64),
+            token_row, token_len, token_word, token_line, token_inkey,
+            words, tag_scores, self._keys.values(key_keys), self._inkey, line_scores, self._role_scores,
+            self._span_offsets, self._span_sizes, self._span_columns,
+            tables.get(1, self._no_ngrams), tables.get(2, self._no_ngrams), tables.get(3, self._no_ngrams),
+            char_scores, ws_index, ws_scores, self.thin_interior, self.projection, self.line_facts,
+        )
+        bounds = np.cumsum(run_len).tolist()
+        return [scores[stop - length:stop] for stop, length in zip(bounds, run_len)]
