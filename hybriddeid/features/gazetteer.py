@@ -22,6 +22,7 @@ from hybriddeid.text.tokenize import tokenize
 LEXICON_FILE = "lexicon.json"  # where a model keeps its training lexicon (hashed entries)
 
 OUTSIDE = "O"
+_STARTS_LIMIT = 1 << 15  # words memoised per gazetteer as starting a phrase or not
 _SEPARATOR = "\x1f"
 
 
@@ -50,6 +51,9 @@ class Gazetteer:
         # Keys of every phrase prefix: a match is extended only while its prefix is known, so
         # most tokens cost a single hash.
         self.prefixes = set(prefixes) | set(self.table)
+        # word -> whether some phrase starts with it: most words start none, and notes repeat
+        # their words, so most tokens cost one dict lookup (emptied at _STARTS_LIMIT words)
+        self._starts: dict[str, bool] = {}
 
     @classmethod
     def from_phrases(cls, phrases: Mapping[str, Iterable[str]]) -> "Gazetteer":
@@ -101,10 +105,19 @@ class Gazetteer:
         """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first."""
         tags = [OUTSIDE] * len(words)
         table, prefixes = self.table, self.prefixes
+        starts = self._starts
         words = tuple(words)
         i = 0
         n = len(words)
         while i < n:
+            starts_one = starts.get(words[i])
+            if starts_one is None:
+                if len(starts) >= _STARTS_LIMIT:
+                    starts.clear()
+                starts_one = starts[words[i]] = _cached_key(words[i:i + 1]) in prefixes
+            if not starts_one:
+                i += 1
+                continue
             best_length, best_label = 0, ""
             for length in range(1, min(self.max_words, n - i) + 1):
                 key = _cached_key(words[i:i + length])
