@@ -100,9 +100,10 @@ def _insert(slot_keys: np.ndarray, slot_rows: np.ndarray, keys: np.ndarray, rows
 def _assemble(
     state, codes, run_s, run_len, run_line,  # noqa: ANN001 (numba arrays)
     token_row, token_len, token_word, token_line, token_inkey,
-    words, tag_scores, key_scores, inkey, line_scores, role_scores,
-    span_offsets, span_sizes, span_columns, unigrams, bigrams, trigrams,
-    char_scores, ws_index, ws_scores, thin, projection, line_facts,
+    word_rows, word_table, tag_scores, key_scores, inkey, line_scores, role_scores,
+    unigram_offsets, unigram_rows, unigrams, bigram_offsets, bigram_rows, bigrams,
+    trigram_offsets, trigram_rows, trigrams,
+    char_rows, char_table, space_rows, space_table, thin, projection, line_facts,
 ):
     """Every character's scores (rows: the runs' characters in order), as ``char_features`` builds
     its features: a character strictly inside a token (with ``thin``) or of a settled token gets
@@ -110,11 +111,12 @@ def _assemble(
     pair; any other character its n-grams and its line's facts, plus its role and its token's
     projected facts if it belongs to a token.
 
-    ``codes``: code points of the padded lines joined (the n-gram tables and ``char_scores`` have
-    one row per position of it, ``ws_index`` the row of ``ws_scores`` of each whitespace); runs:
-    their first character's position there, length, line; tokens (of the runs, in order): first
-    row, length, row in ``words`` (the word memo's rows of each line's tokens between pads), line,
-    whether it lies inside the line's key."""
+    ``codes``: code points of the padded lines joined; the ``*_rows`` of n-grams (starting at each
+    position), characters and whitespace pairs (at each whitespace) index their memo's table, an
+    n-gram table's columns are the window's offsets of that size (``*_offsets``).
+    Runs: their first character's position in ``codes``, length, line. Tokens (of the runs, in
+    order): first row, length, index in ``word_rows`` (each line's token texts between pads), line,
+    whether it lies inside its line's key."""
     n_labels = state.shape[1]
     n_rows = 0
     for k in range(len(run_len)):
@@ -125,19 +127,22 @@ def _assemble(
     n_tokens = len(token_row)
     projected = np.zeros((n_tokens, n_labels))
     form = np.zeros((n_tokens, n_labels))
-    settled_column = words.shape[1] - 1
+    settled_column = word_table.shape[1] - 1
     for t in range(n_tokens):
         w = token_word[t]
+        own, before1, after1 = word_rows[w], word_rows[w - 1], word_rows[w + 1]
+        before2, after2 = word_rows[w - 2], word_rows[w + 2]
         for label in range(n_labels):
-            projected[t, label] = (words[w, _OWN * n_labels + label] + words[w - 1, _BEFORE1 * n_labels + label]
-                                   + words[w + 1, _AFTER1 * n_labels + label] + words[w - 2, _BEFORE2 * n_labels + label]
-                                   + words[w + 2, _AFTER2 * n_labels + label] + tag_scores[t, label])
+            projected[t, label] = (
+                word_table[own, _OWN * n_labels + label] + word_table[before1, _BEFORE1 * n_labels + label]
+                + word_table[after1, _AFTER1 * n_labels + label] + word_table[before2, _BEFORE2 * n_labels + label]
+                + word_table[after2, _AFTER2 * n_labels + label] + tag_scores[t, label])
             if projection:
                 projected[t, label] += inkey[label] if token_inkey[t] else key_scores[token_line[t], label]
-            form[t, label] = words[w, _FORM * n_labels + label]
+            form[t, label] = word_table[own, _FORM * n_labels + label]
         first = token_row[t]
         length = token_len[t]
-        settled = words[w, settled_column] > 0
+        settled = word_table[own, settled_column] > 0
         for offset in range(length):
             if settled:
                 role = _SAFE
@@ -159,20 +164,22 @@ def _assemble(
             role = role_of[row]
             if t >= 0 and role >= _I_THIN:
                 for label in range(n_labels):
-                    out[row, label] = char_scores[at, label] + form[t, label] + role_scores[role, label]
+                    out[row, label] = char_table[char_rows[at], label] + form[t, label] + role_scores[role, label]
             else:
                 if thin and codes[at] == 95:  # "_": whitespace (and underscores) as features.char writes them
                     for label in range(n_labels):
-                        out[row, label] = ws_scores[ws_index[at], label]
+                        out[row, label] = space_table[space_rows[at], label]
                 else:
-                    for j in range(len(span_offsets)):
-                        start = at + span_offsets[j]
-                        if span_sizes[j] == 1:
-                            feature = unigrams[start, span_columns[j]]
-                        elif span_sizes[j] == 2:
-                            feature = bigrams[start, span_columns[j]]
-                        else:
-                            feature = trigrams[start, span_columns[j]]
+                    for j in range(len(unigram_offsets)):
+                        feature = unigrams[unigram_rows[at + unigram_offsets[j]], j]
+                        for label in range(n_labels):
+                            out[row, label] += state[feature, label]
+                    for j in range(len(bigram_offsets)):
+                        feature = bigrams[bigram_rows[at + bigram_offsets[j]], j]
+                        for label in range(n_labels):
+                            out[row, label] += state[feature, label]
+                    for j in range(len(trigram_offsets)):
+                        feature = trigrams[trigram_rows[at + trigram_offsets[j]], j]
                         for label in range(n_labels):
                             out[row, label] += state[feature, label]
                     if line_facts:
@@ -186,6 +193,7 @@ def _assemble(
 
 
 # -- memos -------------------------------------------------------------------------------------------
+# A memo hands out rows of its table, valid until its next call: CharScorer.score holds one lock.
 def _grown(table: np.ndarray, used: int, needed: int, limit: int) -> np.ndarray:
     """``table`` with room for ``needed`` rows (doubling, at most ``limit``), its first ``used`` kept."""
     if needed <= len(table):
@@ -196,93 +204,85 @@ def _grown(table: np.ndarray, used: int, needed: int, limit: int) -> np.ndarray:
 
 
 class _Memo:
-    """Hashable key -> a fixed-width row of values (``build`` makes the rows of new keys), held in
-    one array; emptied when ``limit`` keys are held. Thread-safe (rows are reused after emptying)."""
+    """Hashable key -> a row of ``table`` (``build`` makes the rows of new keys); emptied when
+    ``limit`` keys are held."""
 
-    __slots__ = ("_rows", "_table", "_limit", "_build", "_lock")
+    __slots__ = ("_rows", "table", "_limit", "_build")
 
     def __init__(self, width: int, dtype: type, limit: int, build: Callable[[list], np.ndarray]) -> None:
         self._rows: dict[Hashable, int] = {}
-        self._table = np.zeros((min(limit, 1024), width), dtype)
+        self.table = np.zeros((min(limit, 1024), width), dtype)
         self._limit = limit
         self._build = build
-        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._rows)
 
-    def values(self, keys: list) -> np.ndarray:
-        """The row of each key (a new array, one row per key)."""
-        with self._lock:
-            get = self._rows.get
-            found = [get(key) for key in keys]
-            if None not in found:
-                return self._table[np.array(found, np.intp)]
+    def rows(self, keys: list) -> np.ndarray:
+        """The row of ``table`` of each key."""
+        get = self._rows.get
+        found = [get(key) for key in keys]
+        if None in found:
             new = list(dict.fromkeys(key for key, row in zip(keys, found) if row is None))
-            made = self._build(new)
-            if len(new) > self._limit:  # more new keys than the memo holds: keep none
-                out = np.empty((len(keys), self._table.shape[1]), self._table.dtype)
-                position = {key: i for i, key in enumerate(new)}
-                for i, (key, row) in enumerate(zip(keys, found)):
-                    out[i] = self._table[row] if row is not None else made[position[key]]
-                return out
-            if len(self._rows) + len(new) > self._limit:  # full: empty it, look every key up again
+            if len(self._rows) + len(new) > self._limit:  # full: empty it
                 self._rows.clear()
                 new = list(dict.fromkeys(keys))
-                made = self._build(new)
+                self.table = self.table[:self._limit]
             start = len(self._rows)
-            self._table = _grown(self._table, start, start + len(new), self._limit)
-            self._table[start:start + len(new)] = made
+            # (more new keys than ``limit`` lets the table outgrow it until the next emptying)
+            self.table = _grown(self.table, start, start + len(new), max(self._limit, start + len(new)))
+            self.table[start:start + len(new)] = self._build(new)
             self._rows.update(zip(new, range(start, start + len(new))))
-            return self._table[np.array([self._rows[key] for key in keys], np.intp)]
+            found = [get(key) for key in keys]
+        return np.array(found, np.int64)
+
+    def values(self, keys: list) -> np.ndarray:
+        """The row of values of each key (a new array)."""
+        rows = self.rows(keys)  # first: it may replace the table
+        return self.table[rows]
 
 
 class _CodeMemo:
-    """Non-negative integer key -> a fixed-width row of values (``build`` makes the rows of new
-    keys), in a hash table probed by compiled code; emptied when ``limit`` keys are held.
-    Thread-safe."""
+    """Non-negative integer key -> a row of ``table`` (``build`` makes the rows of new keys), in a
+    hash table probed by compiled code; emptied when ``limit`` keys are held."""
 
-    __slots__ = ("_slot_keys", "_slot_rows", "_shift", "_table", "_count", "_limit", "_build", "_lock")
+    __slots__ = ("_slot_keys", "_slot_rows", "_shift", "table", "_count", "_limit", "_build")
 
     def __init__(self, width: int, dtype: type, limit: int, build: Callable[[list[int]], np.ndarray]) -> None:
-        slots = 1 << (2 * limit - 1).bit_length()  # at least twice the keys it holds
+        self._limit = limit
+        self._build = build
+        self.table = np.zeros((min(limit, 1024), width), dtype)
+        self._slots(limit)
+
+    def _slots(self, keys: int) -> None:
+        """An empty hash table with room for ``keys`` keys (kept at most half full)."""
+        slots = 1 << (2 * keys - 1).bit_length()
         self._slot_keys = np.full(slots, _EMPTY, np.int64)
         self._slot_rows = np.zeros(slots, np.int64)
         self._shift = np.uint64(64 - (slots.bit_length() - 1))
-        self._table = np.zeros((min(limit, 1024), width), dtype)
         self._count = 0
-        self._limit = limit
-        self._build = build
-        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return self._count
 
-    def values(self, keys: np.ndarray) -> np.ndarray:
-        """The row of each key (an int64 array): a new array, one row per key."""
-        with self._lock:
-            rows = _find(self._slot_keys, self._slot_rows, keys, self._shift)
-            missing = rows < 0
-            if not missing.any():
-                return self._table[rows]
+    def rows(self, keys: np.ndarray) -> np.ndarray:
+        """The row of ``table`` of each key (an int64 array)."""
+        rows = _find(self._slot_keys, self._slot_rows, keys, self._shift)
+        missing = rows < 0
+        if missing.any():
             new = np.unique(keys[missing])
-            if len(new) > self._limit:  # more new keys than the memo holds: keep none
-                out = np.empty((len(keys), self._table.shape[1]), self._table.dtype)
-                out[~missing] = self._table[rows[~missing]]
-                out[missing] = self._build(new.tolist())[np.searchsorted(new, keys[missing])]
-                return out
-            if self._count + len(new) > self._limit:  # full: empty it, look every key up again
-                self._slot_keys.fill(_EMPTY)
-                self._count = 0
+            if self._count + len(new) > self._limit:  # full: empty it
                 new = np.unique(keys)
                 missing[:] = True
+                # (more distinct keys than ``limit`` in one call: a larger table until the next emptying)
+                self._slots(max(self._limit, len(new)))
             start, stop = self._count, self._count + len(new)
-            self._table = _grown(self._table, start, stop, self._limit)
-            self._table[start:stop] = self._build(new.tolist())
+            self.table = _grown(self.table, start, stop, max(self._limit, stop))
+            self.table[start:stop] = self._build(new.tolist())
             _insert(self._slot_keys, self._slot_rows, new, np.arange(start, stop), self._shift)
             self._count = stop
             rows[missing] = start + np.searchsorted(new, keys[missing])
-            return self._table[rows]
+        return rows
 
 
 # -- the scorer --------------------------------------------------------------------------------------
@@ -321,10 +321,7 @@ class CharScorer:
         offsets = {size: [start for start, end in spans if end - start == size] for size in (1, 2, 3)}
         self._ngrams = {size: _CodeMemo(len(at), np.int64, _NGRAM_CACHE_LIMIT, self._ngram_builder(size, at))
                         for size, at in offsets.items() if at}
-        # each n-gram of the window (window_spans order): offset, size, column among its size's offsets
-        self._span_offsets = np.array([start for start, _ in spans], np.int64)
-        self._span_sizes = np.array([end - start for start, end in spans], np.int64)
-        self._span_columns = np.array([offsets[end - start].index(start) for start, end in spans], np.int64)
+        self._ngram_offsets = {size: np.array(at, np.int64) for size, at in offsets.items()}
         # a whitespace's features by its neighbours' code points (packed), a thin character's by its own
         self._whitespace = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT, self._whitespace_scores)
         self._chars = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT,
@@ -336,7 +333,8 @@ class CharScorer:
         self._tags: dict[str, _Memo] = {}
         self._role_scores = self._sum([["tp=B"], ["tp=E"], ["tp=S"], ["tp=I"], ["tp=I"], ["safe"]])
         self._inkey = self._sum([["inkey"]])[0]
-        self._no_ngrams = np.zeros((0, 0), np.int64)
+        self._no_rows, self._no_table = np.zeros(0, np.int64), np.zeros((0, 0), np.int64)
+        self._lock = threading.Lock()  # memos hand out rows valid until their next call
 
     @staticmethod
     def supports(window: CharWindow) -> bool:
@@ -437,6 +435,8 @@ class CharScorer:
             line_keys.append(ctx.features)
             key_keys.append(ctx.key)
             for first, end, start, stop in item.runs:
+                if not line_start <= start <= stop <= ctx.end:
+                    raise ValueError("a run lies outside its line")
                 run_s.append(start + to_joined)
                 run_len.append(stop - start)
                 run_line.append(index)
@@ -460,41 +460,53 @@ class CharScorer:
         starts = np.array([tok.start for tok in run_tokens], np.int64)
         token_len = np.array([tok.end for tok in run_tokens], np.int64) - starts
         token_row = starts + np.repeat(np.array(run_delta, np.int64), ntok)
+        # the compiled pass trusts its indices: every token must lie inside its run
+        run_first_row = np.repeat(np.cumsum(run_len) - np.array(run_len, np.int64), ntok)
+        if n_tokens and ((token_row < run_first_row).any() or (token_len < 1).any()
+                         or (token_row + token_len > run_first_row + np.repeat(np.array(run_len, np.int64), ntok)).any()):
+            raise ValueError("a run's tokens lie outside it")
         token_word = np.arange(n_tokens) + np.repeat(np.array(run_word, np.int64) - (np.cumsum(ntok) - ntok), ntok)
         token_line = np.repeat(np.array(run_line, np.int64), ntok)
         token_inkey = starts < np.repeat(np.array(run_key_end, np.int64), ntok)
-        words = self._words.values(word_keys)
+        with self._lock:
+            return self._scores(codes, run_s, run_len, run_line, token_row, token_len, token_word, token_line,
+                                token_inkey, word_keys, tag_keys, line_keys, key_keys)
+
+    def _scores(
+        self, codes: np.ndarray, run_s: list[int], run_len: list[int], run_line: list[int], token_row: np.ndarray,
+        token_len: np.ndarray, token_word: np.ndarray, token_line: np.ndarray, token_inkey: np.ndarray,
+        word_keys: list[str], tag_keys: dict[str, list[str]], line_keys: list[tuple[str, ...]], key_keys: list[str],
+    ) -> list[np.ndarray]:
+        """``score``'s memo lookups and compiled pass (under the scorer's lock)."""
+        n_labels = self.state.shape[1]
+        n_tokens = len(token_row)
         tag_scores = np.zeros((n_tokens, n_labels))
         for name, keys in tag_keys.items():
             if len(keys) != n_tokens:
                 raise ValueError(f"tags {name!r} are missing on some lines")
             tag_scores += self._tag_memo(name).values(keys)
-
-        # What characters read: their n-grams (at every position), own character, whitespace pairs.
         n = len(codes)
-        tables = {}
-        for size, memo in self._ngrams.items():
+        ngrams = {}
+        for size, memo in self._ngrams.items():  # the n-gram starting at every position (a few are not needed)
             keys = codes[:n - size + 1]
             for j in range(1, size):
                 keys = (keys << _CODE_BITS) | codes[j:n - size + 1 + j]
-            tables[size] = memo.values(keys)
-        char_scores = self._chars.values(codes)
-        ws_index = np.zeros(n, np.int64)
-        ws_scores = np.zeros((1, n_labels))
+            ngrams[size] = (self._ngram_offsets[size], memo.rows(keys), memo.table)
+        space_rows = self._no_rows
         if self.thin_interior:
             spaces = np.flatnonzero(codes == ord(SPACE))
-            if len(spaces):
-                ws_index[spaces] = np.arange(len(spaces))
-                ws_scores = self._whitespace.values((codes[spaces - 1] << _CODE_BITS) | codes[spaces + 1])
-        line_scores = self._line_facts.values(line_keys) if self.line_facts else np.zeros((len(lines), n_labels))
-
+            space_rows = np.zeros(n, np.int64)
+            space_rows[spaces] = self._whitespace.rows((codes[spaces - 1] << _CODE_BITS) | codes[spaces + 1])
+        line_scores = self._line_facts.values(line_keys) if self.line_facts else np.zeros((len(line_keys), n_labels))
+        nothing = (self._no_rows, self._no_rows, self._no_table)
         scores = _assemble(
             self.state, codes, np.array(run_s, np.int64), np.array(run_len, np.int64), np.array(run_line, np.int64),
             token_row, token_len, token_word, token_line, token_inkey,
-            words, tag_scores, self._keys.values(key_keys), self._inkey, line_scores, self._role_scores,
-            self._span_offsets, self._span_sizes, self._span_columns,
-            tables.get(1, self._no_ngrams), tables.get(2, self._no_ngrams), tables.get(3, self._no_ngrams),
-            char_scores, ws_index, ws_scores, self.thin_interior, self.projection, self.line_facts,
+            self._words.rows(word_keys), self._words.table, tag_scores, self._keys.values(key_keys), self._inkey,
+            line_scores, self._role_scores,
+            *ngrams.get(1, nothing), *ngrams.get(2, nothing), *ngrams.get(3, nothing),
+            self._chars.rows(codes), self._chars.table, space_rows, self._whitespace.table,
+            self.thin_interior, self.projection, self.line_facts,
         )
         bounds = np.cumsum(run_len).tolist()
         return [scores[stop - length:stop] for stop, length in zip(bounds, run_len)]
