@@ -4,13 +4,12 @@ For each note set (the English test mix of the bundled ``en`` model, MEDDOCAN de
 when ``../shared/corpora/meddocan`` exists): ``component.predict(note)`` over ``--notes`` analysed
 notes with each engine, a warm-up pass each, then ``--rounds`` rounds, the engines alternating
 within a round; the best round of each and their ratio. Both engines' spans are compared
-(offsets and labels exactly, scores to 1e-9). A warm round re-reads notes the memos have seen, so ``--fresh N`` also times one pass
-over N notes not seen before (as in a long batch, where memos fill up and are emptied). ``--rss N``
-tags N generated English notes with each engine, each in its own process, and prints the
-process's resident memory after loading and after tagging.
+(offsets and labels exactly, scores to 1e-9). A warm round re-reads notes the memos have seen,
+so ``--fresh N`` also times one pass over up to N notes not seen before (as in a long batch,
+where memos fill up and are emptied). ``--rss N`` tags N generated English notes with each
+engine, each in its own process, and prints the process's resident memory before and after.
 
-    python benchmarks/char_engines.py
-    python benchmarks/char_engines.py --rss 2000
+    PYTHONPATH=. python benchmarks/char_engines.py --fresh 400 --rss 2000
 """
 from __future__ import annotations
 
@@ -92,7 +91,8 @@ def compare(n: int, rounds: int, fresh: int) -> None:
                 times[engine], spans[engine] = timed(component, notes)
             print(f"  fresh pass over {len(notes)} unseen notes: fast {times['fast'] * 100 / len(notes):.3f} s, "
                   f"crfsuite {times['crfsuite'] * 100 / len(notes):.3f} s per 100 notes, "
-                  f"crfsuite/fast {times['crfsuite'] / times['fast']:.2f}x, same spans: {same(spans['fast'], spans['crfsuite'])}")
+                  f"crfsuite/fast {times['crfsuite'] / times['fast']:.2f}x, "
+                  f"same spans: {same(spans['fast'], spans['crfsuite'])}")
 
 
 def memory(engine: str, n: int) -> dict[str, float]:

@@ -7,6 +7,8 @@ Design (measured choices are in the README's benchmark section):
   decides each span's fine type from the whole span and its context, which is where type
   evidence lives. ``label_level="subtype"`` or ``"category"`` trains the CRF on types instead.
 - Character n-gram features are generated column-wise (see ``features.char``).
+- The fast engine (``engine="fast"``) never builds them: ``features.char_ids`` sums each
+  character's memoised weights (n-grams, words, tags) into its scores directly.
 """
 from __future__ import annotations
 
@@ -177,6 +179,7 @@ class CharCRF(CRFTagger):
     def _scored(
         text: str, batch: list[tuple[tuple[int, int] | None, CharLine]], scorer: CharScorer
     ) -> Iterator[UnitSequence]:
+        """The sequences of a batch of lines, scored together."""
         scores = iter(scorer.score(text, [item for _, item in batch]))
         for core, item in batch:
             for _, _, start, stop in item.runs:

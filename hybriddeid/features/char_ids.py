@@ -13,9 +13,10 @@ order of summation (~1e-13).
 Why n-grams and not whole contexts: a memo of each character's nine-character context (the
 string memo's key, ``_ngram_rows``) missed 50-70% of its lookups over long batches (MEDDOCAN and
 generated English: contexts in running text rarely repeat once the memo has been emptied), and
-a miss costs 16 feature strings. N-grams nearly always hit, and integer keys (code points packed)
-are probed in compiled code, so summing a character's 16 n-gram rows costs less than one lookup
-of its context string in a dict.
+a miss costs 16 feature strings. N-grams nearly always hit (12,000 generated notes: 50,405
+trigrams, the memo never emptied), and their integer keys (code points packed) are probed in
+compiled code, so summing a character's 16 n-gram rows costs less than slicing its context and
+looking it up in a dict (MEDDOCAN dev: 1.5 s -> 0.26 s per 100 notes for the component).
 
 Every memo is capped and emptied when full, as the string memo is (``_NGRAM_CACHE_LIMIT``), so
 a long batch does not grow a worker.
@@ -49,7 +50,8 @@ class CharLine:
 
     ``runs`` are the stretches to read: (first token, end token, start offset, stop offset), the
     offsets into the note's text; a run of all ``tokens`` spans the whole ``line``. ``lowers`` are
-    the tokens' lower-cased texts, ``tags`` one tag per token for each name (dictionary tags)."""
+    the tokens' lower-cased texts (for the string path; the scorer lower-cases a token's text once,
+    in its word memo), ``tags`` one tag per token for each name (dictionary tags)."""
 
     line: LineContext
     tokens: Sequence[Token]
