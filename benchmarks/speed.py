@@ -1,59 +1,161 @@
-"""Annotation speed of saved pipelines, measured side by side in one run.
+"""Tagging speed of the fast engine against crfsuite's tagger, measured side by side in one run.
 
-Each model tags the same notes in alternating rounds (one process, one core, feature extraction
-included), so machine noise hits all of them alike; the best round of each is reported, with
-every model's speed as a ratio to the first one's.
+For each note set, the same bundled model is loaded twice, once per engine (``engine = "crfsuite"``
+hands feature strings to crfsuite's tagger, as every release before the fast engine did;
+``"fast"`` is the default), and:
 
-    python benchmarks/speed.py --model es --model /tmp/new-model [--notes DIR] [--rounds 3] [--limit 100]
+1. every note is tagged by both and the notes whose spans differ are counted (offsets, labels,
+   sources, scores to 1e-9): this must print 0;
+2. both tag all notes in alternating rounds in this process (one core, feature extraction
+   included, caches warm as in a long batch; best round of each): characters per second, the
+   ratio, and each component's milliseconds per note;
+3. ``hybriddeid annotate`` runs as a whole process per engine (model loading and writing
+   included; alternating, best of ``--process-rounds``): seconds, characters per second, the
+   ratio, and the peak resident memory of the run's processes;
+4. on MEDDOCAN, a plain token CRF (word, shape, affixes, words in [-2, 2]; trained here on
+   MEDDOCAN train in about a minute) tags the same notes in the same rounds, for scale.
+
+Sets: ``en`` = the bundled English model on 200 generated test-mix notes (seed 2, as
+benchmarks/same_spans.py), ``es`` = the bundled Spanish model on MEDDOCAN dev (250 notes).
+These machines are noisy: compare ratios from one run, not absolute times across runs.
+
+    python benchmarks/speed.py [--set en --set es] [--rounds 3] [--process-rounds 2] [--no-plain]
 """
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from hybriddeid.io import read_corpus
+from hybriddeid.classifiers.crf import ENGINES
+from hybriddeid.classifiers.token_crf import TokenCRF
+from hybriddeid.document import Document, Span
+from hybriddeid.io import read_corpus, write_document
 from hybriddeid.pipeline import Pipeline
+from hybriddeid.synth import generate_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
+ENGLISH_NOTES, ENGLISH_SEED = 200, 2
+BASELINE, CANDIDATE = "crfsuite", "fast"
+PLAIN_FEATURES = ["words", "affixes", "shapes"]
+
+# Runs a command and prints the peak RSS (KB) of it and every process it waited for.
+_PEAK_RSS = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)")
+
+
+def span_rows(spans: list[Span]) -> list[tuple]:
+    return [(s.start, s.end, s.label, s.source, round(float(s.score), 9)) for s in spans]
+
+
+def note_sets(chosen: list[str], folder: Path) -> dict[str, tuple[str, list[Document], Path]]:
+    """Set name -> (bundled model, notes, a folder holding them for ``annotate``)."""
+    sets = {}
+    if "en" in chosen:
+        docs = list(generate_corpus(ENGLISH_NOTES, ENGLISH_SEED, "test"))
+        notes = folder / "en-notes"
+        notes.mkdir()
+        for doc in docs:
+            write_document(Document(doc.name, doc.text), notes, "text")
+        sets["en"] = ("en", docs, notes)
+    if "es" in chosen:
+        if (SHARED / "dev" / "brat").is_dir():
+            sets["es"] = ("es", read_corpus(SHARED / "dev" / "brat"), SHARED / "dev" / "brat")
+        else:
+            print(f"es: skipped, no MEDDOCAN at {SHARED}")
+    return sets
+
+
+def plain_token_crf() -> TokenCRF:
+    """A plain token CRF on MEDDOCAN train (no lexicon, dictionaries, clusters or context bags)."""
+    crf = TokenCRF(features=PLAIN_FEATURES, window=2, language="es", lexicon=False, engine=BASELINE)
+    return crf.fit(read_corpus(SHARED / "train" / "brat"))
+
+
+def differing_notes(pipelines: dict[str, Pipeline], docs: list[Document]) -> int:
+    return sum(1 for doc in docs if span_rows(pipelines[BASELINE].predict(doc)) != span_rows(pipelines[CANDIDATE].predict(doc)))
+
+
+def in_process(taggers: dict, docs: list[Document], rounds: int) -> dict[str, float]:
+    """Best seconds per tagger over ``rounds`` alternating passes over ``docs``."""
+    best = dict.fromkeys(taggers, float("inf"))
+    for _ in range(rounds):
+        for name, tag in taggers.items():
+            started = time.perf_counter()
+            for doc in docs:
+                tag(doc)
+            best[name] = min(best[name], time.perf_counter() - started)
+    return best
+
+
+def whole_process(model: str, notes: Path, folder: Path, rounds: int) -> dict[str, tuple[float, float]]:
+    """Per engine: best wall seconds of ``hybriddeid annotate`` and the largest peak RSS (MB)."""
+    results = {engine: (float("inf"), 0.0) for engine in (BASELINE, CANDIDATE)}
+    for round_number in range(rounds):
+        for engine in results:
+            out = folder / f"out-{model}-{engine}-{round_number}"
+            command = [sys.executable, "-c", _PEAK_RSS, sys.executable, "-c",
+                       "import sys; from hybriddeid.cli import main; sys.exit(main())",
+                       "annotate", "--model", model, str(notes), str(out), "--engine", engine, "--format", "jsonl"]
+            started = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True, cwd=folder)
+            seconds = time.perf_counter() - started
+            if done.returncode != 0:
+                raise SystemExit(f"annotate --engine {engine} failed (exit {done.returncode})")
+            peak_mb = int(done.stdout.split()[-1]) / 1024
+            best, peak = results[engine]
+            results[engine] = (min(best, seconds), max(peak, peak_mb))
+    return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", required=True, help="model folder or bundled name (repeat)")
-    parser.add_argument("--notes", type=Path, default=SHARED / "dev" / "brat")
+    parser.add_argument("--set", action="append", choices=("en", "es"), help="note set (repeat; default both)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--limit", type=int, default=100, help="notes per round (default 100)")
+    parser.add_argument("--process-rounds", type=int, default=2)
+    parser.add_argument("--no-plain", action="store_true", help="leave out the plain token CRF on MEDDOCAN")
     args = parser.parse_args()
+    assert ENGINES == (CANDIDATE, BASELINE)
 
-    docs = read_corpus(args.notes)[: args.limit]
-    pipelines = {name: Pipeline.load(name) for name in args.model}
-    for pipeline in pipelines.values():  # warm caches and lazy loads before timing
-        for doc in docs[:10]:
-            pipeline.predict(doc)
-    best = dict.fromkeys(pipelines, float("inf"))
-    by_component = {name: {} for name in pipelines}
-    for _ in range(args.rounds):
-        for name, pipeline in pipelines.items():
-            started = time.perf_counter()
-            for doc in docs:
-                pipeline.predict(doc)
-            best[name] = min(best[name], time.perf_counter() - started)
-    for name, pipeline in pipelines.items():
-        for component_name, component in pipeline.components.items():
-            started = time.perf_counter()
-            for doc in docs:
-                component.predict(doc)
-            by_component[name][component_name] = (time.perf_counter() - started) / len(docs) * 1000
-    first = args.model[0]
-    print(f"{len(docs)} notes from {args.notes}, best of {args.rounds} rounds, one process")
-    print(f"{'model':40s} {'notes/s':>8s} {'ms/note':>8s} {'speed vs first':>15s}  per component ms/note")
-    for name in args.model:
-        parts = ", ".join(f"{c} {ms:.1f}" for c, ms in by_component[name].items())
-        print(f"{name:40s} {len(docs) / best[name]:8.1f} {best[name] / len(docs) * 1000:8.2f} "
-              f"{best[first] / best[name]:15.3f}  {parts}")
-    return 0
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for set_name, (model, docs, notes) in note_sets(args.set or ["en", "es"], folder).items():
+            characters = sum(len(doc.text) for doc in docs)
+            pipelines = {engine: Pipeline.load(model, engine=engine) for engine in (BASELINE, CANDIDATE)}
+            differing = differing_notes(pipelines, docs)  # also the warm-up pass of both
+            failed = failed or differing > 0
+            taggers = {engine: pipeline.predict for engine, pipeline in pipelines.items()}
+            if set_name == "es" and not args.no_plain:
+                plain = plain_token_crf()
+                taggers["plain token CRF"] = plain.predict
+                for doc in docs[:20]:
+                    plain.predict(doc)
+            best = in_process(taggers, docs, args.rounds)
+            components = {engine: in_process({name: component.predict for name, component in pipeline.components.items()},
+                                             docs, 1) for engine, pipeline in pipelines.items()}
+            processes = whole_process(model, notes, folder, args.process_rounds)
+
+            print(f"\n== {set_name}: bundled model {model!r}, {len(docs)} notes, {characters:,} characters ==")
+            print(f"notes whose spans differ between the engines: {differing}")
+            print(f"in this process, best of {args.rounds} alternating rounds (one core):")
+            print(f"  {'tagger':18s} {'chars/s':>10s} {'ms/note':>8s} {'x crfsuite':>10s}  per component ms/note")
+            for name, seconds in best.items():
+                parts = ", ".join(f"{c} {s / len(docs) * 1000:.2f}" for c, s in components.get(name, {}).items())
+                print(f"  {name:18s} {characters / seconds:10,.0f} {seconds / len(docs) * 1000:8.2f} "
+                      f"{best[BASELINE] / seconds:10.2f}  {parts}")
+            if "plain token CRF" in best:
+                print(f"  fast engine vs plain token CRF: {best['plain token CRF'] / best[CANDIDATE]:.2f}x its speed")
+            print(f"hybriddeid annotate as a whole process (model load and writing included; best of "
+                  f"{args.process_rounds}; peak RSS of its processes):")
+            for engine, (seconds, peak) in processes.items():
+                print(f"  {engine:18s} {seconds:6.2f} s {characters / seconds:10,.0f} chars/s "
+                      f"{processes[BASELINE][0] / seconds:6.2f}x  peak RSS {peak:6.0f} MB "
+                      f"({peak / processes[BASELINE][1] - 1:+.0%})")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

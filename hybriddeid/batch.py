@@ -114,11 +114,12 @@ class AnnotateProcessor:
     out_format: str
     settings: NoteSettings = NoteSettings()
     pipeline: Any = field(default=None, repr=False)
+    engine: str | None = None  # how the CRFs tag ("fast", "crfsuite"); None: the model's config
     needs_spans = False  # the model's spans replace the inputs' own
 
     def setup(self) -> None:
         if self.pipeline is None:
-            self.pipeline = load_model(self.model)
+            self.pipeline = load_model(self.model, self.engine)
 
     def unit_key(self, path: Path, doc: Document) -> str:
         return str(path)

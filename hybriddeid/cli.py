@@ -68,7 +68,7 @@ def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline 
     if args.recall_target is None:
         return None, None
     sweep = Sweep.load(args.sweep_file)
-    pipeline = load_model(args.model)
+    pipeline = load_model(args.model, args.engine)
     sweep.check_model(pipeline, args.model)
     threshold = sweep.threshold_for(args.recall_target)
     log.info("recall target %g: threshold %s, from %s", args.recall_target,
@@ -89,7 +89,7 @@ def _annotate(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 2
     # The model is loaded once: by this process (jobs 1) or by each worker, unless loaded above already.
-    processor = AnnotateProcessor(args.model, args.format, settings, pipeline)
+    processor = AnnotateProcessor(args.model, args.format, settings, pipeline, engine=args.engine)
     result = run_batch(args.in_dir, args.out_dir, processor, in_format=args.input_format, overwrite=args.overwrite,
                        progress=not args.quiet, jobs=args.jobs, limits=args.limits, encoding=args.encoding,
                        follow_symlinks=args.follow_symlinks)
@@ -231,7 +231,7 @@ def _deid(args: argparse.Namespace) -> int:
         return 2
     processor = DeidProcessor(options, patients, None if args.use_annotations else args.model,
                               args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
-                              pipeline=pipeline)
+                              pipeline=pipeline, engine=args.engine)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=not args.quiet, jobs=args.jobs, limits=args.limits,
                                encoding=args.encoding, follow_symlinks=args.follow_symlinks)
@@ -356,7 +356,11 @@ def _add_deid_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
-    """``annotate``'s and ``deid``'s choice of a P(O) threshold (hybriddeid.operating_point)."""
+    """``annotate``'s and ``deid``'s choice of a P(O) threshold (hybriddeid.operating_point), and
+    of the engine the model's CRFs tag with."""
+    parser.add_argument("--engine", choices=("fast", "crfsuite"),
+                        help="how the CRFs tag: fast (weights as arrays, compiled decoding) or crfsuite (its own "
+                             "tagger); both give the same spans; default: the model's config (fast unless set)")
     point = parser.add_mutually_exclusive_group()
     point.add_argument("--threshold", type=float,
                        help="P(O) threshold in (0, 1]: CRF tokens and characters whose probability of not being "

@@ -59,6 +59,7 @@ class DeidProcessor:
     phi_set: str | None = None
     threshold: float | None = None
     pipeline: Any = field(default=None, repr=False)
+    engine: str | None = None  # how the model's CRFs tag ("fast", "crfsuite"); None: its config
 
     def __post_init__(self) -> None:
         if self.phi_set is not None:
@@ -76,7 +77,7 @@ class DeidProcessor:
 
     def setup(self) -> None:
         if self.model is not None and self.pipeline is None:
-            self.pipeline = load_model(self.model)
+            self.pipeline = load_model(self.model, self.engine)
 
     def unit_key(self, path: Path, doc: Document) -> str:
         return self.patients.patient(path, doc)

@@ -24,7 +24,7 @@ import tomli_w
 
 from hybriddeid._version import __version__
 from hybriddeid.analysis import AnalysedNote, analyse
-from hybriddeid.classifiers.crf import CLUSTERS_DIR
+from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
 from hybriddeid.document import Document, Span
@@ -479,11 +479,20 @@ class Pipeline:
         return config
 
     @classmethod
-    def load(cls, path_or_name: str | Path = DEFAULT_MODEL) -> "Pipeline":
+    def load(cls, path_or_name: str | Path = DEFAULT_MODEL, engine: str | None = None) -> "Pipeline":
         """Load a saved pipeline from a folder, or a bundled model by name: "en" (English, also
-        "default"), "es" (Spanish, MEDDOCAN). A folder of that name with a model in it wins."""
+        "default"), "es" (Spanish, MEDDOCAN). A folder of that name with a model in it wins.
+        ``engine`` ("fast" or "crfsuite") sets how every CRF component tags, whatever the saved
+        config says (both give the same spans; see ``classifiers.crf.ENGINES``)."""
         path = model_folder(path_or_name)
-        pipeline = cls(load_config(path / CONFIG_FILE))
+        config = load_config(path / CONFIG_FILE)
+        if engine is not None:
+            if engine not in ENGINES:
+                raise ValueError(f"engine must be one of {list(ENGINES)}, not {engine!r}")
+            for name in config["pipeline"]["components"]:
+                if "engine" in get_component(name).defaults:
+                    config[name]["engine"] = engine
+        pipeline = cls(config)
         meta_path = path / META_FILE
         pipeline.meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         for name in pipeline.config["pipeline"]["components"]:

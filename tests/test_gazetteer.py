@@ -33,3 +33,38 @@ def test_learned_lexicon_takes_majority_label_and_stores_no_text(tmp_path):
     stored = (tmp_path / "lex.json").read_text()
     assert "madrid" not in stored.lower()
     assert Gazetteer.from_disk(tmp_path / "lex.json").tag(["madrid", "sur", "madrid"]) == ["B-HOSPITAL", "E-HOSPITAL", "S-TERRITORIO"]
+
+
+def _reference_tags(phrases: dict[str, list[tuple[str, ...]]], words: list[str]) -> list[str]:
+    """Longest match first, left to right, written the plain way: the tagger's specification."""
+    table = {phrase: label for label, entries in phrases.items() for phrase in reversed(entries)}
+    longest = max(map(len, table))
+    tags, i = ["O"] * len(words), 0
+    while i < len(words):
+        length = next((n for n in range(min(longest, len(words) - i), 0, -1) if tuple(words[i:i + n]) in table), 0)
+        if not length:
+            i += 1
+            continue
+        label = table[tuple(words[i:i + length])]
+        tags[i:i + length] = ["S-" + label] if length == 1 else ["B-" + label] + ["I-" + label] * (length - 2) + ["E-" + label]
+        i += length
+    return tags
+
+
+def test_tagging_equals_a_plain_longest_match_on_random_text():
+    import random
+
+    vocabulary = ["san", "juan", "de", "dios", "norte", "ana", "maria", "lopez", "del", "rio", ","]
+    generator = random.Random(4)
+    phrases: dict[str, list[tuple[str, ...]]] = {"CITY": [], "NAME": []}
+    for label in phrases:
+        for _ in range(25):
+            phrases[label].append(tuple(generator.choice(vocabulary) for _ in range(generator.randint(1, 4))))
+    # a phrase listed under two labels keeps the first: drop later repeats so the reference agrees
+    seen: set[tuple[str, ...]] = set()
+    for label in phrases:
+        phrases[label] = [p for p in dict.fromkeys(phrases[label]) if not (p in seen or seen.add(p))]
+    gazetteer = Gazetteer.from_phrases({label: [" ".join(p) for p in entries] for label, entries in phrases.items()})
+    for _ in range(300):
+        words = [generator.choice(vocabulary) for _ in range(generator.randint(0, 30))]
+        assert gazetteer.tag(words) == _reference_tags(phrases, words)

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("setup.cfg", "pyproject.toml", "setup.py", "README.md", "LICENSE", "MANIFEST.in")
 PROJECT_DIRS = ("hybriddeid", "resources")
 CHECK_DEPENDENCIES = ("regex>=2023.0", "tomli-w>=1.0")  # what hybriddeid.classifiers.rules imports
-MODEL_DEPENDENCIES = ("python-crfsuite>=0.9.9", "Faker>=30.0", "tqdm>=4.60", "numpy>=1.24", "numba>=0.59")  # the rest of install_requires
+MODEL_DEPENDENCIES = ("python-crfsuite>=0.9.9", "Faker>=30.0", "tqdm>=4.60", "numpy>=1.24")  # the rest of install_requires
 
 CHECK = """
 import hybriddeid, pathlib, sys

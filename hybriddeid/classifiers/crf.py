@@ -13,19 +13,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
-import numpy as np
 import pycrfsuite
 
 from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
+from hybriddeid.classifiers.crfsuite_decoding import Decoder
 from hybriddeid.classifiers.crfsuite_files import CRFWeights, open_tagger, read_weights, train_to_bytes
-from hybriddeid.classifiers.decoding import marginals as forward_backward
-from hybriddeid.classifiers.decoding import viterbi
 from hybriddeid.classifiers.focus import unsure_stretches
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.classifiers.sequences import TaggedSequence, UnitSequence
 from hybriddeid.document import Document, Span
-from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife
+from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife, keys_of_words
 from hybriddeid.features.resources import ClusterFeatures, dictionary_tags, grouped_gazetteers
 from hybriddeid.features.safe_words import safe_vocabulary
 from hybriddeid.knowledge.clusters import WordClusters
@@ -39,8 +37,8 @@ GAZETTEERS_DIR = "gazetteers"
 SEGMENT_CHARS = 5000
 SEGMENT_OVERLAP = 400
 # How a fitted CRF tags: "fast" scores each unit from the model's weights read into arrays and
-# decodes with hybriddeid.classifiers.decoding; "crfsuite" hands feature strings to crfsuite's
-# tagger. Both give the same tags and marginals (to ~1e-14); crfsuite always trains.
+# has crfsuite decode those scores (crfsuite_files.emission_model); "crfsuite" hands feature
+# strings to crfsuite's tagger. Both give the same tags and marginals (to ~1e-14); crfsuite trains.
 ENGINES = ("fast", "crfsuite")
 
 
@@ -212,9 +210,12 @@ class CRFTagger:
 
     def resource_tags(self, tokens: Sequence[Token], lowers: Sequence[str], lexicon: Gazetteer | None) -> dict[str, list[str]]:
         """Per-token tags of a line from the lexicon ("lex") and each dictionary group ("gaz_names")."""
-        tags = dictionary_tags(self.gazetteers_, tokens, lowers) if self.gazetteers_ else {}
+        if not self.gazetteers_ and lexicon is None:
+            return {}
+        word_keys = keys_of_words(lowers)  # hashed once for every dictionary and the lexicon
+        tags = dictionary_tags(self.gazetteers_, tokens, lowers, word_keys) if self.gazetteers_ else {}
         if lexicon is not None:
-            tags["lex"] = lexicon.tag(lowers)
+            tags["lex"] = lexicon.tag(lowers, word_keys)
         return tags
 
     def fit(self, docs: Iterable[Document]) -> "CRFTagger":
@@ -235,9 +236,9 @@ class CRFTagger:
         self.model_bytes_ = data
         self.tagger_ = open_tagger(data)
         self.weights_: CRFWeights = read_weights(data)
+        self.decoder_ = Decoder(self.weights_, self.tagger_)  # the fast engine's: crfsuite's own decoding of given scores
         self.labels_ = tuple(sorted({tag[2:] for tag in self.tagger_.labels() if tag != OUTSIDE}))
         self.tags_by_label_ = {label: [tag for tag in self.tagger_.labels() if tag[2:] == label] for label in self.labels_}
-        self.label_columns_ = {tag: i for i, tag in enumerate(self.weights_.labels)}
 
     # -- prediction -------------------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -383,21 +384,12 @@ class CRFTagger:
 
     def _decode(self, seq: UnitSequence) -> tuple[list[str], Callable[[str, int], float]]:
         """Viterbi tags of one sequence and a ``marginal(tag, i)`` valid until the next call
-        (forward-backward runs at the first call, as crfsuite's does)."""
+        (crfsuite runs forward-backward at its first call). Emission scores are decoded by
+        crfsuite's own functions (``crfsuite_decoding``), exactly as it decodes the features' sums."""
         if seq.emissions is None:
             tagger = self.tagger_
             return tagger.tag(seq.features), tagger.marginal
-        weights = self.weights_
-        tags = list(map(weights.labels.__getitem__, viterbi(seq.emissions, weights.transitions).tolist()))
-        column = self.label_columns_
-        table: list[list[list[float]]] = []
-
-        def marginal(tag: str, i: int) -> float:
-            if not table:  # as Python floats: read one at a time, they cost less than numpy scalars
-                table.append(forward_backward(seq.emissions, weights.transitions).tolist())
-            return table[0][i][column[tag]]
-
-        return tags, marginal
+        return self.decoder_.decode(seq.emissions)
 
     def _kept_sequence(
         self, units: list[tuple[int, int]], tags: list[str], found: list[Span], keep_below: float,

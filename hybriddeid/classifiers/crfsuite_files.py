@@ -21,7 +21,9 @@ def train_to_bytes(trainer: pycrfsuite.Trainer) -> bytes:
 
 
 def open_tagger(data: bytes) -> pycrfsuite.Tagger:
-    """A crfsuite tagger over an in-memory model (crfsuite's own format: nothing is unpickled)."""
+    """A crfsuite tagger over an in-memory model (crfsuite's own format: nothing is unpickled).
+    crfsuite reads the model from ``data`` without copying it: the caller keeps ``data`` alive
+    as long as the tagger."""
     tagger = pycrfsuite.Tagger()
     tagger.open_inmemory(data)
     return tagger
@@ -115,3 +117,39 @@ def read_weights(data: bytes) -> CRFWeights:
     np.add.at(transitions, (features["source"][is_transition], features["destination"][is_transition]),
               features["weight"][is_transition])
     return CRFWeights(tuple(labels), {name: i for i, name in enumerate(attributes)}, state, transitions)
+
+
+def emission_model(weights: CRFWeights) -> bytes:
+    """A crfsuite model that tags from emission scores: the labels and transition weights of
+    ``weights``, and one attribute per label (named by its index) whose only weight, 1.0, is on
+    that label. An item ``{"0": e0, "1": e1, ...}`` then scores label j exactly e_j (crfsuite
+    multiplies each attribute's value by its weights), so crfsuite's own Viterbi and
+    forward-backward run on scores computed elsewhere (the fast engine's, from cached ids) with
+    none of crfsuite's string handling.
+
+    crfsuite has no API to write weights, so a trainer writes the file (every transition is
+    generated, each label's attribute observed once) and the weights are then set in its FEAT
+    chunk; the result is checked by reading it back."""
+    n_labels = len(weights.labels)
+    trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
+    trainer.set_params({"feature.possible_transitions": True, "feature.possible_states": False,
+                        "c1": 0.0, "c2": 1.0, "max_iterations": 50})
+    trainer.append([[str(j)] for j in range(n_labels)], list(weights.labels))  # label ids in this order
+    data = bytearray(train_to_bytes(trainer))
+    _, _, _, _, _, _, _, features_at, _, attributes_at, _, _ = _HEADER.unpack_from(data, 0)
+    attributes = _cqdb_names(bytes(data), attributes_at, "attribute")
+    n_features = struct.unpack_from("<I", data, features_at + 8)[0]
+    features = np.frombuffer(data, _FEATURE, n_features, features_at + 12).copy()
+    is_state = features["type"] == STATE_FEATURE
+    is_transition = features["type"] == TRANSITION_FEATURE
+    features["weight"][is_state] = 1.0
+    features["weight"][is_transition] = weights.transitions[features["source"][is_transition],
+                                                            features["destination"][is_transition]]
+    data[features_at + 12:features_at + 12 + features.nbytes] = features.tobytes()
+    made = read_weights(bytes(data))
+    expected_state = np.zeros((n_labels + 1, n_labels))
+    expected_state[[made.attribute_ids[str(j)] for j in range(n_labels)], np.arange(n_labels)] = 1.0
+    if (made.labels != weights.labels or len(attributes) != n_labels or not np.array_equal(made.state, expected_state)
+            or not np.array_equal(made.transitions, weights.transitions)):
+        raise ValueError("could not build the emission model of a crfsuite model (use engine = \"crfsuite\")")
+    return bytes(data)

@@ -1,17 +1,21 @@
 """Token-level CRF (BIO over fine labels), paper section 3.2.2."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Collection, Iterator, Mapping, Sequence
 
 from hybriddeid.analysis import AnalysedNote, Segment, analyse
 from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger, check_segments
 from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.document import Document
 from hybriddeid.features.gazetteer import Gazetteer
-from hybriddeid.features.pos import note_tags
+from hybriddeid.features.pos import NoteTags, note_tags
 from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, extract_token_features
+from hybriddeid.features.token_ids import Dictionary, LineInput, TokenIds
 from hybriddeid.registry import ComponentSpec
+from hybriddeid.text.tokenize import Token
 
+# Tokens scored per call of the fast engine's featurizer: one numba call per batch of lines.
+BATCH_TOKENS = 4096
 DEFAULT_TOKEN_FEATURES = (
     "words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "pos", "clusters", "extra",
 )
@@ -58,7 +62,7 @@ class TokenCRF(CRFTagger):
         self, note: AnalysedNote | Document, lexicon: Gazetteer | None
     ) -> Iterator[tuple[Segment, TokenSequence]]:
         note = analyse(note, self.language)
-        tags = note.memo(("tags", self.tag_source), lambda: note_tags(note.text, self.tag_source)) if self.tag_source else None
+        tags = self._source_tags(note)
         for segment in note.segments(self.segment_chars, self.segment_overlap):
             line = segment.line
             tokens = line.tokens
@@ -68,6 +72,12 @@ class TokenCRF(CRFTagger):
                 if tags is not None:
                     seq.pos, seq.extra["ner"] = tags.align(tokens)
                 yield segment, seq
+
+    def _source_tags(self, note: AnalysedNote) -> NoteTags | None:
+        """The tag source's POS and NER tags of the note (once per note), or None without one."""
+        if not self.tag_source:
+            return None
+        return note.memo(("tags", self.tag_source), lambda: note_tags(note.text, self.tag_source))
 
     def sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
         safe = self.safe_words_
@@ -80,6 +90,71 @@ class TokenCRF(CRFTagger):
                     if low in safe:  # settled label: a few features keep transitions informed
                         feats[i] = ["safe", feats[i][0]]
             yield UnitSequence([(tok.start, tok.end) for tok in seq.tokens], feats, segment.core)
+
+    def emission_sequences(
+        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None,
+        skip: Collection[tuple[int, int]] = (),
+    ) -> Iterator[UnitSequence]:
+        """``sequences`` with each token's label scores, computed from ids cached per model
+        (``features.token_ids``) instead of feature strings: the same scores within ~1e-13."""
+        if regions is not None:  # the token CRF reads whole notes; the generic path says so
+            yield from super().emission_sequences(note, regions, skip)
+            return
+        note = analyse(note, self.language)
+        featurizer = self._token_ids()
+        tags = self._source_tags(note)
+        batch: list[tuple[LineInput, Segment]] = []
+        size = 0
+        for segment in note.segments(self.segment_chars, self.segment_overlap):
+            tokens = segment.line.tokens
+            if not tokens:
+                continue
+            pos = ner = None
+            if tags is not None:
+                pos, ner = tags.align(tokens)
+            batch.append((LineInput(segment.line, pos, ner), segment))
+            size += len(tokens)
+            if size >= BATCH_TOKENS:
+                yield from self._scored(featurizer, batch)
+                batch, size = [], 0
+        yield from self._scored(featurizer, batch)
+
+    @staticmethod
+    def _scored(featurizer: TokenIds, batch: list[tuple[LineInput, Segment]]) -> Iterator[UnitSequence]:
+        """The batch's sequences with their rows of the batch's emissions."""
+        if not batch:
+            return
+        emissions = featurizer.emissions([item for item, _ in batch])
+        row = 0
+        for item, segment in batch:
+            tokens = item.line.tokens
+            units = [(tok.start, tok.end) for tok in tokens]
+            yield UnitSequence(units, [], segment.core, None, emissions[row:row + len(units)])
+            row += len(units)
+
+    def _token_ids(self) -> TokenIds:
+        """The fast engine's featurizer for the current model and settings (kept while they hold:
+        its caches are what make it fast)."""
+        own_way = type(self).resource_tags is not CRFTagger.resource_tags  # a subclass tags lines itself
+        key = (id(self.weights_), tuple(self.features), self.window, id(self.safe_words_), id(self.clusters_),
+               id(self.lexicon_), tuple((name, id(g)) for name, g in self.gazetteers_.items()), own_way)
+        cached = getattr(self, "_token_ids_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        dictionaries = [Dictionary("gaz_" + group, g, True) for group, g in self.gazetteers_.items()]
+        if self.lexicon_ is not None:
+            dictionaries.append(Dictionary("lex", self.lexicon_, False))
+        own_tags = None
+        if own_way:  # asked for every line
+            lexicon = self.lexicon_
+
+            def own_tags(tokens: Sequence[Token], lowers: Sequence[str]) -> dict[str, list[str]]:
+                return self.resource_tags(tokens, lowers, lexicon)
+        featurizer = TokenIds(self.weights_, self.features, self.window, self.safe_words_, self.clusters_,
+                              dictionaries, own_tags)
+        # the featurizer holds every object the key names by id, so no id is reused while it is cached
+        self._token_ids_cache = (key, featurizer)
+        return featurizer
 
 
 def _check_section(section: Mapping[str, Any]) -> list[str]:

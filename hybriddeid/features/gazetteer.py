@@ -22,7 +22,6 @@ from hybriddeid.text.tokenize import tokenize
 LEXICON_FILE = "lexicon.json"  # where a model keeps its training lexicon (hashed entries)
 
 OUTSIDE = "O"
-_STARTS_LIMIT = 1 << 15  # words memoised per gazetteer as starting a phrase or not
 _SEPARATOR = "\x1f"
 
 
@@ -35,6 +34,11 @@ def phrase_key(words: Sequence[str]) -> str:
 def _cached_key(words: tuple[str, ...]) -> str:
     """``phrase_key`` memoised: tagging hashes the same few thousand words note after note."""
     return phrase_key(words)
+
+
+def keys_of_words(words: Sequence[str]) -> list[str]:
+    """Each word's own key (``phrase_key`` of the word alone), as ``Gazetteer.tag`` takes them."""
+    return [_cached_key((word,)) for word in words]
 
 
 def phrase_tokens(phrase: str) -> tuple[str, ...]:
@@ -51,9 +55,6 @@ class Gazetteer:
         # Keys of every phrase prefix: a match is extended only while its prefix is known, so
         # most tokens cost a single hash.
         self.prefixes = set(prefixes) | set(self.table)
-        # word -> whether some phrase starts with it: most words start none, and notes repeat
-        # their words, so most tokens cost one dict lookup (emptied at _STARTS_LIMIT words)
-        self._starts: dict[str, bool] = {}
 
     @classmethod
     def from_phrases(cls, phrases: Mapping[str, Iterable[str]]) -> "Gazetteer":
@@ -101,33 +102,36 @@ class Gazetteer:
     def __len__(self) -> int:
         return len(self.table)
 
-    def tag(self, words: Sequence[str]) -> list[str]:
-        """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first."""
-        tags = [OUTSIDE] * len(words)
-        table, prefixes = self.table, self.prefixes
-        starts = self._starts
-        words = tuple(words)
-        i = 0
+    def tag(self, words: Sequence[str], word_keys: Sequence[str] | None = None,
+            starts: Sequence[int] | None = None) -> list[str]:
+        """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first.
+        ``word_keys`` (``word_keys(words)``, shared by every gazetteer tagging the same words)
+        saves hashing them again; ``starts``, the positions whose key is a known prefix (in
+        order), saves looking each word up (the fast engine knows them from its word cache)."""
         n = len(words)
-        while i < n:
-            starts_one = starts.get(words[i])
-            if starts_one is None:
-                if len(starts) >= _STARTS_LIMIT:
-                    starts.clear()
-                starts_one = starts[words[i]] = _cached_key(words[i:i + 1]) in prefixes
-            if not starts_one:
-                i += 1
+        tags = [OUTSIDE] * n
+        table, prefixes = self.table, self.prefixes
+        if word_keys is None:
+            word_keys = keys_of_words(words)
+        # only a word whose own key is a known prefix can start a match: one set lookup per word
+        if starts is None:
+            starts = [i for i, key in enumerate(word_keys) if key in prefixes]
+        if not starts:
+            return tags
+        words = tuple(words)
+        free = 0  # the first word not inside a match already made
+        for i in starts:
+            if i < free:
                 continue
             best_length, best_label = 0, ""
             for length in range(1, min(self.max_words, n - i) + 1):
-                key = _cached_key(words[i:i + length])
+                key = word_keys[i] if length == 1 else _cached_key(words[i:i + length])
                 if key not in prefixes:
                     break
                 label = table.get(key)
                 if label is not None:
                     best_length, best_label = length, label
             if best_length == 0:
-                i += 1
                 continue
             if best_length == 1:
                 tags[i] = "S-" + best_label
@@ -136,7 +140,7 @@ class Gazetteer:
                 for j in range(i + 1, i + best_length - 1):
                     tags[j] = "I-" + best_label
                 tags[i + best_length - 1] = "E-" + best_label
-            i += best_length
+            free = i + best_length
         return tags
 
     def to_disk(self, path: Path) -> None:

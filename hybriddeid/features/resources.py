@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from hybriddeid.features.gazetteer import Gazetteer
+from hybriddeid.features.gazetteer import Gazetteer, keys_of_words
 from hybriddeid.knowledge.clusters import DEFAULT_PREFIX_LENGTHS, WordClusters
 from hybriddeid.text.tokenize import Token
 
@@ -75,12 +75,16 @@ def case_marked(tags: list[str], tokens: Sequence[Token]) -> list[str]:
 
 
 def dictionary_tags(
-    gazetteers: Mapping[str, Gazetteer], tokens: Sequence[Token], lowers: Sequence[str]
+    gazetteers: Mapping[str, Gazetteer], tokens: Sequence[Token], lowers: Sequence[str],
+    word_keys: Sequence[str] | None = None,
 ) -> dict[str, list[str]]:
-    """Per gazetteer group, the case-marked BIOES tags of a line's tokens ("gaz_names": [...])."""
+    """Per gazetteer group, the case-marked BIOES tags of a line's tokens ("gaz_names": [...]);
+    ``word_keys``: ``keys_of_words(lowers)``, if the caller has them."""
+    if word_keys is None:
+        word_keys = keys_of_words(lowers)
     tags: dict[str, list[str]] = {}
     for group, gazetteer in gazetteers.items():
-        tags["gaz_" + group] = case_marked(gazetteer.tag(lowers), tokens)
+        tags["gaz_" + group] = case_marked(gazetteer.tag(lowers, word_keys), tokens)
     return tags
 
 

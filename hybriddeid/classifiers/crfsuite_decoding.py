@@ -1,0 +1,197 @@
+"""crfsuite's own Viterbi and forward-backward, run on emission scores computed elsewhere.
+
+The fast engine sums each unit's label scores itself (from ``crfsuite_files.read_weights``) and
+needs them decoded exactly as crfsuite decodes: the same recursions, the same tie-breaking, the
+same scaled forward-backward. crfsuite's C decoding functions (crf1d_context.c: ``crf1dc_new``,
+``crf1dc_viterbi``, ``crf1dc_marginals``...) are exported by python-crfsuite's extension module,
+so they are called here through ctypes on a context whose state scores are copied in from numpy:
+no strings, no per-item conversion, no compiler, no new dependency.
+
+That relies on crfsuite's context layout (``crf1d_context_t`` in crfsuite's crf1d.h, unchanged
+since crfsuite 0.12), so every decoder checks itself when built against crfsuite's tagger on an
+emission model (``crfsuite_files.emission_model``); where the symbols are missing (a build that
+does not export them) or the check fails, decoding goes through that tagger instead: slower
+(every score passes through a dict and crfsuite's attribute lookup), never different.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+from typing import Callable
+
+import numpy as np
+import pycrfsuite
+
+from hybriddeid.classifiers.crfsuite_files import CRFWeights, emission_model, open_tagger
+
+log = logging.getLogger(__name__)
+
+_DOUBLE_P = ctypes.POINTER(ctypes.c_double)
+_CONTEXT_VITERBI_AND_MARGINALS = 0x01 | 0x02  # CTXF_VITERBI | CTXF_MARGINALS
+_RESET_TRANSITIONS = 0x02  # RF_TRANS
+
+
+class _Context(ctypes.Structure):
+    """crfsuite's ``crf1d_context_t``: sizes, then [T][L], [L][L] and [T] arrays of doubles."""
+
+    _fields_ = [
+        ("flag", ctypes.c_int),
+        ("num_labels", ctypes.c_int),
+        ("num_items", ctypes.c_int),
+        ("cap_items", ctypes.c_int),
+        ("log_norm", ctypes.c_double),
+        ("state", _DOUBLE_P),
+        ("trans", _DOUBLE_P),
+        ("alpha_score", _DOUBLE_P),
+        ("beta_score", _DOUBLE_P),
+        ("scale_factor", _DOUBLE_P),
+        ("row", _DOUBLE_P),
+        ("backward_edge", ctypes.POINTER(ctypes.c_int)),
+        ("exp_state", _DOUBLE_P),
+        ("exp_trans", _DOUBLE_P),
+        ("mexp_state", _DOUBLE_P),
+        ("mexp_trans", _DOUBLE_P),
+    ]
+
+
+def _crfsuite_library() -> ctypes.CDLL | None:
+    """python-crfsuite's extension with its crf1dc_* functions typed, or None if it lacks them."""
+    try:
+        library = ctypes.CDLL(pycrfsuite._pycrfsuite.__file__)
+        context_p = ctypes.POINTER(_Context)
+        library.crf1dc_new.restype = context_p
+        library.crf1dc_new.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        library.crf1dc_set_num_items.restype = ctypes.c_int
+        library.crf1dc_set_num_items.argtypes = [context_p, ctypes.c_int]
+        library.crf1dc_reset.argtypes = [context_p, ctypes.c_int]
+        library.crf1dc_viterbi.restype = ctypes.c_double
+        library.crf1dc_viterbi.argtypes = [context_p, ctypes.POINTER(ctypes.c_int)]
+        for name in ("crf1dc_delete", "crf1dc_exp_transition", "crf1dc_exp_state", "crf1dc_alpha_score",
+                     "crf1dc_beta_score"):
+            getattr(library, name).argtypes = [context_p]
+            getattr(library, name).restype = None
+        return library
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBRARY = _crfsuite_library()
+
+
+def _address(pointer: ctypes._Pointer) -> int:
+    return ctypes.cast(pointer, ctypes.c_void_p).value or 0
+
+
+class Decoder:
+    """Decodes emission scores (units x labels, in ``weights.labels`` order) of one model."""
+
+    def __init__(self, weights: CRFWeights, tagger: pycrfsuite.Tagger) -> None:
+        """``tagger``: crfsuite's tagger over the same model, the reference the decoder checks
+        itself against."""
+        self.labels = weights.labels
+        self.columns = {label: i for i, label in enumerate(weights.labels)}
+        self._weights = weights
+        self._context = None
+        self._fallback: pycrfsuite.Tagger | None = None
+        self._names = [str(j) for j in range(len(self.labels))]
+        if _LIBRARY is not None:
+            self._context = self._new_context(weights.transitions)
+            if self._context is not None:
+                self._fields = self._context.contents  # a live view of crfsuite's struct
+                self._path = (ctypes.c_int * self._fields.cap_items)()
+            if not self._agrees_with_crfsuite(tagger):
+                log.warning("crfsuite's decoding functions do not behave as expected in this python-crfsuite "
+                            "build; the fast engine decodes through crfsuite's tagger instead (slower, same results)")
+                self._release()
+
+    def _new_context(self, transitions: np.ndarray):
+        n_labels = len(self.labels)
+        context = _LIBRARY.crf1dc_new(_CONTEXT_VITERBI_AND_MARGINALS, n_labels, 1)
+        if not context or context.contents.num_labels != n_labels:
+            return None
+        _LIBRARY.crf1dc_reset(context, _RESET_TRANSITIONS)
+        trans = np.ctypeslib.as_array(context.contents.trans, shape=(n_labels * n_labels,))
+        trans[:] = np.ascontiguousarray(transitions, dtype=np.float64).ravel()
+        _LIBRARY.crf1dc_exp_transition(context)
+        return context
+
+    def _agrees_with_crfsuite(self, tagger: pycrfsuite.Tagger) -> bool:
+        """Whether this build's context decodes as crfsuite's tagger does, on sequences of the
+        model's own attributes drawn at random (the tagger reads their strings, the decoder
+        their summed weights)."""
+        if self._context is None:
+            return False
+        names = list(self._weights.attribute_ids)
+        if not names:
+            return True
+        generator = np.random.default_rng(0)
+        for length in (1, 2, 7, 40):
+            features = [[names[i] for i in generator.integers(0, len(names), 12)] for _ in range(length)]
+            tags, marginal = self.decode(self._weights.emissions(features))
+            if tags != tagger.tag(features):
+                return False
+            for i in range(length):
+                for label in self.labels:
+                    if abs(marginal(label, i) - tagger.marginal(label, i)) > 1e-12:
+                        return False
+        return True
+
+    def decode(self, emissions: np.ndarray) -> tuple[list[str], Callable[[str, int], float]]:
+        """Viterbi tags and a ``marginal(tag, i)`` (forward-backward runs at its first call; valid
+        until the next ``decode``)."""
+        if self._context is None:
+            return self._decode_with_tagger(emissions)
+        context, fields = self._context, self._fields
+        n_items, n_labels = emissions.shape
+        if _LIBRARY.crf1dc_set_num_items(context, n_items) != 0:  # grows the arrays when needed
+            raise MemoryError("crfsuite could not allocate a sequence this long")
+        if len(self._path) < fields.cap_items:
+            self._path = (ctypes.c_int * fields.cap_items)()
+        emissions = np.ascontiguousarray(emissions, dtype=np.float64)
+        size = emissions.nbytes
+        ctypes.memmove(_address(fields.state), emissions.__array_interface__["data"][0], size)
+        path = self._path
+        _LIBRARY.crf1dc_viterbi(context, path)
+        labels = self.labels
+        tags = [labels[i] for i in path[:n_items]]
+        columns = self.columns
+        table: list[np.ndarray] = []
+
+        def marginal(tag: str, i: int) -> float:
+            if not table:
+                table.append(self._state_marginals(n_items, n_labels, size))
+            return float(table[0][i, columns[tag]])
+
+        return tags, marginal
+
+    def _state_marginals(self, n_items: int, n_labels: int, size: int) -> np.ndarray:
+        """P(label at t) for every t, as crfsuite's crf1dc_marginals computes it (alpha x beta x
+        1 / scale, in that order, so the same bits), without its transition marginals, which
+        cost as much again and are never read."""
+        context, fields = self._context, self._fields
+        for step in (_LIBRARY.crf1dc_exp_state, _LIBRARY.crf1dc_alpha_score, _LIBRARY.crf1dc_beta_score):
+            step(context)
+        alpha, beta, scale = np.empty((n_items, n_labels)), np.empty((n_items, n_labels)), np.empty(n_items)
+        ctypes.memmove(alpha.__array_interface__["data"][0], _address(fields.alpha_score), size)
+        ctypes.memmove(beta.__array_interface__["data"][0], _address(fields.beta_score), size)
+        ctypes.memmove(scale.__array_interface__["data"][0], _address(fields.scale_factor), scale.nbytes)
+        alpha *= beta
+        alpha *= (1.0 / scale)[:, None]
+        return alpha
+
+    def _decode_with_tagger(self, emissions: np.ndarray) -> tuple[list[str], Callable[[str, int], float]]:
+        if self._fallback is None:  # built only where it is needed
+            # crfsuite reads the emission model from these bytes without copying them: they stay here
+            self._fallback_model = emission_model(self._weights)
+            self._fallback = open_tagger(self._fallback_model)
+        tagger, names = self._fallback, self._names
+        tagger.set([dict(zip(names, row)) for row in emissions.tolist()])
+        return tagger.tag(), tagger.marginal
+
+    def _release(self) -> None:
+        if self._context is not None and _LIBRARY is not None:
+            _LIBRARY.crf1dc_delete(self._context)
+        self._context = None
+
+    def __del__(self) -> None:
+        self._release()

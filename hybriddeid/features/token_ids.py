@@ -1,0 +1,666 @@
+"""Token CRF features as attribute ids: the fast engine's emission scores without feature strings.
+
+``features.token`` builds about 50 strings per token, which crfsuite (or ``CRFWeights.emissions``)
+then looks up; building them costs more than the rest of tagging. ``TokenIds`` computes the same
+scores, the sums of the model's state rows (in another order, so within ~1e-13), from ids:
+
+- what depends on a token's form alone (``w=``, affixes, orthography, shapes, its own clusters) is
+  summed once per distinct form into a row of ``own``; beside it are kept the attribute ids of what
+  its neighbours read of it (``w[k]=``, ``ss[-1]=``/``ss[1]=``, ``bc[-1]=``/``bc[1]=``, ``L=``/``R=``)
+  and its ids in the model's n-gram vocabularies. Forms are cached per model, at most
+  ``FORM_CACHE_SIZE``, and the cache is cleared when full;
+- word bigrams and trigrams and the shape trigram are found by their words' ids in sorted keys
+  read off the model's own attribute names (an n-gram the model lacks adds nothing);
+- a line's facts (``sec=``, ``key=``...) are summed once per distinct combination, and a token's
+  place in its line (``first``, ``pos=``, dictionary tags "O" or a pad) picks one of a few fixed
+  rows; dictionary tags are added one by one only at and beside the tags that are not "O";
+- every window is then an id column shifted over the lines laid end to end, and numpy adds up
+  the rows, a column at a time, for every token of a batch of lines at once.
+
+Extractors with no id version here (``pos`` with a tag source, custom extractors, a built-in name
+registered again, a name listed twice) fall back to their strings, and so do the n-grams of a line
+holding a NUL (crfsuite reads a name only up to a NUL): any config gives the string path's scores.
+A token's lower-case form is its text's ``lower()``, as ``analysis`` makes it.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from hybriddeid.analysis import AnalysedLine
+from hybriddeid.features import token as token_features
+from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, keys_of_words
+from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
+from hybriddeid.features.resources import ClusterFeatures, case_marked
+from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, extract_token_features
+from hybriddeid.text.tokenize import Token
+
+if TYPE_CHECKING:
+    from hybriddeid.classifiers.crfsuite_files import CRFWeights
+
+# Distinct token forms kept per model (as features.lexical's WORD_MEMO_SIZE): the cache is cleared
+# when full, so a long batch holds at most this many rows of ``own`` (labels x 8 bytes each).
+FORM_CACHE_SIZE = 1 << 15
+# Distinct line-fact combinations kept (each two rows of labels x 8 bytes).
+LINE_CACHE_SIZE = 1 << 12
+# The extractors computed from ids, by the function each name must still be registered as.
+ID_EXTRACTORS: dict[str, Callable[..., None]] = {
+    name: getattr(token_features, "_" + name)
+    for name in ("words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "clusters", "extra")
+}
+_POS = token_features._pos  # no id version: read as strings on lines a tag source tagged
+_LEFT, _RIGHT = "<s>", "</s>"  # the string path's pads, and the two pad forms (ids 0 and 1)
+# The pad forms' texts hold a line break, which no token does, so no token is taken for one.
+_PAD_TEXTS = ("\n" + _LEFT, "\n" + _RIGHT)
+_PAD_TOKENS = (Token(_PAD_TEXTS[0], -1, -1), Token(_PAD_TEXTS[1], -1, -1))
+_NO_ID = -1  # safe-word column: not a safe word
+_NEEDS_STRINGS = -2  # safe-word column: a safe word whose first feature only the string path knows
+# Per-form columns after the 2 * window + 1 ``w[k]=`` ones.
+_SSL, _SSR, _BCL, _BCR, _CL, _CR, _LOW, _ISW, _SAFE, _MASK, _WORDV, _SHAPEV = range(12)
+_N_COLUMNS = 12
+# A token's place in its line: what ``line`` and ``extra`` add for it depends on it and pos=min(i, 5).
+_MIDDLE, _FIRST, _LAST, _ALONE = range(4)
+
+
+class LineInput(NamedTuple):
+    """One sequence to score: a line (or segment) and the tag source's POS and NER tags, if any."""
+
+    line: AnalysedLine
+    pos: list[str] | None = None
+    ner: list[str] | None = None
+
+
+class Dictionary(NamedTuple):
+    """A matcher whose BIOES tags are an ``extra`` feature (``name=S-CITY``, ``name[-1]=...``)."""
+
+    name: str
+    gazetteer: Gazetteer
+    case_marked: bool  # bundled dictionaries mark lower-case hits (resources.case_marked), the lexicon not
+
+
+def _splits(rest: str, parts: int) -> Iterable[tuple[str, ...]]:
+    """Every way to read ``rest`` as ``parts`` strings joined by "|" (a word may be "|" itself)."""
+    cuts = [i for i, ch in enumerate(rest) if ch == "|"]
+    for chosen in itertools.combinations(cuts, parts - 1):
+        bounds = (-1, *chosen, len(rest))
+        yield tuple(rest[a + 1:b] for a, b in zip(bounds, bounds[1:]))
+
+
+def _ngram_tables(names: Mapping[str, int], window: int, none: int) -> tuple[_NgramTable, _NgramTable, _NgramTable]:
+    """The model's word bigrams (``b[k]=``, k in [-window, window)), trigrams (``t[k]=``, k in
+    [-window, window - 1)) and shape trigrams (``ss[-1:1]=``)."""
+    pattern = re.compile(r"([bt])\[(-?\d+)\]=(.*)", re.S)
+    found: dict[str, dict[tuple[str, ...], list[int]]] = {"b": {}, "t": {}, "ss": {}}
+    width = {"b": 2 * window, "t": max(2 * window - 1, 0), "ss": 1}
+    for name, ident in names.items():
+        if name.startswith("ss[-1:1]="):
+            kind, column, rest, parts = "ss", 0, name[len("ss[-1:1]="):], 3
+        else:
+            match = pattern.fullmatch(name) if name[:2] in ("b[", "t[") else None
+            if match is None:
+                continue
+            kind, rest = match.group(1), match.group(3)
+            column, parts = int(match.group(2)) + window, 2 if kind == "b" else 3
+            if not 0 <= column < width[kind]:
+                continue
+        for key in _splits(rest, parts):
+            found[kind].setdefault(key, [none] * width[kind])[column] = ident
+    words: dict[str, int] = {}  # one vocabulary for both word n-gram tables: a form has one id
+    for key in itertools.chain(found["b"], found["t"]):
+        for word in key:
+            words.setdefault(word, len(words))
+    shapes: dict[str, int] = {}
+    for key in found["ss"]:
+        for word in key:
+            shapes.setdefault(word, len(shapes))
+    return (_NgramTable(found["b"], width["b"], words), _NgramTable(found["t"], width["t"], words),
+            _NgramTable(found["ss"], 1, shapes))
+
+
+class _NgramTable:
+    """A model's n-grams of one kind by their words' ids (see ``_ngram_tables``).
+
+    Every name is split at each choice of "|" (a word may be "|"), so each key read off a name
+    spells exactly that name. Words get ids in ``vocabulary``; a key is its words' ids in base
+    ``len(vocabulary)``; ``ids[row, k + window]`` is the attribute of the n-gram ``keys[row]``
+    at offset k (``none`` where the model lacks it)."""
+
+    def __init__(self, found: Mapping[tuple[str, ...], list[int]], width: int, vocabulary: dict[str, int]) -> None:
+        self.vocabulary = vocabulary  # every word of ``found`` (perhaps shared with another table)
+        self.base = max(len(self.vocabulary), 1)
+        parts = max((len(key) for key in found), default=1)
+        if self.base ** parts >= 1 << 62:
+            raise ValueError("an n-gram vocabulary too large for 64-bit keys")
+        codes = np.zeros(len(found), np.int64)
+        for row, key in enumerate(found):
+            code = 0
+            for word in key:
+                code = code * self.base + self.vocabulary[word]
+            codes[row] = code
+        order = np.argsort(codes, kind="stable")
+        self.keys = codes[order]
+        self.ids = np.array(list(found.values()), np.int64).reshape(len(found), width)[order]
+
+    def rows(self, word_ids: Sequence[np.ndarray]) -> np.ndarray:
+        """The row of ``ids`` of each n-gram made of ``word_ids`` (one array per word, -1 for a
+        word the table lacks), -1 where the model has no such n-gram."""
+        size = len(word_ids[0])
+        if not len(self.keys):
+            return np.full(size, -1, np.int64)
+        code = np.zeros(size, np.int64)
+        known = np.ones(size, bool)
+        for ids in word_ids:
+            code *= self.base
+            code += ids
+            known &= ids >= 0
+        at = np.minimum(np.searchsorted(self.keys, code), len(self.keys) - 1)
+        return np.where(known & (self.keys[at] == code), at, -1)
+
+
+class TokenIds:
+    """A token CRF's features as ids for one model and feature config; ``emissions`` scores lines.
+
+    Not for concurrent use from several threads: ``emissions`` grows and clears shared caches."""
+
+    def __init__(
+        self,
+        weights: CRFWeights,
+        features: Sequence[str],
+        window: int,
+        safe_words: frozenset[str] = frozenset(),
+        clusters: ClusterFeatures | None = None,
+        dictionaries: Sequence[Dictionary] = (),
+        resource_tags: Callable[[Sequence[Token], Sequence[str]], dict[str, list[str]]] | None = None,
+        cache_size: int = FORM_CACHE_SIZE,
+    ) -> None:
+        self.weights = weights
+        self.features = list(features)
+        self.window = window
+        self.safe_words = safe_words
+        self.clusters = clusters
+        self.dictionaries = list(dictionaries)
+        self.resource_tags = resource_tags  # overrides ``dictionaries``: a subclass's own tags, line by line
+        self.cache_size = cache_size
+        self.none = weights.none
+        self._aid = weights.attribute_id
+        # Which extractors run from ids: the first listing of a built-in name still registered as
+        # itself; the rest run as strings. Order does not matter to a sum, but "safe" keeps a
+        # safe word's first feature, which the ids know only when "words" (``w=`` + form) is first.
+        on: set[str] = set()
+        self.generic: list[str] = []
+        for name in self.features:
+            if name in ID_EXTRACTORS and name not in on and TOKEN_EXTRACTORS.get(name) is ID_EXTRACTORS[name]:
+                on.add(name)
+            else:
+                self.generic.append(name)
+        unknown = [name for name in self.generic if name not in TOKEN_EXTRACTORS]
+        if unknown:
+            raise ValueError(f"unknown token feature(s): {', '.join(unknown)}; known: {', '.join(TOKEN_EXTRACTORS)}")
+        self.words_first = bool(self.features) and self.features[0] == "words" and "words" in on
+        if clusters is None:
+            on.discard("clusters")
+        self.on = on
+        self.pad = max(window, 1)
+        self.reach = 2 * window if "context" in on else 0
+        self.state = np.ascontiguousarray(weights.state)
+        self.n_labels = self.state.shape[1]
+        self.bigrams, self.trigrams, self.shape_trigrams = _ngram_tables(weights.attribute_ids, window, self.none)
+        self._wk_names = [f"w[{k}]=" for k in range(-window, window + 1)]
+        self.places = self._place_rows()
+        self._own = np.zeros((0, self.n_labels))
+        self._ids = np.zeros((0, 2 * window + 1 + _N_COLUMNS), np.int32)  # ids and small codes
+        self._clear()
+
+    def _place_rows(self) -> np.ndarray:
+        """What a token's place adds, by place x 6 + min(i, 5), twice: rows 0-23 for lines whose
+        dictionary tags are all "O" (the dictionaries' ``name[-1]=``/``name[1]=`` of "O" or a pad
+        and ``name=O``), rows 24-47 without the dictionaries (their lines add them tag by tag)."""
+        aid, state = self._aid, self.state
+        rows = np.zeros((48, self.n_labels))
+        names = [] if "extra" not in self.on or self.resource_tags else [d.name for d in self.dictionaries]
+        for place in (_MIDDLE, _FIRST, _LAST, _ALONE):
+            for at in range(6):
+                found: list[str] = []
+                if "line" in self.on:
+                    found.append("first" if place in (_FIRST, _ALONE) else "last" if place == _LAST else "")
+                    found.append(f"pos={at}")
+                outside: list[str] = []
+                for name in names:
+                    outside += [f"{name}={OUTSIDE}",
+                                f"{name}[-1]={_LEFT if place in (_FIRST, _ALONE) else OUTSIDE}",
+                                f"{name}[1]={_RIGHT if place in (_LAST, _ALONE) else OUTSIDE}"]
+                plain = [aid(name) for name in found if name]
+                rows[place * 6 + at] = state[plain + [aid(name) for name in outside]].sum(axis=0)
+                rows[24 + place * 6 + at] = state[plain].sum(axis=0)
+        return rows
+
+    # -- caches ---------------------------------------------------------------------------------
+    def _clear(self) -> None:
+        """Forget every form and line combination (the arrays keep their size and are overwritten)."""
+        self._forms: dict[str, int] = {_PAD_TEXTS[0]: 0, _PAD_TEXTS[1]: 1}
+        self._lowers: dict[str, int] = {}
+        self._word_keys: list[str] = ["", ""]  # each form's dictionary key (gazetteer.keys_of_words)
+        self._tag_codes: dict[str, dict[str, int]] = {}  # extra name -> tag -> row of the tag table
+        self._tag_pads: dict[str, tuple[int, int]] = {}  # extra name -> rows of its <s> and </s>
+        self._tag_rows: list[tuple[int, int, int]] = []
+        self._tag_table: np.ndarray | None = None
+        self._line_rows: dict[tuple[tuple[str, ...], str], int] = {}  # line facts -> row of _line_table
+        self._line_table = np.zeros((0, self.n_labels))
+        self._ensure(2)
+        none, w, aid, on = self.none, self.window, self._aid, self.on
+        base = 2 * w + 1
+        for form, pad in ((0, _LEFT), (1, _RIGHT)):
+            self._own[form] = 0.0
+            row = [none] * (base + _N_COLUMNS)
+            if "words" in on:
+                row[:base] = [aid(name + pad) for name in self._wk_names]
+            side = "[-1]=" if form == 0 else "[1]="
+            if "shapes" in on:
+                row[base + (_SSL if form == 0 else _SSR)] = aid("ss" + side + pad)
+            if "clusters" in on:
+                row[base + (_BCL if form == 0 else _BCR)] = aid("bc" + side + pad)
+            row[base + _LOW], row[base + _ISW], row[base + _SAFE], row[base + _MASK] = -1 - form, 0, _NO_ID, 0
+            row[base + _WORDV] = self.bigrams.vocabulary.get(pad, -1)
+            row[base + _SHAPEV] = self.shape_trigrams.vocabulary.get(pad, -1)
+            self._ids[form] = row
+        self._count = 2
+
+    def _ensure(self, rows: int) -> None:
+        """Room for ``rows`` forms (the arrays double)."""
+        if rows > len(self._own):
+            size = max(rows, 2 * len(self._own), 1024)
+            own = np.zeros((size, self.n_labels))
+            own[:len(self._own)] = self._own
+            ids = np.zeros((size, self._ids.shape[1]), np.int32)
+            ids[:len(self._ids)] = self._ids
+            self._own, self._ids = own, ids
+
+    def _intern(self, text: str) -> int:
+        """The id of form ``text``, computing its row on first sight."""
+        form = self._forms.get(text)
+        if form is not None:
+            return form
+        form = self._count
+        self._ensure(form + 1)
+        on, aid, none = self.on, self._aid, self.none
+        lower = text.lower()
+        short = short_shape(text)
+        names: list[str] = []
+        if "words" in on:
+            names.append("w=" + text)
+        if "affixes" in on:
+            names.extend(affixes(lower))
+        if "orthography" in on:
+            names.extend(orthography(text))
+        if "shapes" in on:
+            names += ["sh=" + shape(text), "ss=" + short]
+        if "clusters" in on:
+            names.extend(self.clusters.own(text))
+        known = [i for i in map(aid, names) if i != none]
+        self._own[form] = self.state[known].sum(axis=0) if known else 0.0
+        base = 2 * self.window + 1
+        row = [none] * (base + _N_COLUMNS)
+        if "words" in on:
+            row[:base] = [aid(name + lower) for name in self._wk_names]
+        if "shapes" in on:
+            row[base + _SSL], row[base + _SSR] = aid("ss[-1]=" + short), aid("ss[1]=" + short)
+        if "clusters" in on:
+            near = self.clusters.neighbour(text)
+            row[base + _BCL], row[base + _BCR] = aid("bc[-1]=" + near), aid("bc[1]=" + near)
+        is_word = lower[:1].isalnum()
+        if "context" in on and is_word:
+            row[base + _CL], row[base + _CR] = aid("L=" + lower), aid("R=" + lower)
+        row[base + _LOW] = self._lowers.setdefault(lower, len(self._lowers))
+        row[base + _ISW] = is_word
+        first = _NO_ID
+        if lower in self.safe_words:
+            first = aid("w=" + text) if self.words_first else _NEEDS_STRINGS
+        row[base + _SAFE] = first
+        key = keys_of_words((lower,))[0] if self.dictionaries else ""
+        row[base + _MASK] = sum(1 << bit for bit, dictionary in enumerate(self.dictionaries)
+                                if key in dictionary.gazetteer.prefixes)
+        row[base + _WORDV] = self.bigrams.vocabulary.get(lower, -1)
+        row[base + _SHAPEV] = self.shape_trigrams.vocabulary.get(short, -1)
+        self._ids[form] = row
+        self._word_keys.append(key)
+        self._forms[text] = form
+        self._count += 1
+        return form
+
+    def _line_row(self, features: tuple[str, ...], key: str) -> int:
+        """The row of ``_line_table`` that sums a line's facts and ``key=`` (the next row: its
+        facts and ``inkey``), made on first sight."""
+        row = self._line_rows.get((features, key))
+        if row is None:
+            row = 2 * len(self._line_rows)
+            if row + 2 > len(self._line_table):
+                table = np.zeros((max(2 * len(self._line_table), 64), self.n_labels))
+                table[:len(self._line_table)] = self._line_table
+                self._line_table = table
+            ids = [self._aid(name) for name in features]
+            self._line_table[row] = self.state[ids + [self._aid("key=" + key if key else "key=none")]].sum(axis=0)
+            self._line_table[row + 1] = self.state[ids + [self._aid("inkey")]].sum(axis=0)
+            self._line_rows[(features, key)] = row
+        return row
+
+    def _tag_codes_of(self, name: str) -> dict[str, int]:
+        """``extra`` name's rows of the tag table by tag (made with its pads' on first sight)."""
+        by_tag = self._tag_codes.get(name)
+        if by_tag is None:
+            aid, none = self._aid, self.none
+            self._tag_pads[name] = (self._tag_row((none, aid(f"{name}[-1]={_LEFT}"), none)),
+                                    self._tag_row((none, none, aid(f"{name}[1]={_RIGHT}"))))
+            by_tag = self._tag_codes[name] = {}
+        return by_tag
+
+    def _tag_row(self, row: tuple[int, int, int]) -> int:
+        self._tag_rows.append(row)
+        self._tag_table = None
+        return len(self._tag_rows) - 1
+
+    def _codes(self, name: str, tags: Sequence[str]) -> list[int]:
+        """Rows of the tag table holding ``name=tag``, ``name[-1]=tag`` and ``name[1]=tag``."""
+        by_tag = self._tag_codes_of(name)
+        found = list(map(by_tag.get, tags))
+        if None in found:
+            aid = self._aid
+            for i, tag in enumerate(tags):
+                if found[i] is None:
+                    code = by_tag.get(tag)
+                    if code is None:
+                        code = by_tag[tag] = self._tag_row((aid(f"{name}={tag}"), aid(f"{name}[-1]={tag}"),
+                                                            aid(f"{name}[1]={tag}")))
+                    found[i] = code
+        return found
+
+    # -- scoring --------------------------------------------------------------------------------
+    def emissions(self, lines: Sequence[LineInput]) -> np.ndarray:
+        """Each token's score per label (tokens of all ``lines`` in order x the model's labels):
+        what ``weights.emissions`` gives for the string path's features of these lines.
+
+        The lines are laid end to end, each between ``pad`` pad forms on either side (what the
+        string path's windows read past a line's edges); every lookup then runs over the whole
+        batch at once and numpy adds each token's state rows."""
+        sizes = [len(item.line.tokens) for item in lines]
+        total = sum(sizes)
+        if self._count + total > self.cache_size or len(self._tag_rows) > self.cache_size:
+            self._clear()
+        if len(self._line_rows) >= LINE_CACHE_SIZE:
+            self._line_rows.clear()
+        out = np.zeros((total, self.n_labels))
+        if not total:
+            return out
+        pad, on, state, none = self.pad, self.on, self.state, self.none
+        pad_left, pad_right = [_PAD_TOKENS[0]] * pad, [_PAD_TOKENS[1]] * pad
+        flat: list[Token] = []  # pads and tokens, line after line
+        line_base: list[int] = []  # where each line's first token is in ``flat``
+        line_rows: list[int] = []
+        line_inkey: list[int] = []
+        for item in lines:
+            line = item.line
+            tokens = line.tokens
+            flat += pad_left
+            line_base.append(len(flat))
+            flat += tokens
+            flat += pad_right
+            if "line" in on:
+                context = line.context
+                line_rows.append(self._line_row(context.features, context.key))
+                inkey, key_end, n = 0, context.key_end, len(tokens)
+                while inkey < n and tokens[inkey].start < key_end:
+                    inkey += 1
+                line_inkey.append(inkey)
+        texts = [tok.text for tok in flat]
+        forms = list(map(self._forms.get, texts))
+        if None in forms:
+            intern = self._intern
+            forms = [intern(text) if form is None else form for form, text in zip(forms, texts)]
+        # per token: its line, place in the line and position in ``flat``
+        n_of = np.array(sizes, np.int64)
+        line_of = np.repeat(np.arange(len(lines)), n_of)
+        index = np.arange(total) - np.repeat(np.cumsum(n_of) - n_of, n_of)
+        at = np.repeat(np.array(line_base, np.int64), n_of) + index
+        form_of = np.array(forms, np.int64)
+        table = self._ids[form_of]  # every per-form column of every position
+        out += self._own[form_of[at]]
+        columns: list[np.ndarray] = []  # ids of ``state`` rows to add, one per token
+        w, base = self.window, 2 * self.window + 1
+        offsets = np.arange(-w, w + 1)
+        neighbours = at[:, None] + offsets
+        if "words" in on:
+            columns += list(table[neighbours, np.arange(base)].T)
+        if "shapes" in on:
+            columns += [table[at - 1, base + _SSL], table[at + 1, base + _SSR]]
+            centred = self.shape_trigrams.rows([table[at - 1, base + _SHAPEV], table[at, base + _SHAPEV],
+                                                table[at + 1, base + _SHAPEV]])
+            columns.append(np.where(centred >= 0, self.shape_trigrams.ids[centred, 0], none))
+        if "clusters" in on:
+            columns += [table[at - 1, base + _BCL], table[at + 1, base + _BCR]]
+        nul_lines: list[int] = []
+        if "ngrams" in on and w > 0:
+            words = table[:, base + _WORDV]
+            if "\x00" in "".join(texts):  # crfsuite cuts names at a NUL: those lines' n-grams as strings
+                nul_lines = [i for i, item in enumerate(lines) if any("\x00" in low for low in item.line.lowers)]
+                for i in nul_lines:
+                    words[line_base[i] - pad:line_base[i] + sizes[i] + pad] = -1
+            for kind, parts in ((self.bigrams, 2), (self.trigrams, 3)):
+                if not len(kind.keys):
+                    continue
+                # the n-gram starting at each position of ``flat``, then shifted to each token's offsets
+                found = kind.rows([words[j:len(words) - parts + 1 + j] for j in range(parts)])
+                for k in range(-w, w - parts + 2):
+                    # most tokens' n-grams are not the model's: add only those that are
+                    rows = np.flatnonzero(found[at + k] >= 0)
+                    out[rows] += state[kind.ids[found[at[rows] + k], k + w]]
+        if self.reach:
+            columns += self._context(table, at, line_of, np.array(line_base, np.int64), n_of)
+        for column in columns:
+            out += state[column]
+        if "line" in on:
+            rows = np.array(line_rows, np.int64)[line_of] + (index < np.array(line_inkey, np.int64)[line_of])
+            out += self._line_table[rows]
+        place = np.where(n_of[line_of] == 1, _ALONE, np.where(index == 0, _FIRST,
+                                                              np.where(index == n_of[line_of] - 1, _LAST, _MIDDLE)))
+        spelled = self._extra(lines, sizes, line_base, forms, table, at, index, n_of, line_of, out)
+        out += self.places[place * 6 + np.minimum(index, 5) + 24 * spelled]
+        self._strings(lines, sizes, nul_lines, table, at, out)
+        return out
+
+    def _context(self, table: np.ndarray, at: np.ndarray, line_of: np.ndarray, line_base: np.ndarray,
+                 n_of: np.ndarray) -> list[np.ndarray]:
+        """The ``context`` bags as id columns: the words (tokens starting with a letter or digit)
+        nearest each token, up to ``reach`` on each side within its line, each distinct word once
+        per side (as the string path's ``dict.fromkeys`` keeps them)."""
+        base, reach, none = 2 * self.window + 1, self.reach, self.none
+        is_word = table[:, base + _ISW]
+        word_at = np.flatnonzero(is_word)  # positions of the words, in order: a word's rank is its index here
+        if not len(word_at):
+            return []
+        # the rank of the previous word with the same lower-case form (-1 if none): a word repeats
+        # in a bag when that one is in the bag too
+        lowers = table[word_at, base + _LOW]
+        order = np.argsort(lowers, kind="stable")
+        same = lowers[order[1:]] == lowers[order[:-1]]
+        previous = np.full(len(word_at), -1, np.int64)
+        previous[order[1:][same]] = order[:-1][same]
+        before = np.concatenate(([0], np.cumsum(is_word)))  # words before each position
+        rank = before[at]  # the first word at or after each token
+        low, high = before[line_base][line_of], before[line_base + n_of][line_of]  # the line's words
+        steps = np.arange(reach)
+        last = len(word_at) - 1
+        columns = []
+        for start, column in ((np.maximum(rank - reach, low), _CL), (rank + is_word[at], _CR)):
+            ranks = (rank - reach if column == _CL else start)[:, None] + steps
+            inside = (ranks >= low[:, None]) & (ranks < (rank[:, None] if column == _CL else high[:, None]))
+            ranks = np.minimum(np.maximum(ranks, 0), last)
+            keep = inside & (previous[ranks] < start[:, None])
+            columns += list(np.where(keep, table[word_at[ranks], base + column], none).T)
+        return columns
+
+    def _extra(self, lines: Sequence[LineInput], sizes: list[int], line_base: list[int], forms: list[int],
+               table: np.ndarray, at: np.ndarray, index: np.ndarray, n_of: np.ndarray, line_of: np.ndarray,
+               out: np.ndarray) -> np.ndarray:
+        """Add the ``extra`` tags to ``out`` where the place rows do not hold them: the
+        dictionaries' tags at and beside each tag that is not "O", and every tag of a tag source
+        (``ner``) or of a subclass's own ``resource_tags``. Returns, per token, 1 where the
+        dictionaries' tags were added so (its place row must leave them out), else 0."""
+        total = len(at)
+        spelled = np.zeros(total, np.int64)
+        if "extra" not in self.on:
+            return spelled
+        first_row = np.cumsum(n_of) - n_of
+        codes: dict[str, np.ndarray] = {}  # tag table rows by extra name, per token (-1: none on that line)
+        in_places: list[str] = []  # names whose "O"s the place rows hold
+        if self.resource_tags is not None:
+            for line, item in enumerate(lines):
+                for name, tags in self._line_tags(item).items():
+                    if name not in codes:
+                        codes[name] = np.full(total, -1, np.int64)
+                    codes[name][first_row[line]:first_row[line] + len(tags)] = self._codes(name, tags)
+        else:
+            if self.dictionaries:
+                in_places = [dictionary.name for dictionary in self.dictionaries]
+                for name in in_places:
+                    codes[name] = np.full(total, self._codes(name, (OUTSIDE,))[0], np.int64)
+                masks = table[at, 2 * self.window + 1 + _MASK]
+                hits = np.flatnonzero(masks)  # tokens where some dictionary's phrase may start
+                if len(hits):
+                    found: dict[str, tuple[list[int], list[str]]] = {}
+                    word_key = self._word_keys.__getitem__
+                    grouped = itertools.groupby(zip(line_of[hits].tolist(), hits.tolist(), masks[hits].tolist()),
+                                                key=lambda hit: hit[0])
+                    for line, group in grouped:
+                        item, start, n, base = lines[line], int(first_row[line]), sizes[line], line_base[line]
+                        starts = [(row - start, mask) for _, row, mask in group]
+                        word_keys = list(map(word_key, forms[base:base + n]))
+                        for name, tags in self._dictionary_tags(item, word_keys, starts):
+                            rows, values = found.setdefault(name, ([], []))
+                            rows += range(start, start + n)
+                            values += tags
+                    for name, (rows, values) in found.items():
+                        codes[name][rows] = self._codes(name, values)
+            if any(item.ner is not None for item in lines):
+                codes["ner"] = np.full(total, -1, np.int64)
+                for line, item in enumerate(lines):
+                    if item.ner is not None:
+                        codes["ner"][first_row[line]:first_row[line] + len(item.ner)] = self._codes("ner", item.ner)
+        if not codes:
+            return spelled
+        if self._tag_table is None:
+            self._tag_table = np.array(self._tag_rows, np.int64).reshape(-1, 3)
+        last = n_of[line_of] - 1
+        has_left, has_right = index > 0, index < last
+        names = list(codes)
+        grid = np.array([codes[name] for name in names], np.int64)  # names x tokens
+        places = len(in_places)  # the first ``places`` names are the dictionaries
+        tagged = np.zeros(total, bool)  # tokens at or beside a dictionary tag that is not "O"
+        if places:
+            outside = np.array([self._tag_codes[name][OUTSIDE] for name in in_places], np.int64)
+            found = (grid[:places] != outside[:, None]).any(axis=0)
+            tagged |= found
+            tagged[1:] |= found[:-1] & has_left[1:]
+            tagged[:-1] |= found[1:] & has_right[:-1]
+            self._add_tags(out, np.flatnonzero(tagged), grid[:places], in_places, has_left, has_right)
+        if places < len(names):
+            self._add_tags(out, np.arange(total), grid[places:], names[places:], has_left, has_right)
+        return tagged.astype(np.int64)
+
+    def _add_tags(self, out: np.ndarray, rows: np.ndarray, grid: np.ndarray, names: list[str],
+                  has_left: np.ndarray, has_right: np.ndarray) -> None:
+        """Add ``name=tag``, ``name[-1]=`` its left neighbour's and ``name[1]=`` its right one's
+        to the ``rows`` of ``out``, for every name (``grid``: its codes per token, -1 for none)."""
+        if not len(rows):
+            return
+        pads = np.array([self._tag_pads[name] for name in names], np.int64)
+        mine = grid[:, rows]
+        left = np.where(has_left[rows], grid[:, np.maximum(rows - 1, 0)], pads[:, :1])
+        right = np.where(has_right[rows], grid[:, np.minimum(rows + 1, grid.shape[1] - 1)], pads[:, 1:])
+        table = self._tag_table
+        ids = np.concatenate((table[mine, 0], table[left, 1], table[right, 2]))
+        ids[np.tile(mine < 0, (3, 1))] = self.none
+        found = self.state[ids[0]]
+        for column in ids[1:]:
+            found += self.state[column]
+        out[rows] += found
+
+    def _dictionary_tags(self, item: LineInput, word_keys: list[str],
+                         starts: list[tuple[int, int]]) -> Iterator[tuple[str, list[str]]]:
+        """The tags that are not all "O" of the dictionaries that may match on a line: ``starts``
+        holds each word where some may start a phrase, with the bits of those that may."""
+        tokens, lowers = item.line.tokens, item.line.lowers
+        for bit, dictionary in enumerate(self.dictionaries):
+            mine = [i for i, mask in starts if mask >> bit & 1]
+            if mine:
+                found = dictionary.gazetteer.tag(lowers, word_keys, mine)
+                if found.count(OUTSIDE) != len(found):
+                    yield dictionary.name, case_marked(found, tokens) if dictionary.case_marked else found
+
+    def _line_tags(self, item: LineInput) -> dict[str, list[str]]:
+        """The line's ``extra`` tags by name, as the string path has them in ``seq.extra``."""
+        tokens, lowers = item.line.tokens, item.line.lowers
+        if self.resource_tags is not None:
+            tags = dict(self.resource_tags(tokens, lowers))
+        else:
+            word_keys = keys_of_words(lowers)
+            tags = {}
+            for dictionary in self.dictionaries:
+                found = dictionary.gazetteer.tag(lowers, word_keys)
+                tags[dictionary.name] = case_marked(found, tokens) if dictionary.case_marked else found
+        if item.ner is not None:
+            tags["ner"] = item.ner
+        return tags
+
+    def _strings(self, lines: Sequence[LineInput], sizes: list[int], nul_lines: list[int], table: np.ndarray,
+                 at: np.ndarray, out: np.ndarray) -> None:
+        """What only the string path computes: extractors with no id version, the n-grams of
+        lines holding a NUL, the first feature of safe words when "words" is not first; then a
+        safe word's row becomes "safe" plus its first feature (the string path drops the rest)."""
+        aid, state = self._aid, self.state
+        safe = table[at, 2 * self.window + 1 + _SAFE] if self.safe_words else None
+        needs_first = safe is not None and bool((safe == _NEEDS_STRINGS).any())
+        extra_rows: list[int] = []
+        extra_ids: list[int] = []
+        with_nul = set(nul_lines)
+        row = 0
+        for line, item in enumerate(lines):
+            if not (self.generic or with_nul or needs_first):
+                break
+            n = sizes[line]
+            extractors = [name for name in self.generic
+                          if name != "pos" or item.pos is not None or TOKEN_EXTRACTORS["pos"] is not _POS]
+            if line in with_nul:
+                extractors.append("ngrams")
+            first = needs_first and bool((safe[row:row + n] == _NEEDS_STRINGS).any())
+            if extractors or first:
+                seq = self._token_sequence(item)
+                if extractors:
+                    feats: list[list[str]] = [[] for _ in range(n)]
+                    for name in extractors:
+                        TOKEN_EXTRACTORS[name](seq, feats)
+                    for i, found in enumerate(feats):
+                        extra_rows += [row + i] * len(found)
+                        extra_ids += map(aid, found)
+                if first:
+                    feats = extract_token_features(seq, self.features)
+                    for i in range(n):
+                        if safe[row + i] == _NEEDS_STRINGS:
+                            safe[row + i] = aid(feats[i][0])
+            row += n
+        if extra_rows:
+            np.add.at(out, np.array(extra_rows, np.int64), state[np.array(extra_ids, np.int64)])
+        if safe is not None:
+            rows = np.flatnonzero(safe != _NO_ID)
+            if len(rows):
+                out[rows] = state[self._aid("safe")] + state[safe[rows]]
+
+    def _token_sequence(self, item: LineInput) -> TokenSequence:
+        """The string path's ``TokenSequence`` of a line, for extractors read as strings."""
+        line = item.line
+        seq = TokenSequence(line.tokens, line.context, self.window, list(line.lowers), clusters=self.clusters)
+        seq.extra.update(self._line_tags(item))
+        seq.pos = item.pos
+        return seq
+
