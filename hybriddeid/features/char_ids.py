@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Hashable, Mapping, Sequence
 
 import numpy as np
-from numba import njit
 
 from hybriddeid.features.char import _NGRAM_CACHE_LIMIT, _PAD, SPACE, CharWindow, _whitespace_features, window_spans
 from hybriddeid.features.context import LineContext
@@ -36,6 +35,7 @@ from hybriddeid.features.lexical import WORD_MEMO_SIZE, short_shape
 from hybriddeid.text.tokenize import Token
 
 _CODE_BITS, _CODE_MASK = 21, (1 << 21) - 1  # a code point's bits in a packed n-gram or pair
+_SPACE_CODE = ord(SPACE)
 _SMALL_MEMO = 1 << 12  # keys with few values: dictionary tags, line facts, line keys
 _LEFT_PADS, _RIGHT_PADS = ("<s>", "<s>"), ("</s>", "</s>")  # a line's edge neighbours (token_projections)
 # A token character's role: what it adds to its own scores (see _assemble).
@@ -58,140 +58,6 @@ class CharLine:
     lowers: Sequence[str]
     runs: Sequence[tuple[int, int, int, int]]
     tags: Mapping[str, Sequence[str]]
-
-
-# -- compiled parts ----------------------------------------------------------------------------------
-_EMPTY = -1  # an empty slot of a hash table (keys are never negative)
-_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: a slot is the top bits of key * this
-
-
-@njit(cache=True, nogil=True)
-def _find(slot_keys: np.ndarray, slot_rows: np.ndarray, keys: np.ndarray, shift: np.uint64) -> np.ndarray:
-    """The row of each key in an open-addressing hash table (linear probing), -1 where absent."""
-    mask = len(slot_keys) - 1
-    out = np.empty(len(keys), np.int64)
-    for i in range(len(keys)):
-        key = keys[i]
-        slot = np.int64((np.uint64(key) * _MULTIPLIER) >> shift)
-        while True:
-            held = slot_keys[slot]
-            if held == key:
-                out[i] = slot_rows[slot]
-                break
-            if held == _EMPTY:
-                out[i] = -1
-                break
-            slot = (slot + 1) & mask
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _insert(slot_keys: np.ndarray, slot_rows: np.ndarray, keys: np.ndarray, rows: np.ndarray, shift: np.uint64) -> None:
-    """Add distinct new ``keys`` with their ``rows`` (the table is kept at most half full)."""
-    mask = len(slot_keys) - 1
-    for i in range(len(keys)):
-        key = keys[i]
-        slot = np.int64((np.uint64(key) * _MULTIPLIER) >> shift)
-        while slot_keys[slot] != _EMPTY and slot_keys[slot] != key:
-            slot = (slot + 1) & mask
-        slot_keys[slot] = key
-        slot_rows[slot] = rows[i]
-
-
-@njit(cache=True, nogil=True)
-def _assemble(
-    state, codes, run_s, run_len, run_line,  # noqa: ANN001 (numba arrays)
-    token_row, token_len, token_word, token_line, token_inkey,
-    word_rows, word_table, tag_scores, key_scores, inkey, line_scores, role_scores,
-    unigram_offsets, unigram_rows, unigrams, bigram_offsets, bigram_rows, bigrams,
-    trigram_offsets, trigram_rows, trigrams,
-    char_rows, char_table, space_rows, space_table, thin, projection, line_facts,
-):
-    """Every character's scores (rows: the runs' characters in order), as ``char_features`` builds
-    its features: a character strictly inside a token (with ``thin``) or of a settled token gets
-    its own character, its token's form and its role; a whitespace (with ``thin``) its neighbour
-    pair; any other character its n-grams and its line's facts, plus its role and its token's
-    projected facts if it belongs to a token.
-
-    ``codes``: code points of the padded lines joined; the ``*_rows`` of n-grams (starting at each
-    position), characters and whitespace pairs (at each whitespace) index their memo's table, an
-    n-gram table's columns are the window's offsets of that size (``*_offsets``).
-    Runs: their first character's position in ``codes``, length, line. Tokens (of the runs, in
-    order): first row, length, index in ``word_rows`` (each line's token texts between pads), line,
-    whether it lies inside its line's key."""
-    n_labels = state.shape[1]
-    n_rows = 0
-    for k in range(len(run_len)):
-        n_rows += run_len[k]
-    out = np.zeros((n_rows, n_labels))
-    token_of = np.full(n_rows, -1, np.int64)
-    role_of = np.zeros(n_rows, np.int64)
-    n_tokens = len(token_row)
-    projected = np.zeros((n_tokens, n_labels))
-    form = np.zeros((n_tokens, n_labels))
-    settled_column = word_table.shape[1] - 1
-    for t in range(n_tokens):
-        w = token_word[t]
-        own, before1, after1 = word_rows[w], word_rows[w - 1], word_rows[w + 1]
-        before2, after2 = word_rows[w - 2], word_rows[w + 2]
-        for label in range(n_labels):
-            projected[t, label] = (
-                word_table[own, _OWN * n_labels + label] + word_table[before1, _BEFORE1 * n_labels + label]
-                + word_table[after1, _AFTER1 * n_labels + label] + word_table[before2, _BEFORE2 * n_labels + label]
-                + word_table[after2, _AFTER2 * n_labels + label] + tag_scores[t, label])
-            if projection:
-                projected[t, label] += inkey[label] if token_inkey[t] else key_scores[token_line[t], label]
-            form[t, label] = word_table[own, _FORM * n_labels + label]
-        first = token_row[t]
-        length = token_len[t]
-        settled = word_table[own, settled_column] > 0
-        for offset in range(length):
-            if settled:
-                role = _SAFE
-            elif length == 1:
-                role = _S
-            elif offset == 0:
-                role = _B
-            elif offset == length - 1:
-                role = _E
-            else:
-                role = _I_THIN if thin else _I
-            token_of[first + offset] = t
-            role_of[first + offset] = role
-    row = 0
-    for k in range(len(run_len)):
-        for i in range(run_len[k]):
-            at = run_s[k] + i
-            t = token_of[row]
-            role = role_of[row]
-            if t >= 0 and role >= _I_THIN:
-                for label in range(n_labels):
-                    out[row, label] = char_table[char_rows[at], label] + form[t, label] + role_scores[role, label]
-            else:
-                if thin and codes[at] == 95:  # "_": whitespace (and underscores) as features.char writes them
-                    for label in range(n_labels):
-                        out[row, label] = space_table[space_rows[at], label]
-                else:
-                    for j in range(len(unigram_offsets)):
-                        feature = unigrams[unigram_rows[at + unigram_offsets[j]], j]
-                        for label in range(n_labels):
-                            out[row, label] += state[feature, label]
-                    for j in range(len(bigram_offsets)):
-                        feature = bigrams[bigram_rows[at + bigram_offsets[j]], j]
-                        for label in range(n_labels):
-                            out[row, label] += state[feature, label]
-                    for j in range(len(trigram_offsets)):
-                        feature = trigrams[trigram_rows[at + trigram_offsets[j]], j]
-                        for label in range(n_labels):
-                            out[row, label] += state[feature, label]
-                    if line_facts:
-                        for label in range(n_labels):
-                            out[row, label] += line_scores[run_line[k], label]
-                if t >= 0:
-                    for label in range(n_labels):
-                        out[row, label] += projected[t, label] + role_scores[role, label]
-            row += 1
-    return out
 
 
 # -- memos -------------------------------------------------------------------------------------------
@@ -244,47 +110,19 @@ class _Memo:
         return self.table[rows]
 
 
-class _CodeMemo:
-    """Non-negative integer key -> a row of ``table`` (``build`` makes the rows of new keys), in a
-    hash table probed by compiled code; emptied when ``limit`` keys are held."""
+class _CodeMemo(_Memo):
+    """A ``_Memo`` of non-negative integer keys given as arrays: each distinct key of a call is
+    looked up once (``np.unique``), so a batch's thousands of n-grams cost a few hundred dict
+    lookups and one sort."""
 
-    __slots__ = ("_slot_keys", "_slot_rows", "_shift", "table", "_count", "_limit", "_build")
+    __slots__ = ()
 
-    def __init__(self, width: int, dtype: type, limit: int, build: Callable[[list[int]], np.ndarray]) -> None:
-        self._limit = limit
-        self._build = build
-        self.table = np.zeros((min(limit, 1024), width), dtype)
-        self._slots(limit)
-
-    def _slots(self, keys: int) -> None:
-        """An empty hash table with room for ``keys`` keys (kept at most half full)."""
-        slots = 1 << (2 * keys - 1).bit_length()
-        self._slot_keys = np.full(slots, _EMPTY, np.int64)
-        self._slot_rows = np.zeros(slots, np.int64)
-        self._shift = np.uint64(64 - (slots.bit_length() - 1))
-        self._count = 0
-
-    def __len__(self) -> int:
-        return self._count
-
-    def rows(self, keys: np.ndarray) -> np.ndarray:
-        """The row of ``table`` of each key (an int64 array)."""
-        rows = _find(self._slot_keys, self._slot_rows, keys, self._shift)
-        missing = rows < 0
-        if missing.any():
-            new = np.unique(keys[missing])
-            if self._count + len(new) > self._limit:  # full: empty it
-                new = np.unique(keys)
-                missing[:] = True
-                # (more distinct keys than ``limit`` in one call: a larger table until the next emptying)
-                self._slots(max(self._limit, len(new)))
-            start, stop = self._count, self._count + len(new)
-            self.table = _grown(self.table, start, stop, max(self._limit, stop))
-            self.table[start:stop] = self._build(new.tolist())
-            _insert(self._slot_keys, self._slot_rows, new, np.arange(start, stop), self._shift)
-            self._count = stop
-            rows[missing] = start + np.searchsorted(new, keys[missing])
-        return rows
+    def rows(self, keys: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        """The row of ``table`` of each key (an int64 array of ``keys``'s shape)."""
+        if not len(keys):
+            return np.zeros(0, np.int64)
+        distinct, inverse = np.unique(keys, return_inverse=True)
+        return super().rows(distinct.tolist())[inverse.reshape(-1)]
 
 
 # -- the scorer --------------------------------------------------------------------------------------
@@ -335,7 +173,6 @@ class CharScorer:
         self._tags: dict[str, _Memo] = {}
         self._role_scores = self._sum([["tp=B"], ["tp=E"], ["tp=S"], ["tp=I"], ["tp=I"], ["safe"]])
         self._inkey = self._sum([["inkey"]])[0]
-        self._no_rows, self._no_table = np.zeros(0, np.int64), np.zeros((0, 0), np.int64)
         self._lock = threading.Lock()  # memos hand out rows valid until their next call
 
     @staticmethod
@@ -462,7 +299,7 @@ class CharScorer:
         starts = np.array([tok.start for tok in run_tokens], np.int64)
         token_len = np.array([tok.end for tok in run_tokens], np.int64) - starts
         token_row = starts + np.repeat(np.array(run_delta, np.int64), ntok)
-        # the compiled pass trusts its indices: every token must lie inside its run
+        # the sums trust these indices (numpy wraps negative ones): every token must lie inside its run
         run_first_row = np.repeat(np.cumsum(run_len) - np.array(run_len, np.int64), ntok)
         if n_tokens and ((token_row < run_first_row).any() or (token_len < 1).any()
                          or (token_row + token_len > run_first_row + np.repeat(np.array(run_len, np.int64), ntok)).any()):
@@ -479,36 +316,96 @@ class CharScorer:
         token_len: np.ndarray, token_word: np.ndarray, token_line: np.ndarray, token_inkey: np.ndarray,
         word_keys: list[str], tag_keys: dict[str, list[str]], line_keys: list[tuple[str, ...]], key_keys: list[str],
     ) -> list[np.ndarray]:
-        """``score``'s memo lookups and compiled pass (under the scorer's lock)."""
+        """``score``'s memo lookups and sums (under the scorer's lock), as ``char_features`` builds
+        its features: a character strictly inside a token (with ``thin``) or of a settled token gets
+        its own character, its token's form and its role; a whitespace (with ``thin``) its neighbour
+        pair; any other character its n-grams and its line's facts, plus its role and its token's
+        projected facts if it belongs to a token. Each group is summed for all the batch's
+        characters at once (numpy gathers), not character by character.
+
+        ``codes``: code points of the padded lines joined. Runs: their first character's position
+        in ``codes``, length, line. Tokens (of the runs, in order): first row, length, index in
+        ``word_keys`` (each line's token texts between pads), line, whether it lies inside its
+        line's key."""
         n_labels = self.state.shape[1]
+        thin = self.thin_interior
+        lengths = np.array(run_len, np.int64)
+        n_rows = int(lengths.sum())
+        # each row's (character's) position in codes, and its line
+        at = np.arange(n_rows) + np.repeat(np.array(run_s, np.int64) - (np.cumsum(lengths) - lengths), lengths)
+        out = np.empty((n_rows, n_labels))
+
+        # Per token: what its edge characters add (projected facts), what its thin ones add (form).
         n_tokens = len(token_row)
-        tag_scores = np.zeros((n_tokens, n_labels))
-        for name, keys in tag_keys.items():
-            if len(keys) != n_tokens:
-                raise ValueError(f"tags {name!r} are missing on some lines")
-            tag_scores += self._tag_memo(name).values(keys)
-        n = len(codes)
-        ngrams = {}
-        for size, memo in self._ngrams.items():  # the n-gram starting at every position (a few are not needed)
-            keys = codes[:n - size + 1]
-            for j in range(1, size):
-                keys = (keys << _CODE_BITS) | codes[j:n - size + 1 + j]
-            ngrams[size] = (self._ngram_offsets[size], memo.rows(keys), memo.table)
-        space_rows = self._no_rows
-        if self.thin_interior:
-            spaces = np.flatnonzero(codes == ord(SPACE))
-            space_rows = np.zeros(n, np.int64)
-            space_rows[spaces] = self._whitespace.rows((codes[spaces - 1] << _CODE_BITS) | codes[spaces + 1])
-        line_scores = self._line_facts.values(line_keys) if self.line_facts else np.zeros((len(line_keys), n_labels))
-        nothing = (self._no_rows, self._no_rows, self._no_table)
-        scores = _assemble(
-            self.state, codes, np.array(run_s, np.int64), np.array(run_len, np.int64), np.array(run_line, np.int64),
-            token_row, token_len, token_word, token_line, token_inkey,
-            self._words.rows(word_keys), self._words.table, tag_scores, self._keys.values(key_keys), self._inkey,
-            line_scores, self._role_scores,
-            *ngrams.get(1, nothing), *ngrams.get(2, nothing), *ngrams.get(3, nothing),
-            self._chars.rows(codes), self._chars.table, space_rows, self._whitespace.table,
-            self.thin_interior, self.projection, self.line_facts,
-        )
+        token_of = np.full(n_rows, -1, np.int64)
+        role_of = np.zeros(n_rows, np.int64)  # _B where no token: only read where token_of >= 0
+        if n_tokens:
+            words = self._words.rows(word_keys)
+            table = self._words.table
+
+            def block(which: int, shift: int) -> np.ndarray:
+                return table[words[token_word + shift], which * n_labels:(which + 1) * n_labels]
+
+            projected = (block(_OWN, 0) + block(_BEFORE1, -1) + block(_AFTER1, 1) + block(_BEFORE2, -2)
+                         + block(_AFTER2, 2))
+            form = block(_FORM, 0)
+            settled = table[words[token_word], -1] > 0
+            for name, keys in tag_keys.items():
+                if len(keys) != n_tokens:
+                    raise ValueError(f"tags {name!r} are missing on some lines")
+                projected += self._tag_memo(name).values(keys)
+            if self.projection:
+                projected += np.where(token_inkey[:, None], self._inkey, self._keys.values(key_keys)[token_line])
+            # every token character's row, token and role
+            token = np.repeat(np.arange(n_tokens), token_len)
+            offset = np.arange(len(token)) - np.repeat(np.cumsum(token_len) - token_len, token_len)
+            length = token_len[token]
+            role = np.full(len(token), _I_THIN if thin else _I, np.int64)
+            role[offset == length - 1] = _E
+            role[offset == 0] = _B
+            role[length == 1] = _S
+            role[settled[token]] = _SAFE
+            rows = token_row[token] + offset
+            token_of[rows] = token
+            role_of[rows] = role
+        thin_rows = role_of >= _I_THIN  # thin token characters (role is _B where there is no token)
+        rows = np.flatnonzero(thin_rows)
+        if len(rows):
+            tokens = token_of[rows]
+            out[rows] = self._chars.values(codes[at[rows]]) + form[tokens] + self._role_scores[role_of[rows]]
+        full = ~thin_rows
+        if thin:  # whitespace (and "_", written as whitespace): its two neighbours
+            spaces = full & (codes[at] == _SPACE_CODE)
+            full &= ~spaces
+            rows = np.flatnonzero(spaces)
+            if len(rows):
+                where = at[rows]
+                out[rows] = self._whitespace.values((codes[where - 1] << _CODE_BITS) | codes[where + 1])
+        rows = np.flatnonzero(full)
+        if len(rows):
+            out[rows] = self._ngram_scores(codes, at[rows])
+            if self.line_facts:
+                out[rows] += self._line_facts.values(line_keys)[np.repeat(np.array(run_line, np.int64), lengths)[rows]]
+        if n_tokens:  # token edges (and all of a token's characters without thin): role and projected facts
+            rows = np.flatnonzero((token_of >= 0) & ~thin_rows)
+            tokens = token_of[rows]
+            out[rows] += projected[tokens] + self._role_scores[role_of[rows]]
         bounds = np.cumsum(run_len).tolist()
-        return [scores[stop - length:stop] for stop, length in zip(bounds, run_len)]
+        return [out[stop - length:stop] for stop, length in zip(bounds, run_len)]
+
+    def _ngram_scores(self, codes: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The summed n-gram weights (positions x labels) of the characters at ``positions`` of
+        ``codes``: each size's memo rows at every position of ``codes``, then the attribute of each
+        offset gathered for all positions at once and the weights summed over the offsets."""
+        n = len(codes)
+        ids = []
+        for size, memo in self._ngrams.items():
+            keys = codes[:n - size + 1]
+            for j in range(1, size):  # the n-gram starting at every position, its code points packed
+                keys = (keys << _CODE_BITS) | codes[j:n - size + 1 + j]
+            rows = memo.rows(keys)
+            offsets = self._ngram_offsets[size]
+            ids.append(memo.table[rows[positions[:, None] + offsets], np.arange(len(offsets))])
+        if not ids:
+            return np.zeros((len(positions), self.state.shape[1]))
+        return self.state[np.hstack(ids)].sum(axis=1)
