@@ -110,19 +110,56 @@ class _Memo:
         return self.table[rows]
 
 
-class _CodeMemo(_Memo):
-    """A ``_Memo`` of non-negative integer keys given as arrays: each distinct key of a call is
-    looked up once (``np.unique``), so a batch's thousands of n-grams cost a few hundred dict
-    lookups and one sort."""
+class _CodeMemo:
+    """Non-negative integer key -> a row of ``table`` (``build`` makes the rows of new keys);
+    emptied when ``limit`` keys are held. The keys are held sorted in an array and found with
+    ``np.searchsorted``: a batch's thousands of keys (an n-gram at every position) are looked up
+    in one numpy call, with no Python work per key."""
 
-    __slots__ = ()
+    __slots__ = ("_keys", "_rows", "table", "_limit", "_build")
 
-    def rows(self, keys: np.ndarray) -> np.ndarray:  # type: ignore[override]
-        """The row of ``table`` of each key (an int64 array of ``keys``'s shape)."""
-        if not len(keys):
+    def __init__(self, width: int, dtype: type, limit: int, build: Callable[[list[int]], np.ndarray]) -> None:
+        self._keys = np.zeros(0, np.int64)  # sorted
+        self._rows = np.zeros(0, np.int64)  # the row of each of _keys
+        self.table = np.zeros((min(limit, 1024), width), dtype)
+        self._limit = limit
+        self._build = build
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def rows(self, keys: np.ndarray) -> np.ndarray:
+        """The row of ``table`` of each key (an int64 array)."""
+        held = self._keys
+        if len(held):
+            at = np.searchsorted(held, keys)
+            at[at == len(held)] = 0
+            found = held[at] == keys
+            if found.all():
+                return self._rows[at]
+            new = np.unique(keys[~found])
+        else:
+            new = np.unique(keys)
+        if not len(new):
             return np.zeros(0, np.int64)
-        distinct, inverse = np.unique(keys, return_inverse=True)
-        return super().rows(distinct.tolist())[inverse.reshape(-1)]
+        start = len(held)
+        if start + len(new) > self._limit:  # full: empty it
+            held, self._rows, start = held[:0], self._rows[:0], 0
+            new = np.unique(keys)
+            self.table = self.table[:self._limit]
+        stop = start + len(new)
+        # (more new keys than ``limit`` lets the table outgrow it until the next emptying)
+        self.table = _grown(self.table, start, stop, max(self._limit, stop))
+        self.table[start:stop] = self._build(new.tolist())
+        at = np.searchsorted(held, new)
+        self._keys = np.insert(held, at, new)
+        self._rows = np.insert(self._rows, at, np.arange(start, stop))
+        return self._rows[np.searchsorted(self._keys, keys)]
+
+    def values(self, keys: np.ndarray) -> np.ndarray:
+        """The row of values of each key (a new array)."""
+        rows = self.rows(keys)  # first: it may replace the table
+        return self.table[rows]
 
 
 # -- the scorer --------------------------------------------------------------------------------------
@@ -157,11 +194,17 @@ class CharScorer:
         self.token_classes = token_classes
         n_labels = self.state.shape[1]
         spans = window_spans(window)[0]
-        # n-grams by size: each (its code points packed) -> its rows at every offset of that size
-        offsets = {size: [start for start, end in spans if end - start == size] for size in (1, 2, 3)}
-        self._ngrams = {size: _CodeMemo(len(at), np.int64, _NGRAM_CACHE_LIMIT, self._ngram_builder(size, at))
-                        for size, at in offsets.items() if at}
-        self._ngram_offsets = {size: np.array(at, np.int64) for size, at in offsets.items()}
+        # The n-grams read around a character, by the offset they start at: what starts at each
+        # offset is one n-gram of each size there (its prefixes), so the longest one's weights at
+        # every offset, its prefixes' included, are summed once per n-gram and a character sums
+        # one row per offset. Each size's memo: n-gram (code points packed) -> those sums, offsets
+        # x labels (a size's builder adds its own features to its prefix's row).
+        offsets = {size: {start for start, end in spans if end - start == size} for size in (1, 2, 3)}
+        self._ngram_size = max(size for size, at in offsets.items() if at)
+        self._ngram_offsets = np.array(sorted({start for start, _ in spans}), np.int64)
+        width = len(self._ngram_offsets) * n_labels
+        self._ngrams = {size: _CodeMemo(width, np.float64, _NGRAM_CACHE_LIMIT, self._ngram_builder(size, offsets[size]))
+                        for size in range(1, self._ngram_size + 1)}
         # a whitespace's features by its neighbours' code points (packed), a thin character's by its own
         self._whitespace = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT, self._whitespace_scores)
         self._chars = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT,
@@ -202,15 +245,21 @@ class CharScorer:
         """The summed weights (one row per list) of lists of feature strings."""
         return self.state[self._ids(names)].sum(axis=1)
 
-    def _ngram_builder(self, size: int, offsets: list[int]) -> Callable[[list[int]], np.ndarray]:
-        """The n-gram memo's ``build`` for ``size``: n-grams (code points packed) -> their rows at
-        each of ``offsets`` (the strings ``features.char.context_ngrams`` writes)."""
-        prefixes = [f"c{size}[{offset}]=" for offset in offsets]
+    def _ngram_builder(self, size: int, offsets: Collection[int]) -> Callable[[list[int]], np.ndarray]:
+        """The n-gram memo's ``build`` for ``size``: n-grams (code points packed) -> the summed
+        weights, at each offset of the window, of the n-gram's features at that offset (strings
+        ``features.char.context_ngrams`` writes for ``offsets``) and its prefixes'."""
+        columns = [f"c{size}[{offset}]=" if offset in offsets else None for offset in self._ngram_offsets.tolist()]
         shifts = [_CODE_BITS * (size - 1 - j) for j in range(size)]
+        n_labels = self.state.shape[1]
 
         def build(keys: list[int]) -> np.ndarray:
             grams = ["".join([chr((key >> shift) & _CODE_MASK) for shift in shifts]) for key in keys]
-            return self._ids([[prefix + gram for prefix in prefixes] for gram in grams])
+            own = self._sum([[prefix + gram] if prefix else [] for gram in grams for prefix in columns])
+            own = own.reshape(len(keys), len(columns) * n_labels)
+            if size > 1:
+                own += self._ngrams[size - 1].values(np.array(keys, np.int64) >> _CODE_BITS)
+            return own
 
         return build
 
@@ -395,17 +444,20 @@ class CharScorer:
 
     def _ngram_scores(self, codes: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """The summed n-gram weights (positions x labels) of the characters at ``positions`` of
-        ``codes``: each size's memo rows at every position of ``codes``, then the attribute of each
-        offset gathered for all positions at once and the weights summed over the offsets."""
+        ``codes``: the longest n-gram's memo row at every position, then for each character the
+        rows' blocks at its offsets, gathered for all characters at once and summed."""
+        size, offsets = self._ngram_size, self._ngram_offsets
         n = len(codes)
-        ids = []
-        for size, memo in self._ngrams.items():
-            keys = codes[:n - size + 1]
-            for j in range(1, size):  # the n-gram starting at every position, its code points packed
-                keys = (keys << _CODE_BITS) | codes[j:n - size + 1 + j]
-            rows = memo.rows(keys)
-            offsets = self._ngram_offsets[size]
-            ids.append(memo.table[rows[positions[:, None] + offsets], np.arange(len(offsets))])
-        if not ids:
-            return np.zeros((len(positions), self.state.shape[1]))
-        return self.state[np.hstack(ids)].sum(axis=1)
+        if size > 1:  # n-grams near the end read past it: only their first characters count there
+            codes = np.concatenate((codes, np.full(size - 1, 3, np.int64)))
+        keys = codes[:n]
+        for j in range(1, size):  # the n-gram starting at every position, its code points packed
+            keys = (keys << _CODE_BITS) | codes[j:n + j]
+        memo = self._ngrams[size]
+        rows = memo.rows(keys)
+        n_labels = self.state.shape[1]
+        blocks = memo.table.reshape(-1, n_labels)  # a row's block at each offset
+        # offsets x positions: numpy sums the gathered (offsets x positions x labels) fastest over
+        # its first axis (several times faster than over a middle one)
+        picked = rows[offsets[:, None] + positions] * len(offsets) + np.arange(len(offsets))[:, None]
+        return np.take(blocks, picked, axis=0).sum(axis=0)
