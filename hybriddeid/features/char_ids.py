@@ -247,7 +247,9 @@ class CharScorer:
         self._ngram_size = max(size for size, at in offsets.items() if at)
         self._ngram_offsets = np.array(sorted({start for start, _ in spans}), np.int64)
         width = len(self._ngram_offsets) * n_labels
-        self._ngrams = {size: _CodeMemo(width, np.float64, _NGRAM_CACHE_LIMIT, self._ngram_builder(size, offsets[size]))
+        # (the shorter n-grams are read only to build a longer one's row: a quarter of the cap)
+        self._ngrams = {size: _CodeMemo(width, np.float64, _NGRAM_CACHE_LIMIT // (1 if size == self._ngram_size else 4),
+                                        self._ngram_builder(size, offsets[size]))
                         for size in range(1, self._ngram_size + 1)}
         # a whitespace's features by its neighbours' code points (packed), a thin character's by its own
         self._whitespace = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT, self._whitespace_scores)
