@@ -70,7 +70,7 @@ def compare(n: int, rounds: int, fresh: int) -> None:
         notes = [analyse(doc, model) for doc in docs]
         best = {}
         spans = {}
-        for engine in ENGINES:  # warm-up: numba's cache, the memos
+        for engine in ENGINES:  # warm-up: the memos
             component.engine = engine
             spans[engine] = timed(component, notes)[1]
         for _ in range(rounds):

@@ -241,9 +241,9 @@ def test_windows_beyond_the_padding_take_the_string_path():
     assert not CharScorer.supports(CharWindow.symmetric(7))
 
 
-def test_inconsistent_lines_are_refused_before_the_compiled_pass(english):
-    """The compiled pass does not check its indices: a run outside its line, or tokens outside
-    their run, must be refused in Python."""
+def test_inconsistent_lines_are_refused_before_the_sums(english):
+    """The numpy sums do not check their indices (negative ones wrap): a run outside its line, or
+    tokens outside their run, must be refused first."""
     char = english.components["char"]
     note = analyse(Document("n", "Seen by Dr Alice Brown today.\n"), "en")
     item = next(iter(char._char_lines(note, None, None, ())))[1]

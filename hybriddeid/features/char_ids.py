@@ -6,17 +6,24 @@ needs only each character's summed weights per label (one float per label), and 
 made of parts that recur: the weights of the n-grams around a character, of a character alone,
 of a whitespace's two neighbours, of a word as a token and as a neighbour, of a dictionary tag,
 of a line's facts. ``CharScorer`` keeps these per model, each the first time its key is seen
-(the only time its feature strings are built), and adds them up per character in one compiled
-pass per batch of lines. The scores equal ``CRFWeights.emissions(char_features(...))`` up to the
-order of summation (~1e-13).
+(the only time its feature strings are built), and adds them up with numpy for a whole batch of
+lines at once: one gather per group of characters (n-gram, thin, whitespace, token edge), no
+Python work per character. The scores equal ``CRFWeights.emissions(char_features(...))`` up to
+the order of summation (~1e-13).
 
-Why n-grams and not whole contexts: a memo of each character's nine-character context (the
-string memo's key, ``_ngram_rows``) missed 50-70% of its lookups over long batches (MEDDOCAN and
-generated English: contexts in running text rarely repeat once the memo has been emptied), and
-a miss costs 16 feature strings. N-grams nearly always hit (12,000 generated notes: 50,405
-trigrams, the memo never emptied), and their integer keys (code points packed) are probed in
-compiled code, so summing a character's 16 n-gram rows costs less than slicing its context and
-looking it up in a dict (MEDDOCAN dev: 1.5 s -> 0.26 s per 100 notes for the component).
+N-grams: what the window reads at offset k of a character is the n-grams of each size starting
+there, i.e. the longest one and its prefixes. So the n-gram memo is keyed by the longest n-gram
+(code points packed in an int) and holds, per offset, the weights of it and its prefixes at that
+offset summed: a character adds one block per offset (11 for the default window, not 30
+attributes). Why n-grams and not whole contexts: a memo of each character's nine-character
+context (the string memo's key, ``_ngram_rows``) missed 50-70% of its lookups over long batches
+(MEDDOCAN and generated English: contexts in running text rarely repeat once the memo has been
+emptied), and a miss costs 16 feature strings; trigrams nearly always hit (12,000 generated
+notes: 50,405 of them, the memo never emptied). Integer keys sit in hash tables probed with numpy
+for all of a batch's keys at once (``_CodeMemo``); words, tags and line facts in dicts.
+
+No compiled code: numba, which this module once used, added ~126 MB of resident memory and
+~0.5 s per worker process at start, over the budget for a worker's growth.
 
 Every memo is capped and emptied when full, as the string memo is (``_NGRAM_CACHE_LIMIT``), so
 a long batch does not grow a worker.
@@ -38,7 +45,7 @@ _CODE_BITS, _CODE_MASK = 21, (1 << 21) - 1  # a code point's bits in a packed n-
 _SPACE_CODE = ord(SPACE)
 _SMALL_MEMO = 1 << 12  # keys with few values: dictionary tags, line facts, line keys
 _LEFT_PADS, _RIGHT_PADS = ("<s>", "<s>"), ("</s>", "</s>")  # a line's edge neighbours (token_projections)
-# A token character's role: what it adds to its own scores (see _assemble).
+# A token character's role: what it adds to its own scores (see CharScorer._scores).
 _B, _E, _S, _I, _I_THIN, _SAFE = range(6)
 # A word's row in the word memo holds these blocks of one score per label, then its settled flag.
 _OWN, _FORM, _BEFORE1, _AFTER1, _BEFORE2, _AFTER2 = range(6)
@@ -342,8 +349,8 @@ class CharScorer:
     def score(self, text: str, lines: Sequence[CharLine]) -> list[np.ndarray]:
         """The scores of every run of ``lines`` (lines of the note ``text``), in order: one array
         (the run's characters x the model's labels) per run, what ``CRFWeights.emissions`` gives
-        for ``char_features`` of that run. Lines are scored together: numpy's and numba's cost per
-        call is paid once per batch of lines, not per line."""
+        for ``char_features`` of that run. Lines are scored together: numpy's cost per call is paid
+        once per batch of lines, not per line."""
         pad = _PAD
         left, right = "\x02" * pad, "\x03" * pad
         pieces: list[str] = []
