@@ -255,9 +255,10 @@ class CharScorer:
         self._ngram_offsets = np.array(sorted({start for start, _ in spans}), np.int64)
         width = len(self._ngram_offsets) * n_labels
         # (the shorter n-grams are read only to build a longer one's row: a quarter of the cap)
-        self._ngrams = {size: _CodeMemo(width, np.float64, _NGRAM_CACHE_LIMIT // (1 if size == self._ngram_size else 4),
-                                        self._ngram_builder(size, offsets[size]))
-                        for size in range(1, self._ngram_size + 1)}
+        self._ngrams = {
+            size: _CodeMemo(width, np.float64, _NGRAM_CACHE_LIMIT // (1 if size == self._ngram_size else 4),
+                            self._ngram_builder(size, offsets[size]))
+            for size in range(1, self._ngram_size + 1)}
         # a whitespace's features by its neighbours' code points (packed), a thin character's by its own
         self._whitespace = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT, self._whitespace_scores)
         self._chars = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT,
@@ -487,7 +488,8 @@ class CharScorer:
         if len(rows):
             out[rows] = self._ngram_scores(codes, at[rows])
             if self.line_facts:
-                out[rows] += self._line_facts.values(line_keys)[np.repeat(np.array(run_line, np.int64), lengths)[rows]]
+                lines = np.repeat(np.array(run_line, np.int64), lengths)[rows]
+                out[rows] += self._line_facts.values(line_keys)[lines]
         if n_tokens:  # token edges (and all of a token's characters without thin): role and projected facts
             rows = np.flatnonzero((token_of >= 0) & ~thin_rows)
             tokens = token_of[rows]
