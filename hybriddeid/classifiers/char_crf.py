@@ -7,6 +7,8 @@ Design (measured choices are in the README's benchmark section):
   decides each span's fine type from the whole span and its context, which is where type
   evidence lives. ``label_level="subtype"`` or ``"category"`` trains the CRF on types instead.
 - Character n-gram features are generated column-wise (see ``features.char``).
+- The fast engine (``engine="fast"``) never builds them: ``features.char_ids`` sums each
+  character's memoised weights (n-grams, words, tags) into its scores directly.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.classifiers.span_typer import SpanTyper
 from hybriddeid.document import Document, Span
 from hybriddeid.features.char import CharWindow, char_features, token_projections
+from hybriddeid.features.char_ids import CharLine, CharScorer
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.registry import ComponentSpec
 from hybriddeid.taxonomy import guess_taxonomy
@@ -33,6 +36,9 @@ LABEL_LEVELS = ("phi", "category", "subtype")
 # line's sentence and section facts. Clusters, dictionaries and the lexicon have their own switches.
 CHAR_FEATURE_FAMILIES = ("ngrams", "projection", "line")
 PHI = "PHI"
+# Characters the fast engine scores in one batch (whole lines or segments, so a batch may exceed
+# it by one line): numpy's per-call cost is paid once per batch, memory stays bounded.
+_SCORE_BATCH = 16384
 
 
 class CharCRF(CRFTagger):
@@ -96,11 +102,40 @@ class CharCRF(CRFTagger):
         bounds are in ``skip`` (read before) are left out. A line longer than ``segment_chars`` is
         read as overlapping segments (``AnalysedNote.segments``), each as if it were the line;
         ``CRFTagger._tag`` stitches their cores back together."""
+        note = analyse(note, self.language)
+        text = note.text
+        for core, item in self._char_lines(note, lexicon, regions, skip):
+            line, tokens, lowers, tags = item.line, item.tokens, item.lowers, item.tags
+            classes = [self.clusters_.projected(tok.text) for tok in tokens] if self.clusters_ is not None else None
+            settled = [low in self.safe_words_ for low in lowers] if self.safe_words_ else None
+            projected = token_projections(tokens, line, lowers) if "projection" in self.features else None
+            for first, end, start, stop in item.runs:
+                whole = (first, end) == (0, len(tokens))
+                feats = char_features(
+                    text, line, tokens[first:end], self._window, thin_interior=self.thin_interior,
+                    token_features=projected[first:end] if projected is not None else None,
+                    token_tags={name: values[first:end] for name, values in tags.items()},
+                    settled=settled[first:end] if settled is not None else None, lowers=lowers[first:end],
+                    token_classes=classes[first:end] if classes is not None else None,
+                    line_facts="line" in self.features, projection="projection" in self.features,
+                    bounds=None if whole else (start, stop),
+                )
+                units = list(zip(range(start, stop), range(start + 1, stop + 1)))
+                yield UnitSequence(units, feats, core, None if core is None else (start, stop))
+
+    def _char_lines(
+        self,
+        note: AnalysedNote,
+        lexicon: Gazetteer | None,
+        regions: Sequence[tuple[int, int]] | None,
+        skip: Collection[tuple[int, int]],
+    ) -> Iterator[tuple[tuple[int, int] | None, CharLine]]:
+        """Each segment's core and what its sequences are built from (``sequences`` and the fast
+        engine's ``emission_sequences`` share it): tokens, dictionary tags and the runs to read.
+        What depends on a token's text alone (settled, clusters) each adds itself."""
         if lexicon is None:
             lexicon = self.lexicon_
         region_starts = [start for start, _ in regions] if regions is not None else None
-        note = analyse(note, self.language)
-        text = note.text
         for segment in note.segments(self.segment_chars, self.segment_overlap):
             analysed = segment.line
             line, tokens = analysed.context, analysed.tokens
@@ -112,24 +147,61 @@ class CharCRF(CRFTagger):
                 if not runs:
                     continue
             lowers = analysed.lowers
-            classes = [self.clusters_.projected(tok.text) for tok in tokens] if self.clusters_ is not None else None
-            settled = [low in self.safe_words_ for low in lowers] if self.safe_words_ else None
             tags = self.resource_tags(tokens, lowers, lexicon)
-            projected = token_projections(tokens, line, lowers) if "projection" in self.features else None
-            for first, end in runs:
-                whole = (first, end) == (0, len(tokens))
-                start, stop = run_bounds(line, tokens, (first, end))
-                feats = char_features(
-                    text, line, tokens[first:end], self._window, thin_interior=self.thin_interior,
-                    token_features=projected[first:end] if projected is not None else None,
-                    token_tags={name: values[first:end] for name, values in tags.items()},
-                    settled=settled[first:end] if settled is not None else None, lowers=lowers[first:end],
-                    token_classes=classes[first:end] if classes is not None else None,
-                    line_facts="line" in self.features, projection="projection" in self.features,
-                    bounds=None if whole else (start, stop),
-                )
-                units = list(zip(range(start, stop), range(start + 1, stop + 1)))
-                yield UnitSequence(units, feats, segment.core, None if segment.core is None else (start, stop))
+            bounded = [(first, end, *run_bounds(line, tokens, (first, end))) for first, end in runs]
+            yield segment.core, CharLine(line, tokens, lowers, bounded, tags)
+
+    def emission_sequences(
+        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None,
+        skip: Collection[tuple[int, int]] = (),
+    ) -> Iterator[UnitSequence]:
+        """``sequences`` (of ``regions``, less ``skip``) with each character's label scores in
+        ``emissions``, computed from memoised weight sums (``features.char_ids``) without building
+        the feature strings; lines are scored in batches of about ``_SCORE_BATCH`` characters."""
+        scorer = self._scorer()
+        if scorer is None:  # a window wider than the string path's padding (radius > 6)
+            yield from super().emission_sequences(note, regions, skip)
+            return
+        note = analyse(note, self.language)
+        text = note.text
+        batch: list[tuple[tuple[int, int] | None, CharLine]] = []
+        size = 0
+        for core, item in self._char_lines(note, None, regions, skip):
+            batch.append((core, item))
+            size += sum(stop - start for _, _, start, stop in item.runs)
+            if size >= _SCORE_BATCH:
+                yield from self._scored(text, batch, scorer)
+                batch, size = [], 0
+        if batch:
+            yield from self._scored(text, batch, scorer)
+
+    @staticmethod
+    def _scored(
+        text: str, batch: list[tuple[tuple[int, int] | None, CharLine]], scorer: CharScorer
+    ) -> Iterator[UnitSequence]:
+        """The sequences of a batch of lines, scored together."""
+        scores = iter(scorer.score(text, [item for _, item in batch]))
+        for core, item in batch:
+            for _, _, start, stop in item.runs:
+                emissions = next(scores)
+                if stop > start:
+                    units = list(zip(range(start, stop), range(start + 1, stop + 1)))
+                    yield UnitSequence(units, [], core, None if core is None else (start, stop), emissions)
+
+    def _scorer(self) -> CharScorer | None:
+        """This model's ``CharScorer`` (built at first use; None if the window is too wide)."""
+        settings = (self.weights_, self.safe_words_, self.clusters_, self._window, self.thin_interior,
+                    tuple(self.features))
+        cached = getattr(self, "_scorer_", None)
+        if cached is None or any(a is not b for a, b in zip(cached[:3], settings)) or cached[3:-1] != settings[3:]:
+            scorer = None
+            if CharScorer.supports(self._window):
+                scorer = CharScorer(
+                    self.weights_.state, self.weights_.attribute_id, self._window, self.thin_interior,
+                    "projection" in self.features, "line" in self.features, self.safe_words_,
+                    self.clusters_.projected if self.clusters_ is not None else None)
+            cached = self._scorer_ = (*settings, scorer)
+        return cached[-1]
 
     def training_label(self, span: Span) -> str:
         if self.label_level == "phi":

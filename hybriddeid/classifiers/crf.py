@@ -313,10 +313,11 @@ class CRFTagger:
             sequences = self._sequences_for(note, regions, skip)
         need_outside = below is not None or keep_below is not None
         for units, tags, marginal, parts in self._readings(sequences, need_outside, keep_below):
-            tagged = [i for i, tag in enumerate(tags) if tag != OUTSIDE]
             found: list[Span] = []
-            if tagged:  # most lines hold no PHI: skip decoding them unit by unit
-                first, last = tagged[0], tagged[-1] + 1  # units outside this stretch are all O
+            if tags.count(OUTSIDE) != len(tags):  # most lines hold no PHI: skip decoding them unit by unit
+                # units outside this stretch are all O
+                first = next(i for i, tag in enumerate(tags) if tag != OUTSIDE)
+                last = len(tags) - next(i for i, tag in enumerate(reversed(tags)) if tag != OUTSIDE)
                 window = tags[first:last]
                 scores = [1.0 if tag == OUTSIDE else marginal(tag, first + i) for i, tag in enumerate(window)]
                 found = decode_tags(units[first:last], window, self.source, scores)

@@ -14,7 +14,7 @@ from hybriddeid.features.token_ids import Dictionary, LineInput, TokenIds
 from hybriddeid.registry import ComponentSpec
 from hybriddeid.text.tokenize import Token
 
-# Tokens scored per call of the fast engine's featurizer: one numba call per batch of lines.
+# Tokens scored per call of the fast engine's featurizer: its numpy sums run once per batch of lines.
 BATCH_TOKENS = 4096
 DEFAULT_TOKEN_FEATURES = (
     "words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "pos", "clusters", "extra",

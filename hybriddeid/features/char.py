@@ -37,15 +37,25 @@ _NGRAM_CACHE: dict["CharWindow", dict[str, tuple[str, ...]]] = {}
 _NGRAM_CACHE_LIMIT = 1 << 16  # contexts; 1 << 19 let a worker grow to ~1.2 GB over 50k notes (benchmarks/soak.py) at no gain in speed
 
 
+def window_spans(window: CharWindow) -> tuple[list[tuple[int, int]], int, int]:
+    """The window's n-grams as (start, end) offsets around a character, and the context they
+    read: offsets ``low`` (inclusive) to ``high`` (exclusive)."""
+    spans = [(k, k + size) for size, offsets in ((1, window.unigrams), (2, window.bigrams), (3, window.trigrams)) for k in offsets]
+    return spans, min(start for start, _ in spans), max(end for _, end in spans)
+
+
+def context_ngrams(context: str, spans: Sequence[tuple[int, int]], low: int) -> tuple[str, ...]:
+    """The n-gram feature strings of one character whose context (its ``window_spans``) is ``context``."""
+    return tuple(f"c{end - start}[{start}]=" + context[start - low:end - low] for start, end in spans)
+
+
 def _ngram_rows(chars: str, window: CharWindow, positions: list[int]) -> list[tuple[str, ...]]:
     """The n-gram feature strings at each of ``positions`` of the line.
 
     A position's strings depend only on the characters around it, and those few-character
     neighbourhoods recur throughout clinical text, so each is built once and memoised.
     """
-    spans = [(k, k + size) for size, offsets in ((1, window.unigrams), (2, window.bigrams), (3, window.trigrams)) for k in offsets]
-    low = min(start for start, _ in spans)
-    high = max(end for _, end in spans)
+    spans, low, high = window_spans(window)
     padded = "\x02" * _PAD + chars + "\x03" * _PAD
     cache = _NGRAM_CACHE.setdefault(window, {})
     if len(cache) > _NGRAM_CACHE_LIMIT:
@@ -56,10 +66,7 @@ def _ngram_rows(chars: str, window: CharWindow, positions: list[int]) -> list[tu
         context = padded[at + low:at + high]
         row = cache.get(context)
         if row is None:
-            row = tuple(
-                f"c{end - start}[{start}]=" + context[start - low:end - low] for start, end in spans
-            )
-            cache[context] = row
+            row = cache[context] = context_ngrams(context, spans, low)
         rows.append(row)
     return rows
 
