@@ -326,7 +326,9 @@ class CRFTagger:
                 kept.append(self._kept_sequence(units, tags, found, keep_below, marginal, parts))
             if below is not None:
                 claimed = [span for span in found if span.score >= claim_from] if claim_from is not None else ()
-                unsure.extend(unsure_stretches(units, tags, partial(marginal, OUTSIDE), below, margin, claimed))
+                column = getattr(marginal, "column", None)  # the fast engine's: every unit's P(O) at once
+                p_outside = column(OUTSIDE).__getitem__ if column is not None else partial(marginal, OUTSIDE)
+                unsure.extend(unsure_stretches(units, tags, p_outside, below, margin, claimed))
         return spans, unsure, kept
 
     def _readings(
@@ -396,7 +398,8 @@ class CRFTagger:
         marginal: Callable[[str, int], float], parts: tuple[tuple[int, int], ...] = (),
     ) -> TaggedSequence:
         """The sequence just tagged, with its marginals (see ``TaggedSequence``)."""
-        p_outside = [marginal(OUTSIDE, i) for i in range(len(units))]
+        column = getattr(marginal, "column", None)  # the fast engine's: every unit's P(O) at once
+        p_outside = column(OUTSIDE) if column is not None else [marginal(OUTSIDE, i) for i in range(len(units))]
         label_probs: dict[int, dict[str, float]] = {}
         if len(self.labels_) > 1:  # a one-label tagger's label needs no probabilities
             for i, p in enumerate(p_outside):

@@ -138,7 +138,8 @@ class Decoder:
 
     def decode(self, emissions: np.ndarray) -> tuple[list[str], Callable[[str, int], float]]:
         """Viterbi tags and a ``marginal(tag, i)`` (forward-backward runs at its first call; valid
-        until the next ``decode``)."""
+        until the next ``decode``). The function also has ``column(tag)``: that tag's marginal at
+        every unit as a list, for callers that read them all (focus reads P(O) of every unit)."""
         if self._context is None:
             return self._decode_with_tagger(emissions)
         context, fields = self._context, self._fields
@@ -162,6 +163,12 @@ class Decoder:
                 table.append(self._state_marginals(n_items, n_labels, size))
             return float(table[0][i, columns[tag]])
 
+        def column(tag: str) -> list[float]:
+            if not table:
+                table.append(self._state_marginals(n_items, n_labels, size))
+            return table[0][:, columns[tag]].tolist()
+
+        marginal.column = column  # type: ignore[attr-defined]
         return tags, marginal
 
     def _state_marginals(self, n_items: int, n_labels: int, size: int) -> np.ndarray:
