@@ -319,7 +319,11 @@ class CRFTagger:
                 first = next(i for i, tag in enumerate(tags) if tag != OUTSIDE)
                 last = len(tags) - next(i for i, tag in enumerate(reversed(tags)) if tag != OUTSIDE)
                 window = tags[first:last]
-                scores = [1.0 if tag == OUTSIDE else marginal(tag, first + i) for i, tag in enumerate(window)]
+                of_tags = getattr(marginal, "of_tags", None)  # the fast engine's: the window's marginals at once
+                if of_tags is not None:
+                    scores = [1.0 if tag == OUTSIDE else p for tag, p in zip(window, of_tags(window, first))]
+                else:
+                    scores = [1.0 if tag == OUTSIDE else marginal(tag, first + i) for i, tag in enumerate(window)]
                 found = decode_tags(units[first:last], window, self.source, scores)
                 spans.extend(found)
             if keep_below is not None:  # P(O) of every unit, once: thresholds and focus (focus_stretches) share it

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import pycrfsuite
@@ -139,7 +139,8 @@ class Decoder:
     def decode(self, emissions: np.ndarray) -> tuple[list[str], Callable[[str, int], float]]:
         """Viterbi tags and a ``marginal(tag, i)`` (forward-backward runs at its first call; valid
         until the next ``decode``). The function also has ``column(tag)``: that tag's marginal at
-        every unit as a list, for callers that read them all (focus reads P(O) of every unit)."""
+        every unit as a list, for callers that read them all (focus reads P(O) of every unit),
+        and ``of_tags(tags, first)``: each unit's marginal of its own tag from unit ``first`` on."""
         if self._context is None:
             return self._decode_with_tagger(emissions)
         context, fields = self._context, self._fields
@@ -168,7 +169,14 @@ class Decoder:
                 table.append(self._state_marginals(n_items, n_labels, size))
             return table[0][:, columns[tag]].tolist()
 
+        def of_tags(window: Sequence[str], first: int) -> list[float]:
+            if not table:
+                table.append(self._state_marginals(n_items, n_labels, size))
+            rows = np.arange(first, first + len(window))
+            return table[0][rows, [columns[tag] for tag in window]].tolist()
+
         marginal.column = column  # type: ignore[attr-defined]
+        marginal.of_tags = of_tags  # type: ignore[attr-defined]
         return tags, marginal
 
     def _state_marginals(self, n_items: int, n_labels: int, size: int) -> np.ndarray:
