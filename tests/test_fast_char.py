@@ -199,7 +199,7 @@ def test_memos_stay_bounded_and_exact_when_emptied(english, monkeypatch):
     char = english.components["char"]
     for name in ("_NGRAM_CACHE_LIMIT", "WORD_MEMO_SIZE", "_SMALL_MEMO"):
         monkeypatch.setattr(char_ids, name, 40)
-    char._scorer_ = None
+    char._featurizer_ = None
     try:
         scorer = char._scorer()
         rng = random.Random(8)
@@ -209,7 +209,7 @@ def test_memos_stay_bounded_and_exact_when_emptied(english, monkeypatch):
             # a memo holds more than its cap only while one batch needs more distinct keys
             assert all(size <= max(40, len(note.text) + 12 * len(note.lines)) for size in scorer.memo_sizes().values())
     finally:
-        char._scorer_ = None  # the next test builds a scorer with the real caps
+        char._featurizer_ = None  # the next test builds a scorer with the real caps
 
 
 def test_code_memo_values_survive_emptying_and_overflow():

@@ -190,18 +190,17 @@ class CharCRF(CRFTagger):
 
     def _scorer(self) -> CharScorer | None:
         """This model's ``CharScorer`` (built at first use; None if the window is too wide)."""
-        settings = (self.weights_, self.safe_words_, self.clusters_, self._window, self.thin_interior,
-                    tuple(self.features))
-        cached = getattr(self, "_scorer_", None)
-        if cached is None or any(a is not b for a, b in zip(cached[:3], settings)) or cached[3:-1] != settings[3:]:
-            scorer = None
-            if CharScorer.supports(self._window):
-                scorer = CharScorer(
-                    self.weights_.state, self.weights_.attribute_id, self._window, self.thin_interior,
-                    "projection" in self.features, "line" in self.features, self.safe_words_,
-                    self.clusters_.projected if self.clusters_ is not None else None)
-            cached = self._scorer_ = (*settings, scorer)
-        return cached[-1]
+        key = (id(self.weights_), id(self.safe_words_), id(self.clusters_), self._window, self.thin_interior,
+               tuple(self.features))
+        return self._featurizer(key, self._new_scorer)
+
+    def _new_scorer(self) -> CharScorer | None:
+        if not CharScorer.supports(self._window):
+            return None
+        return CharScorer(
+            self.weights_.state, self.weights_.attribute_id, self._window, self.thin_interior,
+            "projection" in self.features, "line" in self.features, self.safe_words_,
+            self.clusters_.projected if self.clusters_ is not None else None)
 
     def training_label(self, span: Span) -> str:
         if self.label_level == "phi":

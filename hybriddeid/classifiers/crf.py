@@ -37,7 +37,7 @@ GAZETTEERS_DIR = "gazetteers"
 SEGMENT_CHARS = 5000
 SEGMENT_OVERLAP = 400
 # How a fitted CRF tags: "fast" scores each unit from the model's weights read into arrays and
-# has crfsuite decode those scores (crfsuite_files.emission_model); "crfsuite" hands feature
+# has crfsuite's own functions decode those scores (crfsuite_decoding); "crfsuite" hands feature
 # strings to crfsuite's tagger. Both give the same tags and marginals (to ~1e-14); crfsuite trains.
 ENGINES = ("fast", "crfsuite")
 
@@ -147,6 +147,15 @@ class CRFTagger:
         for seq in self._sequences_for(note, regions, skip):
             if seq.units:
                 yield UnitSequence(seq.units, [], seq.core, seq.key, weights.emissions(seq.features))
+
+    def _featurizer(self, key: tuple, build: Callable[[], Any]) -> Any:
+        """The fast engine's featurizer that ``build()`` makes, kept while ``key`` holds: its memos
+        are what make it fast, and a change to the model or settings it read needs a new one. Keys
+        name objects by ``id``; the featurizer holds them, so no id is reused while it is kept."""
+        cached = getattr(self, "_featurizer_", None)
+        if cached is None or cached[0] != key:
+            cached = self._featurizer_ = (key, build())
+        return cached[1]
 
     def _sequences_for(
         self, note: AnalysedNote, regions: Sequence[tuple[int, int]] | None, skip: Collection[tuple[int, int]] = (),

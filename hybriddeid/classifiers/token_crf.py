@@ -138,9 +138,9 @@ class TokenCRF(CRFTagger):
         own_way = type(self).resource_tags is not CRFTagger.resource_tags  # a subclass tags lines itself
         key = (id(self.weights_), tuple(self.features), self.window, id(self.safe_words_), id(self.clusters_),
                id(self.lexicon_), tuple((name, id(g)) for name, g in self.gazetteers_.items()), own_way)
-        cached = getattr(self, "_token_ids_cache", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        return self._featurizer(key, lambda: self._new_token_ids(own_way))
+
+    def _new_token_ids(self, own_way: bool) -> TokenIds:
         dictionaries = [Dictionary("gaz_" + group, g, True) for group, g in self.gazetteers_.items()]
         if self.lexicon_ is not None:
             dictionaries.append(Dictionary("lex", self.lexicon_, False))
@@ -150,11 +150,8 @@ class TokenCRF(CRFTagger):
 
             def own_tags(tokens: Sequence[Token], lowers: Sequence[str]) -> dict[str, list[str]]:
                 return self.resource_tags(tokens, lowers, lexicon)
-        featurizer = TokenIds(self.weights_, self.features, self.window, self.safe_words_, self.clusters_,
-                              dictionaries, own_tags)
-        # the featurizer holds every object the key names by id, so no id is reused while it is cached
-        self._token_ids_cache = (key, featurizer)
-        return featurizer
+        return TokenIds(self.weights_, self.features, self.window, self.safe_words_, self.clusters_,
+                        dictionaries, own_tags)
 
 
 def _check_section(section: Mapping[str, Any]) -> list[str]:

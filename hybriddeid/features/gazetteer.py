@@ -105,7 +105,7 @@ class Gazetteer:
     def tag(self, words: Sequence[str], word_keys: Sequence[str] | None = None,
             starts: Sequence[int] | None = None) -> list[str]:
         """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first.
-        ``word_keys`` (``word_keys(words)``, shared by every gazetteer tagging the same words)
+        ``word_keys`` (``keys_of_words(words)``, shared by every gazetteer tagging the same words)
         saves hashing them again; ``starts``, the positions whose key is a known prefix (in
         order), saves looking each word up (the fast engine knows them from its word cache)."""
         n = len(words)

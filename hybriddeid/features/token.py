@@ -7,7 +7,7 @@ cheap. Keys are namespaced by extractor so configs can mix them freely.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from hybriddeid.features.context import LineContext
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
@@ -222,11 +222,16 @@ def _extra(seq: TokenSequence, feats: list[list[str]]) -> None:
             feats[i].extend((f"{name}={tags[i]}", f"{name}[-1]={at(i - 1)}", f"{name}[1]={at(i + 1)}"))
 
 
-def extract_token_features(seq: TokenSequence, names: list[str]) -> list[list[str]]:
-    """The feature strings of every token in ``seq`` from the named extractors."""
+def check_token_features(names: Iterable[str]) -> None:
+    """A ValueError naming any of ``names`` that no extractor is registered under."""
     unknown = [name for name in names if name not in TOKEN_EXTRACTORS]
     if unknown:
         raise ValueError(f"unknown token feature(s): {', '.join(unknown)}; known: {', '.join(TOKEN_EXTRACTORS)}")
+
+
+def extract_token_features(seq: TokenSequence, names: list[str]) -> list[list[str]]:
+    """The feature strings of every token in ``seq`` from the named extractors."""
+    check_token_features(names)
     feats: list[list[str]] = [[] for _ in seq.tokens]
     for name in names:
         TOKEN_EXTRACTORS[name](seq, feats)

@@ -35,7 +35,7 @@ from hybriddeid.features import token as token_features
 from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, keys_of_words
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
 from hybriddeid.features.resources import ClusterFeatures, case_marked
-from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, extract_token_features
+from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, check_token_features, extract_token_features
 from hybriddeid.text.tokenize import Token
 
 if TYPE_CHECKING:
@@ -196,9 +196,7 @@ class TokenIds:
                 on.add(name)
             else:
                 self.generic.append(name)
-        unknown = [name for name in self.generic if name not in TOKEN_EXTRACTORS]
-        if unknown:
-            raise ValueError(f"unknown token feature(s): {', '.join(unknown)}; known: {', '.join(TOKEN_EXTRACTORS)}")
+        check_token_features(self.generic)
         self.words_first = bool(self.features) and self.features[0] == "words" and "words" in on
         if clusters is None:
             on.discard("clusters")
