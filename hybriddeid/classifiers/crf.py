@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
@@ -17,7 +16,7 @@ import pycrfsuite
 
 from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
-from hybriddeid.classifiers.crfsuite_decoding import Decoder
+from hybriddeid.classifiers.crfsuite_decoding import Decoder, Marginals, UnitMarginals
 from hybriddeid.classifiers.crfsuite_files import CRFWeights, open_tagger, read_weights, train_to_bytes
 from hybriddeid.classifiers.focus import unsure_stretches
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
@@ -328,27 +327,21 @@ class CRFTagger:
                 first = next(i for i, tag in enumerate(tags) if tag != OUTSIDE)
                 last = len(tags) - next(i for i, tag in enumerate(reversed(tags)) if tag != OUTSIDE)
                 window = tags[first:last]
-                of_tags = getattr(marginal, "of_tags", None)  # the fast engine's: the window's marginals at once
-                if of_tags is not None:
-                    scores = [1.0 if tag == OUTSIDE else p for tag, p in zip(window, of_tags(window, first))]
-                else:
-                    scores = [1.0 if tag == OUTSIDE else marginal(tag, first + i) for i, tag in enumerate(window)]
+                scores = marginal.span_scores(window, first)
                 found = decode_tags(units[first:last], window, self.source, scores)
                 spans.extend(found)
             if keep_below is not None:  # P(O) of every unit, once: thresholds and focus (focus_stretches) share it
                 kept.append(self._kept_sequence(units, tags, found, keep_below, marginal, parts))
             if below is not None:
                 claimed = [span for span in found if span.score >= claim_from] if claim_from is not None else ()
-                column = getattr(marginal, "column", None)  # the fast engine's: every unit's P(O) at once
-                p_outside = column(OUTSIDE).__getitem__ if column is not None else partial(marginal, OUTSIDE)
-                unsure.extend(unsure_stretches(units, tags, p_outside, below, margin, claimed))
+                unsure.extend(unsure_stretches(units, tags, marginal.column(OUTSIDE).__getitem__, below, margin, claimed))
         return spans, unsure, kept
 
     def _readings(
         self, sequences: Iterable[UnitSequence], need_outside: bool, keep_below: float | None
-    ) -> Iterator[tuple[list[tuple[int, int]], list[str], Callable[[str, int], float], tuple[tuple[int, int], ...]]]:
-        """Each sequence tagged: its units, Viterbi tags, a ``marginal(tag, i)`` valid until the
-        next item, and the keys of the segments stitched into it (none for a whole sequence).
+    ) -> Iterator[tuple[list[tuple[int, int]], list[str], Marginals, tuple[tuple[int, int], ...]]]:
+        """Each sequence tagged: its units, Viterbi tags, its ``Marginals`` (valid until the
+        next item), and the keys of the segments stitched into it (none for a whole sequence).
 
         Sequences read from segments of a long line keep their core's units, and consecutive ones
         that both reach across the cut between their cores are stitched into one (what the whole
@@ -397,22 +390,21 @@ class CRFTagger:
         if chain is not None:
             yield from chain.reading()
 
-    def _decode(self, seq: UnitSequence) -> tuple[list[str], Callable[[str, int], float]]:
+    def _decode(self, seq: UnitSequence) -> tuple[list[str], Marginals]:
         """Viterbi tags of one sequence and a ``marginal(tag, i)`` valid until the next call
         (crfsuite runs forward-backward at its first call). Emission scores are decoded by
         crfsuite's own functions (``crfsuite_decoding``), exactly as it decodes the features' sums."""
         if seq.emissions is None:
             tagger = self.tagger_
-            return tagger.tag(seq.features), tagger.marginal
+            return tagger.tag(seq.features), UnitMarginals(tagger.marginal, len(seq.units))
         return self.decoder_.decode(seq.emissions)
 
     def _kept_sequence(
         self, units: list[tuple[int, int]], tags: list[str], found: list[Span], keep_below: float,
-        marginal: Callable[[str, int], float], parts: tuple[tuple[int, int], ...] = (),
+        marginal: Marginals, parts: tuple[tuple[int, int], ...] = (),
     ) -> TaggedSequence:
         """The sequence just tagged, with its marginals (see ``TaggedSequence``)."""
-        column = getattr(marginal, "column", None)  # the fast engine's: every unit's P(O) at once
-        p_outside = column(OUTSIDE) if column is not None else [marginal(OUTSIDE, i) for i in range(len(units))]
+        p_outside = marginal.column(OUTSIDE)
         label_probs: dict[int, dict[str, float]] = {}
         if len(self.labels_) > 1:  # a one-label tagger's label needs no probabilities
             for i, p in enumerate(p_outside):
@@ -481,6 +473,6 @@ class _Stitched:
             return self.own[i]
         return self.per_tag[i][tag]
 
-    def reading(self) -> Iterator[tuple[list[tuple[int, int]], list[str], Callable[[str, int], float], tuple[tuple[int, int], ...]]]:
+    def reading(self) -> Iterator[tuple[list[tuple[int, int]], list[str], Marginals, tuple[tuple[int, int], ...]]]:
         if self.units:
-            yield self.units, self.tags, self.marginal, tuple(self.parts)
+            yield self.units, self.tags, UnitMarginals(self.marginal, len(self.units)), tuple(self.parts)

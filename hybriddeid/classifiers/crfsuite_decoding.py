@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 import pycrfsuite
 
 from hybriddeid.classifiers.crfsuite_files import CRFWeights, emission_model, open_tagger
+from hybriddeid.classifiers.schemes import OUTSIDE
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,65 @@ def _crfsuite_library() -> ctypes.CDLL | None:
 
 
 _LIBRARY = _crfsuite_library()
+
+
+class Marginals(Protocol):
+    """A decoded sequence's marginal probabilities: ``m(tag, i)`` for one unit, ``column(tag)``
+    for every unit (focus reads P(O) of all), ``span_scores(window, first)`` for a stretch of
+    tags from unit ``first`` on (each unit's own tag's marginal, 1.0 for O: span scores)."""
+
+    def __call__(self, tag: str, i: int) -> float: ...
+
+    def column(self, tag: str) -> list[float]: ...
+
+    def span_scores(self, window: Sequence[str], first: int) -> list[float]: ...
+
+
+class UnitMarginals:
+    """``Marginals`` read through a ``marginal(tag, i)`` function one unit at a time (crfsuite's
+    tagger, segments stitched from several readings)."""
+
+    __slots__ = ("marginal", "n_items")
+
+    def __init__(self, marginal: Callable[[str, int], float], n_items: int) -> None:
+        self.marginal = marginal
+        self.n_items = n_items
+
+    def __call__(self, tag: str, i: int) -> float:
+        return self.marginal(tag, i)
+
+    def column(self, tag: str) -> list[float]:
+        return [self.marginal(tag, i) for i in range(self.n_items)]
+
+    def span_scores(self, window: Sequence[str], first: int) -> list[float]:
+        return [1.0 if tag == OUTSIDE else self.marginal(tag, first + i) for i, tag in enumerate(window)]
+
+
+class _TableMarginals:
+    """``Marginals`` from a units x labels table computed at the first read."""
+
+    __slots__ = ("_compute", "_columns", "_table")
+
+    def __init__(self, compute: Callable[[], np.ndarray], columns: dict[str, int]) -> None:
+        self._compute = compute
+        self._columns = columns
+        self._table: np.ndarray | None = None
+
+    def table(self) -> np.ndarray:
+        if self._table is None:
+            self._table = self._compute()
+        return self._table
+
+    def __call__(self, tag: str, i: int) -> float:
+        return float(self.table()[i, self._columns[tag]])
+
+    def column(self, tag: str) -> list[float]:
+        return self.table()[:, self._columns[tag]].tolist()
+
+    def span_scores(self, window: Sequence[str], first: int) -> list[float]:
+        rows = np.arange(first, first + len(window))
+        own = self.table()[rows, [self._columns[tag] for tag in window]].tolist()
+        return [1.0 if tag == OUTSIDE else p for tag, p in zip(window, own)]
 
 
 def _address(pointer: ctypes._Pointer) -> int:
@@ -136,11 +196,9 @@ class Decoder:
                         return False
         return True
 
-    def decode(self, emissions: np.ndarray) -> tuple[list[str], Callable[[str, int], float]]:
-        """Viterbi tags and a ``marginal(tag, i)`` (forward-backward runs at its first call; valid
-        until the next ``decode``). The function also has ``column(tag)``: that tag's marginal at
-        every unit as a list, for callers that read them all (focus reads P(O) of every unit),
-        and ``of_tags(tags, first)``: each unit's marginal of its own tag from unit ``first`` on."""
+    def decode(self, emissions: np.ndarray) -> tuple[list[str], Marginals]:
+        """Viterbi tags and the sequence's marginals (forward-backward runs at their first read;
+        valid until the next ``decode``)."""
         if self._context is None:
             return self._decode_with_tagger(emissions)
         context, fields = self._context, self._fields
@@ -156,28 +214,7 @@ class Decoder:
         _LIBRARY.crf1dc_viterbi(context, path)
         labels = self.labels
         tags = [labels[i] for i in path[:n_items]]
-        columns = self.columns
-        table: list[np.ndarray] = []
-
-        def marginal(tag: str, i: int) -> float:
-            if not table:
-                table.append(self._state_marginals(n_items, n_labels, size))
-            return float(table[0][i, columns[tag]])
-
-        def column(tag: str) -> list[float]:
-            if not table:
-                table.append(self._state_marginals(n_items, n_labels, size))
-            return table[0][:, columns[tag]].tolist()
-
-        def of_tags(window: Sequence[str], first: int) -> list[float]:
-            if not table:
-                table.append(self._state_marginals(n_items, n_labels, size))
-            rows = np.arange(first, first + len(window))
-            return table[0][rows, [columns[tag] for tag in window]].tolist()
-
-        marginal.column = column  # type: ignore[attr-defined]
-        marginal.of_tags = of_tags  # type: ignore[attr-defined]
-        return tags, marginal
+        return tags, _TableMarginals(lambda: self._state_marginals(n_items, n_labels, size), self.columns)
 
     def _state_marginals(self, n_items: int, n_labels: int, size: int) -> np.ndarray:
         """P(label at t) for every t, as crfsuite's crf1dc_marginals computes it (alpha x beta x
@@ -194,14 +231,14 @@ class Decoder:
         alpha *= (1.0 / scale)[:, None]
         return alpha
 
-    def _decode_with_tagger(self, emissions: np.ndarray) -> tuple[list[str], Callable[[str, int], float]]:
+    def _decode_with_tagger(self, emissions: np.ndarray) -> tuple[list[str], Marginals]:
         if self._fallback is None:  # built only where it is needed
             # crfsuite reads the emission model from these bytes without copying them: they stay here
             self._fallback_model = emission_model(self._weights)
             self._fallback = open_tagger(self._fallback_model)
         tagger, names = self._fallback, self._names
         tagger.set([dict(zip(names, row)) for row in emissions.tolist()])
-        return tagger.tag(), tagger.marginal
+        return tagger.tag(), UnitMarginals(tagger.marginal, len(emissions))
 
     def _release(self) -> None:
         if self._context is not None and _LIBRARY is not None:
