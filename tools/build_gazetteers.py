@@ -54,6 +54,9 @@ SOURCES = {
 # NAME, frequency %, cumulative frequency %, rank; dist.all.last's 88,799 names reach 90.483%.
 CENSUS_FILES = {"first_names": ("dist.male.first", "dist.female.first"), "last_names": ("dist.all.last",)}
 SAFELISTED = ("first_names", "last_names")  # kinds whose safe-listed words are dropped
+# A Census-only name under this share of people (%) that is a common English word is dropped: "In"
+# (0.00x% of surnames) is the preposition in a note, "Bill" or "Rose" (common names) stay.
+CENSUS_RARE_SHARE = 0.005
 
 
 def fold(text: str) -> str:
@@ -79,21 +82,30 @@ def is_common_word(entry: str, language: str, min_zipf: float, excess: float) ->
     return own - statistics.median(others) >= excess
 
 
-def census_names(kind: str, max_cumulative: float) -> list[str]:
+def census_names(kind: str, max_cumulative: float) -> dict[str, float]:
     """Title-cased names ("MCDONALD" -> "Mcdonald", as Faker writes them) of the Census files for
-    ``kind``; last names only while the file's cumulative share is at most ``max_cumulative`` %."""
+    ``kind`` with their share of the population (%); last names only while the file's cumulative
+    share is at most ``max_cumulative`` %."""
     from importlib.resources import files
 
-    out = []
+    out: dict[str, float] = {}
     for name in CENSUS_FILES.get(kind, ()):
         for line in files("names").joinpath(name).read_text(encoding="ascii").splitlines():
             if not line.strip():
                 continue
-            word, _, cumulative, _ = line.split()
+            word, share, cumulative, _ = line.split()
             if kind == "last_names" and float(cumulative) > max_cumulative:
                 break  # the file is sorted by rank, so the cumulative share only grows
-            out.append(word.capitalize())
+            out[word.capitalize()] = max(float(share), out.get(word.capitalize(), 0.0))
     return out
+
+
+def is_rare_name_but_common_word(name: str, share: float, min_zipf: float, min_share: float) -> bool:
+    """A Census-only name that is an everyday English word ("In", "Via", "Line", "Low": Zipf at
+    least ``min_zipf``) and a rare name (under ``min_share`` % of people): in notes it is the word."""
+    from wordfreq import zipf_frequency
+
+    return share < min_share and zipf_frequency(name.lower(), "en") >= min_zipf
 
 
 def safelisted_words(language: str) -> set[str]:
@@ -246,11 +258,15 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
                 population[tidy(name)] = max(people, population.get(tidy(name), 0))
         entries = {tidy(e) for e in (population or raw)} - {""}
         census: set[str] = set()
+        rare: set[str] = set()
         if language == "en" and kind in CENSUS_FILES:
             spelled = {e.lower() for e in entries}  # Faker's spelling wins a case-only clash
-            census = {tidy(e) for e in census_names(kind, census_cut)} - {""}
+            shares = census_names(kind, census_cut)
+            census = {tidy(e) for e in shares} - {""}
             from_faker = len(entries)
             entries |= {e for e in census if e.lower() not in spelled}
+            rare = {e for e in census if e.lower() not in spelled
+                    and is_rare_name_but_common_word(e, shares[e], min_zipf, CENSUS_RARE_SHARE)}
             description += (f" ({from_faker:,} from Faker, {len(census):,} from the 1990 Census"
                             f"{' up to ' + format(census_cut, 'g') + '% cumulative' if kind == 'last_names' else ''}"
                             f", {len(census) + from_faker - len(entries):,} in both; before the filters below)")
@@ -259,6 +275,8 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
             removed = {e for e in entries if population.get(e, 0) < BIG_CITY
                        and is_common_word(e, language, min_zipf, excess)}
             entries -= removed
+        removed |= rare & entries  # rare Census names that are common words (CENSUS_RARE_SHARE)
+        entries -= rare
         unsafe = set()
         if kind in SAFELISTED:
             unsafe = {e for e in entries if fold(e).lower() in safe}
@@ -326,7 +344,10 @@ README_NOTES = {
   all, most of the tail at 0.000% each). Census names are upper case and lose apostrophes and
   spaces ("OBRIEN", "MCDONALD"); they are title-cased as Faker's are ("Obrien", "Mcdonald"), and
   matching is case-insensitive anyway, which is the point: notes write names in lower case and
-  all capitals ("mary", "CAROL").
+  all capitals ("mary", "CAROL"). A name only the Census supplies is dropped when it is an everyday English
+  word (wordfreq Zipf at least the `--min-zipf` above) and a rare name (under {rare_share}% of
+  people): "In", "Via", "Line", "Low" would otherwise hit in every note; they are among the
+  common words listed below.
 - **Rare surnames that are common words stay** when the word is about as frequent in the other
   reference languages' text (short words and loanwords: "In", "Via", "Line", "Low", "Min", "Post",
   "Son"): the filter above only drops words that are mostly English, so the Census lists bring more
@@ -374,7 +395,7 @@ def write_readmes(rows: list[dict], min_zipf: float, excess: float, census_cut: 
                                    census_cut=census_cut) + table
                 + README_COMMON_WORDS.format(big_city=BIG_CITY, min_zipf=min_zipf, excess=excess,
                                              removed=removed, unsafe=unsafe, refs=", ".join(REFERENCE_LANGUAGES))
-                + README_NOTES[language].format(census_cut=census_cut))
+                + README_NOTES[language].format(census_cut=census_cut, rare_share=CENSUS_RARE_SHARE))
         (OUT / language / "dictionaries" / "README.md").write_text(text, encoding="utf-8", newline="\n")
 
 
