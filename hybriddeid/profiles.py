@@ -2,12 +2,13 @@
 
 * ``i2b2-2014`` (the default): every span, whatever its label, as the i2b2 2014 track counts them.
 * ``hipaa``: HIPAA Safe Harbor's identifiers only (45 CFR 164.514(b)(2)(i)): spans whose label the
-  taxonomy flags ``safe_harbor`` (``resources/taxonomy/*.toml``), and of the age category only those
-  stating an age over 89. Labels the taxonomy does not know, and ages that cannot be read, are kept:
+  taxonomy flags ``safe_harbor`` (``resources/taxonomy/*.toml``), of the age category only those
+  stating an age over 89, and of the date category none that is only a weekday ("Monday"). Labels the taxonomy does not know, and ages that cannot be read, are kept:
   a PHI set may only drop what it knows to be outside it.
 
 The age threshold lives in ``resources/profiles/phi_sets.toml``; the number words for ages written
-out in each language pack's ``numbers.toml`` (every pack's words are read in every note).
+out in each language pack's ``numbers.toml``, the weekday names in its ``surrogates.toml`` (every
+pack's words are read in every note).
 """
 from __future__ import annotations
 
@@ -63,6 +64,41 @@ class AgeRule:
         return age is None or age >= self.min_age
 
 
+@dataclass(frozen=True)
+class WeekdayRule:
+    """Spans of ``category`` that hold only weekday names are not identifiers."""
+
+    category: str
+    weekdays: frozenset[str]  # lower-case names and abbreviations of every language pack
+
+    def keeps(self, text: str) -> bool:
+        """False for text made only of weekday names (and punctuation), True otherwise."""
+        words = [word.lower() for word in _WORD.findall(text)]
+        return not words or _DIGITS.search(text) is not None or not all(word in self.weekdays for word in words)
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def hipaa_weekday_rule() -> WeekdayRule:
+    """The ``hipaa`` set's weekday rule: the date category of ``phi_sets.toml`` and every language
+    pack's weekday names (``surrogates.toml`` [dates] ``weekdays`` and ``weekday_abbreviations``)."""
+    data = tomllib.loads(shared_resource("profiles", "phi_sets.toml").read_text("utf-8"))
+    category = str(data["hipaa"].get("date_category", "DATE"))
+    names: set[str] = set()
+    months: set[str] = set()  # a month is a date element: "mar" (Spanish martes, English March) stays
+    for code in available_languages():
+        pack = language_pack(code)
+        try:
+            dates = tomllib.loads(pack.read_text("surrogates")).get("dates", {})
+            names.update(str(name).lower() for name in dates.get("weekdays", ()))
+            names.update(str(name).lower() for group in dates.get("weekday_abbreviations", ()) for name in group)
+            months.update(str(name).lower() for name in dates.get("months", ()))
+            months.update(str(name).lower() for group in dates.get("month_abbreviations", ()) for name in group)
+        except (tomllib.TOMLDecodeError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{pack.origin('surrogates')}: not a valid surrogate file ({type(exc).__name__})") from None
+    return WeekdayRule(category, frozenset(names - months))
+
+
 @register_cache
 @lru_cache(maxsize=None)
 def hipaa_age_rule() -> AgeRule:
@@ -95,8 +131,13 @@ def in_phi_set(span: Span, text: str, taxonomy: Taxonomy, phi_set: str) -> bool:
         return True
     if taxonomy.is_safe_harbor(span.label) is False:
         return False
-    rule = hipaa_age_rule()
-    return taxonomy.category(span.label) != rule.category or rule.keeps(text[span.start:span.end])
+    category = taxonomy.category(span.label)
+    age, weekday = hipaa_age_rule(), hipaa_weekday_rule()
+    if category == age.category:
+        return age.keeps(text[span.start:span.end])
+    if category == weekday.category:
+        return weekday.keeps(text[span.start:span.end])
+    return True
 
 
 def split_spans(

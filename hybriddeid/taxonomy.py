@@ -16,7 +16,7 @@ from hybriddeid.document import Span
 from hybriddeid.languages import shared_resource
 
 # Order matters: guess_taxonomy gives ties to the earlier one, surrogate kinds take the first that knows a label.
-BUNDLED_TAXONOMIES = ("i2b2_2014", "i2b2_2006", "meddocan", "asq_phi", "presidio")
+BUNDLED_TAXONOMIES = ("i2b2_2014", "i2b2_2006", "meddocan", "asq_phi", "presidio", "physionet")
 
 
 @dataclass(frozen=True)

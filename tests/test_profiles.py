@@ -108,7 +108,8 @@ def test_every_bundled_subtype_says_whether_it_is_a_safe_harbor_identifier(name)
 
 
 def test_safe_harbor_flags_of_the_i2b2_2014_subtypes():
-    assert set(I2B2.labels) - I2B2.safe_harbor == {"PROFESSION", "STATE", "COUNTRY", "DEPARTMENT", "ROOM"}
+    # departments (named wards) are kept, erring towards privacy: real notes' gold standards count them
+    assert set(I2B2.labels) - I2B2.safe_harbor == {"PROFESSION", "STATE", "COUNTRY", "ROOM"}
     assert I2B2.is_safe_harbor("HOSPITAL") and I2B2.is_safe_harbor("URL") and I2B2.is_safe_harbor("AGE")
     assert not I2B2.is_hipaa("URL")  # the i2b2 scripts' HIPAA subset is another thing
     assert I2B2.is_safe_harbor("NO_SUCH_LABEL") is None
@@ -121,6 +122,21 @@ def test_safe_harbor_flags_of_the_other_taxonomies():
     assert set(load_taxonomy("asq-phi").labels) == load_taxonomy("asq-phi").safe_harbor
     assert set(load_taxonomy("i2b2-2006").labels) == load_taxonomy("i2b2-2006").safe_harbor
     assert set(presidio.labels) - presidio.safe_harbor == {"ORGANIZATION", "TITLE", "NRP", "NATIONALITY"}
+    physionet = load_taxonomy("physionet")
+    assert set(physionet.labels) == physionet.safe_harbor  # the corpus counts every label it marks
+    assert physionet.category("RelativeProxyName") == "NAME" and physionet.category("DateYear") == "DATE"
+
+
+def test_hipaa_leaves_out_weekdays_alone_but_keeps_dates_and_holidays():
+    text = "seen Monday, MONDAY night, on Tues., on Monday 3/4, over Christmas, in Mar; el lunes"
+    marked = [("Monday", "DATE"), ("MONDAY", "DATE"), ("Tues.", "DATE"), ("Monday 3/4", "DATE"),
+              ("Christmas", "DATE"), ("Mar", "DATE"), ("lunes", "DATE")]
+    spans = []
+    for value, label in marked:  # each value after the previous one
+        start = text.index(value, spans[-1].end if spans else 0)
+        spans.append(Span(start, start + len(value), label))
+    assert kept_texts(text, spans, "hipaa") == ["Monday 3/4", "Christmas", "Mar"]
+    assert len(kept_texts(text, spans, "i2b2-2014")) == len(spans)
 
 
 def _ann_labels(folder: Path) -> set[str]:
