@@ -69,3 +69,24 @@ def test_dev_halves_relabel_without_loss_of_names_and_with_flat_spans(real_text)
         folds = real_text.folds(docs, 3, seed=0)
         assert sorted(doc.name for part in folds for doc in part) == sorted(doc.name for doc in docs)
         assert {len(part) for part in folds} <= {len(docs) // 3, len(docs) // 3 + 1}
+
+
+def test_physionet_word_by_word_spans_joined_ages_added_and_edges_trimmed(real_text):
+    doc = gold("78 yo M at HOLY CROSS since nov. 2016, DR A. FORMAN seen x 15yrs; S. here",
+               ("HOLY", "Location"), ("CROSS", "Location"), ("nov.", "Date"), ("2016", "DateYear"),
+               ("A.", "HCPName"), ("FORMAN", "HCPName"), ("S. ", "PTNameInitial"))
+    out = real_text.Relabeller.for_corpus("physionet").relabel(doc)
+    assert labelled(out) == [("78", "AGE"), ("HOLY CROSS", "CITY"), ("nov. 2016", "DATE"), ("A. FORMAN", "DOCTOR"),
+                             ("S.", "PATIENT")]
+
+
+@pytest.mark.skipif(not (TOOLS.parents[1] / "shared" / "corpora" / "physionet-deid" / "dev").is_dir(),
+                    reason="../shared/corpora not present")
+def test_physionet_folds_keep_each_patient_in_one_fold(real_text):
+    docs = real_text.load_relabelled("physionet")
+    parts = real_text.folds(docs, 5, seed=0)
+    fold_of = {}
+    for i, part in enumerate(parts):
+        for doc in part:
+            assert fold_of.setdefault(real_text.group_of(doc), i) == i
+    assert len(set(fold_of)) == 94 and all(doc.meta["not_in_lexicon"] for doc in docs)

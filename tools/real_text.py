@@ -10,16 +10,20 @@ each gold span is relabelled with the data in ``tools/real_text_labels.toml``:
   ("Mayo Clinic in Rochester, MN") and each part typed by the bundled dictionaries and a few words:
   hospitals and clinics, states, countries, else cities;
 - titles are cut off the front of names ("Dr. Sarah P." -> "Sarah P."), as i2b2 2014 marks names;
-- ASQ-PHI leaves ages under 90 unmarked (Safe Harbor); i2b2 2014 counts every age, so ages written
-  in the usual ways ("34-year-old", "70yo", "age 60") are added as AGE spans.
+- ASQ-PHI and PhysioNet leave ages under 90 unmarked (Safe Harbor); i2b2 2014 counts every age, so
+  ages written in the usual ways ("34-year-old", "70yo", "age 60") are added as AGE spans;
+- PhysioNet marks a many-word value word by word ("HOLY" "CROSS"): neighbours of one category with
+  only a space or ". " between them are joined, as i2b2 2014 marks them; spans lose edge blanks.
 
-Only the dev halves are read. The other halves are held out for independent measurement.
+PhysioNet's notes come with their patients (``dev_index.tsv``): cross-validation keeps a patient's
+notes in one fold (``group_of``). Only the dev halves are read. The other halves are held out for
+independent measurement.
 """
 from __future__ import annotations
 
 import random
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -27,13 +31,19 @@ from typing import Iterator, Sequence
 import regex
 
 from hybriddeid.document import Document, Span
+from hybriddeid.features.gazetteer import NOT_IN_LEXICON
 from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.dictionaries import bundled_entries
 
 LABELS_FILE = Path(__file__).with_name("real_text_labels.toml")
 PLACE_JOINT = regex.compile(r",\s*|\s+in\s+")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora"
-CORPORA = {"asq": SHARED / "asq-phi" / "dev", "presidio": SHARED / "presidio-synth" / "dev"}
+CORPORA = {"asq": SHARED / "asq-phi" / "dev", "presidio": SHARED / "presidio-synth" / "dev",
+           "physionet": SHARED / "physionet-deid" / "dev"}
+PATIENT_INDEX = {"physionet": "dev_index.tsv"}
+# Real notes of one hospital, whose other half is held out: the CRFs learn from them, but their PHI
+# values enter no lexicon (features.gazetteer.NOT_IN_LEXICON), so no list of those values ships.
+NOT_IN_LEXICON_CORPORA = frozenset({"physionet"})  # corpus -> file of (stem, patient, note) rows beside its folder
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,8 @@ class Relabeller:
     strip_titles: regex.Pattern
     add_ages: regex.Pattern | None
     drop_values: regex.Pattern | None
+    join_gaps: frozenset[str] = frozenset()
+    join_date_years: bool = False
 
     @classmethod
     def for_corpus(cls, corpus: str) -> "Relabeller":
@@ -61,6 +73,8 @@ class Relabeller:
             strip_titles=regex.compile(common["strip_titles"]),
             add_ages=regex.compile(ages, regex.IGNORECASE) if ages else None,
             drop_values=regex.compile(own["drop_values"]) if "drop_values" in own else None,
+            join_gaps=frozenset(own.get("join_gaps", ())),
+            join_date_years=bool(own.get("join_date_years", False)),
         )
 
     def place_label(self, value: str) -> str:
@@ -85,9 +99,31 @@ class Relabeller:
             start = joint.end() if joint else end
         return parts
 
+    def joined(self, doc: Document) -> list[Span]:
+        """The gold spans without edge blanks, word-by-word neighbours of one label joined (``join_gaps``)."""
+        spans: list[Span] = []
+        for span in sorted(doc.spans, key=lambda s: s.start):
+            value = doc.text[span.start:span.end]
+            start = span.start + len(value) - len(value.lstrip())
+            end = span.end - len(value) + len(value.rstrip())
+            if start >= end:
+                continue
+            span = Span(start, end, span.label, span.source)
+            if spans:
+                last = spans[-1]
+                gap = doc.text[last.end:span.start]
+                same = self.labels.get(last.label) == self.labels.get(span.label)
+                date_year = self.join_date_years and self.labels.get(last.label) == "DATE" and span.label.endswith("Year") \
+                    and gap in (", ", ",", " ")
+                if (same and gap in self.join_gaps) or date_year:
+                    spans[-1] = Span(last.start, span.end, last.label, last.source)
+                    continue
+            spans.append(span)
+        return spans
+
     def relabel(self, doc: Document) -> Document:
         spans: list[Span] = []
-        for span in doc.spans:
+        for span in (self.joined(doc) if self.join_gaps else doc.spans):
             label = self.labels.get(span.label)
             if label is None:
                 continue
@@ -120,17 +156,52 @@ def _entries(kind: str) -> frozenset[str]:
 
 
 def load_relabelled(corpus: str, folder: Path | None = None) -> list[Document]:
-    """The dev half of ``corpus`` ("asq" or "presidio") with i2b2 2014 labels, named "<corpus>/<note>"."""
+    """The dev half of ``corpus`` ("asq", "presidio" or "physionet") with i2b2 2014 labels; each
+    document's ``meta["group"]`` is its patient where the corpus says (else its own name), for folds."""
     relabeller = Relabeller.for_corpus(corpus)
-    docs = read_corpus(folder or CORPORA[corpus], "brat")
-    return [relabeller.relabel(doc) for doc in docs]
+    folder = folder or CORPORA[corpus]
+    docs = read_corpus(folder, "brat")
+    patients = _patients(corpus, folder)
+    own = {NOT_IN_LEXICON: True} if corpus in NOT_IN_LEXICON_CORPORA else {}
+    return [replace(relabeller.relabel(doc), meta={**doc.meta, **own, "corpus": corpus,
+                                                    "group": f"{corpus}/{patients.get(doc.name, doc.name)}"})
+            for doc in docs]
+
+
+def _patients(corpus: str, folder: Path) -> dict[str, str]:
+    """Note stem -> patient, from the corpus's index beside ``folder`` (empty when it has none)."""
+    index = PATIENT_INDEX.get(corpus)
+    if index is None or not (folder.parent / index).is_file():
+        return {}
+    rows = [line.split("\t") for line in (folder.parent / index).read_text("utf-8").splitlines()[1:] if line.strip()]
+    return {row[0]: row[1] for row in rows}
+
+
+def group_of(doc: Document) -> str:
+    """The unit cross-validation keeps in one fold: the note's patient, or the note itself."""
+    return str(doc.meta.get("group", doc.name))
 
 
 def folds(docs: Sequence[Document], k: int, seed: int = 0) -> list[list[Document]]:
-    """``docs`` shuffled with ``seed`` and dealt into ``k`` folds of near-equal size."""
-    order = list(docs)
-    random.Random(seed).shuffle(order)
-    return [order[i::k] for i in range(k)]
+    """``docs`` dealt into ``k`` folds, a group's notes (``group_of``: a patient's) always in one: the
+    groups of each corpus shuffled with ``seed`` and dealt in turn, so every fold gets a near-equal
+    share of every corpus's groups (notes without a group are groups of one)."""
+    groups: dict[str, list[Document]] = {}
+    for doc in docs:
+        groups.setdefault(group_of(doc), []).append(doc)
+    by_corpus: dict[str, list[str]] = {}
+    for group in groups:
+        by_corpus.setdefault(str(groups[group][0].meta.get("corpus", "")), []).append(group)
+    rng = random.Random(seed)
+    parts: list[list[Document]] = [[] for _ in range(k)]
+    dealt = 0
+    for corpus in sorted(by_corpus):
+        order = by_corpus[corpus]
+        rng.shuffle(order)
+        for group in order:
+            parts[dealt % k].extend(groups[group])
+            dealt += 1
+    return parts
 
 
 def cross_validation_splits(docs: Sequence[Document], k: int, seed: int = 0) -> Iterator[tuple[list[Document], list[Document]]]:

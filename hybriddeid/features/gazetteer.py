@@ -20,6 +20,10 @@ from hybriddeid.document import Document
 from hybriddeid.text.tokenize import tokenize
 
 LEXICON_FILE = "lexicon.json"  # where a model keeps its training lexicon (hashed entries)
+# A training document whose meta sets this key true trains the CRFs but gives the lexicon none of its
+# spans: a model that ships must not carry a list of some corpus's PHI values, even hashed (the
+# values would be learnt by heart, e.g. the surrogate names of a held-out half of the same corpus).
+NOT_IN_LEXICON = "not_in_lexicon"
 
 OUTSIDE = "O"
 _SEPARATOR = "\x1f"
@@ -73,11 +77,14 @@ class Gazetteer:
 
     @classmethod
     def from_documents(cls, docs: Iterable[Document], max_words: int = 6) -> "Gazetteer":
-        """Every gold span's phrase (up to ``max_words`` tokens) with its most frequent label."""
+        """Every gold span's phrase (up to ``max_words`` tokens) with its most frequent label; documents
+        marked ``NOT_IN_LEXICON`` give none."""
         votes: dict[str, Counter[str]] = defaultdict(Counter)
         prefixes: set[str] = set()
         longest = 1
         for doc in docs:
+            if doc.meta.get(NOT_IN_LEXICON):
+                continue
             for span in doc.spans:
                 words = phrase_tokens(doc.text[span.start:span.end])
                 if 0 < len(words) <= max_words:
