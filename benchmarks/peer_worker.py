@@ -7,13 +7,19 @@ i2b2 2014 subtype, Presidio's entity type; null for Philter, whose output has no
 load and to process, and the peak resident memory of this process. Standard library only, so it
 runs in any tool's venv:
 
-    python peer_worker.py TOOL NOTES.jsonl OUT.json [--model NAME]
+    python peer_worker.py TOOL NOTES.jsonl OUT.json [--model NAME] [--note-timeout SECONDS]
+
+With ``--note-timeout``, each note runs under an interval timer (SIGALRM): a note that passes the
+limit is given up (no spans, its name listed under "timed_out") and the worker goes on with the next
+one. Philter's regular expressions backtrack for minutes on some notes in capitals; Python's ``re``
+and ``regex`` check for signals while they match, so the alarm interrupts them.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import resource
+import signal
 import sys
 import time
 from typing import Callable
@@ -90,12 +96,40 @@ def load_philter(model: str) -> Callable[[str], Spans]:
 LOADERS = {"hybriddeid": load_hybriddeid, "presidio": load_presidio, "philter": load_philter}
 
 
+class NoteTimeout(Exception):
+    """A note ran past ``--note-timeout``."""
+
+
+def within(predict: Callable[[str], Spans], text: str, seconds: float) -> Spans:
+    """``predict(text)``, or NoteTimeout once ``seconds`` have passed (0: no limit). The alarm's handler
+    also sets a flag, so a tool that catches the exception and returns early still counts as timed out."""
+    if seconds <= 0:
+        return predict(text)
+    fired = []
+
+    def alarm(signum, frame):
+        fired.append(True)
+        raise NoteTimeout()
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        spans = predict(text)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    if fired:
+        raise NoteTimeout()
+    return spans
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("tool", choices=sorted(LOADERS))
     parser.add_argument("notes")
     parser.add_argument("out")
     parser.add_argument("--model", default="")
+    parser.add_argument("--note-timeout", type=float, default=0.0, help="seconds per note (default 0: no limit)")
     args = parser.parse_args()
     with open(args.notes, encoding="utf-8") as handle:
         notes = [json.loads(line) for line in handle]
@@ -103,12 +137,20 @@ def main() -> int:
     predict = LOADERS[args.tool](args.model)
     predict("Warm-up: seen 01/02/2020 by Dr. Lee.")
     loaded = time.perf_counter()
-    spans = {note["name"]: predict(note["text"]) for note in notes}
+    spans, timed_out = {}, []
+    for note in notes:
+        try:
+            spans[note["name"]] = within(predict, note["text"], args.note_timeout)
+        except NoteTimeout:
+            spans[note["name"]] = []
+            timed_out.append(note["name"])
+            print(f"{args.tool}: note {note['name']} passed {args.note_timeout:g} s, given up", file=sys.stderr, flush=True)
     done = time.perf_counter()
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump({"tool": args.tool, "load_seconds": loaded - started, "run_seconds": done - loaded,
-                   "peak_rss_mb": peak_kb / 1024, "spans": spans}, handle)
+                   "peak_rss_mb": peak_kb / 1024, "note_timeout": args.note_timeout, "timed_out": timed_out,
+                   "spans": spans}, handle)
     return 0
 
 

@@ -31,13 +31,15 @@ WORKER = HERE / "peer_worker.py"
 TOOLS = ("hybriddeid", "philter", "presidio")
 
 
-def run_tool(tool: str, python: Path, notes: Path, model: str, timeout: int) -> dict:
-    """Run the worker for ``tool``; its JSON result, or {"error": ...} when it could not run."""
+def run_tool(tool: str, python: Path, notes: Path, model: str, timeout: int, note_timeout: float = 0.0) -> dict:
+    """Run the worker for ``tool``; its JSON result, or {"error": ...} when it could not run.
+    ``note_timeout``: seconds the worker gives each note (0: no limit; see peer_worker.py)."""
     if not python.exists():
         return {"error": f"{python} not found (run benchmarks/setup_peers.sh)"}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        command = [str(python), str(WORKER), tool, str(notes), str(out)] + (["--model", model] if model else [])
+        command = [str(python), str(WORKER), tool, str(notes), str(out)] + (["--model", model] if model else []) \
+            + (["--note-timeout", str(note_timeout)] if note_timeout > 0 else [])
         started = time.perf_counter()
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         wall = time.perf_counter() - started
@@ -53,10 +55,13 @@ def peer_pythons(peers_dir: Path) -> dict[str, Path]:
     return {"hybriddeid": Path(sys.executable)} | {t: peers_dir / t / "bin" / "python" for t in TOOLS if t != "hybriddeid"}
 
 
-def run_tools(docs: Sequence[Document], tools: Sequence[str], peers_dir: Path, model: str, timeout: int) -> dict[str, dict]:
+def run_tools(docs: Sequence[Document], tools: Sequence[str], peers_dir: Path, model: str, timeout: int,
+              note_timeout: float = 0.0) -> dict[str, dict]:
     """Run each of ``tools`` over ``docs`` in its own process: the worker's result (``spans`` per note
-    as [start, end, label or None], load and run seconds, peak MB) with notes/s, MB/s and chars/s
-    added, or {"error": ...} for a tool that could not run. ``model`` goes to hybriddeid only."""
+    as [start, end, label or None], load and run seconds, peak MB, ``timed_out`` notes) with notes/s,
+    MB/s and chars/s added, or {"error": ...} for a tool that could not run. ``model`` goes to
+    hybriddeid only; ``note_timeout`` (seconds per note, 0: none) to the peers only: a note that
+    passes it gets no spans and is listed in ``timed_out``."""
     size_mb = sum(len(doc.text.encode("utf-8")) for doc in docs) / 1e6
     chars = sum(len(doc.text) for doc in docs)
     pythons = peer_pythons(peers_dir)
@@ -66,7 +71,8 @@ def run_tools(docs: Sequence[Document], tools: Sequence[str], peers_dir: Path, m
         notes.write_text("".join(json.dumps({"name": d.name, "text": d.text}) + "\n" for d in docs), encoding="utf-8")
         for tool in tools:
             print(f"running {tool} on {len(docs)} notes ({size_mb:.2f} MB)...", file=sys.stderr)
-            data = run_tool(tool, pythons[tool], notes, model if tool == "hybriddeid" else "", timeout)
+            data = run_tool(tool, pythons[tool], notes, model if tool == "hybriddeid" else "", timeout,
+                            0.0 if tool == "hybriddeid" else note_timeout)
             if "error" not in data:
                 data["notes_per_second"] = len(docs) / data["run_seconds"]
                 data["mb_per_second"] = size_mb / data["run_seconds"]
