@@ -2,8 +2,11 @@
 
 English clinical corpora cannot be shipped (data use agreements), so the model learns from notes that
 `hybriddeid.synth` writes: the "train" mix of note types and layouts, with PHI drawn from Faker, plus
-(``--real``, the default) the public English dev halves of ASQ-PHI and presidio-research relabelled
-into i2b2 2014 types (tools/real_text.py; MIT; read from ../shared/corpora). It is then scored on
+(``--real``, the default) the public English dev halves of ASQ-PHI and presidio-research and of
+PhysioNet's deid nursing notes (real ICU notes with surrogate PHI), relabelled into i2b2 2014 types
+(tools/real_text.py; read from ../shared/corpora). The nursing notes' PHI values enter no lexicon
+(features.gazetteer.NOT_IN_LEXICON): the model learns from those notes without carrying a list of
+their surrogate names. It is then scored on
 notes of the "test" mix (another seed, held-out note types, layouts, date formats and name locales)
 and the scores are stored in the model's meta.json; its figures on the dev halves come from
 cross-validation (benchmarks/en_real_cv.py), never from this model. Reproducible: the same
@@ -39,6 +42,9 @@ TRAINING_DATA = {
 REAL_TEXT = {
     "asq": "ASQ-PHI development half (525 queries; JamesWeatherhead/asq-phi, Data in Brief 2026, MIT)",
     "presidio": "presidio-research synth_dataset_v2 development half (750 sentences; MIT)",
+    "physionet": ("PhysioNet deid gold standard, development half (1,236 real MIMIC-II ICU nursing notes of 94 "
+                  "patients with surrogate PHI; Neamatullah et al., BMC Med Inform Decis Mak 2008;8:32; Goldberger "
+                  "et al., Circulation 2000; GPL; its PHI values enter no lexicon)"),
 }
 
 
