@@ -231,11 +231,15 @@ def test_cli_evaluate_sweep(cli_setup, tmp_path, capsys):
     assert main([*args, "--recall-target", "0.9"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[3].startswith("unset") and "recall target 0.9: threshold" in out
-    assert main([*args, "--json", "--recall-target", "1.0", "--sweep-out", str(tmp_path / "s.json"),
+    assert main([*args, "--json", "--recall-target", "0.9", "--sweep-out", str(tmp_path / "s.json"),
                  "--plot", str(tmp_path / "c.png")]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [p["threshold"] for p in data["points"]] == [None, 0.5, 0.99]
-    assert data["recall_target"] == 1.0 and data["chosen"] is None  # unreachable: said, not an error
+    # a target no threshold of the sweep reaches (0.99 can reach recall 1.0 on these notes: leave it out)
+    assert main([*args[:-1], "0.5", "--json", "--recall-target", "1.0"]) == 0
+    unreachable = json.loads(capsys.readouterr().out)
+    assert unreachable["points"][-1]["binary_token"]["recall"] < 1.0
+    assert unreachable["recall_target"] == 1.0 and unreachable["chosen"] is None  # said, not an error
     assert Sweep.load(tmp_path / "s.json").to_dict()["points"] == data["points"]
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -265,8 +269,12 @@ def test_cli_annotate_and_deid_at_an_operating_point(cli_setup, notes, focused, 
     assert main(["-q", "annotate", "--model", str(model), str(plain), str(tmp_path / "r"), "--recall-target",
                  str(target), "--sweep-file", str(sweep_file)]) == 0
     assert {doc.name: [(s.start, s.end, s.label) for s in doc.spans] for doc in read_corpus(tmp_path / "r")} == written
+    low_sweep = tmp_path / "sweep-0.5.json"  # 0.99 can reach recall 1.0 on these notes: a sweep without it
+    assert main(["-q", "evaluate", str(gold), "--sweep", "--model", str(model), "--thresholds", "0.5",
+                 "--sweep-out", str(low_sweep)]) == 0
+    assert Sweep.load(low_sweep).points[-1].binary_token.recall < 1.0
     assert main(["-q", "annotate", "--model", str(model), str(plain), str(tmp_path / "u"), "--recall-target",
-                 "1.0", "--sweep-file", str(sweep_file)]) == 2
+                 "1.0", "--sweep-file", str(low_sweep)]) == 2
     assert "no threshold in the sweep reaches" in caplog.text and not (tmp_path / "u").exists()
     assert main(["-q", "annotate", "--model", "es", str(plain), str(tmp_path / "m"), "--recall-target",
                  "0.5", "--sweep-file", str(sweep_file)]) == 2 and "run evaluate --sweep with this model" in caplog.text
