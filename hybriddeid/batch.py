@@ -16,10 +16,17 @@ holds a bounded amount of text, at the price of a second read of those files onl
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import fcntl
+import json
 import logging
 import os
 import resource
 import signal
+import socket
+import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -64,6 +71,150 @@ class Limits:
 
 class SetupError(RuntimeError):
     """The processor could not be set up (e.g. the model failed to load): nothing can be done."""
+
+
+class Interrupted(Exception):
+    """The run was stopped by a signal (SIGINT, SIGTERM, SIGHUP): no new notes were started, the
+    workers were ended and their temporary files removed. ``result`` holds what was done by then;
+    ``exit_code`` is 128 + the signal's number, as shells report it (130 for Ctrl-C, 143 for SIGTERM)."""
+
+    def __init__(self, signum: int, result: "BatchResult | None" = None) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+        self.result = result
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP (and SIGINT) into ``Interrupted`` in the main thread while the block runs,
+    so that a run stopped by ``kill`` or a closed terminal ends its workers and writes its tally.
+    Elsewhere than the main thread, signals are left as they are."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# -- one run per output folder ---------------------------------------------------------------------
+# A run holds an advisory lock (flock) on OUT_DIR/.hybriddeid.lock from before it touches anything in
+# the folder until it ends. The kernel releases a flock when its holder dies, however it dies, so a
+# lock file found unlocked is a dead run's: its record (pid, host, start) is told and the lock taken
+# over. Workers inherit the locked file, so a folder stays locked while any process of the run lives.
+
+LOCK_FILE = ".hybriddeid.lock"
+_held_locks: set[Path] = set()  # folders this process holds (run_deid locks, then calls run_batch)
+
+
+@contextlib.contextmanager
+def output_lock(out_dir: Path) -> Iterator[None]:
+    """Hold ``out_dir``'s run lock for the block (made if missing); ``InputError`` if another live run
+    holds it or the folder cannot be written. Reentrant within one process."""
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(out_dir, f"cannot make this output folder ({exc.strerror or type(exc).__name__})") from None
+    folder = out_dir.resolve()
+    if folder in _held_locks:
+        yield
+        return
+    lock_path = folder / LOCK_FILE
+    fd = _take_lock(lock_path)
+    _held_locks.add(folder)
+    try:
+        yield
+    finally:
+        _held_locks.discard(folder)
+        with contextlib.suppress(OSError):
+            lock_path.unlink()  # while still locked: a waiting run then finds no stale record
+        os.close(fd)
+
+
+def _take_lock(lock_path: Path) -> int:
+    """The open, flock-ed lock file with this run's record written in it."""
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise InputError(lock_path.parent, "cannot write into this output folder "
+                                               f"({exc.strerror or type(exc).__name__})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = _lock_record(fd)
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                raise InputError(lock_path.parent, f"another run is writing into this folder ({holder}); "
+                                                   "wait for it to end or stop it, or use another output folder") from None
+            raise InputError(lock_path.parent, f"cannot lock this output folder ({exc.strerror})") from None
+        try:  # the file may have been unlinked by the run that held it: lock the one on disk
+            same = os.path.samestat(os.fstat(fd), os.stat(lock_path))
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(fd)
+            continue
+        stale = _lock_record(fd)
+        if stale != "no record":
+            log.warning("%s: taking over the lock of a run that ended without releasing it (%s)",
+                        lock_path.parent, stale)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(record) + "\n").encode("utf-8"), 0)
+        except OSError as exc:  # a full disk: the flock itself holds, the record is only for people
+            log.warning("%s: cannot write the run's lock record (%s)", lock_path.parent, exc.strerror)
+        return fd
+
+
+def _lock_record(fd: int) -> str:
+    """Who holds (or held) a lock, in words, from the lock file's record."""
+    try:
+        record = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "null")
+    except (OSError, ValueError):
+        return "unreadable record"
+    if not isinstance(record, dict):
+        return "no record"
+    return f"pid {record.get('pid')} on host {record.get('host')}, started {record.get('started')}"
+
+
+# -- workers never outlive their run ----------------------------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """End this (worker) process when ``parent_pid`` dies, however it dies: Linux's parent-death signal
+    (SIGKILL), and elsewhere, or should that fail, a thread that watches the parent's pid."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the signal was set
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class BatchProcessor(Protocol):
@@ -139,18 +290,23 @@ class BatchResult:
     written: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
     failed: list[tuple[Path, str]] = field(default_factory=list)
+    problems: list[tuple[Path, str]] = field(default_factory=list)  # the run's own files (a summary not written)
 
     @property
     def exit_code(self) -> int:
-        """0: all done; 1: some inputs failed; 2: nothing could be done."""
-        if self.failed and not (self.written or self.skipped):
+        """0: all done; 1: some inputs failed, or a file of the run's own could not be written; 2: nothing
+        could be done."""
+        if not (self.written or self.skipped):
             return 2
-        if not (self.written or self.skipped or self.failed):
-            return 2
-        return 1 if self.failed else 0
+        return 1 if self.failed or self.problems else 0
 
     def summary(self) -> str:
         return f"{len(self.written)} written, {len(self.skipped)} already done, {len(self.failed)} failed"
+
+    def problem(self, path: Path, problem: str) -> None:
+        """Record (and log) a problem with a file of the run itself, not with an input."""
+        self.problems.append((path, problem))
+        log.error("%s: %s", path, problem)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -168,10 +324,10 @@ def describe_error(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def check_folders(in_dir: Path, out_dir: Path, *writable: Path) -> None:
-    """Raise ``InputError`` unless ``in_dir`` is a folder, ``out_dir`` lies neither in it nor around it
-    (outputs never go into the inputs, nor inputs among outputs), and ``out_dir`` (and each folder of
-    ``writable``, made if missing) can be written: told once, before any work."""
+def check_folders(in_dir: Path, out_dir: Path) -> None:
+    """Raise ``InputError`` unless ``in_dir`` is a folder and ``out_dir`` lies neither in it nor around it
+    (outputs never go into the inputs, nor inputs among outputs): told once, before any work, and
+    before anything is written (``output_lock`` then makes and locks ``out_dir``)."""
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     if not in_dir.is_dir():
         raise InputError(in_dir, "is not a directory")
@@ -183,8 +339,6 @@ def check_folders(in_dir: Path, out_dir: Path, *writable: Path) -> None:
                                   "outputs are never written into the input folder")
     if inside.is_relative_to(outside):
         raise InputError(out_dir, f"output directory holds the input directory {in_dir}; choose another one")
-    for folder in (out_dir, *writable):
-        check_writable(Path(folder))
 
 
 def check_writable(folder: Path) -> None:
@@ -220,6 +374,10 @@ def run_batch(
     ``limits``; results do not depend on ``jobs``. ``encoding`` and ``follow_symlinks`` are how the
     folder is read (``scan_inputs``). Temporary files a killed run left in ``out_dir`` are removed
     first. A processor that cannot be set up raises ``SetupError``.
+
+    The run holds ``out_dir``'s lock (``output_lock``: a second run into the folder is refused and
+    changes nothing) and stops on SIGINT, SIGTERM and SIGHUP by raising ``Interrupted`` (no new unit
+    started, workers ended, their temporary files removed, what was done in its ``result``).
     """
     check_folders(in_dir.folder if isinstance(in_dir, Inputs) else in_dir, out_dir)
     out_dir = Path(out_dir)
@@ -229,12 +387,34 @@ def run_batch(
         processor: BatchProcessor = TransformProcessor(transform, out_format)
     else:
         processor = transform
-    inputs = in_dir if isinstance(in_dir, Inputs) else scan_inputs(
-        in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
-        spans=getattr(processor, "needs_spans", True))
-    remove_temp_files(out_dir)
+    with output_lock(out_dir), stop_on_signals():
+        check_writable(out_dir)
+        inputs = in_dir if isinstance(in_dir, Inputs) else scan_inputs(
+            in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
+            spans=getattr(processor, "needs_spans", True))
+        remove_temp_files(out_dir)
+        result = BatchResult()
+        try:
+            _run_all(inputs, out_dir, processor, overwrite, progress, jobs, limits, result)
+        except Interrupted as stop:
+            remove_temp_files(out_dir)  # what the killed workers were writing
+            stop.result = result
+            _sort(result)
+            raise
+    _sort(result)
+    return result
+
+
+def _sort(result: BatchResult) -> None:
+    result.written.sort()
+    result.skipped.sort()
+    result.failed.sort()
+
+
+def _run_all(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, progress: bool, jobs: int,
+             limits: Limits, result: BatchResult) -> None:
+    """Plan the units, skip the done ones, run the others; ``result`` gets each file as it ends."""
     fmt = inputs.format
-    result = BatchResult()
     notes: dict[Path, int] = {}
     units, done, docs = _plan(inputs, out_dir, processor, overwrite, result, notes)
     todo = []
@@ -260,10 +440,6 @@ def run_batch(
                 for path in unit:
                     _fail(result, path, problem)
             bar.update(len(unit))
-    result.written.sort()
-    result.skipped.sort()
-    result.failed.sort()
-    return result
 
 
 def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
@@ -368,9 +544,11 @@ class _PipeHandler(logging.Handler):
 
 
 def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt: str,
-                 docs: dict[Path, list[Document] | Inputs], memory_mb: int | None) -> None:
-    """A worker: unit after unit from ``conn`` until None or the pipe closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops the workers
+                 docs: dict[Path, list[Document] | Inputs], memory_mb: int | None, parent_pid: int) -> None:
+    """A worker: unit after unit from ``conn`` until None or the pipe closes; it ends with its parent."""
+    for sig in STOP_SIGNALS:  # stopping is the parent's to handle; it ends the workers
+        signal.signal(sig, signal.SIG_IGN if sig != signal.SIGTERM else signal.SIG_DFL)
+    die_with_parent(parent_pid)
     root = logging.getLogger()
     root.handlers = [_PipeHandler(conn)]
     if memory_mb is not None:
@@ -447,7 +625,7 @@ def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path
     def start() -> _Worker:
         parent_end, child_end = context.Pipe()
         process = context.Process(target=_worker_main,
-                                  args=(child_end, processor, out_dir, fmt, docs, limits.memory_mb))
+                                  args=(child_end, processor, out_dir, fmt, docs, limits.memory_mb, os.getpid()))
         process.start()
         child_end.close()
         return _Worker(process, parent_end)

@@ -91,7 +91,7 @@ def _annotate(args: argparse.Namespace) -> int:
     # The model is loaded once: by this process (jobs 1) or by each worker, unless loaded above already.
     processor = AnnotateProcessor(args.model, args.format, settings, pipeline, engine=args.engine)
     result = run_batch(args.in_dir, args.out_dir, processor, in_format=args.input_format, overwrite=args.overwrite,
-                       progress=not args.quiet, jobs=args.jobs, limits=args.limits, encoding=args.encoding,
+                       progress=_progress(args), jobs=args.jobs, limits=args.limits, encoding=args.encoding,
                        follow_symlinks=args.follow_symlinks)
     log.info("%s: %s", args.out_dir, result.summary())
     return result.exit_code
@@ -141,7 +141,7 @@ def _sweep(args: argparse.Namespace) -> int:
         log.error("%s: no documents found", args.gold_dir)
         return 2
     model = args.model or "default"
-    sweep = run_sweep(load_model(model), gold, thresholds, model=model, progress=not args.quiet,
+    sweep = run_sweep(load_model(model), gold, thresholds, model=model, progress=_progress(args),
                       phi_set=args.phi_set)
     log.info("read %d notes in %.1f s, applied %d thresholds in %.1f s", sweep.documents, sweep.read_seconds,
              len(sweep.points) - 1, sweep.apply_seconds)
@@ -233,7 +233,7 @@ def _deid(args: argparse.Namespace) -> int:
                               args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
                               pipeline=pipeline, engine=args.engine)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
-                               overwrite=args.overwrite, progress=not args.quiet, jobs=args.jobs, limits=args.limits,
+                               overwrite=args.overwrite, progress=_progress(args), jobs=args.jobs, limits=args.limits,
                                encoding=args.encoding, follow_symlinks=args.follow_symlinks)
     log.info("%s: %s", args.out_dir, result.summary())
     log.info("%s", format_summary(summary))
@@ -296,7 +296,7 @@ def _resources_clusters(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         clusters = build_clusters(note_sequences(texts), args.language, min_count=args.min_count,
-                                  brown_clusters=args.brown_clusters, w2v_ks=ks, progress=not args.quiet)
+                                  brown_clusters=args.brown_clusters, w2v_ks=ks, progress=_progress(args))
     except (ImportError, ValueError) as exc:  # numpy or gensim missing; a bad size
         log.error("%s", exc)
         return 2
@@ -402,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
     parser.add_argument("--version", action="version", version=f"hybriddeid {__version__}")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar, errors only")
+    _add_console_options(parser, False)
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a pipeline on annotated notes")
@@ -523,7 +523,28 @@ def build_parser() -> argparse.ArgumentParser:
     clusters.set_defaults(run=_resources_clusters)
     for command in (train, annotate, evaluate, deid):
         _add_max_file_mb(command)
+    for command in sub.choices.values():
+        _add_console_options(command, argparse.SUPPRESS)
+    for command in (resource_sub.choices.values()):
+        _add_console_options(command, argparse.SUPPRESS)
     return parser
+
+
+def _add_console_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """``-q``, ``-v`` and ``--progress``, accepted before and after the subcommand: the subcommand's
+    copies default to SUPPRESS so that they never undo what was given before it."""
+    parser.add_argument("-q", "--quiet", action="store_true", default=default, help="errors only, no progress bar")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default, help="debug messages too")
+    parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto" if default is False else default,
+                        help="progress bar: auto (only when stderr is a terminal; default), always or never")
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Whether to draw progress bars: never with -q, else as --progress says (auto: on a terminal only,
+    so that logs and pipes get no carriage-return-joined bars)."""
+    if args.quiet or args.progress == "never":
+        return False
+    return args.progress == "always" or sys.stderr.isatty()
 
 
 def _check_run_options(args: argparse.Namespace) -> None:
@@ -557,12 +578,13 @@ def _apply_max_file_mb(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from hybriddeid.batch import SetupError
+    from hybriddeid.batch import Interrupted, SetupError, describe_error
     from hybriddeid.io import InputError
     from hybriddeid.pipeline import ConfigError
 
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO, format="hybriddeid: %(message)s")
+    level = logging.ERROR if args.quiet else logging.DEBUG if args.verbose else logging.INFO
+    logging.basicConfig(level=level, format="hybriddeid: %(message)s")
     try:
         _check_run_options(args)
         _apply_max_file_mb(args)
@@ -573,6 +595,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args)
     except (InputError, ConfigError, FileNotFoundError, SetupError) as exc:
         log.error("%s", exc)
+        return 2
+    except Interrupted as stop:
+        done = f" ({stop.result.summary()})" if stop.result is not None else ""
+        log.error("%s%s; the same command resumes the run", stop, done)
+        return stop.exit_code
+    except OSError as exc:  # a full disk, a read-only or vanished folder: the path and the cause, no traceback
+        log.error("%s", describe_error(exc))
         return 2
 
 

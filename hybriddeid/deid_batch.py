@@ -12,12 +12,14 @@ interrupted run (outputs are written only after their audit) or a changed input 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from hybriddeid.batch import BatchResult, Limits, check_folders, check_writable, run_batch
+from hybriddeid.batch import (BatchResult, Interrupted, Limits, check_folders, check_writable, output_lock, run_batch,
+                              stop_on_signals)
 from hybriddeid.document import Document
 from hybriddeid.io import (InputError, atomic_write_text, output_path, read_document, remove_temp_files, scan_inputs,
                            write_documents)
@@ -137,7 +139,8 @@ class DeidProcessor:
 
 
 def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool) -> None:
-    """Refuse to mix outputs made with other settings (another key, mode...) in one folder."""
+    """Refuse to mix outputs made with other settings (another key, mode...) in one folder, then record
+    the settings in ``audit/run.json`` (an ``InputError`` naming the file when it cannot be written)."""
     manifest = Path(out_dir) / AUDIT_DIR / MANIFEST_FILE
     if manifest.is_file() and not overwrite:
         try:
@@ -148,8 +151,11 @@ def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool) -
         if changed:
             raise InputError(out_dir, f"holds output made with other settings ({', '.join(changed)}); "
                                       "use another output folder or --overwrite")
-    manifest.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(manifest, json.dumps(dict(settings), indent=2) + "\n")
+    try:
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(manifest, json.dumps(dict(settings), indent=2) + "\n")
+    except OSError as exc:
+        raise InputError(manifest, f"cannot write the run's settings ({exc.strerror or type(exc).__name__})") from None
 
 
 def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: str = "auto",
@@ -158,27 +164,61 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
     """De-identify a folder; returns the batch result and the summary (also written to audit/summary.json).
 
     ``jobs``, ``limits``, ``encoding`` and ``follow_symlinks`` are ``run_batch``'s. The folders are
-    checked (and temporary files a killed run left removed) before any work."""
-    check_folders(in_dir, out_dir, Path(out_dir) / AUDIT_DIR)
+    checked (and temporary files a killed run left removed) before any work, under the output folder's
+    lock (and the mapping folder's), held for the whole run. A run stopped by a signal raises
+    ``Interrupted`` after writing the summary of what it did; a summary that cannot be written is a
+    problem of the result (exit 1 or 2), told with its cause."""
+    check_folders(in_dir, out_dir)
     in_dir, out_dir = Path(in_dir), Path(out_dir)
-    # each file is read once, by run_batch
-    inputs = scan_inputs(in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
-                         spans=processor.needs_spans)
-    if processor.model is None and inputs.format == "text":
-        raise InputError(in_dir, "plain .txt notes have no annotations to replace; leave out --use-annotations "
-                                 "to find PHI with a model")
-    if processor.mapping_dir is not None:
-        mapping_dir = Path(processor.mapping_dir)
-        if mapping_dir.resolve().is_relative_to(out_dir.resolve()):
-            raise InputError(mapping_dir, "holds original PHI values; it must not lie inside the output folder")
-        mapping_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        check_writable(mapping_dir)
-        remove_temp_files(mapping_dir)
-    remove_temp_files(out_dir / AUDIT_DIR)
-    check_out_dir(out_dir, processor.settings(), overwrite)
-    result = run_batch(inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs, limits=limits)
+    with contextlib.ExitStack() as held:
+        held.enter_context(output_lock(out_dir))
+        held.enter_context(stop_on_signals())
+        for folder in (out_dir, out_dir / AUDIT_DIR):
+            check_writable(folder)
+        # each file is read once, by run_batch
+        inputs = scan_inputs(in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
+                             spans=processor.needs_spans)
+        if processor.model is None and inputs.format == "text":
+            raise InputError(in_dir, "plain .txt notes have no annotations to replace; leave out --use-annotations "
+                                     "to find PHI with a model")
+        if processor.mapping_dir is not None:
+            mapping_dir = Path(processor.mapping_dir)
+            if mapping_dir.resolve().is_relative_to(out_dir.resolve()):
+                raise InputError(mapping_dir, "holds original PHI values; it must not lie inside the output folder")
+            if not mapping_dir.exists():
+                mapping_dir.mkdir(mode=0o700, parents=True)
+            held.enter_context(output_lock(mapping_dir))
+            check_writable(mapping_dir)
+            remove_temp_files(mapping_dir)
+        remove_temp_files(out_dir / AUDIT_DIR)
+        check_out_dir(out_dir, processor.settings(), overwrite)
+        try:
+            result = run_batch(inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs,
+                               limits=limits)
+        except Interrupted as stop:
+            for folder in (out_dir / AUDIT_DIR, processor.mapping_dir):
+                if folder is not None:
+                    remove_temp_files(Path(folder))
+            if stop.result is not None:
+                _write_summary(out_dir, processor, stop.result)
+            raise
+        return result, _write_summary(out_dir, processor, result)
+
+
+def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult) -> dict[str, Any]:
+    """The run's summary (files done, replacements by label and kind), written to audit/summary.json."""
     audits = sorted((out_dir / AUDIT_DIR).glob(f"*.{processor.audit_format}"))
+    rows = []
+    for path in audits:
+        try:
+            rows.append(read_audit(path))
+        except (OSError, ValueError):  # an audit left from an old run, unreadable: counted by its output
+            continue
     summary = {"files": {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed)},
-               **summarize(read_audit(path) for path in audits)}
-    atomic_write_text(out_dir / AUDIT_DIR / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
-    return result, summary
+               **summarize(rows)}
+    target = out_dir / AUDIT_DIR / SUMMARY_FILE
+    try:
+        atomic_write_text(target, json.dumps(summary, indent=2) + "\n")
+    except OSError as exc:
+        result.problem(target, f"cannot write the summary ({exc.strerror or type(exc).__name__})")
+    return summary
