@@ -40,6 +40,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from hybriddeid.document import Document
 from hybriddeid.io import InputError, Inputs, output_path, remove_temp_files, scan_inputs, write_documents
+from hybriddeid.io._common import shown_path
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 
 log = logging.getLogger(__name__)
@@ -692,4 +693,4 @@ def _collect(worker: _Worker, limits: Limits) -> tuple[list[Path], str | None, b
 
 def _fail(result: BatchResult, path: Path, problem: str) -> None:
     result.failed.append((path, problem))
-    log.error("%s: %s", path.name, problem)
+    log.error("%s: %s", shown_path(path.name), problem)

@@ -23,7 +23,7 @@ from hybriddeid.batch import (BatchResult, Interrupted, Limits, check_folders, c
 from hybriddeid.document import Document
 from hybriddeid.io import (InputError, atomic_write_text, output_path, read_document, remove_temp_files, scan_inputs,
                            write_documents)
-from hybriddeid.io._common import is_safe_name
+from hybriddeid.io._common import fit_file_name, name_problem
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.surrogates.audit import read_audit, render_audit, render_mapping, summarize
@@ -37,7 +37,13 @@ SUMMARY_FILE = "summary.json"
 
 
 def audit_path(out_dir: Path, name: str, audit_format: str) -> Path:
-    return Path(out_dir) / AUDIT_DIR / f"{name}.{audit_format}"
+    """Where the audit of note ``name`` goes (a name too long for the file system is shortened with a hash)."""
+    return Path(out_dir) / AUDIT_DIR / fit_file_name(name, f".{audit_format}")
+
+
+def mapping_path(mapping_dir: Path, name: str) -> Path:
+    """Where the original -> replacement file of note ``name`` goes."""
+    return Path(mapping_dir) / fit_file_name(name, ".jsonl")
 
 
 @dataclass
@@ -89,7 +95,7 @@ class DeidProcessor:
         audit, output = audit_path(out_dir, doc.name, self.audit_format), output_path(doc, out_dir, fmt)
         if not (audit.is_file() and output.is_file()):
             return False
-        if self.mapping_dir is not None and not (Path(self.mapping_dir) / f"{doc.name}.jsonl").is_file():
+        if self.mapping_dir is not None and not mapping_path(self.mapping_dir, doc.name).is_file():
             return False
         try:
             rows = read_audit(audit)
@@ -102,8 +108,9 @@ class DeidProcessor:
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
         out_dir = Path(out_dir)
         for doc in docs:
-            if not is_safe_name(doc.name):
-                raise InputError(Path(doc.meta.get("path", doc.name)), "note name cannot be used as a file name")
+            problem = name_problem(doc.name)
+            if problem is not None:
+                raise InputError(Path(doc.meta.get("path", doc.name)), problem)
         by_patient: dict[str, list[Document]] = {}
         for doc in docs:
             by_patient.setdefault(self.unit_key(Path(doc.meta.get("path", "")), doc), []).append(doc)
@@ -115,7 +122,8 @@ class DeidProcessor:
         (out_dir / AUDIT_DIR).mkdir(parents=True, exist_ok=True)
         for doc, result in results.values():  # the audit (and mapping) first: an output without one is redone
             if self.mapping_dir is not None:
-                atomic_write_text(Path(self.mapping_dir) / f"{doc.name}.jsonl", render_mapping(doc, result.replacements), mode=0o600)
+                atomic_write_text(mapping_path(self.mapping_dir, doc.name), render_mapping(doc, result.replacements),
+                                  mode=0o600)
             atomic_write_text(audit_path(out_dir, doc.name, self.audit_format),
                               render_audit(doc.name, result.replacements, self.audit_format))
         write_documents([results[doc.name][1].document for doc in docs], out_dir, fmt)

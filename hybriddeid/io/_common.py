@@ -6,6 +6,7 @@ in logs that are not cleared for PHI.
 from __future__ import annotations
 
 import codecs
+import hashlib
 import logging
 import os
 import re
@@ -26,7 +27,10 @@ LOG = logging.getLogger("hybriddeid.io")
 PROVENANCE_KEYS = ("path", "format", "file", "line")
 
 _SAFE_ID = re.compile(r"[\w.:-]{1,40}")
-_SAFE_NAME = re.compile(r"[^\x00-\x1f/\\]{1,200}")
+_UNUSABLE_IN_NAMES = re.compile(r"[\x00-\x1f\x7f/\\]")  # separators and control characters
+_UNDECODED_BYTE = re.compile("[\udc80-\udcff]")  # a byte of a file name that is not UTF-8 (surrogateescape)
+NAME_MAX_BYTES = 255  # a file name's limit on Linux, macOS and Windows file systems
+_CONTROL_NAMES = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab", "\x00": "a NUL byte"}
 _WHITESPACE = re.compile(r"\s+")
 _ENCODING_NAMES = {"utf-8": "UTF-8"}
 _TEMP_FILE = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")  # what atomic_write_text names its temporary files
@@ -38,7 +42,7 @@ class InputError(ValueError):
     def __init__(self, path: Path | str, problem: str) -> None:
         self.path = Path(path)
         self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        super().__init__(f"{shown_path(self.path)}: {problem}")
 
     def __reduce__(self):  # picklable, so errors can cross process boundaries in batch runs
         return type(self), (self.path, self.problem)
@@ -142,9 +146,55 @@ def safe_id(raw: object, index: int) -> str:
     return raw if isinstance(raw, str) and _SAFE_ID.fullmatch(raw) else f"#{index}"
 
 
+def shown_path(path: Path | str) -> str:
+    """``path`` for a message: as it is, escaped (``ascii``) when it holds a control character, which
+    would split or rewrite the log line, and with bytes that are not UTF-8 as ``\\xNN``."""
+    text = str(path)
+    return ascii(text) if _UNUSABLE_IN_NAMES.search(text.replace("/", "").replace("\\", "")) else record_name(text)
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a file stem inside an output folder, in words that show the offending
+    character escaped (``ascii``); None when it can. Separators and control characters (a line break, a
+    tab) cannot: they would split log lines and records. A name that is not UTF-8 can (records hold
+    it as ``record_name`` writes it)."""
+    if name in ("", ".", ".."):
+        return f"{name!r} cannot be a file name"
+    bad = _UNUSABLE_IN_NAMES.search(name)
+    if bad is not None:
+        char = bad.group()
+        what = _CONTROL_NAMES.get(char, "a path separator" if char in "/\\" else f"the control character {ascii(char)}")
+        return (f"the name holds {what} ({ascii(char)}) at position {bad.start()}, which output and audit "
+                "file names cannot hold; rename the file")
+    return None
+
+
+def record_name(name: str) -> str:
+    """``name`` as a UTF-8 record (audit, mapping, JSONL) can hold it: a byte of a file name that is not
+    UTF-8 (Python keeps it as a lone surrogate) is written ``\\xNN``."""
+    if _UNDECODED_BYTE.search(name) is None:
+        return name
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def is_safe_name(name: str) -> bool:
-    """True when ``name`` can be a file stem inside an output folder (no separators, not ``.``/``..``)."""
-    return bool(_SAFE_NAME.fullmatch(name)) and name not in (".", "..")
+    """True when ``name`` can be a file stem inside an output folder (``name_problem`` finds nothing)."""
+    return name_problem(name) is None
+
+
+def fit_file_name(stem: str, suffix: str = "") -> str:
+    """``stem + suffix``, or, when that passes the file system's 255-byte limit, the stem cut short and
+    followed by ``~`` and a hash of the whole stem, so distinct long names stay distinct (the full name
+    is recorded where the file's content names its note: the audit's ``note`` field)."""
+    name = stem + suffix
+    if len(os.fsencode(name)) <= NAME_MAX_BYTES:
+        return name
+    digest = "~" + hashlib.sha256(os.fsencode(stem)).hexdigest()[:16]
+    room = NAME_MAX_BYTES - len(os.fsencode(digest + suffix))
+    cut = stem
+    while len(os.fsencode(cut)) > room:
+        cut = cut[:-1]
+    return cut + digest + suffix
 
 
 def same_text(annotated: str, actual: str) -> bool:
@@ -224,7 +274,7 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o666) -> None:
     written exactly as they are in ``text``. ``remove_temp_files`` clears what a killed run left.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    tmp = path.with_name(fit_file_name(f".{path.name}", f".{uuid.uuid4().hex[:12]}.tmp"))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:

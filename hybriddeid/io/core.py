@@ -17,7 +17,8 @@ from hybriddeid.io._common import (
     LOG,
     InputError,
     atomic_write_text,
-    is_safe_name,
+    fit_file_name,
+    name_problem,
     read_regular_file,
     read_text,
     refuse_own_input,
@@ -301,17 +302,18 @@ def read_corpus(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BY
 
 
 def _write(spec: _Format, docs: Sequence[Document], out_dir: Path, stem: str) -> Path:
-    if not is_safe_name(stem):
-        raise ValueError(f"{stem!r} cannot be used as a file name")
+    problem = name_problem(stem)
+    if problem is not None:
+        raise InputError(out_dir / stem, problem)
     contents = spec.render(docs)
     out_dir.mkdir(parents=True, exist_ok=True)
-    targets = {out_dir / f"{stem}{suffix}": text for suffix, text in contents.items()}
+    targets = {out_dir / fit_file_name(stem, suffix): text for suffix, text in contents.items()}
     for target in targets:
         for doc in docs:
             refuse_own_input(target, doc)
     for target, text in targets.items():
         atomic_write_text(target, text)
-    return out_dir / f"{stem}{spec.suffix}"
+    return out_dir / fit_file_name(stem, spec.suffix)
 
 
 def write_document(doc: Document, out_dir: Path, fmt: str) -> Path:
@@ -328,7 +330,7 @@ def output_path(doc: Document, out_dir: Path, fmt: str) -> Path:
     """The file ``write_documents`` writes ``doc`` into (lets batch runs skip finished inputs)."""
     spec = _format(fmt)
     stem = str(doc.meta.get("file") or doc.name) if spec.multi else doc.name
-    return Path(out_dir) / f"{stem}{spec.suffix}"
+    return Path(out_dir) / fit_file_name(stem, spec.suffix)
 
 
 def write_documents(docs: Iterable[Document], out_dir: Path, fmt: str) -> list[Path]:

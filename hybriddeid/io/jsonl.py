@@ -22,6 +22,7 @@ from hybriddeid.io._common import (
     make_document,
     make_span,
     read_text,
+    record_name,
 )
 
 
@@ -90,7 +91,7 @@ def render_jsonl(docs: Sequence[Document]) -> dict[str, str]:
     lines = []
     for doc in docs:
         record = {
-            "name": doc.name,
+            "name": record_name(doc.name),
             "text": doc.text,
             "spans": [{"start": s.start, "end": s.end, "label": s.label, "source": s.source, "score": s.score}
                       for s in doc.spans],

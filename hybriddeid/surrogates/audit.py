@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from hybriddeid.document import Document
+from hybriddeid.io._common import record_name
 from hybriddeid.surrogates.deid import Replacement
 from hybriddeid.surrogates.generator import DATE_FALLBACK, SHAPE
 
@@ -23,7 +24,7 @@ _INTEGER_FIELDS = ("start", "end", "out_start", "out_end")
 def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jsonl") -> str:
     """One row per replaced span (offsets in input and output, label, kind, method, source, score,
     replacement); the original value is never written."""
-    rows = [{"note": note, **rep.to_dict()} for rep in replacements]
+    rows = [{"note": record_name(note), **rep.to_dict()} for rep in replacements]
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if fmt != "csv":
@@ -51,7 +52,7 @@ def read_audit(path: Path) -> list[dict[str, object]]:
 def render_mapping(doc: Document, replacements: Sequence[Replacement]) -> str:
     """JSONL of original value -> replacement for one note: PHI, for the secured mapping file only."""
     return "".join(
-        json.dumps({"note": doc.name, "start": rep.start, "end": rep.end, "label": rep.label,
+        json.dumps({"note": record_name(doc.name), "start": rep.start, "end": rep.end, "label": rep.label,
                     "original": doc.text[rep.start:rep.end], "replacement": rep.replacement}, ensure_ascii=False) + "\n"
         for rep in replacements
     )

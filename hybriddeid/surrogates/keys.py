@@ -60,7 +60,8 @@ class Keyed:
         self._key = bytes(key)
 
     def digest(self, *parts: str) -> bytes:
-        message = _SEPARATOR.join(part.encode("utf-8") for part in parts)
+        # surrogateescape: a scope may be a file name that is not UTF-8 (the same bytes as the name's)
+        message = _SEPARATOR.join(part.encode("utf-8", "surrogateescape") for part in parts)
         return hmac.new(self._key, message, hashlib.sha256).digest()
 
     def integer(self, *parts: str) -> int:
