@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
+    from hybriddeid.batch import BatchResult
     from hybriddeid.pipeline import Pipeline
     from hybriddeid.surrogates import DeidOptions
 
@@ -93,8 +94,14 @@ def _annotate(args: argparse.Namespace) -> int:
     result = run_batch(args.in_dir, args.out_dir, processor, in_format=args.input_format, overwrite=args.overwrite,
                        progress=_progress(args), jobs=args.jobs, limits=args.limits, encoding=args.encoding,
                        follow_symlinks=args.follow_symlinks)
-    log.info("%s: %s", args.out_dir, result.summary())
+    _tell_tally(args.out_dir, result)
     return result.exit_code
+
+
+def _tell_tally(out_dir: Path, result: "BatchResult") -> None:
+    """The run's tally; an error line (shown even with -q) when a file of the run's own could not be
+    written, since the tally on the terminal is then all there is."""
+    log.log(logging.ERROR if result.problems else logging.INFO, "%s: %s", out_dir, result.summary())
 
 
 SWEEP_OPTIONS = ("model", "thresholds", "plot", "recall_target", "sweep_out")
@@ -188,7 +195,10 @@ def _deid_key(args: argparse.Namespace, folders: Sequence[Path]) -> bytes | None
             raise ValueError(f"{args.key_file}: the key must not lie inside the input or output folder")
     if key_path.exists():
         return read_key(key_path)
-    key = create_key_file(key_path)
+    try:
+        key = create_key_file(key_path)
+    except OSError as exc:
+        raise ValueError(f"{args.key_file}: cannot create the key file ({exc.strerror or type(exc).__name__})") from None
     log.info("%s: created a new random key; keep it secret and apart from the output (it is needed to "
              "de-identify more notes consistently)", args.key_file)
     return key
@@ -235,7 +245,7 @@ def _deid(args: argparse.Namespace) -> int:
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=_progress(args), jobs=args.jobs, limits=args.limits,
                                encoding=args.encoding, follow_symlinks=args.follow_symlinks)
-    log.info("%s: %s", args.out_dir, result.summary())
+    _tell_tally(args.out_dir, result)
     log.info("%s", format_summary(summary))
     return result.exit_code
 
@@ -304,6 +314,22 @@ def _resources_clusters(args: argparse.Namespace) -> int:
     clusters.to_disk(args.out)
     log.info("clusters of %d notes (%d tokens) written to %s in %.1f s", len(texts),
              clusters.meta["corpus"]["tokens"], args.out, time.perf_counter() - started)
+    return 0
+
+
+def _key(args: argparse.Namespace) -> int:
+    """``hybriddeid key check|upgrade FILE``: a key file's fingerprint (as audits record it), or the old
+    format rewritten with a checksum."""
+    from hybriddeid.surrogates.keys import Keyed, read_key, upgrade_key_file
+
+    try:
+        key = upgrade_key_file(args.file) if args.action == "upgrade" else read_key(args.file)
+    except (ValueError, OSError) as exc:
+        log.error("%s", exc if isinstance(exc, ValueError) else f"{args.file}: {exc.strerror}")
+        return 2
+    if args.action == "upgrade":
+        log.info("%s: rewritten with a checksum (same key)", args.file)
+    print(f"{args.file}: fingerprint {Keyed(key).fingerprint()}")
     return 0
 
 
@@ -506,6 +532,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a language whose pack has synth.toml (default en)")
     synth.add_argument("--format", choices=ANNOTATION_FORMATS, default="i2b2", help="default: i2b2 2014 XML")
     synth.set_defaults(run=_synth)
+
+    key = sub.add_parser("key", help="check a surrogate key file (its fingerprint) or upgrade an old one")
+    key.add_argument("action", choices=("check", "upgrade"),
+                     help="check: read it and print its fingerprint; upgrade: rewrite an old-format key with a checksum")
+    key.add_argument("file", type=Path)
+    key.set_defaults(run=_key)
 
     resources = sub.add_parser("resources", help="build knowledge resources for the CRF features")
     resource_sub = resources.add_subparsers(dest="resource", required=True)

@@ -13,6 +13,7 @@ interrupted run (outputs are written only after their audit) or a changed input 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from hybriddeid.io import (InputError, atomic_write_text, output_path, read_docu
 from hybriddeid.io._common import fit_file_name, name_problem
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
-from hybriddeid.surrogates.audit import read_audit, render_audit, render_mapping, summarize
+from hybriddeid.surrogates.audit import read_audit, read_audit_run, render_audit, render_mapping, summarize
 from hybriddeid.surrogates.deid import DeidOptions, apply_replacements
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.patients import PatientMap
@@ -98,6 +99,8 @@ class DeidProcessor:
         if self.mapping_dir is not None and not mapping_path(self.mapping_dir, doc.name).is_file():
             return False
         try:
+            if read_audit_run(audit) != self.run_record():  # made with another key or other settings
+                return False
             rows = read_audit(audit)
             outputs = [d for d in read_document(output, fmt) if d.name == doc.name]
             expected = apply_replacements(doc.text, rows)
@@ -125,8 +128,16 @@ class DeidProcessor:
                 atomic_write_text(mapping_path(self.mapping_dir, doc.name), render_mapping(doc, result.replacements),
                                   mode=0o600)
             atomic_write_text(audit_path(out_dir, doc.name, self.audit_format),
-                              render_audit(doc.name, result.replacements, self.audit_format))
+                              render_audit(doc.name, result.replacements, self.audit_format, self.run_record()))
         write_documents([results[doc.name][1].document for doc in docs], out_dir, fmt)
+
+    def run_record(self) -> dict[str, str]:
+        """What each audit records of the run that wrote it: the key's fingerprint and a digest of all
+        settings, so that a resumed run redoes any output made with another key or other settings, even
+        when ``run.json`` was lost."""
+        settings = self.settings()
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+        return {"key_fingerprint": settings["key_fingerprint"] or "none", "settings": digest}
 
     def settings(self) -> dict[str, Any]:
         """What makes the output what it is (recorded in run.json; the key only as a fingerprint)."""

@@ -8,18 +8,25 @@ from pathlib import Path
 
 NOTES = 30
 TEMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
-# The CLI with every note slowed down, so that a kill lands while notes remain (outputs do not change).
-SLOW_CLI = """
+
+
+def slow_cli(seconds: float) -> str:
+    """The CLI with every note slowed down by ``seconds``, so that a kill lands while notes remain
+    (outputs do not change)."""
+    return f"""
 import sys, time
 from hybriddeid.pipeline import Pipeline
 predict = Pipeline.predict
 def slow(self, *args, **kwargs):
-    time.sleep(0.25)
+    time.sleep({seconds!r})
     return predict(self, *args, **kwargs)
 Pipeline.predict = slow
 from hybriddeid.cli import main
 sys.exit(main())
 """
+
+
+SLOW_CLI = slow_cli(0.25)
 FAST_CLI = "import sys; from hybriddeid.cli import main; sys.exit(main())"
 
 

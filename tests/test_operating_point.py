@@ -17,6 +17,7 @@ from hybriddeid.io import read_corpus, write_document
 from hybriddeid.operating_point import Candidate, Run, SourceCandidates, focus_levels, widen
 from hybriddeid.pipeline import ConfigError, build_config
 from hybriddeid.synth import generate_corpus
+from hybriddeid.surrogates.audit import read_audit
 
 GRID = (1e-4, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 0.99, 0.999, 0.9999, 1.0)
 TINY = {
@@ -296,7 +297,7 @@ def test_cli_annotate_and_deid_at_an_operating_point(cli_setup, notes, focused, 
     deid = ["-q", "deid", "--model", str(model), str(plain), str(tmp_path / "d"), "--mode", "tag"]
     assert main([*deid, "--threshold", "0.99"]) == 0
     assert json.loads((tmp_path / "d" / "audit" / "run.json").read_text())["phi_threshold"] == 0.99
-    audit = (tmp_path / "d" / "audit" / f"{notes[0].name}.jsonl").read_text().splitlines()
+    audit = read_audit(tmp_path / "d" / "audit" / f"{notes[0].name}.jsonl")
     assert len(audit) == len(focused.predict(notes[0], threshold=0.99))
     assert main([*deid, "--threshold", "0.5"]) == 2  # outputs made at another threshold are not mixed
     assert "phi_threshold" in caplog.text

@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from dataclasses import fields
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from hybriddeid.document import Document
 from hybriddeid.io._common import record_name
@@ -21,15 +21,24 @@ AUDIT_FIELDS = ("note", *(f.name for f in fields(Replacement)))
 _INTEGER_FIELDS = ("start", "end", "out_start", "out_end")
 
 
-def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jsonl") -> str:
+_CSV_RUN_PREFIX = "# run: "
+
+
+def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jsonl",
+                 run: Mapping[str, str] | None = None) -> str:
     """One row per replaced span (offsets in input and output, label, kind, method, source, score,
-    replacement); the original value is never written."""
+    replacement); the original value is never written. ``run`` (the key's fingerprint and a digest of
+    the run's settings) goes first, so that a resumed run can tell each output's key and settings:
+    a JSONL line ``{"note", "run"}``, a CSV comment line ``# run: {...}``."""
     rows = [{"note": record_name(note), **rep.to_dict()} for rep in replacements]
     if fmt == "jsonl":
-        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        head = [{"note": record_name(note), "run": dict(run)}] if run is not None else []
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in [*head, *rows])
     if fmt != "csv":
         raise ValueError(f"audit format must be one of {', '.join(AUDIT_FORMATS)}")
     buffer = io.StringIO()
+    if run is not None:
+        buffer.write(_CSV_RUN_PREFIX + json.dumps(dict(run), sort_keys=True) + "\n")
     writer = csv.DictWriter(buffer, fieldnames=AUDIT_FIELDS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
@@ -37,16 +46,33 @@ def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jso
 
 
 def read_audit(path: Path) -> list[dict[str, object]]:
-    """The rows of an audit file written by ``render_audit`` (format from the extension)."""
+    """The replacement rows of an audit file written by ``render_audit`` (format from the extension)."""
+    return _read_audit(path)[1]
+
+
+def read_audit_run(path: Path) -> dict[str, object] | None:
+    """The run record of an audit file (key fingerprint, settings digest); None if it has none (written
+    before 0.3, or by hand)."""
+    return _read_audit(path)[0]
+
+
+def _read_audit(path: Path) -> tuple[dict[str, object] | None, list[dict[str, object]]]:
     text = Path(path).read_text(encoding="utf-8")
+    run = None
     if Path(path).suffix == ".csv":
+        if text.startswith(_CSV_RUN_PREFIX):
+            head, _, text = text.partition("\n")
+            run = json.loads(head[len(_CSV_RUN_PREFIX):])
         rows: list[dict[str, object]] = list(csv.DictReader(io.StringIO(text)))
         for row in rows:
             for name in _INTEGER_FIELDS:
                 row[name] = int(row[name])
             row["score"] = float(row["score"])
-        return rows
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return run, rows
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if rows and "run" in rows[0] and "start" not in rows[0]:
+        run = rows.pop(0)["run"]
+    return run, rows
 
 
 def render_mapping(doc: Document, replacements: Sequence[Replacement]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 KEY_BYTES = 32
 MIN_KEY_BYTES = 16
 _SEPARATOR = b"\x1f"
+log = logging.getLogger(__name__)
 
 
 def new_key() -> bytes:
@@ -22,33 +24,103 @@ def new_key() -> bytes:
     return secrets.token_bytes(KEY_BYTES)
 
 
+KEY_FORMAT = "hybriddeid-key"
+KEY_VERSION = 1
+
+
+def key_checksum(key: bytes) -> str:
+    """Eight hex digits that a mistyped or damaged key fails (SHA-256 of a label and the key)."""
+    return hashlib.sha256(b"hybriddeid key checksum" + _SEPARATOR + key).hexdigest()[:8]
+
+
+def render_key(key: bytes) -> str:
+    """The key file's line: ``hybriddeid-key 1 <hex key> <checksum>``."""
+    return f"{KEY_FORMAT} {KEY_VERSION} {key.hex()} {key_checksum(key)}\n"
+
+
+def check_key_permissions(path: Path) -> None:
+    """Refuse a key file that others may read or write, as ssh refuses such a private key: anyone who
+    reads the key can recompute every surrogate, and anyone who writes it can change them all."""
+    if os.name != "posix":
+        return
+    mode = Path(path).stat().st_mode
+    if mode & 0o077:
+        raise ValueError(f"{path}: the key file may be read or written by others (mode {mode & 0o777:03o}); "
+                         f"make it owner-only with: chmod 600 {path}")
+
+
 def read_key(path: Path) -> bytes:
-    """The key stored in ``path`` (hex as written by ``create_key_file``, or any 16+ bytes)."""
+    """The key stored in ``path``: the versioned line ``create_key_file`` writes, its checksum checked;
+    or, from older files, bare hex or any 16+ bytes (read with a warning: a typo in those would go
+    unnoticed, ``hybriddeid key upgrade`` adds the checksum). A key file others may read or write is
+    refused (``check_key_permissions``)."""
     path = Path(path)
     try:
+        check_key_permissions(path)
         raw = path.read_bytes().strip()
     except OSError as exc:
         raise ValueError(f"{path}: cannot read key file ({exc.strerror or type(exc).__name__})") from None
+    if raw.startswith(KEY_FORMAT.encode("ascii")):
+        return _parse_key_line(path, raw)
     try:
         key = bytes.fromhex(raw.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
         key = raw
     if len(key) < MIN_KEY_BYTES:
         raise ValueError(f"{path}: key is too short ({len(key)} bytes, need at least {MIN_KEY_BYTES})")
+    log.warning("%s: key file in the old format, without a checksum (a typo in it would silently make a "
+                "different key); `hybriddeid key upgrade %s` rewrites it with one", path, path)
+    return key
+
+
+def _parse_key_line(path: Path, raw: bytes) -> bytes:
+    parts = raw.decode("ascii", "replace").split()
+    if len(parts) != 4 or parts[1] != str(KEY_VERSION):
+        raise ValueError(f"{path}: not a key file this version can read (expected '{KEY_FORMAT} {KEY_VERSION} "
+                         "<hex key> <checksum>')")
+    try:
+        key = bytes.fromhex(parts[2])
+    except ValueError:
+        raise ValueError(f"{path}: the key is not hexadecimal; the file was changed or mistyped: restore it "
+                         "from its backup") from None
+    if len(key) < MIN_KEY_BYTES or key_checksum(key) != parts[3].lower():
+        raise ValueError(f"{path}: the key does not match its checksum; the file was changed or mistyped: "
+                         "restore it from its backup (a different key would change every surrogate)")
     return key
 
 
 def create_key_file(path: Path) -> bytes:
-    """Write a new random key to ``path`` (hex, readable by its owner only) and return it.
+    """Write a new random key to ``path`` (the versioned line with its checksum, owner-only) and return it.
 
     Refuses to replace an existing file: losing a key loses the ability to add notes consistently.
     """
     path = Path(path)
     key = new_key()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(key.hex() + "\n")
+    _write_key(path, key, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     return key
+
+
+def upgrade_key_file(path: Path) -> bytes:
+    """Rewrite an old-format key file in the versioned format (same key, same surrogates), owner-only;
+    returns the key."""
+    path = Path(path)
+    key = read_key(path)
+    tmp = path.with_name(f".{path.name}.upgrade.tmp")
+    _write_key(tmp, key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.replace(tmp, path)
+    return key
+
+
+def _write_key(path: Path, key: bytes, flags: int) -> None:
+    fd = os.open(path, flags, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(render_key(key))
+            handle.flush()
+            os.fsync(handle.fileno())  # a key that is not on disk is a key lost
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 class Keyed:
