@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from hybriddeid.batch import BatchResult
+    from hybriddeid.document import Document
+    from hybriddeid.taxonomy import Taxonomy
     from hybriddeid.pipeline import Pipeline
     from hybriddeid.surrogates import DeidOptions
 
@@ -32,6 +34,7 @@ def _train(args: argparse.Namespace) -> int:
         log.error("%s: no documents found", args.train)
         return 2
     try:
+        train = _known_labels(args, train, "training")
         config = training_config([doc.text for doc in train], recipe=args.recipe, config_path=args.config,
                                  language=args.language, cluster_folders=[args.train, *args.cluster_text])
     except ValueError as exc:  # unknown recipe or language, a bad config: names only
@@ -42,7 +45,11 @@ def _train(args: argparse.Namespace) -> int:
     pipeline = Pipeline(config).fit(train, n_jobs=args.jobs, corpus_name=Path(args.train).name)
     log.info("trained in %.1f s", time.perf_counter() - started)
     if args.dev:
-        dev = read_corpus(args.dev, args.input_format, encoding=args.encoding)
+        try:
+            dev = _known_labels(args, read_corpus(args.dev, args.input_format, encoding=args.encoding), "dev")
+        except ValueError as exc:
+            log.error("%s", exc)
+            return 2
         report = evaluate(dev, [pipeline.annotate(doc) for doc in dev], phi_set=pipeline.phi_set)
         strict = report.score("strict")
         pipeline.meta["dev_metrics"] = {"documents": len(dev), "scores": report.to_dict()["scores"]}
@@ -108,7 +115,9 @@ SWEEP_OPTIONS = ("model", "thresholds", "plot", "recall_target", "sweep_out")
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from hybriddeid.evaluation import evaluate_directories
+    from hybriddeid.evaluation import evaluate
+    from hybriddeid.io import read_corpus
+    from hybriddeid.taxonomy import guess_taxonomy
 
     if args.sweep:
         if args.pred_dir is not None:
@@ -122,10 +131,34 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.pred_dir is None:
         log.error("evaluate needs PRED_DIR, the predictions to score (or --sweep to run a model over GOLD_DIR)")
         return 2
-    report = evaluate_directories(args.gold_dir, args.pred_dir, args.input_format, phi_set=args.phi_set,
-                                  encoding=args.encoding)
+    try:
+        gold = _known_labels(args, read_corpus(args.gold_dir, args.input_format, encoding=args.encoding), "gold")
+        pred = _known_labels(args, read_corpus(args.pred_dir, args.input_format, encoding=args.encoding), "predicted",
+                             prefer=guess_taxonomy({span.label for doc in gold for span in doc.spans}))
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    report = evaluate(gold, pred, phi_set=args.phi_set)
     print(report.to_json() if args.json else report.format_table())
     return 0
+
+
+def _known_labels(args: argparse.Namespace, docs: "list[Document]", side: str,
+                  prefer: "Taxonomy | None" = None) -> "list[Document]":
+    """``docs`` with ``--label-map`` applied; a ValueError naming every label (with its count) that no
+    bundled taxonomy knows, unless ``--allow-unknown-labels`` (then a warning): an unknown label would
+    otherwise be scored, or learnt, as a category of its own without a word."""
+    from hybriddeid.taxonomy import describe_unknown, guess_taxonomy, read_label_map, relabel, unknown_labels
+
+    if args.label_map is not None:
+        docs = relabel(docs, read_label_map(args.label_map))
+    taxonomy = guess_taxonomy({span.label for doc in docs for span in doc.spans}, prefer=prefer)
+    unknown = unknown_labels(docs, taxonomy)
+    if unknown and not args.allow_unknown_labels:
+        raise ValueError(describe_unknown(side, unknown, taxonomy))
+    if unknown:
+        log.warning("%s (kept: --allow-unknown-labels)", describe_unknown(side, unknown, taxonomy).split(";")[0])
+    return docs
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -143,7 +176,11 @@ def _sweep(args: argparse.Namespace) -> int:
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    gold = read_corpus(args.gold_dir, args.input_format, encoding=args.encoding)
+    try:
+        gold = _known_labels(args, read_corpus(args.gold_dir, args.input_format, encoding=args.encoding), "gold")
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
     if not gold:
         log.error("%s: no documents found", args.gold_dir)
         return 2
@@ -555,6 +592,12 @@ def build_parser() -> argparse.ArgumentParser:
     clusters.set_defaults(run=_resources_clusters)
     for command in (train, annotate, evaluate, deid):
         _add_max_file_mb(command)
+    for command in (train, evaluate):
+        command.add_argument("--label-map", type=Path, metavar="FILE",
+                             help="rename gold labels first (TOML lines FROM = \"TO\", or JSON, or CSV from,to)")
+        command.add_argument("--allow-unknown-labels", action="store_true",
+                             help="score and learn labels no bundled taxonomy knows as their own categories "
+                                  "(default: name them and stop)")
     for command in sub.choices.values():
         _add_console_options(command, argparse.SUPPRESS)
     for command in (resource_sub.choices.values()):

@@ -7,12 +7,17 @@ Evaluation, PHI sets and per-category reports read it; nothing hard-codes labels
 """
 from __future__ import annotations
 
+import csv
+import io
+import json
 import tomllib
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Iterable
+from pathlib import Path
+from typing import Iterable, Mapping
 
-from hybriddeid.document import Span
+from hybriddeid.document import Document, Span
 from hybriddeid.languages import shared_resource
 
 # Order matters: guess_taxonomy gives ties to the earlier one, surrogate kinds take the first that knows a label.
@@ -86,3 +91,44 @@ def guess_taxonomy(labels: Iterable[str], prefer: Taxonomy | None = None) -> Tax
     if prefer is not None:
         candidates = [prefer, *(tax for tax in candidates if tax.name != prefer.name)]
     return max(candidates, key=lambda tax: sum(tax.knows(label) for label in labels))
+
+
+# -- labels a corpus uses that its taxonomy does not know ------------------------------------------
+
+def unknown_labels(docs: Iterable[Document], taxonomy: Taxonomy) -> Counter[str]:
+    """Spans per label that ``taxonomy`` does not know: scored as their own category and outside every
+    PHI set's rules, they silently change scores and what a trained model learns, so callers stop on them."""
+    return Counter(span.label for doc in docs for span in doc.spans if not taxonomy.knows(span.label))
+
+
+def describe_unknown(side: str, counts: Counter[str], taxonomy: Taxonomy) -> str:
+    """One message naming each unknown label with its count, and the two ways on."""
+    listed = ", ".join(f"{label} ({n} span{'s' * (n != 1)})" for label, n in counts.most_common())
+    return (f"{side} labels outside the {taxonomy.name} taxonomy: {listed}; map them with --label-map FILE "
+            f"(TOML lines such as {next(iter(counts))} = \"PATIENT\") or score and learn them as their own "
+            "categories with --allow-unknown-labels")
+
+
+def read_label_map(path: Path) -> dict[str, str]:
+    """A label map: TOML or JSON (``{"from": "to"}``) or CSV/TSV (two columns, from and to)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            mapping = json.loads(text)
+        elif path.suffix in (".csv", ".tsv"):
+            rows = csv.reader(io.StringIO(text), delimiter="\t" if path.suffix == ".tsv" else ",")
+            mapping = dict(tuple(cell.strip() for cell in row) for row in rows if row and not row[0].startswith("#"))
+        else:
+            mapping = tomllib.loads(text)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the label map ({getattr(exc, 'strerror', None) or exc})") from None
+    if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in mapping.items()):
+        raise ValueError(f"{path}: a label map maps label names to label names (FROM = \"TO\")")
+    return mapping
+
+
+def relabel(docs: Iterable[Document], mapping: Mapping[str, str]) -> list[Document]:
+    """``docs`` with each span's label mapped (labels the map leaves out stay)."""
+    return [replace(doc, spans=tuple(replace(span, label=mapping.get(span.label, span.label)) for span in doc.spans))
+            for doc in docs]

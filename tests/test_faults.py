@@ -280,3 +280,29 @@ def test_a_lost_run_json_and_a_new_key_redo_every_output(annotated, tmp_path):
     assert got == want
     fingerprint = Keyed(read_key(second)).fingerprint()
     assert {read_audit_run(p)["key_fingerprint"] for p in (out / "audit").glob("*.jsonl")} == {fingerprint}
+
+
+# -- gold labels outside the taxonomy --------------------------------------------------------------
+
+def test_labels_outside_the_taxonomy_stop_evaluate_and_train_unless_mapped_or_allowed(annotated, tmp_path, caplog,
+                                                                                        capsys):
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    for path in annotated.iterdir():
+        text = path.read_text(encoding="utf-8")
+        (renamed / path.name).write_text(re.sub(r"\tDOCTOR ", "\tPERSONNAME ", text) if path.suffix == ".ann" else text,
+                                         encoding="utf-8")
+    count = sum(path.read_text().count("\tPERSONNAME ") for path in renamed.glob("*.ann"))
+    assert count > 0
+    assert main(["evaluate", str(renamed), str(annotated)]) == 2
+    assert f"gold labels outside the i2b2-2014 taxonomy: PERSONNAME ({count} spans)" in caplog.text
+    assert main(["train", "--train", str(renamed), "--out", str(tmp_path / "model")]) == 2
+    assert f"training labels outside the i2b2-2014 taxonomy: PERSONNAME ({count} spans)" in caplog.text
+    assert not (tmp_path / "model").exists()
+    label_map = tmp_path / "labels.toml"
+    label_map.write_text('PERSONNAME = "DOCTOR"\n')
+    capsys.readouterr()
+    assert main(["evaluate", "--json", str(renamed), str(annotated), "--label-map", str(label_map)]) == 0
+    scores = json.loads(capsys.readouterr().out)["scores"]
+    assert scores["strict"]["subtype"]["all"]["micro"]["f1"] == 1.0  # mapped back, gold and predictions agree
+    assert main(["evaluate", str(renamed), str(annotated), "--allow-unknown-labels"]) == 0
