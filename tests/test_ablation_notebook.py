@@ -31,14 +31,15 @@ def test_markdown_table_signs_deltas():
     assert table.splitlines()[2] == "| affixes | 0.5000 | -0.0100 |"
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not MEDDOCAN.is_dir(), reason="needs ../shared/corpora/meddocan")
-def test_the_ablation_notebook_runs_on_a_small_slice(tmp_path, monkeypatch):
+def run_notebook(tmp_path: Path, monkeypatch, meddocan: Path) -> dict:
+    """Every code cell of examples/ablation.ipynb on a small slice of ``meddocan`` (generated notes when
+    it is missing, as for a new user); the notebook's namespace."""
     pytest.importorskip("gensim")
     pytest.importorskip("matplotlib")
     monkeypatch.setenv("HYBRIDDEID_ABLATION_SMALL", "1")
     monkeypatch.setenv("HYBRIDDEID_REPO", str(REPO))
     monkeypatch.setenv("HYBRIDDEID_ABLATION_WORK", str(tmp_path))
+    monkeypatch.setenv("MEDDOCAN", str(meddocan))
     notebook = json.loads((REPO / "examples" / "ablation.ipynb").read_text(encoding="utf-8"))
     namespace: dict = {}
     for cell in notebook["cells"]:
@@ -48,7 +49,23 @@ def test_the_ablation_notebook_runs_on_a_small_slice(tmp_path, monkeypatch):
     precedence = " > ".join(namespace["config"]["pipeline"]["precedence"])
     assert [row["system"] for row in result["systems"]][-1] == f"merged {precedence}"
     families = {(row["component"], row["family"]) for row in result["ablations"]}
-    assert {("token", "word clusters"), ("char", "dictionaries"), ("char", "token projection")} <= families
+    assert {("token", "word clusters"), ("char", "dictionaries")} <= families
     assert {row["system"] for row in result["categories"]} == {"token", "char", "merged"}
     assert (tmp_path / "ablation.png").stat().st_size > 10_000
     assert (tmp_path / "clusters" / "brown.txt").is_file()
+    return namespace
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MEDDOCAN.is_dir(), reason="needs ../shared/corpora/meddocan")
+def test_the_ablation_notebook_runs_on_a_small_meddocan_slice(tmp_path, monkeypatch):
+    namespace = run_notebook(tmp_path, monkeypatch, MEDDOCAN)
+    assert namespace["DATA"] == "MEDDOCAN"
+    families = {(row["component"], row["family"]) for row in namespace["result"]["ablations"]}
+    assert ("char", "token projection") in families
+
+
+@pytest.mark.slow
+def test_the_ablation_notebook_runs_as_shipped_without_meddocan(tmp_path, monkeypatch):
+    namespace = run_notebook(tmp_path, monkeypatch, tmp_path / "no-meddocan-here")
+    assert namespace["DATA"] == "generated English notes" and namespace["config"]["pipeline"]["language"] == "en"
