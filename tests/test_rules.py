@@ -496,3 +496,25 @@ def test_validator_registry(monkeypatch) -> None:
     assert "test_even_length" in validator_names()
     with pytest.raises(ValueError, match="already registered"):
         register_validator("test_even_length")(even)
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+@pytest.mark.parametrize("flatten", [False, True])
+def test_long_notes_are_searched_in_windows_with_the_whole_texts_hits(language, flatten, monkeypatch) -> None:
+    """Windows (here 3,000 characters, 200 read past each) find exactly what one search of the whole
+    text finds, on many notes joined, with their line breaks or flattened to one line."""
+    from hybriddeid.classifiers import rules
+    from hybriddeid.synth import generate_corpus
+
+    examples = [example.text for rule in RuleClassifier(language).rules for example in rule.examples]
+    notes = list(generate_corpus(60, 4, "test")) if language == "en" else []
+    text = "\n".join([*examples, *(doc.text for doc in notes)] * (1 if notes else 20))
+    text = text.replace("\n", " ") if flatten else text
+    assert len(text) > 30_000
+    classifier = RuleClassifier(language)
+    whole = {rule.name: rule.spans(text) for rule in classifier.rules}
+    monkeypatch.setattr(rules, "SEARCH_WINDOW", 3_000)
+    monkeypatch.setattr(rules, "SEARCH_OVERLAP", 200)
+    windowed = {rule.name: rule.spans(text) for rule in classifier.rules}
+    assert sum(map(len, whole.values())) > 100
+    assert windowed == whole

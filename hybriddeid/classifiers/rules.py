@@ -29,7 +29,7 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import regex
 import tomli_w
@@ -53,7 +53,11 @@ FLAGS: dict[str, int] = {
     "V1": regex.V1,
 }
 DEFAULT_CONTEXT_WINDOW = 30
-DEFAULT_TIMEOUT = 0.5  # seconds per rule per document; normal searches take microseconds
+DEFAULT_TIMEOUT = 0.5  # seconds per rule per window of a document; normal searches take microseconds
+# A long note is searched in windows of this many characters (each with its own time limit), reading up
+# to SEARCH_OVERLAP characters past a window's end: longer than any rule's hit, so no hit is cut.
+SEARCH_WINDOW = 200_000
+SEARCH_OVERLAP = 5_000
 STATE_FILE = "rules.toml"
 STATE_FORMAT = 3  # 1 also held the settings, which now live only in the pipeline config; 3 adds label_map
 READABLE_FORMATS = (1, 2, 3)
@@ -121,7 +125,7 @@ class Rule:
         Raises ``TimeoutError`` when the whole search takes longer than ``timeout`` seconds.
         """
         found = []
-        for match in self._regex.finditer(text, timeout=timeout):
+        for match in self._matches(text, timeout):
             # A pattern may capture "phi" more than once ("28036 Madrid": code and town).
             captures = match.spans("phi") if self._has_phi_group else [match.span()]
             parts = [(s, e) for s, e in captures if e > s]
@@ -135,6 +139,33 @@ class Rule:
                 continue
             found.extend(parts)
         return found
+
+    def _matches(self, text: str, timeout: float | None) -> Iterator["regex.Match[str]"]:
+        """The matches ``finditer`` gives on the whole text, found window by window in a long one.
+
+        Each window is searched with ``pos``/``endpos`` on the whole string (so ``^``, lookbehinds and
+        the context read the real text before it), from where the last match ended, reading
+        ``SEARCH_OVERLAP`` past its end; a match that reaches that reading limit is matched again on the
+        whole text, where it may be longer. Each window gets ``timeout``, so a 20 MB note costs each rule
+        a bounded time per window rather than one search that must finish in ``timeout``."""
+        if len(text) <= SEARCH_WINDOW + SEARCH_OVERLAP:
+            yield from self._regex.finditer(text, timeout=timeout)
+            return
+        resume = 0
+        for window_start in range(0, len(text), SEARCH_WINDOW):
+            window_end = min(len(text), window_start + SEARCH_WINDOW)
+            reading_end = min(len(text), window_end + SEARCH_OVERLAP)
+            for match in self._regex.finditer(text, max(resume, window_start), reading_end, timeout=timeout):
+                if match.start() >= window_end:
+                    break
+                if match.start() < resume:  # inside a match lengthened on the whole text
+                    continue
+                if match.end() == reading_end < len(text):
+                    match = self._regex.match(text, match.start(), timeout=timeout)
+                    if match is None:
+                        continue
+                resume = max(match.end(), match.start() + 1)
+                yield match
 
     def example_problems(self) -> list[str]:
         """What is wrong with this rule's own examples and counter-examples (empty when none)."""
