@@ -21,7 +21,8 @@ from pathlib import Path
 
 WORDS = ("the patient was seen in clinic today by doctor Smith and reported mild pain in the left knee since "
          "March after a fall at home she denies fever or chills and takes ibuprofen twice daily").split()
-SIZES = {"words": (2_000, 20_000, 200_000, 2_000_000), "digits": (10_000, 100_000, 1_000_000)}
+# 20 MB: the largest note the readers accept by default (--max-file-mb 20).
+SIZES = {"words": (2_000, 20_000, 200_000, 2_000_000, 20_000_000), "digits": (10_000, 100_000, 1_000_000)}
 
 # Runs in the child: the cap applies to it alone, never to this process or its neighbours.
 CHILD = """
