@@ -158,7 +158,7 @@ def _take_lock(lock_path: Path) -> int:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            holder = _lock_record(fd)
+            holder = _lock_record(fd) or "no record"
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EACCES):
                 raise InputError(lock_path.parent, f"another run is writing into this folder ({holder}); "
@@ -172,7 +172,7 @@ def _take_lock(lock_path: Path) -> int:
             os.close(fd)
             continue
         stale = _lock_record(fd)
-        if stale != "no record":
+        if stale is not None:
             log.warning("%s: taking over the lock of a run that ended without releasing it (%s)",
                         lock_path.parent, stale)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -184,14 +184,14 @@ def _take_lock(lock_path: Path) -> int:
         return fd
 
 
-def _lock_record(fd: int) -> str:
-    """Who holds (or held) a lock, in words, from the lock file's record."""
+def _lock_record(fd: int) -> str | None:
+    """Who holds (or held) a lock, in words, from the lock file's record; None when it holds none."""
     try:
         record = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "null")
     except (OSError, ValueError):
         return "unreadable record"
     if not isinstance(record, dict):
-        return "no record"
+        return None
     return f"pid {record.get('pid')} on host {record.get('host')}, started {record.get('started')}"
 
 

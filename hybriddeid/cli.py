@@ -155,9 +155,11 @@ def _known_labels(args: argparse.Namespace, docs: "list[Document]", side: str,
     taxonomy = guess_taxonomy({span.label for doc in docs for span in doc.spans}, prefer=prefer)
     unknown = unknown_labels(docs, taxonomy)
     if unknown and not args.allow_unknown_labels:
-        raise ValueError(describe_unknown(side, unknown, taxonomy))
+        raise ValueError(f"{describe_unknown(side, unknown, taxonomy)}; map them with --label-map FILE (TOML lines "
+                         f"such as {next(iter(unknown))} = \"PATIENT\") or score and learn them as their own "
+                         "categories with --allow-unknown-labels")
     if unknown:
-        log.warning("%s (kept: --allow-unknown-labels)", describe_unknown(side, unknown, taxonomy).split(";")[0])
+        log.warning("%s (kept: --allow-unknown-labels)", describe_unknown(side, unknown, taxonomy))
     return docs
 
 
@@ -600,7 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "(default: name them and stop)")
     for command in sub.choices.values():
         _add_console_options(command, argparse.SUPPRESS)
-    for command in (resource_sub.choices.values()):
+    for command in resource_sub.choices.values():
         _add_console_options(command, argparse.SUPPRESS)
     return parser
 

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -99,7 +100,7 @@ class DeidProcessor:
         if self.mapping_dir is not None and not mapping_path(self.mapping_dir, doc.name).is_file():
             return False
         try:
-            if read_audit_run(audit) != self.run_record():  # made with another key or other settings
+            if read_audit_run(audit) != self.run_record:  # made with another key or other settings
                 return False
             rows = read_audit(audit)
             outputs = [d for d in read_document(output, fmt) if d.name == doc.name]
@@ -128,13 +129,14 @@ class DeidProcessor:
                 atomic_write_text(mapping_path(self.mapping_dir, doc.name), render_mapping(doc, result.replacements),
                                   mode=0o600)
             atomic_write_text(audit_path(out_dir, doc.name, self.audit_format),
-                              render_audit(doc.name, result.replacements, self.audit_format, self.run_record()))
+                              render_audit(doc.name, result.replacements, self.audit_format, self.run_record))
         write_documents([results[doc.name][1].document for doc in docs], out_dir, fmt)
 
+    @cached_property
     def run_record(self) -> dict[str, str]:
         """What each audit records of the run that wrote it: the key's fingerprint and a digest of all
         settings, so that a resumed run redoes any output made with another key or other settings, even
-        when ``run.json`` was lost."""
+        when ``run.json`` was lost (computed once; ``is_done`` asks for every note)."""
         settings = self.settings()
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:16]
         return {"key_fingerprint": settings["key_fingerprint"] or "none", "settings": digest}

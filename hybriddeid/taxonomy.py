@@ -102,11 +102,9 @@ def unknown_labels(docs: Iterable[Document], taxonomy: Taxonomy) -> Counter[str]
 
 
 def describe_unknown(side: str, counts: Counter[str], taxonomy: Taxonomy) -> str:
-    """One message naming each unknown label with its count, and the two ways on."""
+    """Each unknown label with its count, in one line."""
     listed = ", ".join(f"{label} ({n} span{'s' * (n != 1)})" for label, n in counts.most_common())
-    return (f"{side} labels outside the {taxonomy.name} taxonomy: {listed}; map them with --label-map FILE "
-            f"(TOML lines such as {next(iter(counts))} = \"PATIENT\") or score and learn them as their own "
-            "categories with --allow-unknown-labels")
+    return f"{side} labels outside the {taxonomy.name} taxonomy: {listed}"
 
 
 def read_label_map(path: Path) -> dict[str, str]:

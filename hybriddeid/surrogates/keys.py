@@ -13,6 +13,8 @@ import os
 import secrets
 from pathlib import Path
 
+from hybriddeid.io import atomic_write_text
+
 KEY_BYTES = 32
 MIN_KEY_BYTES = 16
 _SEPARATOR = b"\x1f"
@@ -96,23 +98,21 @@ def create_key_file(path: Path) -> bytes:
     """
     path = Path(path)
     key = new_key()
-    _write_key(path, key, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    _write_new_key(path, key)
     return key
 
 
 def upgrade_key_file(path: Path) -> bytes:
     """Rewrite an old-format key file in the versioned format (same key, same surrogates), owner-only;
     returns the key."""
-    path = Path(path)
     key = read_key(path)
-    tmp = path.with_name(f".{path.name}.upgrade.tmp")
-    _write_key(tmp, key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.replace(tmp, path)
+    atomic_write_text(Path(path), render_key(key), mode=0o600)
     return key
 
 
-def _write_key(path: Path, key: bytes, flags: int) -> None:
-    fd = os.open(path, flags, 0o600)
+def _write_new_key(path: Path, key: bytes) -> None:
+    """Create ``path`` (never replacing a file) with the key's line, owner-only, on disk before returning."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="ascii") as handle:
             handle.write(render_key(key))
