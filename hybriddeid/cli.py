@@ -66,7 +66,7 @@ def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline 
     loaded to check that the sweep measured it, and returned so that the run does not load it again;
     else no model is loaded (None)."""
     from hybriddeid.evaluation.sweep import Sweep
-    from hybriddeid.operating_point import NO_THRESHOLD, check_threshold
+    from hybriddeid.operating_point import NO_THRESHOLD, check_threshold, shown_probability
     from hybriddeid.processing import load_model
 
     if (args.recall_target is None) != (args.sweep_file is None):
@@ -78,9 +78,10 @@ def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline 
     sweep = Sweep.load(args.sweep_file)
     pipeline = load_model(args.model, args.engine)
     sweep.check_model(pipeline, args.model)
-    threshold = sweep.threshold_for(args.recall_target)
-    log.info("recall target %g: threshold %s, from %s", args.recall_target,
-             f"{threshold:g}" if threshold != NO_THRESHOLD else "none (the model reaches it without one)", args.sweep_file)
+    threshold = sweep.threshold_for(args.recall_target)  # warns when the point costs too much precision
+    log.info("recall target %s: threshold %s, from %s", shown_probability(args.recall_target),
+             shown_probability(threshold) if threshold != NO_THRESHOLD else "none (the model reaches it without one)",
+             args.sweep_file)
     return threshold, pipeline
 
 
@@ -168,7 +169,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS, parse_thresholds, run_sweep
     from hybriddeid.io import read_corpus
-    from hybriddeid.operating_point import check_threshold
+    from hybriddeid.operating_point import check_threshold, shown_probability
     from hybriddeid.processing import load_model
 
     try:
@@ -191,7 +192,7 @@ def _sweep(args: argparse.Namespace) -> int:
                       phi_set=args.phi_set)
     log.info("read %d notes in %.1f s, applied %d thresholds in %.1f s", sweep.documents, sweep.read_seconds,
              len(sweep.points) - 1, sweep.apply_seconds)
-    chosen = sweep.choose(args.recall_target) if args.recall_target is not None else None
+    chosen = sweep.pick(args.recall_target) if args.recall_target is not None else None  # warns at a high cost
     if args.sweep_out is not None:
         sweep.save(args.sweep_out)
         log.info("sweep written to %s", args.sweep_out)
@@ -210,11 +211,12 @@ def _sweep(args: argparse.Namespace) -> int:
         return 0
     print(sweep.format_table())
     if args.recall_target is not None:
+        target = shown_probability(args.recall_target)
         if chosen is None:
-            print(f"recall target {args.recall_target:g}: no threshold in the sweep reaches it")
+            print(f"recall target {target}: no threshold in the sweep reaches it")
         else:
-            print(f"recall target {args.recall_target:g}: threshold "
-                  f"{'unset (no threshold)' if chosen.threshold is None else f'{chosen.threshold:g}'}, "
+            print(f"recall target {target}: threshold "
+                  f"{'unset (no threshold)' if chosen.threshold is None else shown_probability(chosen.threshold)}, "
                   f"binary token P {chosen.binary_token.precision:.4f} R {chosen.binary_token.recall:.4f}")
     return 0
 
@@ -433,7 +435,8 @@ def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
                             "even if the model's config sets one")
     point.add_argument("--recall-target", type=float,
                        help="use the threshold a saved sweep (--sweep-file) gives the best precision at this "
-                            "binary token recall or more")
+                            "binary token recall or more (a warning tells the cost of a target near 1 or of a "
+                            "threshold that loses more than half the precision)")
     parser.add_argument("--sweep-file", type=Path, help="sweep JSON of this model (evaluate --sweep --sweep-out)")
 
 

@@ -52,6 +52,14 @@ def check_threshold(value: Any, name: str = "threshold") -> float:
     return float(value)
 
 
+def shown_probability(value: float) -> str:
+    """``value`` (a threshold or recall target) with enough digits that it never reads as a rounder
+    number than it is: ``%.7g``, or Python's exact shortest form when that would round it to 0 or 1
+    ("0.99999999" must not be told as "1")."""
+    text = f"{value:.7g}"
+    return repr(float(value)) if float(text) != value and float(text) in (0.0, 1.0) else text
+
+
 def focus_levels(below: float, threshold: float) -> list[float]:
     """The P(O) levels whose stretches a focused CRF reads for ``threshold``: ``below`` and, when
     the threshold is above it, each step 0.9, 0.99, ... above ``below`` up to the first at or

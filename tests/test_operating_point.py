@@ -3,6 +3,7 @@ trained in seconds on generated notes (few iterations: an unsure model has much 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import PRF, evaluate
 from hybriddeid.evaluation.sweep import Sweep, SweepPoint, parse_thresholds, run_sweep
 from hybriddeid.io import read_corpus, write_document
-from hybriddeid.operating_point import Candidate, Run, SourceCandidates, focus_levels, widen
+from hybriddeid.operating_point import Candidate, Run, SourceCandidates, focus_levels, shown_probability, widen
 from hybriddeid.pipeline import ConfigError, build_config
 from hybriddeid.synth import generate_corpus
 from hybriddeid.surrogates.audit import read_audit
@@ -204,6 +205,63 @@ def test_the_recall_target_takes_the_best_precision_that_reaches_it(focused, tmp
     with pytest.raises(ValueError, match="not a sweep file"):
         (tmp_path / "bad.json").write_text('{"points": 3}')
         Sweep.load(tmp_path / "bad.json")
+
+
+def _steep_sweep() -> Sweep:
+    """A sweep whose last threshold buys the last bit of recall with most of the precision."""
+    return Sweep((_point(None, 0.90, 0.90), _point(0.5, 0.88, 0.95), _point(0.99, 0.80, 0.97),
+                  _point(0.9995, 0.30, 1.0)), "tiny", "", 40, 900)
+
+
+def test_a_target_that_rounds_to_one_warns_with_what_it_costs(caplog):
+    sweep = _steep_sweep()
+    with caplog.at_level(logging.WARNING, logger="hybriddeid"):
+        assert sweep.threshold_for(0.9999999) == 0.9995
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "recall target 0.9999999 asks the model to miss next to no PHI" in warning
+    assert "precision 0.3000 against 0.9000 without a threshold" in warning
+    assert "about 70% of the tokens it flags are not PHI" in warning and "40 notes" in warning
+    assert "keeps less than 50%" in warning  # 0.30 < 0.5 x 0.90: both reasons are told
+    assert shown_probability(0.9999999) == "0.9999999" and shown_probability(0.99999999) == "0.99999999"
+    assert shown_probability(0.5) == "0.5" and shown_probability(1.0) == "1"
+
+
+def test_a_threshold_that_costs_half_the_precision_warns_and_a_normal_one_does_not(caplog):
+    sweep = Sweep((_point(None, 0.90, 0.90), _point(0.5, 0.88, 0.95), _point(0.9, 0.40, 0.97)), "tiny", "", 40, 900)
+    with caplog.at_level(logging.WARNING, logger="hybriddeid"):
+        assert sweep.pick(0.93).threshold == 0.5  # 0.88 of 0.90: a fair price
+        assert sweep.pick(0.80).threshold is None  # no threshold: nothing given up
+        assert not caplog.records
+        assert sweep.pick(0.96).threshold == 0.9
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "threshold 0.9 keeps less than 50% of the model's precision" in warning
+    assert "precision 0.4000 against 0.9000" in warning and "about 60% of the tokens" in warning
+    assert "asks the model to miss" not in warning  # 0.96 is an ordinary target
+    assert sweep.caution(0.9999, sweep.unset_point) is None  # reached without a threshold: no cost
+    assert sweep.caution(0.9995, sweep.points[1]) is not None  # the ceiling itself warns
+
+
+def test_cli_warns_at_a_costly_operating_point_and_prints_the_target_in_full(cli_setup, tmp_path, caplog, capsys):
+    model, gold, plain = cli_setup
+    sweep_file = tmp_path / "steep.json"
+    _steep_sweep().save(sweep_file)  # no model_trained_at: any model may use it
+    with caplog.at_level(logging.INFO, logger="hybriddeid"):
+        assert main(["annotate", "--model", str(model), str(plain), str(tmp_path / "a"), "--recall-target",
+                     "0.9999999", "--sweep-file", str(sweep_file)]) == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert "recall target 0.9999999: threshold 0.9995, from " + str(sweep_file) in messages
+    assert not any("recall target 1:" in m or "recall target 1 " in m for m in messages)
+    assert sum("about 70% of the tokens it flags are not PHI" in m for m in messages) == 1
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="hybriddeid"):
+        assert main(["-q", "deid", "--model", str(model), str(plain), str(tmp_path / "d"), "--recall-target", "0.93",
+                     "--sweep-file", str(sweep_file)]) == 0
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]  # threshold 0.5: no warning
+    capsys.readouterr()
+    assert main(["-q", "evaluate", str(gold), "--sweep", "--model", str(model), "--thresholds", "0.5",
+                 "--recall-target", "0.9999999"]) == 0
+    out = capsys.readouterr().out
+    assert "recall target 0.9999999: " in out and "recall target 1" not in out
 
 
 def test_the_plot_is_a_png_and_says_what_is_missing(monkeypatch, tmp_path):

@@ -3,12 +3,14 @@
 ``run_sweep`` reads each gold note once with ``Pipeline.read`` (the CRFs tag it once, keeping
 their marginals) and applies every threshold of the grid to what was kept, so the cost of a sweep
 is one pipeline run plus the scoring. ``Sweep.choose`` is the one place where a recall target
-becomes a threshold: ``hybriddeid evaluate --sweep --recall-target`` prints it and ``annotate`` /
-``deid --recall-target --sweep-file`` apply it.
+becomes a threshold, and ``Sweep.caution`` the one place that judges what it costs: ``Sweep.pick``
+(both, the caution logged as a warning) is what ``hybriddeid evaluate --sweep --recall-target``
+prints and ``annotate`` / ``deid --recall-target --sweep-file`` apply.
 """
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from hybriddeid.document import Document
 from hybriddeid.evaluation.report import PRF
 from hybriddeid.evaluation.scorer import evaluate
-from hybriddeid.operating_point import NO_THRESHOLD, check_threshold
+from hybriddeid.operating_point import NO_THRESHOLD, check_threshold, shown_probability
 from hybriddeid.profiles import DEFAULT_PHI_SET
 
 if TYPE_CHECKING:
@@ -26,6 +28,14 @@ if TYPE_CHECKING:
 # Dense near 1.0, where P(O) thresholds start to matter for a well-trained CRF.
 DEFAULT_THRESHOLDS = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999)
 SWEEP_CRITERIA = ("binary_token", "strict")  # binary token: PHI or not, labels ignored; strict: micro
+# A recall target this high (every target that prints as 1 among them) asks the model to miss next to
+# nothing: the threshold that reaches it on a sweep's few notes tends to flag ordinary clinical words.
+RECALL_TARGET_CEILING = 0.9995
+# A chosen point keeping less than this share of the precision without a threshold costs too much to pass
+# in silence: most of what it adds is clinical text.
+PRECISION_KEPT_FLOOR = 0.5
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,7 @@ class SweepPoint:
 
 
 def _label(threshold: float | None) -> str:
-    return "unset" if threshold is None else f"{threshold:g}"
+    return "unset" if threshold is None else shown_probability(threshold)
 
 
 @dataclass(frozen=True)
@@ -76,13 +86,54 @@ class Sweep:
         return min(reaching, key=lambda p: (-p.binary_token.precision, -p.binary_token.recall,
                                             -1.0 if p.threshold is None else p.threshold))
 
-    def threshold_for(self, recall_target: float) -> float:
-        """``choose``'s threshold as ``Pipeline.predict`` takes it (``NO_THRESHOLD``, 0: the point
-        without one), or a ValueError when no point reaches the target."""
+    @property
+    def unset_point(self) -> SweepPoint | None:
+        """The point without a threshold: the model's output as its score floors and merger give it."""
+        return next((point for point in self.points if point.threshold is None), None)
+
+    def caution(self, recall_target: float, point: SweepPoint) -> str | None:
+        """What choosing ``point`` for ``recall_target`` costs, in the sweep's numbers, when that is too
+        much to pass in silence; None otherwise. Too much: a threshold chosen for a target at or above
+        ``RECALL_TARGET_CEILING`` (one that prints as 1 among them), or binary token precision below
+        ``PRECISION_KEPT_FLOOR`` times the precision without a threshold. The point without a threshold
+        costs nothing: no caution."""
+        if point.threshold is None:
+            return None
+        unset = self.unset_point
+        precision = point.binary_token.precision
+        base = unset.binary_token.precision if unset is not None else None
+        reasons = []
+        if recall_target >= RECALL_TARGET_CEILING:
+            reasons.append(f"recall target {shown_probability(recall_target)} asks the model to miss next to no PHI")
+        if base and precision < PRECISION_KEPT_FLOOR * base:
+            reasons.append(f"threshold {_label(point.threshold)} keeps less than {PRECISION_KEPT_FLOOR:.0%} of the "
+                           "model's precision")
+        if not reasons:
+            return None
+        against = f" against {base:.4f} without a threshold" if base is not None else ""
+        return (f"{' and '.join(reasons)}: on the sweep's {self.documents} notes threshold {_label(point.threshold)} "
+                f"gives binary token precision {precision:.4f}{against}, so about {1.0 - precision:.0%} of the tokens "
+                "it flags are not PHI and their clinical text will be replaced; choose a lower recall target if "
+                "that is too much")
+
+    def pick(self, recall_target: float) -> SweepPoint | None:
+        """``choose``, with its ``caution`` logged as a warning: what every command that turns a recall
+        target into a threshold calls."""
         point = self.choose(recall_target)
+        if point is not None:
+            caution = self.caution(recall_target, point)
+            if caution is not None:
+                log.warning("%s", caution)
+        return point
+
+    def threshold_for(self, recall_target: float) -> float:
+        """``pick``'s threshold as ``Pipeline.predict`` takes it (``NO_THRESHOLD``, 0: the point
+        without one), or a ValueError when no point reaches the target."""
+        point = self.pick(recall_target)
         if point is None:
             best = max(self.points, key=lambda p: p.binary_token.recall)
-            raise ValueError(f"no threshold in the sweep reaches binary token recall {recall_target:g} (the highest is "
+            raise ValueError(f"no threshold in the sweep reaches binary token recall "
+                             f"{shown_probability(recall_target)} (the highest is "
                              f"{best.binary_token.recall:.4f}, at threshold {_label(best.threshold)}); sweep higher "
                              "thresholds (evaluate --sweep --thresholds) or lower the target")
         return NO_THRESHOLD if point.threshold is None else point.threshold
