@@ -199,7 +199,7 @@ ES_DATES = [
     ("Mayo del 2003", "Junio del 2003"), ("septiembre del año 2000", "octubre del año 2000"), ("enero-04", "febrero-04"),
     ("año 2015", "año 2016"), ("2005", "2006"), ("05/2018", "06/2018"), ("jueves 14 de marzo de 2024", "domingo 24 de marzo de 2024"),
     ("febrero y abril de 2002", "marzo y mayo de 2002"), ("del 3 al 5 de marzo de 2020", "del 13 al 15 de marzo de 2020"),
-    ("30 de Agosto del 2003", "09 de Septiembre del 2003"), ("junio", "julio"), ("29 de febrero", "10 de marzo"),
+    ("30 de Agosto del 2003", "9 de Septiembre del 2003"), ("junio", "julio"), ("29 de febrero", "10 de marzo"),
 ]
 
 
@@ -220,12 +220,50 @@ def test_keep_years_shifts_day_and_month_only():
     assert shifter.shift("2023") == "2023"
 
 
-def test_unreadable_dates_get_a_same_shape_surrogate_and_are_counted():
-    doc = note("d", "Visto el 31/02/2020x y la semana pasada.", [("31/02/2020x", "FECHAS"), ("la semana pasada", "FECHAS")])
+def test_unreadable_dates_get_a_date_of_the_same_kind_and_are_counted():
+    doc = note("d", "Visto el 31/02/2020x, el vie 45 y la semana pasada.",
+               [("31/02/2020x", "FECHAS"), ("vie 45", "FECHAS"), ("la semana pasada", "FECHAS")])
     result = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY))
-    assert [rep.method for rep in result.replacements] == ["date-fallback", "date-fallback"]
-    assert re.fullmatch(r"\d\d/\d\d/\d{4}[a-z]", result.replacements[0].replacement)
-    assert result.replacements[0].replacement != "31/02/2020x"
+    assert [rep.method for rep in result.replacements] == ["date-fallback"] * 3
+    first, second, third = (rep.replacement for rep in result.replacements)
+    day, month, year = re.fullmatch(r"(\d\d)/(\d\d)/(\d{4})x", first).groups()  # other numbers, same layout
+    assert 1 <= int(day) <= 12 and 1 <= int(month) <= 12 and abs(int(year) - 2020) <= 2 and first != "31/02/2020x"
+    weekday, number = second.split()  # another weekday name, never random letters
+    assert weekday in {"lun", "mar", "mié", "jue", "sáb", "dom"} and re.fullmatch(r"\d\d", number)
+    assert third == "la semana pasada"  # no number nor date name to change: kept, not scrambled
+
+
+EN_DATE_FORMS = [  # (original, expected after +40 days): forms the generated notes and real notes use
+    ("Saturday", "Thursday"), ("since Tuesday", "since Sunday"), ("last Tuesday", "last Sunday"), ("SUNDAY", "FRIDAY"),
+    ("26JUN95", "05AUG95"), ("14MAR24", "23APR24"), ("'98", "'99"), ("cabg '84", "cabg '85"), ("Dec 31", "Feb 9"),
+    ("Dec. 23rd", "Feb. 1st"), ("7/22", "8/31"), ("spring 2019", "summer 2019"), ("winter", "spring"),
+    ("fall of 2019", "winter of 2020"), ("Christmas", "Christmas Eve"), ("Christmas 2019", "Christmas Eve 2020"),
+]
+
+
+@pytest.mark.parametrize("original, expected", EN_DATE_FORMS)
+def test_date_forms_are_read_and_written_back_in_their_form(original, expected):
+    assert DateShifter(load_language("en").dates, 40).shift(original) == expected
+
+
+@pytest.mark.parametrize("offset", [365, -365, 366, 730, 12 * 30])
+@pytest.mark.parametrize("original", ["Dec 31", "7/22", "March", "winter", "spring", "29 Feb"])
+def test_dates_without_a_year_never_land_on_themselves(original, offset):
+    shifted = DateShifter(load_language("en").dates, offset).shift(original)
+    assert shifted is not None and shifted != original
+
+
+def test_a_date_offset_is_never_a_whole_number_of_weeks():
+    offsets = [date_offset(Keyed(KEY), f"patient:{n}", 365) for n in range(300)]
+    assert all(offset % 7 and 1 <= abs(offset) <= 365 for offset in offsets)
+    assert len(set(offsets)) > 150  # still spread over the range
+    assert {abs(date_offset(Keyed(KEY), f"patient:{n}", 7)) for n in range(200)} == set(range(1, 7))
+
+
+def test_a_year_kept_on_purpose_is_a_date_shift_not_a_fallback():
+    doc = note("d", "Operated in 2019.", [("2019", "DATE")])
+    result = deidentify_document(doc, DeidOptions(mode="surrogate", key=KEY, keep_years=True))
+    assert (result.text, result.replacements[0].method) == ("Operated in 2019.", "date-shift")
 
 
 FORMATS = {  # strftime pattern, language

@@ -4,18 +4,24 @@ A date span is read into *units* (day, month, year, each optional) from its numb
 weekday names; every unit is moved by the patient's offset and written back in the exact style it
 had: separators, zero padding, two- or four-digit years, full or abbreviated month names and their
 case, ordinal suffixes, weekday names recomputed. Words, numbers and punctuation the reader does not
-understand make the whole span unparseable; the caller then falls back to a same-shape surrogate.
+understand make the whole span unparseable; the caller then asks ``same_kind`` for a surrogate
+that still reads as a date (other digits, another month or weekday name), never random letters.
 
 Partial dates move by the offset rounded to their own precision, and by at least one unit, so they
-never stay as they were: month + year by whole months, a year alone by whole years. Day + month
-without a year is moved within a leap reference year. Times of day ("10:30") are left as they are.
+never stay as they were: month + year by whole months, a season by whole seasons, a year alone by
+whole years. Day + month (or a month, or a season) without a year is moved within a leap reference
+year, and never lands on itself. Compact forms ("26JUN95") and apostrophe years ("'98") are read;
+a named holiday becomes another holiday of the language's list. Times of day ("10:30") are left as
+they are.
 """
 from __future__ import annotations
 
 import calendar
+import random
 import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from functools import cached_property
 
 from hybriddeid.surrogates.language import DateWords, fold
 from hybriddeid.surrogates.shape import copy_case
@@ -31,6 +37,8 @@ _TIME = re.compile(r"(?<!\d)\d{1,2}:\d{2}(?::\d{2})?(?!\d)")
 _WORD = re.compile(r"[^\W\d_]+")
 _NUMBER = re.compile(r"\d+")
 _LONE_YEAR = re.compile(r"(?<!\d)(\d{4})(?!\d)")
+_APOSTROPHE_YEAR = re.compile(r"(?<![\w'’])['’](\d{2})(?!\d)")
+DAYS_PER_SEASON = DAYS_PER_YEAR / 4
 _PUNCT_GAP = r"[\s\-/.,']"
 
 
@@ -53,6 +61,7 @@ class _Unit:
     year: int | None = None
     parts: dict[str, _Part] = field(default_factory=dict)  # field name -> written part
     borrowed_year: bool = False
+    spaced_day: bool = False  # a day set apart from its month name by a space ("Dec 23", not "23-dic")
 
     @property
     def anchor(self) -> int:
@@ -65,7 +74,8 @@ def _gap_patterns(words: DateWords) -> tuple[re.Pattern[str], ...]:
     connectors = "|".join(sorted((re.escape(w) for w in words.connectors), key=len, reverse=True)) or "(?!)"
     gap = rf"(?:{_PUNCT_GAP}|\b(?:{connectors})\b)"
     ordinals = "|".join(sorted((re.escape(s) for s in words.ordinal_suffixes), key=len, reverse=True)) or "(?!)"
-    day_before = re.compile(rf"(?<!\d)(?P<day>\d{{1,2}})(?P<ord>{ordinals})?(?P<gap>{gap}+)$", re.IGNORECASE)
+    # a day may touch the month name ("26JUN95"), as may the year after it
+    day_before = re.compile(rf"(?<!\d)(?P<day>\d{{1,2}})(?P<ord>{ordinals})?(?P<gap>{gap}*)$", re.IGNORECASE)
     day_after = re.compile(rf"(?P<gap>{gap}+)(?<!')(?P<day>\d{{1,2}})(?P<ord>{ordinals})?(?!\d)", re.IGNORECASE)
     year_after = re.compile(rf"(?P<gap>{gap}*)(?P<year>\d{{4}}|\d{{2}})(?!\d)", re.IGNORECASE)
     year_after_range = re.compile(rf"{gap}*\d{{1,2}}{gap}+(?P<year>\d{{4}})(?!\d)", re.IGNORECASE)
@@ -115,8 +125,8 @@ class DateShifter:
         self.keep_years = keep_years
 
     # -- reading ----------------------------------------------------------------------------
-    def _read(self, text: str) -> tuple[list[_Unit], list[tuple[_Part, int]]] | None:
-        """The units and weekday names of ``text``, or None when some of it cannot be read."""
+    def _read(self, text: str) -> tuple[list[_Unit], list[tuple[_Part, int]], list[tuple[_Part, int]]] | None:
+        """The units, weekday names and holiday names of ``text``, or None when some of it cannot be read."""
         claimed = [False] * len(text)
 
         def claim(start: int, end: int) -> None:
@@ -126,6 +136,10 @@ class DateShifter:
             return not any(claimed[start:end])
 
         for match in _TIME.finditer(text):
+            claim(match.start(), match.end())
+        holidays: list[tuple[_Part, int]] = []
+        for match in self._holiday_pattern.finditer(text):
+            holidays.append((_Part(match.start(), match.end(), match.group()), self._holiday_index[fold(match.group())]))
             claim(match.start(), match.end())
         units: list[_Unit] = []
         for match in _NUMERIC_TRIPLE.finditer(text):
@@ -142,9 +156,17 @@ class DateShifter:
                 if unit is not None:
                     units.append(unit)
                     continue
+            if key in self.words.season_lookup and free(match.start(), match.end()):
+                units.append(self._season_unit(text, match, claim, free))
+                continue
             if key in self.words.weekday_lookup:
                 index, full = self.words.weekday_lookup[key]
                 weekdays.append((_Part(match.start(), match.end(), match.group(), full), index))
+                claim(match.start(), match.end())
+        for match in _APOSTROPHE_YEAR.finditer(text):
+            if free(match.start(), match.end()):
+                year = _Part(match.start(1), match.end(1), match.group(1))
+                units.append(_Unit(year=_full_year(year.text), parts={"year": year}))
                 claim(match.start(), match.end())
         for match in _NUMERIC_PAIR.finditer(text):
             if free(match.start(), match.end()):
@@ -162,10 +184,10 @@ class DateShifter:
             return None
         if any(char.isdigit() and not claimed[i] for i, char in enumerate(text)):
             return None
-        if not units and not weekdays:
+        if not units and not weekdays and not holidays:
             return None
         self._share_years(units)
-        return units, weekdays
+        return units, weekdays, holidays
 
     def _numeric_triple(self, match: re.Match[str]) -> _Unit | None:
         first, _, second, _, third = match.groups()
@@ -235,9 +257,32 @@ class DateShifter:
         claim(start, end)
         return unit
 
+    def _season_unit(self, text: str, match: re.Match[str], claim, free) -> _Unit:
+        """A season, as the first month of its quarter (winter: January), with the year after it."""
+        season = self.words.season_lookup[fold(match.group())]
+        unit = _Unit(month=3 * season + 1, parts={"season": _Part(match.start(), match.end(), match.group())})
+        claim(match.start(), match.end())
+        year = _gap_patterns(self.words)[2].match(text, match.end())
+        if year and free(year.start("year"), year.end("year")) and _valid(None, None, _full_year(year["year"])):
+            unit.year = _full_year(year["year"])
+            unit.parts["year"] = _Part(year.start("year"), year.end("year"), year["year"])
+            claim(year.start("year"), year.end("year"))
+        return unit
+
+    @cached_property
+    def _holiday_index(self) -> dict[str, int]:
+        return {fold(name): index for index, name in enumerate(self.words.holidays)}
+
+    @cached_property
+    def _holiday_pattern(self) -> re.Pattern[str]:
+        names = sorted(self.words.holidays, key=len, reverse=True)
+        alternatives = "|".join(re.escape(name).replace("'", "['’]") for name in names) or "(?!)"
+        return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+
     @staticmethod
     def _take_day(unit: _Unit, match: re.Match[str], claim) -> None:
         unit.day = int(match["day"])
+        unit.spaced_day = any(char.isspace() for char in match["gap"])
         unit.parts["day"] = _Part(match.start("day"), match.end("day"), match["day"])
         claim(match.start("day"), match.end("day"))
         if match["ord"]:
@@ -286,7 +331,7 @@ class DateShifter:
         read = self._read(text)
         if read is None:
             return None
-        units, weekdays = read
+        units, weekdays, holidays = read
         replacements: list[tuple[_Part, str]] = []
         full_dates: list[tuple[_Unit, date]] = []
         for unit in units:
@@ -299,6 +344,8 @@ class DateShifter:
             replacements.extend(self._write(unit, day, month, year))
         for part, weekday in weekdays:
             replacements.append((part, self._weekday_text(part, self._moved_weekday(part, weekday, full_dates))))
+        for part, index in holidays:
+            replacements.append((part, copy_case(part.text, self._other_holiday(index))))
         out = text
         for part, new in sorted(replacements, key=lambda item: item[0].start, reverse=True):
             out = out[:part.start] + new + out[part.end:]
@@ -310,6 +357,8 @@ class DateShifter:
         if day is not None and month is not None:
             base = date(year or REFERENCE_YEAR, month, day)
             moved = base + timedelta(days=offset)
+            if year is None and (moved.month, moved.day) == (month, day):  # a whole year: move one day more
+                moved += timedelta(days=1 if offset > 0 else -1)
             new_year = moved.year if year is not None else None
             if self.keep_years and year is not None:
                 new_year = year
@@ -317,7 +366,11 @@ class DateShifter:
                 return min(moved.day, last), moved.month, new_year
             return moved.day, moved.month, new_year
         if month is not None:
-            shifted_year, shifted_month = _add_months(year or REFERENCE_YEAR, month, _at_least_one(offset, DAYS_PER_MONTH))
+            step = 3 if "season" in unit.parts else 1
+            months = step * _at_least_one(offset, DAYS_PER_SEASON if step == 3 else DAYS_PER_MONTH)
+            if months % 12 == 0 and (year is None or self.keep_years):  # would land on itself
+                months += step if offset > 0 else -step
+            shifted_year, shifted_month = _add_months(year or REFERENCE_YEAR, month, months)
             if self.keep_years:
                 return None, shifted_month, year
             return None, shifted_month, shifted_year if year is not None else None
@@ -329,12 +382,16 @@ class DateShifter:
         words = self.words
         numbers = [part.text for name, part in unit.parts.items() if name in ("day", "month") and part.text.isdigit()]
         padded = all(len(text) >= 2 for text in numbers)  # "4-8-04" stays unpadded, "04/08/2004" padded
+        if "day" in unit.parts and ("ordinal" in unit.parts or unit.spaced_day):  # "Dec 23" -> "Feb 1", "23rd" -> "1st"
+            padded = unit.parts["day"].text.startswith("0")
         out: list[tuple[_Part, str]] = []
         for name, part in unit.parts.items():
             if name == "day":
                 out.append((part, _write_number(part.text, day, padded)))
             elif name == "ordinal":
                 out.append((part, copy_case(part.text, words.ordinal(day))))
+            elif name == "season":
+                out.append((part, copy_case(part.text, words.seasons[(month - 1) // 3])))
             elif name == "month" and part.text.isdigit():
                 out.append((part, _write_number(part.text, month, padded)))
             elif name == "month":
@@ -350,6 +407,37 @@ class DateShifter:
             _, nearest = min(full_dates, key=lambda item: abs(item[0].anchor - part.start))
             return nearest.weekday()
         return (weekday + self.offset_days) % 7
+
+    def same_kind(self, text: str, rng: random.Random) -> str:
+        """A stand-in for a date that cannot be read, still written as a date: each number becomes
+        another of the same length (a four-digit year a year near it, a day or month one of 1-12), each month or weekday
+        name another of the same kind and spelling; other words stay."""
+        def number(match: re.Match[str]) -> str:
+            digits = match.group()
+            if len(digits) == 4 and _valid(None, None, int(digits)):
+                return str(int(digits) + rng.choice((-2, -1, 1, 2)))
+            if len(digits) <= 2:  # 1-12 reads as a day and as a month
+                return str(rng.randint(1, 12)).zfill(len(digits))
+            return "".join(str(rng.randrange(10)) for _ in digits)
+
+        def word(match: re.Match[str]) -> str:
+            key = fold(match.group())
+            for lookup, full_names, short_names in ((self.words.month_lookup, self.words.months, self.words.month_abbreviations),
+                                                    (self.words.weekday_lookup, self.words.weekdays, self.words.weekday_abbreviations)):
+                if key in lookup:
+                    index, full = lookup[key]
+                    names = full_names if full else short_names
+                    first = 1 if lookup is self.words.month_lookup else 0
+                    others = [name for i, name in enumerate(names, first) if i != index]
+                    return copy_case(match.group(), rng.choice(others))
+            return match.group()
+
+        return _WORD.sub(word, _NUMBER.sub(number, text))
+
+    def _other_holiday(self, index: int) -> str:
+        """Another holiday than ``index``, the same one for every holiday of the patient."""
+        names = self.words.holidays
+        return names[(index + 1 + abs(self.offset_days) % (len(names) - 1)) % len(names)]
 
     def _weekday_text(self, part: _Part, weekday: int) -> str:
         names = self.words.weekdays if part.full_name else self.words.weekday_abbreviations

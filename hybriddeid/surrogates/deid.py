@@ -97,8 +97,10 @@ def scope_id(scope: str, patient_id: str) -> str:
 
 
 def date_offset(keyed: Keyed, scope: str, max_days: int) -> int:
-    """The scope's date shift in days: from the key, in [-max_days, max_days], never 0."""
-    magnitude = 1 + keyed.choice_index(max_days, scope, "date-offset")
+    """The scope's date shift in days: from the key, in [-max_days, max_days], never 0 and never a
+    whole number of weeks (a weekday written alone must change too)."""
+    index = keyed.choice_index(max_days - max_days // 7, scope, "date-offset")
+    magnitude = index + index // 6 + 1  # the index-th number that is not a multiple of 7
     return magnitude if keyed.choice_index(2, scope, "date-offset-sign") else -magnitude
 
 

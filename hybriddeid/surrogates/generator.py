@@ -232,10 +232,16 @@ class Surrogates:
         return out, SAFE_HARBOR if SAFE_HARBOR in methods else SURROGATE
 
     def _date(self, value: str) -> tuple[str, str]:
+        """The date shifted in its own format; one that cannot be read gets another date of the same
+        form (the same whatever the attempt when it holds no number or date name to change)."""
         shifted = self.dates.shift(value)
-        if shifted is None or shifted == value:
-            return self._shape(value, "date", DATE_FALLBACK)
-        return shifted, DATE_SHIFT
+        if shifted is not None:  # equal to ``value`` only when kept on purpose (a year with keep_years)
+            return shifted, DATE_SHIFT
+        for attempt in range(_RETRIES):
+            surrogate = self.dates.same_kind(value, self._rng("date", fold(value), str(attempt)))
+            if self._acceptable(surrogate, value):
+                break
+        return surrogate, DATE_FALLBACK
 
     def _email(self, value: str) -> tuple[str, str]:
         domain = self._method("email_domain")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tomllib
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.resources.abc import Traversable
 from typing import Any, Mapping
@@ -66,6 +66,9 @@ class DateWords:
     ordinal_default: str
     connectors: frozenset[str]
     range_words: frozenset[str]
+    seasons: tuple[str, ...] = ()  # winter, spring, summer, autumn, as written
+    season_lookup: Mapping[str, int] = field(default_factory=dict)  # folded spelling -> 0 (winter) .. 3
+    holidays: tuple[str, ...] = ()  # named days a shifted date is written as another of
 
     def ordinal(self, day: int) -> str:
         """The ordinal suffix for ``day`` ("st" for 1, "th" for 11...)."""
@@ -140,7 +143,13 @@ def load_language(language: str) -> LanguageResources:
             ordinal_default=dates["ordinal_default"],
             connectors=_spellings(dates["connectors"]),
             range_words=_spellings(dates["range_words"]),
+            seasons=tuple(dates.get("seasons", ())),
+            season_lookup={fold(spelling): index for index, spellings in enumerate(dates.get("season_spellings", ()))
+                           for spelling in spellings},
+            holidays=tuple(dates.get("holidays", ())),
         )
+        if date_words.seasons and len(date_words.seasons) != 4:
+            raise ValueError("seasons: winter, spring, summer and autumn, or none")
         sex_pairs = tuple((pair[0], pair[1]) for pair in data["sex"]["pairs"])
         groups = data["relatives"]["groups"]
         relative_groups = tuple(tuple(group["replace_with"]) for group in groups)
