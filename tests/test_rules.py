@@ -225,6 +225,14 @@ BAD_FILES = {  # id: (file text, expected message)
                     r"bad\.toml: rule 'r1': each example must be"),
     "no-name": (TAX + GOOD.replace('name = "r1"\n', ""), r"bad\.toml: rule #1: needs a name"),
     "bad-toml": (TAX + "[[rule]\n", r"bad\.toml: not valid TOML"),
+    "define-not-a-table": (TAX + 'define = "x"\n' + GOOD, r"bad\.toml: \[define\] must be a table"),
+    "define-bad-regex": (TAX + '[define]\nd = "(a"\n' + GOOD, r"bad\.toml: \[define\] 'd': pattern does not compile"),
+    "define-named-phi": (TAX + '[define]\nphi = "a"\n' + GOOD, r"bad\.toml: \[define\] 'phi': a name is"),
+    "define-with-group": (TAX + '[define]\nd = "(?P<x>a)"\n' + GOOD, r"bad\.toml: \[define\] 'd': holds a named group"),
+    "define-cycle": (TAX + '[define]\nd = "a(?&e)"\ne = "(?&d)"\n' + GOOD,
+                     r"bad\.toml: \[define\] 'd': the definition 'd' uses itself"),
+    "define-clash": (TAX + '[define]\nd = "a"\n' + GOOD.replace("\\d+", "(?P<d>b)(?&d)"),
+                     r"bad\.toml: rule 'r1': defines its own group 'd', which the file's \[define\] also names"),
 }
 
 
@@ -250,6 +258,30 @@ examples = [{ text = "MRN: 12", phi = "12" }, "nothing to see"]
     assert (parsed.taxonomy, parsed.language, rule.flags) == ("i2b2-2014", "en", ("IGNORECASE",))
     # The second example expects the whole text as PHI, so it is reported.
     assert rule.example_problems() == ["mrn: example 'nothing to see' gave (), expected ('nothing to see',)"]
+
+
+def test_define_is_inlined_verbose_under_the_rules_flags_and_may_use_other_definitions() -> None:
+    text = '''taxonomy = "meddocan"
+[define]
+label = \'\'\'
+  (?: tel[eé]fono | (?&mail) )   # verbose: spaces and comments are not text
+\'\'\'
+mail = 'e-?mail'
+[[rule]]
+name = "street"
+label = "CALLE"
+pattern = 'Calle[ ](?P<phi>[^\\n]*?\\S)[ ]*(?=$|(?&label))'
+flags = ["IGNORECASE", "MULTILINE"]
+[[rule]]
+name = "own_group"
+label = "CALLE"
+pattern = '(?(DEFINE)(?P<x>\\d))(?P<phi>(?&x)+)'
+'''
+    street, own = parse_rule_file(text, "inline.toml").rules
+    note = "calle Mayor 3 TELÉFONO 612\ncalle Sol 1 E-mail a@b.es\ncalle Luna 2"
+    assert [note[s:e] for s, e in street.spans(note)] == ["Mayor 3", "Sol 1", "Luna 2"]
+    assert "(?&" not in street.pattern  # inlined: regex runs group calls several times slower
+    assert [("a12b"[s:e]) for s, e in own.spans("a12b")] == ["12"]  # a rule's own calls are left alone
 
 
 # ---- timeouts -----------------------------------------------------------------------------------
