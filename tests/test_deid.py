@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hybriddeid.document import Document, Span
+from hybriddeid.io import read_corpus
 from hybriddeid.surrogates import DeidOptions, Keyed, date_offset, deidentify_document, deidentify_patient
 from hybriddeid.surrogates.dates import DateShifter
 from hybriddeid.surrogates.deid import apply_replacements, scope_id
@@ -16,6 +17,7 @@ from hybriddeid.surrogates.language import load_kinds, load_language
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "notes"
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
 
 
@@ -88,7 +90,8 @@ def test_surrogates_are_realistic_and_shaped_like_the_original():
     assert re.fullmatch(r"\d\d/\d\d/\d{4}", out["DATE"])
     assert re.fullmatch(r"\d+ \w+ Lane", out["STREET"])  # street type kept, name and number replaced
     assert re.fullmatch(r"[A-Z][a-z]+ [A-Z][a-z]+", out["PATIENT"])
-    assert out["AGE"] != "93" and abs(int(out["AGE"]) - 93) <= 3
+    assert re.fullmatch(r"[A-Z]{2}", out["STATE"]) and out["STATE"] != "MA"  # an abbreviation stays one
+    assert out["AGE"] == "90+"  # over 89: the Safe Harbor aggregate, in every run
 
 
 def test_surrogates_are_reproducible_with_the_key_and_change_with_another():
@@ -313,15 +316,60 @@ def test_date_shifting_keeps_every_interval_and_format_of_a_patient(language):
 
 
 # -- Safe Harbor --------------------------------------------------------------------------------------
-def test_safe_harbor_caps_ages_over_89():
-    doc = note("a", "Aged 93; her son is 45; 101 years.", [("93", "AGE"), ("45", "AGE"), ("101 years", "AGE")])
-    capped = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY, cap_ages=True))
-    reps = [rep.replacement for rep in capped.replacements]
-    assert reps[0] == "90+" and reps[2] == "90+ years"
-    assert reps[1] != "45" and abs(int(reps[1]) - 45) <= 3
-    assert [rep.method for rep in capped.replacements] == ["safe-harbor", "surrogate", "safe-harbor"]
-    plain = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY))
-    assert "90+" not in plain.text
+def test_ages_over_89_are_always_aggregated_and_younger_ones_stay_under_90():
+    doc = note("a", "Aged 93; her son is 45; 101 years; 88 and 89.",
+               [("93", "AGE"), ("45", "AGE"), ("101 years", "AGE"), ("88", "AGE"), ("89", "AGE")])
+    for cap_ages in (False, True):  # the option is kept for callers that set it; it changes nothing
+        result = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY, cap_ages=cap_ages))
+        reps = [rep.replacement for rep in result.replacements]
+        assert reps[0] == "90+" and reps[2] == "90+ years"
+        assert reps[1] != "45" and abs(int(reps[1]) - 45) <= 3
+        assert all(int(age) <= 89 for age in reps[3:])  # a surrogate over 89 would tell something false
+        assert [rep.method for rep in result.replacements] == ["safe-harbor", "surrogate", "safe-harbor", "surrogate", "surrogate"]
+
+
+def test_dates_that_tell_an_age_over_89_are_aggregated():
+    text = "DOB: 04/17/1931. Seen 03/02/2124. Born 2035, married 2058."  # notes dated in the future
+    doc = note("b", text, [("04/17/1931", "DATE"), ("03/02/2124", "DATE"), ("2035", "DATE"), ("2058", "DATE")])
+    result = deidentify_document(doc, SURROGATE)
+    reps = [(rep.replacement, rep.method) for rep in result.replacements]
+    assert reps[0] == ("[over 89 years earlier]", "safe-harbor")  # 193 years before the latest date
+    assert [method for _, method in reps[1:]] == ["date-shift"] * 3  # 2035: 89 years before, still shown
+    today = note("t", f"Born {date.today().year - 90}, married {date.today().year - 89}.",
+                 [(str(date.today().year - 90), "DATE"), (str(date.today().year - 89), "DATE")])
+    assert [rep.method for rep in deidentify_document(today, SURROGATE).replacements] == ["safe-harbor", "date-shift"]
+    spanish = note("c", "Nacida el 3 de mayo de 1920; ingreso el 5/6/2016.", [("3 de mayo de 1920", "FECHAS"), ("5/6/2016", "FECHAS")])
+    result = deidentify_document(spanish, DeidOptions(mode="surrogate", language="es", key=KEY))
+    assert result.replacements[0].replacement == "[más de 89 años antes]"
+    alone = note("d", "Born in 1920.", [("1920", "DATE")])  # no other date: counted back from this year
+    assert deidentify_document(alone, SURROGATE).replacements[0].method == "safe-harbor"
+
+
+def test_the_example_discharge_summary_aggregates_her_age_and_birth_date():
+    from hybriddeid import Pipeline
+
+    doc = read_corpus(EXAMPLES)[0]
+    found = doc.with_spans(Pipeline.load("en").predict(doc))
+    out = deidentify_document(found, SURROGATE).text
+    assert "a 90+-year-old woman" in out and "DOB: [over 89 years earlier]" in out
+    assert "1931" not in out and not re.search(r"\b92\b", out)
+
+
+def test_surrogates_keep_the_form_of_each_kind():
+    doc = note("f", "Dr. Ann Lee, Service: 6 West; Fleming 2 ICU; Springfield, MA; GBMC; U.K.; user RR93, jbanks; COOK.",
+               [("Dr. Ann Lee", "DOCTOR"), ("6 West", "DEPARTMENT"), ("Fleming 2 ICU", "DEPARTMENT"),
+                ("Springfield", "CITY"), ("MA", "STATE"), ("GBMC", "HOSPITAL"), ("U.K.", "COUNTRY"),
+                ("RR93", "USERNAME"), ("jbanks", "USERNAME"), ("COOK", "PROFESSION")])
+    out = [rep.replacement for rep in deidentify_document(doc, SURROGATE).replacements]
+    doctor, ward, icu, city, state, hospital, country, user_code, user_name, job = out
+    assert re.fullmatch(r"Dr\. [A-Z][a-z]+ [A-Z][a-z]+", doctor) and doctor != "Dr. Ann Lee"  # the title stays
+    assert re.fullmatch(r"\d (North|South|East|West)", ward) and ward != "6 West"  # a ward stays a ward
+    assert re.fullmatch(r"[A-Z][a-z]+ \d (ICU)", icu) and icu != "Fleming 2 ICU"
+    assert re.fullmatch(r"[A-Z]{2}", state) and state != "MA"
+    assert re.fullmatch(r"[A-Z]{2,5}", hospital) and hospital != "GBMC"  # abbreviations stay abbreviations
+    assert re.fullmatch(r"([A-Z]\.){2,5}", country)
+    assert re.fullmatch(r"[A-Z]+\d\d", user_code) and re.fullmatch(r"[a-z]+", user_name)  # case and digits kept
+    assert job.isupper() and job != "COOK"  # all capitals stay all capitals
 
 
 def test_safe_harbor_truncates_zips_with_restricted_prefixes_to_000():

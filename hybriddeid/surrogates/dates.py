@@ -326,6 +326,11 @@ class DateShifter:
                 unit.year, unit.borrowed_year = donor.year, True
 
     # -- shifting and writing -------------------------------------------------------------------
+    def years(self, text: str) -> list[int]:
+        """The years written in ``text`` (none borrowed from a neighbour); [] when it cannot be read."""
+        read = self._read(text)
+        return [unit.year for unit in read[0] if unit.year is not None and "year" in unit.parts] if read else []
+
     def shift(self, text: str) -> str | None:
         """``text`` with every date moved by the offset, or None when it cannot be read."""
         read = self._read(text)

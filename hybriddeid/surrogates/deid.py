@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from datetime import date
 from typing import Iterable, Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import available_languages
 from hybriddeid.surrogates.dates import DateShifter
-from hybriddeid.surrogates.generator import SurrogateSettings, Surrogates
+from hybriddeid.surrogates.generator import MAX_SHOWN_AGE, SurrogateSettings, Surrogates
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.language import fold, load_kinds, load_language
 from hybriddeid.surrogates.names import NAME_WORD, NameInventory
@@ -30,8 +31,9 @@ class DeidOptions:
 
     ``key`` (16+ bytes) is needed for ``surrogate`` mode. ``scope`` says where one value keeps one
     surrogate (and one date offset): every note of a patient, or the whole corpus. Dates move by an
-    offset in [-date_shift_days, date_shift_days], never 0. Safe Harbor options: ``cap_ages`` writes
-    ages over 89 as "90+", ``truncate_zips`` keeps a ZIP's first three digits ("000" for restricted
+    offset in [-date_shift_days, date_shift_days], never 0. Ages over 89, and dates whose year tells
+    one, are always aggregated ("90+"; ``cap_ages`` is kept for callers that set it). Safe Harbor
+    options: ``truncate_zips`` keeps a ZIP's first three digits ("000" for restricted
     areas), ``keep_years`` leaves years as they were (shifting day and month only).
     """
 
@@ -133,7 +135,17 @@ def _surrogates_for(docs: Sequence[Document], options: DeidOptions, patient_id: 
     # Surrogates must not bring back the patient's own values. Not in corpus scope: a value's
     # surrogate would then depend on which patient it is seen with.
     avoid = _original_values(docs, kinds, lang) if options.scope == "patient" else []
-    return Surrogates(lang, keyed, scope, shifter, inventory, SurrogateSettings(options.cap_ages, options.truncate_zips), avoid)
+    settings = SurrogateSettings(options.cap_ages, options.truncate_zips, oldest_shown_year(docs, kinds, shifter))
+    return Surrogates(lang, keyed, scope, shifter, inventory, settings, avoid)
+
+
+def oldest_shown_year(docs: Sequence[Document], kinds, shifter: DateShifter) -> int:
+    """The earliest year a patient's dates may show: an earlier one (a date of birth, mostly) would
+    tell an age over 89 today (Safe Harbor), or at the latest date of the patient's notes when that
+    is later. A stated age over 89 needs no rule of its own: its birth year is earlier still."""
+    years = [year for doc in docs for span in doc.spans if kinds.kind(span.label) == "date"
+             for year in shifter.years(doc.span_text(span))]
+    return max([*years, date.today().year]) - MAX_SHOWN_AGE
 
 
 def _original_values(docs: Sequence[Document], kinds, lang) -> list[str]:

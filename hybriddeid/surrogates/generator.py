@@ -29,7 +29,11 @@ _NUMBER = re.compile(r"\d+")
 _ZIP = re.compile(r"\d{5}")
 _TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
 _RETRIES = 8
+# Kinds whose abbreviations ("MA", "GBMC") get abbreviated surrogates.
+ABBREVIABLE_KINDS = frozenset({"state", "country", "city", "hospital", "organization", "health_center", "department"})
+_ABBREVIATION = re.compile(r"(?:[^\W\d_a-z]\.?){2,5}")
 AGE_JITTER = 3  # ages move by 1..3 years (1 for small numbers), never to themselves
+MAX_SHOWN_AGE = 89  # Safe Harbor: older ages (and the dates that tell them) are aggregated
 
 # method values recorded in the audit
 SURROGATE, DATE_SHIFT, DATE_FALLBACK, SHAPE, SAFE_HARBOR = "surrogate", "date-shift", "date-fallback", "shape", "safe-harbor"
@@ -51,6 +55,16 @@ def given_names(locale: str) -> tuple[frozenset[str], frozenset[str]]:
     return female, male
 
 
+def is_abbreviation(value: str) -> bool:
+    """Two to five capital letters, dotted or not ("MA", "U.K.", "EE.UU."); undotted ones of four or
+    five letters only with at most one vowel ("GBMC", "UCSF"), so all-capitals words ("COOK", "OHIO")
+    are not taken for abbreviations."""
+    value = value.strip()
+    if not _ABBREVIATION.fullmatch(value) or value.upper() != value:
+        return False
+    return "." in value or len(value) <= 3 or sum(fold(c) in "aeiou" for c in value) <= 1
+
+
 def fill_template(faker: Faker, template: str, lang: LanguageResources) -> str:
     """``template`` (from ``[templates]`` of the language's surrogate resources) with its {city},
     {last_name} and {first_name} fields drawn from ``faker``."""
@@ -63,10 +77,12 @@ def fill_template(faker: Faker, template: str, lang: LanguageResources) -> str:
 
 @dataclass(frozen=True)
 class SurrogateSettings:
-    """The options that change surrogates (see ``DeidOptions``)."""
+    """The options that change surrogates (see ``DeidOptions``). ``oldest_shown_year``: dates of
+    earlier years would tell an age over 89 and are aggregated (None: no such limit)."""
 
     cap_ages: bool = False
     truncate_zips: bool = False
+    oldest_shown_year: int | None = None
 
 
 class Surrogates:
@@ -93,6 +109,9 @@ class Surrogates:
         for kind in GENERATED_KINDS:
             self._handlers[kind] = (self._template(kind) if kind in lang.templates
                                     else self._faker_kind(kind, case=kind != "username"))
+        self._handlers["username"] = self._username
+        self._named_department = self._handlers["department"]
+        self._handlers["department"] = self._department
         self._cache: dict[tuple[str, str], tuple[str, str]] = {}
 
     # -- entry point ----------------------------------------------------------------------------
@@ -100,8 +119,10 @@ class Surrogates:
         """(surrogate, method) for ``value`` of surrogate ``kind``; unknown kinds keep the shape."""
         cache_key = (kind, value)
         if cache_key not in self._cache:
-            handler = self._handlers.get(kind, self._shape)
-            self._cache[cache_key] = handler(value)
+            if kind in ABBREVIABLE_KINDS and is_abbreviation(value):
+                self._cache[cache_key] = self._abbreviation(kind, value)
+            else:
+                self._cache[cache_key] = self._handlers.get(kind, self._shape)(value)
         return self._cache[cache_key]
 
     # -- draws ----------------------------------------------------------------------------------
@@ -177,12 +198,50 @@ class Surrogates:
     def _street(self, value: str) -> tuple[str, str]:
         """Addresses keep their layout: street types and floors stay, other words become surrogate
         surnames, numbers same-shape numbers."""
+        return self._layout(value, self.lang.street_words)
+
+    def _department(self, value: str) -> tuple[str, str]:
+        """A ward or building ("6 West", "Fleming 2 ICU") keeps its layout, as an address does; a named
+        department ("Cardiology") becomes another."""
+        ward_words = self.lang.ward_words
+        if _NUMBER.search(value) or any(fold(word) in ward_words for word in NAME_WORD.findall(value)):
+            return self._layout(value, ward_words | self.lang.street_words)
+        return self._named_department(value)
+
+    def _abbreviation(self, kind: str, value: str) -> tuple[str, str]:
+        """An abbreviated place or institution ("MA", "GBMC", "EE.UU.") stays an abbreviation: the
+        language's abbreviation of a surrogate state where Faker has one, else the initials of the
+        surrogate the whole name would get, dotted when the original is."""
+        if kind == "state" and "state_abbreviation" in self.lang.faker_methods:
+            return self._differing("state-abbreviation", value, self._method("state_abbreviation")).upper(), SURROGATE
+        full, method = self._handlers.get(kind, self._shape)(value)
+        words = [word for word in NAME_WORD.findall(full) if fold(word) not in self.lang.particles]
+        initials = "".join(word[0] for word in words).upper()
+        if len(initials) < 2 and words:  # a one-word surrogate: its first letters, as many as the original's
+            initials = words[0][:sum(c.isalpha() for c in value)].upper()
+        if "." in value:
+            initials = "".join(f"{letter}." for letter in initials)
+        if len(initials) < 2 or fold(initials) == fold(value):
+            return self._shape(value)
+        return initials, method
+
+    def _username(self, value: str) -> tuple[str, str]:
+        """A user name keeps its form: its case, and digits only where it had them (as many)."""
+        letters = "".join(c for c in self._differing("username", value, self._method("username")) if c.isalpha())
+        digits = "".join(c for c in value if c.isdigit())
+        rng = self._rng("username-digits", fold(value))
+        surrogate = copy_case(value, letters) + "".join(str(rng.randrange(10)) for _ in digits)
+        return (surrogate, SURROGATE) if self._acceptable(surrogate, value) else self._shape(value)
+
+    def _layout(self, value: str, kept_words: frozenset[str]) -> tuple[str, str]:
+        """``value`` with its layout kept: ``kept_words``, particles and single letters stay, other
+        words become surrogate surnames and numbers same-shape numbers."""
         changed = False
 
         def word(match: re.Match[str]) -> str:
             nonlocal changed
             text, key = match.group(), fold(match.group())
-            if len(key) == 1 or key in self.lang.street_words or key in self.lang.particles:
+            if len(key) == 1 or key in kept_words or key in self.lang.particles or key in self.lang.titles:
                 return text
             changed = True
             return copy_case(text, self._name_word("surname", key))
@@ -207,15 +266,15 @@ class Surrogates:
         return self._shape(value)
 
     def _age_number(self, number: str) -> tuple[str, str]:
+        """An age over 89 as the Safe Harbor aggregate ("90+"), never a number; others moved a little,
+        staying at most 89 (a surrogate over 89 would tell something false)."""
         age = int(number)
-        if self.settings.cap_ages and age > 89:
+        if age > MAX_SHOWN_AGE:
             return self.lang.age_cap, SAFE_HARBOR
         spread = AGE_JITTER if age >= 10 else 1
-        nearby = [a for a in range(max(0, age - spread), age + spread + 1) if a != age]
+        nearby = [a for a in range(max(0, age - spread), min(MAX_SHOWN_AGE, age + spread) + 1) if a != age]
         choices = [a for a in nearby if a not in self._avoid_numbers] or nearby
         new = choices[self.keyed.choice_index(len(choices), self.scope, "age", number.lstrip("0") or "0")]
-        if self.settings.cap_ages and new > 89:
-            return self.lang.age_cap, SAFE_HARBOR
         return str(new).zfill(len(number)), SURROGATE
 
     def _age(self, value: str) -> tuple[str, str]:
@@ -233,7 +292,11 @@ class Surrogates:
 
     def _date(self, value: str) -> tuple[str, str]:
         """The date shifted in its own format; one that cannot be read gets another date of the same
-        form (the same whatever the attempt when it holds no number or date name to change)."""
+        form (the same whatever the attempt when it holds no number or date name to change); one whose
+        year would tell an age over 89, the aggregate."""
+        oldest = self.settings.oldest_shown_year
+        if oldest is not None and any(year < oldest for year in self.dates.years(value)):
+            return self.lang.date_cap, SAFE_HARBOR
         shifted = self.dates.shift(value)
         if shifted is not None:  # equal to ``value`` only when kept on purpose (a year with keep_years)
             return shifted, DATE_SHIFT

@@ -90,6 +90,7 @@ class LanguageResources:
     titles: frozenset[str]
     particles: frozenset[str]
     age_cap: str
+    date_cap: str
     restricted_zip_prefixes: frozenset[str]
     restricted_zip_replacement: str
     sex_pairs: tuple[tuple[str, str], ...]
@@ -97,6 +98,7 @@ class LanguageResources:
     relative_groups: tuple[tuple[str, ...], ...]  # the terms each group's terms are replaced with
     relative_lookup: Mapping[str, int]  # folded term -> its group
     street_words: frozenset[str]
+    ward_words: frozenset[str]
     templates: Mapping[str, tuple[str, ...]]
 
 
@@ -166,6 +168,7 @@ def load_language(language: str) -> LanguageResources:
             titles=frozenset(fold(t) for t in data["names"]["titles"]),
             particles=frozenset(fold(p) for p in data["names"]["particles"]),
             age_cap=data["ages"]["cap"],
+            date_cap=data["ages"]["date_cap"],
             restricted_zip_prefixes=frozenset(data["zip"]["restricted_prefixes"]),
             restricted_zip_replacement=data["zip"]["restricted_replacement"],
             sex_pairs=sex_pairs,
@@ -173,6 +176,7 @@ def load_language(language: str) -> LanguageResources:
             relative_groups=relative_groups,
             relative_lookup=_lookup([[*group["terms"], *group["replace_with"]] for group in groups]),
             street_words=frozenset(fold(w) for w in data["streets"]["keep"]),
+            ward_words=frozenset(fold(w) for w in data.get("wards", {}).get("keep", ())),
             templates=templates,
         )
     except (KeyError, TypeError, IndexError, ValueError) as exc:
