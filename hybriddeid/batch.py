@@ -221,7 +221,10 @@ def die_with_parent(parent_pid: int) -> None:
 class BatchProcessor(Protocol):
     """What ``run_batch`` does with the documents of a folder. A processor may set ``needs_spans =
     False`` when it replaces the inputs' spans: then a file whose annotations cannot be read is
-    processed from its text, with a warning."""
+    processed from its text, with a warning. Two methods are optional: ``shown_name(name) -> str``,
+    how messages show a note's or file's name (``deid --rename``: its hash; default: as it is), and
+    ``planned(inputs, notes)``, told once every input has been read and before any unit runs, with
+    the name of each readable note and its file (``deid --rename`` records the hashed names then)."""
 
     def setup(self) -> None:
         """Prepare once per process before any ``process`` call (e.g. load a model)."""
@@ -417,7 +420,10 @@ def _run_all(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite
     """Plan the units, skip the done ones, run the others; ``result`` gets each file as it ends."""
     fmt = inputs.format
     notes: dict[Path, int] = {}
-    units, done, docs = _plan(inputs, out_dir, processor, overwrite, result, notes)
+    units, done, docs, names = _plan(inputs, out_dir, processor, overwrite, result, notes)
+    planned = getattr(processor, "planned", None)
+    if planned is not None:
+        planned(inputs, names)
     todo = []
     for unit in units:
         if all(done[path] for path in unit):
@@ -439,16 +445,17 @@ def _run_all(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite
                 result.written.extend(unit)
             else:
                 for path in unit:
-                    _fail(result, path, problem)
+                    _fail(result, path, problem, processor)
             bar.update(len(unit))
 
 
 def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
-          notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]]]:
+          notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]],
+                                           dict[str, Path]]:
     """Read every input once: the units to run (files joined by shared keys), which files are done,
-    and the documents of each file that can be processed (those read while the text kept stays
-    within ``HELD_CHARACTERS``; the others are read again by their unit). ``notes`` gets the number
-    of notes in each file (for the time limits)."""
+    the documents of each file that can be processed (those read while the text kept stays within
+    ``HELD_CHARACTERS``; the others are read again by their unit) and each note's file by its name.
+    ``notes`` gets the number of notes in each file (for the time limits)."""
     keys: dict[Path, set[str]] = {}
     done: dict[Path, bool] = {}
     docs: dict[Path, list[Document] | Inputs] = {}
@@ -456,11 +463,13 @@ def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: b
     names: dict[str, Path] = {}  # outputs and audits are named by note: one name, one note
     for path, items in inputs:
         if isinstance(items, InputError):
-            _fail(result, items.path if items.path.parent == path.parent else path, items.problem)  # the file at fault
+            _fail(result, items.path if items.path.parent == path.parent else path, items.problem,  # the file at fault
+                  processor)
             continue
         taken = next((doc.name for doc in items if names.get(doc.name, path) != path), None)
         if taken is not None:
-            _fail(result, path, f"note name {taken!r} is already used by {names[taken].name}")
+            _fail(result, path, f"note name {_shown_name(processor, taken)!r} is already used by "
+                                f"{_shown_file(processor, names[taken])}", processor)
             continue
         names.update((doc.name, path) for doc in items)
         try:
@@ -473,9 +482,9 @@ def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: b
             else:
                 docs[path] = inputs  # read again when its unit runs
         except (InputError, ValueError, OSError) as exc:
-            _fail(result, path, describe_error(exc))
+            _fail(result, path, describe_error(exc), processor)
             keys.pop(path, None)
-    return _join(keys), done, docs
+    return _join(keys), done, docs, names
 
 
 def _join(keys: dict[Path, set[str]]) -> list[list[Path]]:
@@ -691,6 +700,17 @@ def _collect(worker: _Worker, limits: Limits) -> tuple[list[Path], str | None, b
     return None
 
 
-def _fail(result: BatchResult, path: Path, problem: str) -> None:
+def _shown_name(processor: BatchProcessor, name: str) -> str:
+    """A note's or file's name as the processor lets messages show it (``shown_name``; default: itself)."""
+    shown = getattr(processor, "shown_name", None)
+    return name if shown is None else shown(name)
+
+
+def _shown_file(processor: BatchProcessor, path: Path) -> str:
+    """An input file's name for a message: its stem as the processor shows it, its extension kept."""
+    return shown_path(_shown_name(processor, path.stem) + path.suffix)
+
+
+def _fail(result: BatchResult, path: Path, problem: str, processor: BatchProcessor) -> None:
     result.failed.append((path, problem))
-    log.error("%s: %s", shown_path(path.name), problem)
+    log.error("%s: %s", _shown_file(processor, path), problem)

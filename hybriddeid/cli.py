@@ -222,13 +222,16 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _deid_key(args: argparse.Namespace, folders: Sequence[Path]) -> bytes | None:
-    """The key for surrogate mode: read from --key-file, or created there when the file does not exist."""
+    """The key for surrogate mode and for ``--rename hash``: read from --key-file, or created there when
+    the file does not exist; None when neither needs one."""
     from hybriddeid.surrogates import create_key_file, read_key
 
-    if args.mode != "surrogate":
+    rename = getattr(args, "rename", "none")  # deid only
+    if args.mode != "surrogate" and rename == "none":
         return None
     if args.key_file is None:
-        raise ValueError("surrogate mode needs --key-file F (a new random key is written to F if it does not "
+        needs = "surrogate mode" if args.mode == "surrogate" else f"--rename {rename}"
+        raise ValueError(f"{needs} needs --key-file F (a new random key is written to F if it does not "
                          "exist; keep it secret and apart from the output)")
     key_path = args.key_file.resolve()
     for folder in folders:
@@ -245,9 +248,9 @@ def _deid_key(args: argparse.Namespace, folders: Sequence[Path]) -> bytes | None
     return key
 
 
-def _deid_options(args: argparse.Namespace, folders: Sequence[Path]) -> "DeidOptions":
+def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
     """The de-identification options of ``deid`` and ``spark-deid`` (the language defaults to the model's,
-    read from its config alone: the model itself is loaded where it runs)."""
+    read from its config alone: the model itself is loaded where it runs); ``key`` is ``_deid_key``'s."""
     from hybriddeid.pipeline import model_language
     from hybriddeid.surrogates import DeidOptions
 
@@ -256,7 +259,7 @@ def _deid_options(args: argparse.Namespace, folders: Sequence[Path]) -> "DeidOpt
     if args.language is None:
         args.language = model_language(args.model)
     return DeidOptions(
-        mode=args.mode, language=args.language, key=_deid_key(args, folders), scope=args.scope,
+        mode=args.mode, language=args.language, key=key if args.mode == "surrogate" else None, scope=args.scope,
         date_shift_days=args.date_shift_days, keep_years=args.keep_years,
         cap_ages=args.cap_ages or args.safe_harbor, truncate_zips=args.truncate_zips or args.safe_harbor,
         tag_level=args.tag_level, mask_char=args.mask_char,
@@ -265,11 +268,14 @@ def _deid_options(args: argparse.Namespace, folders: Sequence[Path]) -> "DeidOpt
 
 def _deid(args: argparse.Namespace) -> int:
     from hybriddeid.deid_batch import DeidProcessor, run_deid
+    from hybriddeid.renaming import Renamer
     from hybriddeid.surrogates.audit import format_summary
     from hybriddeid.surrogates.patients import PatientMap
 
     try:
-        options = _deid_options(args, (args.in_dir, args.out_dir))
+        key = _deid_key(args, (args.in_dir, args.out_dir))
+        options = _deid_options(args, key)
+        renamer = None if args.rename == "none" else Renamer(key, args.key_file if args.rename == "hash" else None)
         patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
         threshold = pipeline = None
         if args.use_annotations and (args.threshold is not None or args.recall_target is not None):
@@ -282,7 +288,7 @@ def _deid(args: argparse.Namespace) -> int:
         return 2
     processor = DeidProcessor(options, patients, None if args.use_annotations else args.model,
                               args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
-                              pipeline=pipeline, engine=args.engine)
+                              pipeline=pipeline, engine=args.engine, renamer=renamer)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=_progress(args), jobs=args.jobs, limits=args.limits,
                                encoding=args.encoding, follow_symlinks=args.follow_symlinks)
@@ -301,7 +307,7 @@ def _spark_deid(args: argparse.Namespace) -> int:
         log.error("spark-deid needs PySpark: pip install 'hybriddeid[spark]' (%s missing)", exc.name)
         return 2
     try:
-        options = _deid_options(args, (Path(args.input), Path(args.output)))
+        options = _deid_options(args, _deid_key(args, (Path(args.input), Path(args.output))))
     except ValueError as exc:
         log.error("%s", exc)
         return 2
@@ -409,7 +415,8 @@ def _add_deid_options(parser: argparse.ArgumentParser) -> None:
                         help="replace the inputs' own annotations (deid: BRAT, i2b2, JSONL spans; spark-deid: "
                              "the phi_spans column) instead of running a model")
     parser.add_argument("--mode", choices=("tag", "mask", "surrogate"), default="tag")
-    parser.add_argument("--key-file", type=Path, help="secret key for surrogates (created if missing; keep it apart from the output)")
+    parser.add_argument("--key-file", type=Path, help="secret key for surrogates and deid --rename hash (created if "
+                        "missing; keep it apart from the output)")
     parser.add_argument("--scope", choices=("patient", "corpus"), default="patient",
                         help="where one value keeps one surrogate and one date offset (default: patient)")
     parser.add_argument("--language", choices=available_languages(), help="language of the surrogates (default: the model's)")
@@ -466,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
     from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
     from hybriddeid.languages import available_languages
+    from hybriddeid.renaming import RENAME_MODES
     from hybriddeid.surrogates.audit import AUDIT_FORMATS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
@@ -538,6 +546,11 @@ def build_parser() -> argparse.ArgumentParser:
     deid.add_argument("--audit-format", choices=AUDIT_FORMATS, default="jsonl")
     deid.add_argument("--mapping-dir", type=Path,
                       help="also write original -> replacement files here (PHI! owner-only, outside OUT_DIR)")
+    deid.add_argument("--rename", choices=RENAME_MODES, default="none",
+                      help="none (default): outputs, audits and messages keep each input's file name; hash: "
+                           "they use a keyed hash of it instead (needs --key-file), and hashed -> original names "
+                           "are kept in an owner-only file beside the key (KEY.names.json); hash-only: the same "
+                           "without that file")
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     _add_batch_options(deid)
     deid.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")

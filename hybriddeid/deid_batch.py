@@ -9,12 +9,18 @@ Consistency does not depend on workers: every surrogate is drawn from the key an
 files of one patient go to one unit (one worker), so initials link to names across a patient's notes.
 A note counts as done when its output equals its input with its audit's replacements applied, so an
 interrupted run (outputs are written only after their audit) or a changed input is redone.
+
+With a ``Renamer`` (``--rename hash``), every name above (outputs, audits and their ``note`` field,
+mapping files) and every message is the note's or file's keyed hash (``hybriddeid.renaming``); the
+originals serve only to group a patient's notes. Without one, a run whose file names look like PHI
+says so once.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -23,15 +29,18 @@ from typing import Any, Mapping, Sequence
 from hybriddeid.batch import (BatchResult, Interrupted, Limits, check_folders, check_writable, output_lock, run_batch,
                               stop_on_signals)
 from hybriddeid.document import Document
-from hybriddeid.io import (InputError, atomic_write_text, output_path, read_document, remove_temp_files, scan_inputs,
-                           write_documents)
+from hybriddeid.io import (InputError, Inputs, atomic_write_text, output_path, read_document, remove_temp_files,
+                           scan_inputs, write_documents)
 from hybriddeid.io._common import fit_file_name, name_problem
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
+from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
 from hybriddeid.surrogates.audit import read_audit, read_audit_run, render_audit, render_mapping, summarize
 from hybriddeid.surrogates.deid import DeidOptions, apply_replacements
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.patients import PatientMap
+
+log = logging.getLogger(__name__)
 
 AUDIT_DIR = "audit"
 MANIFEST_FILE = "run.json"
@@ -58,7 +67,7 @@ class DeidProcessor:
     inputs' annotations, read through the taxonomy that knows each note's labels (default: all).
     ``threshold`` is the model's P(O) threshold as ``Pipeline.predict`` takes it (None: the model's
     own config; 0: none). ``pipeline``: a model loaded already (else ``setup`` loads ``model``, once
-    per process).
+    per process). ``renamer``: write and tell every note under its hashed name (``--rename``).
     """
 
     options: DeidOptions
@@ -70,6 +79,7 @@ class DeidProcessor:
     threshold: float | None = None
     pipeline: Any = field(default=None, repr=False)
     engine: str | None = None  # how the model's CRFs tag ("fast", "crfsuite"); None: its config
+    renamer: Renamer | None = None
 
     def __post_init__(self) -> None:
         if self.phi_set is not None:
@@ -90,20 +100,44 @@ class DeidProcessor:
             self.pipeline = load_model(self.model, self.engine)
 
     def unit_key(self, path: Path, doc: Document) -> str:
-        return self.patients.patient(path, doc)
+        """The note's patient, found from its original name (patterns and maps are written for those)."""
+        try:
+            return self.patients.patient(path, doc)
+        except InputError as exc:
+            if self.renamer is None:
+                raise
+            # the patient map's messages quote the note's name (repr): told by its hash instead
+            problem = exc.problem.replace(repr(doc.name), repr(self.renamer.hashed(doc.name)))
+            raise InputError(exc.path, problem if doc.name not in problem else "note has no patient") from None
+
+    def shown_name(self, name: str) -> str:
+        """A note's or file's name as messages tell it: its hash when renaming."""
+        return name if self.renamer is None else self.renamer.hashed(name)
+
+    def planned(self, inputs: Inputs, notes: Mapping[str, Path]) -> None:
+        """Record the hashed names of every input file and note (``--rename hash``) before any output
+        is written under them, so that each output's original can always be looked up."""
+        if self.renamer is not None:
+            self.renamer.record(inputs.folder, inputs.paths, notes)
+
+    def written(self, doc: Document) -> Document:
+        """``doc`` under the name its output, audit and messages take."""
+        return doc if self.renamer is None else self.renamer.renamed(doc)
 
     def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
         """Done when the output equals the input with its audit applied (and the mapping exists if asked)."""
-        audit, output = audit_path(out_dir, doc.name, self.audit_format), output_path(doc, out_dir, fmt)
+        written = self.written(doc)
+        name = written.name
+        audit, output = audit_path(out_dir, name, self.audit_format), output_path(written, out_dir, fmt)
         if not (audit.is_file() and output.is_file()):
             return False
-        if self.mapping_dir is not None and not mapping_path(self.mapping_dir, doc.name).is_file():
+        if self.mapping_dir is not None and not mapping_path(self.mapping_dir, name).is_file():
             return False
         try:
             if read_audit_run(audit) != self.run_record:  # made with another key or other settings
                 return False
             rows = read_audit(audit)
-            outputs = [d for d in read_document(output, fmt) if d.name == doc.name]
+            outputs = [d for d in read_document(output, fmt) if d.name == name]
             expected = apply_replacements(doc.text, rows)
         except (InputError, ValueError, OSError, KeyError, TypeError):
             return False
@@ -111,13 +145,14 @@ class DeidProcessor:
 
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
         out_dir = Path(out_dir)
-        for doc in docs:
-            problem = name_problem(doc.name)
+        written = [self.written(doc) for doc in docs]
+        for doc, out in zip(docs, written):
+            problem = name_problem(out.name)
             if problem is not None:
                 raise InputError(Path(doc.meta.get("path", doc.name)), problem)
         by_patient: dict[str, list[Document]] = {}
-        for doc in docs:
-            by_patient.setdefault(self.unit_key(Path(doc.meta.get("path", "")), doc), []).append(doc)
+        for doc, out in zip(docs, written):  # patients by the original names; the notes go on by their written ones
+            by_patient.setdefault(self.unit_key(Path(doc.meta.get("path", "")), doc), []).append(out)
         results = {}
         settings, pipeline = self.note_settings, self.pipeline if self.model is not None else None
         for patient, patient_docs in by_patient.items():
@@ -130,7 +165,7 @@ class DeidProcessor:
                                   mode=0o600)
             atomic_write_text(audit_path(out_dir, doc.name, self.audit_format),
                               render_audit(doc.name, result.replacements, self.audit_format, self.run_record))
-        write_documents([results[doc.name][1].document for doc in docs], out_dir, fmt)
+        write_documents([results[out.name][1].document for out in written], out_dir, fmt)
 
     @cached_property
     def run_record(self) -> dict[str, str]:
@@ -144,9 +179,11 @@ class DeidProcessor:
     def settings(self) -> dict[str, Any]:
         """What makes the output what it is (recorded in run.json; the key only as a fingerprint)."""
         options = self.options
+        key = options.key or (self.renamer.key if self.renamer is not None else None)
+        renaming = {"rename": self.renamer.mode} if self.renamer is not None else {}  # absent: as before renaming
         return {
             "mode": options.mode, "language": options.language, "scope": options.scope,
-            "key_fingerprint": Keyed(options.key).fingerprint() if options.key else None,
+            "key_fingerprint": Keyed(key).fingerprint() if key else None,
             "date_shift_days": options.date_shift_days, "keep_years": options.keep_years,
             "cap_ages": options.cap_ages, "truncate_zips": options.truncate_zips,
             "tag_level": options.tag_level, "mask_char": options.mask_char,
@@ -156,6 +193,7 @@ class DeidProcessor:
             "patients": "map" if self.patients.mapping is not None else ("pattern" if self.patients.pattern else "note"),
             "audit_format": self.audit_format,
             "mapping_file": self.mapping_dir is not None,
+            **renaming,
         }
 
 
@@ -188,12 +226,15 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
     checked (and temporary files a killed run left removed) before any work, under the output folder's
     lock (and the mapping folder's), held for the whole run. A run stopped by a signal raises
     ``Interrupted`` after writing the summary of what it did; a summary that cannot be written is a
-    problem of the result (exit 1 or 2), told with its cause."""
+    problem of the result (exit 1 or 2), told with its cause. With ``processor.renamer`` the readers'
+    messages name the inputs by their hashes too (``renaming.hashed_in_logs``); without it, file names
+    that look like PHI are counted in a warning (``warn_of_phi_names``)."""
     check_folders(in_dir, out_dir)
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     with contextlib.ExitStack() as held:
         held.enter_context(output_lock(out_dir))
         held.enter_context(stop_on_signals())
+        held.enter_context(hashed_in_logs(processor.renamer, in_dir))
         for folder in (out_dir, out_dir / AUDIT_DIR):
             check_writable(folder)
         # each file is read once, by run_batch
@@ -202,6 +243,8 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
         if processor.model is None and inputs.format == "text":
             raise InputError(in_dir, "plain .txt notes have no annotations to replace; leave out --use-annotations "
                                      "to find PHI with a model")
+        if processor.renamer is None:
+            warn_of_phi_names(inputs, processor.options.language)
         if processor.mapping_dir is not None:
             mapping_dir = Path(processor.mapping_dir)
             if mapping_dir.resolve().is_relative_to(out_dir.resolve()):
@@ -224,6 +267,18 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
                 _write_summary(out_dir, processor, stop.result)
             raise
         return result, _write_summary(out_dir, processor, result)
+
+
+def warn_of_phi_names(inputs: Inputs, language: str) -> int:
+    """Warn once, by count and never by name, when input file names look like PHI to ``language``'s rules
+    (``renaming.phi_like_names``): without ``--rename`` they reach outputs, audits and messages. Returns
+    the count."""
+    found = phi_like_names((path.stem for path in inputs.paths), language)
+    if found:
+        log.warning("%d of %d input file names look like they hold PHI (the %s PHI rules find some in them); "
+                    "outputs, audits and messages copy file names as they are: --rename hash writes and tells "
+                    "them under a keyed hash instead", found, len(inputs.paths), language)
+    return found
 
 
 def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult) -> dict[str, Any]:
