@@ -34,6 +34,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
+import regex
+
 ENV_VAR = "HYBRIDDEID_LANGUAGE_PATH"
 PACK_FILE = "pack.toml"
 # resource key -> (name inside the pack, what it is, for messages)
@@ -47,7 +49,8 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "stopwords": ("stopwords.txt", "stop words"),
     "dictionaries": ("dictionaries", "dictionaries"),
 }
-_PACK_KEYS = frozenset({"name", "taxonomy", "description"})
+_PACK_KEYS = frozenset({"name", "taxonomy", "description", "scripts"})
+DEFAULT_SCRIPTS = ("Latin",)
 _CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 _added: list[str] = []  # add_language_folder's folders, the most recent last
@@ -78,6 +81,11 @@ class LanguagePack:
     def taxonomy(self) -> str:
         """The bundled label taxonomy its rules and models use by default ("i2b2-2014")."""
         return self.metadata["taxonomy"]
+
+    @property
+    def scripts(self) -> tuple[str, ...]:
+        """The Unicode scripts its models read (``regex`` names: "Latin", "Greek")."""
+        return tuple(self.metadata.get("scripts", DEFAULT_SCRIPTS))
 
     def has(self, resource: str) -> bool:
         """Whether the pack has ``resource`` (a key of ``RESOURCES``)."""
@@ -186,6 +194,13 @@ def _load_pack(code: str, extra: tuple[str, ...]) -> LanguagePack:
     for key in ("name", "taxonomy"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise ValueError(f"{origin}: needs a non-empty string {key!r}")
+    scripts = data.get("scripts", DEFAULT_SCRIPTS)
+    if not isinstance(scripts, (list, tuple)) or not scripts or not all(isinstance(s, str) and _CODE.fullmatch(s) for s in scripts):
+        raise ValueError(f"{origin}: 'scripts' must be a list of Unicode script names, e.g. [\"Latin\", \"Greek\"]")
+    try:
+        regex.compile("".join(rf"\p{{Script={name}}}" for name in scripts))
+    except regex.error:
+        raise ValueError(f"{origin}: 'scripts' names an unknown Unicode script ({', '.join(scripts)})") from None
     taxonomy_file = data["taxonomy"].replace("-", "_").lower() + ".toml"  # as hybriddeid.taxonomy names them
     if not shared_resource("taxonomy", taxonomy_file).is_file():
         bundled_taxonomies = sorted(entry.name[:-5] for entry in shared_resource("taxonomy").iterdir() if entry.name.endswith(".toml"))
@@ -288,3 +303,18 @@ def clear_caches() -> None:
     _load_pack.cache_clear()
     for func in _caches:
         func.cache_clear()
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def unread_pattern(code: str) -> "regex.Pattern[str]":
+    """Runs of text that language ``code``'s models do not read: letters of scripts its pack does not
+    list, and emoji (with the spaces, digits and punctuation between them)."""
+    scripts = "".join(rf"\p{{Script={name}}}" for name in language_pack(code).scripts)
+    char = rf"(?:[^\P{{L}}{scripts}]|\p{{Emoji_Presentation}})"
+    return regex.compile(rf"{char}+(?:[\s\p{{P}}\p{{N}}]*{char}+)*")
+
+
+def unread_characters(text: str, code: str) -> int:
+    """How many characters of ``text`` language ``code``'s models do not read (``unread_pattern``)."""
+    return sum(match.end() - match.start() for match in unread_pattern(code).finditer(text))

@@ -7,9 +7,8 @@ precedence lists (or fewer sources).
 from __future__ import annotations
 
 import bisect
-
-from typing import Mapping, Sequence
-
+import re
+from typing import Callable, Iterable, Mapping, Sequence
 
 from hybriddeid.document import Span
 
@@ -76,6 +75,41 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
                 longest = max(longest, end - start)
             start = text.find(surface, start + 1)
     return sorted(out)
+
+
+def link_name_words(texts: Sequence[str], spans: Sequence[Sequence[Span]], words_of: Callable[[Span, str], Iterable[str]],
+                    source: str = "linked") -> list[list[Span]]:
+    """Each name word found in any of a patient's notes, also marked wherever else it stands in them.
+
+    ``texts[i]`` has ``spans[i]``; ``words_of(span, surface)`` gives the words of a found span to
+    look for (the caller leaves out titles, particles, initials and safe words, and returns nothing
+    for spans that are not names). A word is marked where it stands as a whole word written as found,
+    in capitals, or capitalised ("Beatrice", "BEATRICE"), never inside a found span; the new span has
+    the label of the first span the word came from. So "Call Beatrice" is found in one note when
+    "Beatrice Harlowe" was found in another, or earlier in the same note.
+    """
+    labels: dict[str, str] = {}
+    for text, note_spans in zip(texts, spans):
+        for span in note_spans:
+            for word in words_of(span, text[span.start:span.end]):
+                labels.setdefault(word, span.label)
+    if not labels:
+        return [sorted(note_spans) for note_spans in spans]
+    forms = {form: label for word, label in labels.items()
+             for form in (word, word.upper(), word[:1].upper() + word[1:].lower()) if not form.islower()}
+    pattern = re.compile(rf"(?<![\w'’-])(?:{'|'.join(map(re.escape, sorted(forms, key=len, reverse=True)))})(?![\w'’-])")
+    out = []
+    for text, note_spans in zip(texts, spans):
+        kept = list(note_spans)
+        taken = sorted((span.start, span.end) for span in kept)
+        longest = max((end - start for start, end in taken), default=0)
+        for match in pattern.finditer(text):
+            if not _overlaps(taken, longest, match.start(), match.end()):
+                kept.append(Span(match.start(), match.end(), forms[match.group()], source))
+                bisect.insort(taken, (match.start(), match.end()))
+                longest = max(longest, match.end() - match.start())
+        out.append(sorted(kept))
+    return out
 
 
 def _overlaps(taken: Sequence[tuple[int, int]], longest: int, start: int, end: int) -> bool:

@@ -28,11 +28,14 @@ from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
 from hybriddeid.document import Document, Span
-from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, merge, propagate
+from hybriddeid.languages import unread_pattern
+from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
 from hybriddeid.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
 from hybriddeid.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
 from hybriddeid.registry import component_names, find_component, get_component
 from hybriddeid.safelist import load_safelist
+from hybriddeid.surrogates.language import fold, load_kinds, load_language
+from hybriddeid.surrogates.names import NAME_WORD
 from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
 
 if TYPE_CHECKING:
@@ -353,9 +356,31 @@ class Pipeline:
             return self.within_phi_set(note.doc, self.read(note, threshold, precedence).spans(threshold), phi_set)
         return self.combine(note.doc, self.predict_by_source(note, precedence), precedence, phi_set)
 
+    def link_names(self, docs: Sequence[Document]) -> list[Document]:
+        """A patient's notes (with their predicted spans) with each name word found in any of them also
+        marked where it stands alone in the others, or elsewhere in its own note ("Call Beatrice" once
+        "Beatrice Harlowe" was found): ``merge.link_name_words``. Titles, particles, initials and the
+        safe-list's words are not linked."""
+        kinds, lang = load_kinds(), load_language(self.language)
+        skipped = lang.titles | lang.particles
+        safelist = load_safelist(self.config["pipeline"]["safelist"]) if self.config["pipeline"]["safelist"] else None
+
+        def words_of(span: Span, surface: str) -> list[str]:
+            if kinds.kind(span.label) != "person":
+                return []
+            return [word for word in NAME_WORD.findall(surface) if len(word) > 1 and fold(word) not in skipped
+                    and (safelist is None or not safelist.is_safe_text(word))]
+
+        linked = link_name_words([doc.text for doc in docs], [doc.spans for doc in docs], words_of)
+        return [doc.with_spans(spans) for doc, spans in zip(docs, linked)]
+
     def within_phi_set(self, doc: Document, spans: Sequence[Span], phi_set: str | None = None) -> list[Span]:
-        """The spans inside ``phi_set`` (default: the config's), read through the model's taxonomy."""
+        """The spans inside ``phi_set`` (default: the config's), read through the model's taxonomy; never
+        one holding text of a script the model does not read (``languages.unread_pattern``), where its
+        features are meaningless (Arabic sentences were read as URLs)."""
         phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
+        unread = unread_pattern(self.language)
+        spans = [span for span in spans if not unread.search(doc.text, span.start, span.end)]
         return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, self.taxonomy, phi_set)
 
     def read(

@@ -58,6 +58,8 @@ def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], s
     messages may quote note text, so callers report only their type.
     """
     found = [_find_phi(pipeline, doc, settings) for doc in docs]
+    if pipeline is not None and hasattr(pipeline, "link_names"):  # a name found once is looked for in all the notes
+        found = pipeline.link_names(found)
     if settings.deid is None:
         return [ProcessedNote(doc) for doc in found]
     if patient is None and found:

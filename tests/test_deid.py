@@ -355,6 +355,17 @@ def test_the_example_discharge_summary_aggregates_her_age_and_birth_date():
     assert "1931" not in out and not re.search(r"\b92\b", out)
 
 
+def test_a_first_name_alone_is_replaced_in_a_patients_other_note():
+    from hybriddeid import Pipeline
+    from hybriddeid.processing import NoteSettings, process_notes
+
+    first = Document("a", "Patient: Beatrice Harlowe, MRN 123456.\nSeen today with her daughter.\n")
+    second = Document("b", "Call Beatrice at home tomorrow about her labs. Beatrice agrees.\n")
+    notes = process_notes(Pipeline.load("en"), [first, second], NoteSettings(deid=SURROGATE), "p1")
+    name = notes[0].deid.text.split("Patient: ")[1].split(",")[0].split()[0]  # the surrogate's first word
+    assert "Beatrice" not in notes[1].deid.text and notes[1].deid.text.count(name) == 2  # the same surrogate word
+
+
 def test_surrogates_keep_the_form_of_each_kind():
     doc = note("f", "Dr. Ann Lee, Service: 6 West; Fleming 2 ICU; Springfield, MA; GBMC; U.K.; user RR93, jbanks; COOK.",
                [("Dr. Ann Lee", "DOCTOR"), ("6 West", "DEPARTMENT"), ("Fleming 2 ICU", "DEPARTMENT"),
@@ -404,3 +415,24 @@ def test_meddocan_gold_surrogates_keep_text_and_drop_originals():
             if rep.kind not in ("sex", "date", "relative"):  # one of two sexes; shifted dates; common words
                 pattern = re.compile(rf"(?<!\w){re.escape(value)}(?!\w)")
                 assert len(pattern.findall(result.text)) == len(pattern.findall(non_phi)), span.label
+
+
+UNREAD_TEXT = "Patient John Smith said مرحبا بكم 😀 ok, שלום www.x.org 123. β-blocker given."
+
+
+def test_text_in_scripts_no_model_reads_is_never_phi_and_is_kept_or_masked():
+    from hybriddeid import Pipeline
+
+    long_text = UNREAD_TEXT + " مرحبا بكم في المستشفى. شالوم עליכם, ברוכים הבאים 😀" * 200
+    spans = Pipeline.load("en").predict(long_text)
+    assert [long_text[s.start:s.end] for s in spans] == ["John Smith", "www.x.org"]  # nothing in Arabic or Hebrew
+    doc = Document("u", UNREAD_TEXT, (Span(8, 18, "PATIENT"),))
+    kept = deidentify_document(doc, DeidOptions(mode="tag"))
+    assert kept.text == UNREAD_TEXT.replace("John Smith", "[**NAME**]")
+    unread = "مرحبا بكم 😀" + "שלום"
+    assert kept.unread_characters == len("مرحبا بكم 😀") + len("שלום")  # counted even when kept; Greek is read
+    masked = deidentify_document(doc, DeidOptions(mode="tag", unsupported_script="mask"))
+    assert masked.text == "Patient [**NAME**] said ***** *** * ok, **** www.x.org 123. β-blocker given."
+    assert [rep.method for rep in masked.replacements] == ["tag", "unsupported-script", "unsupported-script"]
+    assert all(char not in masked.text for char in unread if not char.isspace())
+    assert [s.label for s in masked.document.spans] == ["PATIENT"]  # masked text is not a PHI span of the output

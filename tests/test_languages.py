@@ -272,3 +272,11 @@ def test_the_environment_variable_reaches_a_new_process_and_the_cli(tmp_path):
             "print(available_languages(), build_parser().parse_args(['synth', '--n', '1', '--out', 'o', '--language', 'qq']).language)")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "('en', 'es', 'qq') qq"
+
+
+def test_a_pack_names_the_scripts_its_models_read(tmp_path):
+    from hybriddeid.languages import language_pack, unread_characters
+
+    assert language_pack("en").scripts == ("Latin", "Greek")
+    assert unread_characters("β-blocker, café, naïve", "en") == 0
+    assert unread_characters("note: 你好 😀 done", "es") == len("你好 😀")

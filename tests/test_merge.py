@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from hybriddeid.document import Span
-from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, merge, propagate
+from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
 
 
 def s(start: int, end: int, label: str, source: str) -> Span:
@@ -101,3 +101,18 @@ def test_propagate_marks_whole_word_repeats_and_respects_existing_spans():
     assert out == [Span(0, 8, "NAME", "token"), Span(15, 23, "NAME", "propagated")]
     # a repeat overlapping an existing span is left alone; short strings are not propagated
     assert propagate("Dr. Li and Li", [Span(4, 6, "NAME", "token")]) == [Span(4, 6, "NAME", "token")]
+
+
+def test_name_words_are_linked_across_a_patients_notes_as_whole_capitalised_words():
+    texts = ["Patient: Beatrice Harlowe, seen by Dr. Ng.", "Call Beatrice or BEATRICE; beatrice lower; Beatrices; Harlowe-Smith."]
+    spans = [[Span(9, 25, "PATIENT", "token"), Span(39, 41, "DOCTOR", "rule")], []]
+
+    def words_of(span: Span, surface: str) -> list[str]:
+        return surface.split() if span.label == "PATIENT" else []  # the doctor's words are not linked
+
+    first, second = link_name_words(texts, spans, words_of)
+    assert first == sorted(spans[0])  # nothing new: both words are inside the found span
+    assert [(texts[1][s.start:s.end], s.label, s.source) for s in second] == [
+        ("Beatrice", "PATIENT", "linked"), ("BEATRICE", "PATIENT", "linked")]  # not lower case, not inside words
+    again = link_name_words(["Beatrice Harlowe came. Later Beatrice left."], [[Span(0, 16, "PATIENT", "char")]], words_of)[0]
+    assert [(s.start, s.end) for s in again] == [(0, 16), (29, 37)]  # a first name alone, later in the same note

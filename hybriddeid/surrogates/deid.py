@@ -12,7 +12,7 @@ from datetime import date
 from typing import Iterable, Sequence
 
 from hybriddeid.document import Document, Span
-from hybriddeid.languages import available_languages
+from hybriddeid.languages import available_languages, unread_pattern
 from hybriddeid.surrogates.dates import DateShifter
 from hybriddeid.surrogates.generator import MAX_SHOWN_AGE, SurrogateSettings, Surrogates
 from hybriddeid.surrogates.keys import Keyed
@@ -20,6 +20,8 @@ from hybriddeid.surrogates.language import fold, load_kinds, load_language
 from hybriddeid.surrogates.names import NAME_WORD, NameInventory
 
 MODES = ("tag", "mask", "surrogate")
+UNSUPPORTED_SCRIPT = ("keep", "mask")  # what becomes of text in scripts the language's models do not read
+UNREAD_LABEL, UNREAD_METHOD = "UNSUPPORTED_SCRIPT", "unsupported-script"
 SCOPES = ("patient", "corpus")
 TAG_LEVELS = ("category", "label")
 DEFAULT_DATE_SHIFT_DAYS = 365
@@ -35,6 +37,9 @@ class DeidOptions:
     one, are always aggregated ("90+"; ``cap_ages`` is kept for callers that set it). Safe Harbor
     options: ``truncate_zips`` keeps a ZIP's first three digits ("000" for restricted
     areas), ``keep_years`` leaves years as they were (shifting day and month only).
+    ``unsupported_script``: text in scripts the language's models do not read (Arabic in an English
+    note, emoji; ``languages.unread_pattern``) is kept as it is, or masked ("mask"); either way
+    ``DeidResult.unread_characters`` counts it.
     """
 
     mode: str = "tag"
@@ -47,10 +52,12 @@ class DeidOptions:
     truncate_zips: bool = False
     tag_level: str = "category"
     mask_char: str = "*"
+    unsupported_script: str = "keep"
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("mode", self.mode, MODES), ("scope", self.scope, SCOPES),
-                                     ("tag_level", self.tag_level, TAG_LEVELS), ("language", self.language, available_languages())):
+                                     ("tag_level", self.tag_level, TAG_LEVELS), ("language", self.language, available_languages()),
+                                     ("unsupported_script", self.unsupported_script, UNSUPPORTED_SCRIPT)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
         if self.mode == "surrogate" and not self.key:
@@ -87,6 +94,7 @@ class DeidResult:
 
     document: Document
     replacements: tuple[Replacement, ...]
+    unread_characters: int = 0  # characters in scripts the models do not read (kept or masked)
 
     @property
     def text(self) -> str:
@@ -188,11 +196,15 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
     replacements: list[Replacement] = []
     out_spans: list[Span] = []
     cursor = out_length = 0
-    for span in disjoint(doc.spans):
+    unread = [Span(m.start(), m.end(), UNREAD_LABEL, UNREAD_METHOD) for m in unread_pattern(options.language).finditer(doc.text)]
+    masked_unread = unread if options.unsupported_script == "mask" else []
+    for span in disjoint([*doc.spans, *masked_unread]):
         value = doc.span_text(span)
         category = kinds.category(span.label)
         kind = kinds.kind(span.label)
-        if options.mode == "tag":
+        if span.label == UNREAD_LABEL:
+            new, method, category, kind = _masked(value, options.mask_char), UNREAD_METHOD, "OTHER", "shape"
+        elif options.mode == "tag":
             new, method = lang.tag_format.format(label=category if options.tag_level == "category" else span.label), "tag"
         elif options.mode == "mask":
             new, method = _masked(value, options.mask_char), "mask"
@@ -205,10 +217,11 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
         cursor = span.end
         replacements.append(Replacement(span.start, span.end, out_start, out_length, span.label, category, kind,
                                         method, span.source, span.score, new))
-        if new:
+        if new and span.label != UNREAD_LABEL:  # masked unread text is no PHI span of the output
             out_spans.append(Span(out_start, out_length, span.label, span.source, span.score))
     pieces.append(doc.text[cursor:])
-    return DeidResult(Document(doc.name, "".join(pieces), tuple(out_spans), doc.meta), tuple(replacements))
+    return DeidResult(Document(doc.name, "".join(pieces), tuple(out_spans), doc.meta), tuple(replacements),
+                      sum(span.end - span.start for span in unread))
 
 
 def apply_replacements(text: str, replacements: Iterable[Replacement | dict]) -> str:
