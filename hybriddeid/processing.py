@@ -50,7 +50,10 @@ class ProcessedNote:
 def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], settings: NoteSettings = NoteSettings(),
                   patient: str | None = None) -> list[ProcessedNote]:
     """Each note's PHI spans and, with ``settings.deid``, the notes de-identified together as the notes
-    of ``patient`` (default: the first note's name, a note alone being its own patient).
+    of ``patient`` (default: the first note's name, a note alone being its own patient). A name word a
+    model finds is also marked where it stands alone elsewhere in the patient's notes
+    (``Pipeline.link_names``); in notes given without ``deid`` or ``patient``, which need not be one
+    patient's, only elsewhere in its own note.
 
     ``pipeline`` is a loaded model (anything with ``predict(doc, phi_set=..., threshold=...)``; the
     keywords are passed only when set) whose predictions replace the notes' spans, or None to keep the
@@ -58,8 +61,9 @@ def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], s
     messages may quote note text, so callers report only their type.
     """
     found = [_find_phi(pipeline, doc, settings) for doc in docs]
-    if pipeline is not None and hasattr(pipeline, "link_names"):  # a name found once is looked for in all the notes
-        found = pipeline.link_names(found)
+    if pipeline is not None and hasattr(pipeline, "link_names"):  # a name found once is looked for again
+        one_patient = settings.deid is not None or patient is not None
+        found = pipeline.link_names(found) if one_patient else [pipeline.link_names([doc])[0] for doc in found]
     if settings.deid is None:
         return [ProcessedNote(doc) for doc in found]
     if patient is None and found:
