@@ -262,7 +262,7 @@ def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
         mode=args.mode, language=args.language, key=key if args.mode == "surrogate" else None, scope=args.scope,
         date_shift_days=args.date_shift_days, keep_years=args.keep_years,
         cap_ages=args.cap_ages or args.safe_harbor, truncate_zips=args.truncate_zips or args.safe_harbor,
-        tag_level=args.tag_level, mask_char=args.mask_char,
+        tag_level=args.tag_level, mask_char=args.mask_char, unsupported_script=args.unsupported_script,
     )
 
 
@@ -422,11 +422,15 @@ def _add_deid_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--language", choices=available_languages(), help="language of the surrogates (default: the model's)")
     parser.add_argument("--date-shift-days", type=int, default=365, help="dates move by up to this many days (default 365)")
     parser.add_argument("--keep-years", action="store_true", help="Safe Harbor: keep years, shift only day and month")
-    parser.add_argument("--cap-ages", action="store_true", help='Safe Harbor: ages over 89 become "90+"')
+    parser.add_argument("--cap-ages", action="store_true",
+                        help='accepted for old scripts: ages over 89 (and dates telling them) are always aggregated')
     parser.add_argument("--truncate-zips", action="store_true", help='Safe Harbor: ZIPs keep 3 digits ("000" if restricted)')
-    parser.add_argument("--safe-harbor", action="store_true", help="both --cap-ages and --truncate-zips")
+    parser.add_argument("--safe-harbor", action="store_true", help="--truncate-zips (ages over 89 are always aggregated)")
     parser.add_argument("--tag-level", choices=("category", "label"), default="category", help="tag mode: [**NAME**] or [**PATIENT**]")
     parser.add_argument("--mask-char", default="*", help="mask mode: the character written (default *)")
+    parser.add_argument("--unsupported-script", choices=("keep", "mask"), default="keep",
+                        help="text in scripts the model does not read (other alphabets, emoji): keep it as it is "
+                             "(default; counted in the summary, with a warning) or mask it")
 
 
 def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:

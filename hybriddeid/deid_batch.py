@@ -35,7 +35,8 @@ from hybriddeid.io._common import fit_file_name, name_problem
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
-from hybriddeid.surrogates.audit import read_audit, read_audit_run, render_audit, render_mapping, summarize
+from hybriddeid.surrogates.audit import (read_audit, read_audit_run, read_audit_unread, render_audit, render_mapping,
+                                         summarize)
 from hybriddeid.surrogates.deid import DeidOptions, apply_replacements
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.patients import PatientMap
@@ -164,7 +165,8 @@ class DeidProcessor:
                 atomic_write_text(mapping_path(self.mapping_dir, doc.name), render_mapping(doc, result.replacements),
                                   mode=0o600)
             atomic_write_text(audit_path(out_dir, doc.name, self.audit_format),
-                              render_audit(doc.name, result.replacements, self.audit_format, self.run_record))
+                              render_audit(doc.name, result.replacements, self.audit_format, self.run_record,
+                                           result.unread_characters))
         write_documents([results[out.name][1].document for out in written], out_dir, fmt)
 
     @cached_property
@@ -187,6 +189,7 @@ class DeidProcessor:
             "date_shift_days": options.date_shift_days, "keep_years": options.keep_years,
             "cap_ages": options.cap_ages, "truncate_zips": options.truncate_zips,
             "tag_level": options.tag_level, "mask_char": options.mask_char,
+            **({"unsupported_script": options.unsupported_script} if options.unsupported_script != "keep" else {}),
             "spans": f"model {self.model}" if self.model is not None else "input annotations",
             "phi_set": self.phi_set,
             "phi_threshold": self.threshold,
@@ -284,14 +287,20 @@ def warn_of_phi_names(inputs: Inputs, language: str) -> int:
 def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult) -> dict[str, Any]:
     """The run's summary (files done, replacements by label and kind), written to audit/summary.json."""
     audits = sorted((out_dir / AUDIT_DIR).glob(f"*.{processor.audit_format}"))
-    rows = []
+    rows, unread = [], []
     for path in audits:
         try:
             rows.append(read_audit(path))
+            unread.append(read_audit_unread(path))
         except (OSError, ValueError):  # an audit left from an old run, unreadable: counted by its output
             continue
     summary = {"files": {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed)},
-               **summarize(rows)}
+               **summarize(rows), "unread_characters": sum(unread), "notes_with_unread_text": sum(map(bool, unread))}
+    if summary["unread_characters"]:
+        kept = processor.options.unsupported_script == "keep"
+        log.warning("%d notes hold %d characters in scripts the %s models do not read (other alphabets, emoji): %s",
+                    summary["notes_with_unread_text"], summary["unread_characters"], processor.options.language,
+                    "kept as they are, PHI or not (--unsupported-script mask masks them)" if kept else "masked")
     target = out_dir / AUDIT_DIR / SUMMARY_FILE
     try:
         atomic_write_text(target, json.dumps(summary, indent=2) + "\n")

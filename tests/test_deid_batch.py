@@ -250,3 +250,25 @@ def test_pipeline_deidentify_api():
     assert [r.source for r in first.replacements] and all(r.source in {"rule", "char", "token"} for r in first.replacements)
     with pytest.raises(ValueError, match="key"):
         pipeline.deidentify(text, mode="surrogate")
+
+
+@pytest.mark.parametrize("audit_format", ["jsonl", "csv"])
+def test_text_no_model_reads_is_kept_or_masked_counted_and_resumed(tmp_path, caplog, audit_format):
+    notes = tmp_path / "in"
+    notes.mkdir()
+    (notes / "a.txt").write_text("Patient John Smith said مرحبا بكم 😀 ok.\n", encoding="utf-8")
+    (notes / "b.txt").write_text("Plain note, nothing foreign.\n", encoding="utf-8")
+    run = ["deid", str(notes), "--mode", "tag", "--audit-format", audit_format]
+    with caplog.at_level(logging.WARNING):
+        assert main([*run, str(tmp_path / "kept")]) == 0
+    assert "1 notes hold 11 characters in scripts the en models do not read" in caplog.text
+    assert "مرحبا" not in caplog.text  # the warning counts, never quotes
+    assert (tmp_path / "kept" / "a.txt").read_text(encoding="utf-8") == "Patient [**NAME**] said مرحبا بكم 😀 ok.\n"
+    summary = json.loads((tmp_path / "kept" / "audit" / "summary.json").read_text())
+    assert (summary["unread_characters"], summary["notes_with_unread_text"]) == (11, 1)
+    assert main([*run, str(tmp_path / "masked"), "--unsupported-script", "mask"]) == 0
+    assert (tmp_path / "masked" / "a.txt").read_text(encoding="utf-8") == "Patient [**NAME**] said ***** *** * ok.\n"
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert main([*run, str(tmp_path / "masked"), "--unsupported-script", "mask"]) == 0  # resumes: nothing redone
+    assert "0 written, 2 already done" in caplog.text

@@ -22,23 +22,28 @@ _INTEGER_FIELDS = ("start", "end", "out_start", "out_end")
 
 
 _CSV_RUN_PREFIX = "# run: "
+_CSV_UNREAD_PREFIX = "# unread_characters: "
 
 
 def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jsonl",
-                 run: Mapping[str, str] | None = None) -> str:
+                 run: Mapping[str, str] | None = None, unread_characters: int = 0) -> str:
     """One row per replaced span (offsets in input and output, label, kind, method, source, score,
     replacement); the original value is never written. ``run`` (the key's fingerprint and a digest of
     the run's settings) goes first, so that a resumed run can tell each output's key and settings:
-    a JSONL line ``{"note", "run"}``, a CSV comment line ``# run: {...}``."""
+    a JSONL line ``{"note", "run"}``, a CSV comment line ``# run: {...}``; with it, when the note holds
+    text no model of its language reads, their count (``"unread_characters"``; a CSV comment line)."""
     rows = [{"note": record_name(note), **rep.to_dict()} for rep in replacements]
+    unread = {"unread_characters": unread_characters} if unread_characters else {}
     if fmt == "jsonl":
-        head = [{"note": record_name(note), "run": dict(run)}] if run is not None else []
+        head = [{"note": record_name(note), "run": dict(run), **unread}] if run is not None else []
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in [*head, *rows])
     if fmt != "csv":
         raise ValueError(f"audit format must be one of {', '.join(AUDIT_FORMATS)}")
     buffer = io.StringIO()
     if run is not None:
         buffer.write(_CSV_RUN_PREFIX + json.dumps(dict(run), sort_keys=True) + "\n")
+        if unread:
+            buffer.write(f"{_CSV_UNREAD_PREFIX}{unread_characters}\n")
     writer = csv.DictWriter(buffer, fieldnames=AUDIT_FIELDS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
@@ -56,23 +61,32 @@ def read_audit_run(path: Path) -> dict[str, object] | None:
     return _read_audit(path)[0]
 
 
-def _read_audit(path: Path) -> tuple[dict[str, object] | None, list[dict[str, object]]]:
+def read_audit_unread(path: Path) -> int:
+    """How many characters of the audited note no model of its language reads (0 when not recorded)."""
+    return _read_audit(path)[2]
+
+
+def _read_audit(path: Path) -> tuple[dict[str, object] | None, list[dict[str, object]], int]:
     text = Path(path).read_text(encoding="utf-8")
-    run = None
+    run, unread = None, 0
     if Path(path).suffix == ".csv":
         if text.startswith(_CSV_RUN_PREFIX):
             head, _, text = text.partition("\n")
             run = json.loads(head[len(_CSV_RUN_PREFIX):])
+        if text.startswith(_CSV_UNREAD_PREFIX):
+            head, _, text = text.partition("\n")
+            unread = int(head[len(_CSV_UNREAD_PREFIX):])
         rows: list[dict[str, object]] = list(csv.DictReader(io.StringIO(text)))
         for row in rows:
             for name in _INTEGER_FIELDS:
                 row[name] = int(row[name])
             row["score"] = float(row["score"])
-        return run, rows
+        return run, rows, unread
     rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     if rows and "run" in rows[0] and "start" not in rows[0]:
-        run = rows.pop(0)["run"]
-    return run, rows
+        head = rows.pop(0)
+        run, unread = head["run"], int(head.get("unread_characters", 0))
+    return run, rows, unread
 
 
 def render_mapping(doc: Document, replacements: Sequence[Replacement]) -> str:
@@ -112,4 +126,4 @@ def format_summary(summary: dict[str, object]) -> str:
     """One line for the terminal: counts only."""
     categories = ", ".join(f"{name} {count}" for name, count in summary["by_category"].items())
     return (f"{summary['spans']} spans replaced in {summary['notes']} notes ({categories or 'none'}); "
-            f"{summary['dates_unparsed']} dates not understood (same-shape surrogates)")
+            f"{summary['dates_unparsed']} dates not understood (other dates in the same layout)")
