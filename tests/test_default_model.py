@@ -36,3 +36,17 @@ def test_spanish_model_by_name():
     assert ("Ferrer Montalbán", "NOMBRE_SUJETO_ASISTENCIA") in spans
     assert ("avillalba@saludcyl.es", "CORREO_ELECTRONICO") in spans
     assert any(label == "FECHAS" and surface == "03/09/2024" for surface, label in spans)  # in the narrative
+
+
+def test_spanish_model_types_the_patient_after_nombre_and_ends_an_address_at_the_next_label():
+    """Fields written otherwise than MEDDOCAN's header (one per line, "Nombre:" first): the CRFs
+    typed these patients as clinicians and the address rule took the rest of the line."""
+    note = ("Datos del paciente: Nombre: María José García López\n"
+            "Nombre del paciente: Lucía Ferrando Ledesma\n"
+            "Domicilio: Calle Páez 265, 3º B. Teléfono 612 429 083. Correo: lucia.ferrando@gmail.com\n"
+            "Médico: Andrés Reyes Soto nº colegiado 50/12345.\n")
+    spans = found(Pipeline.load("es"), note)
+    assert {("María José García López", "NOMBRE_SUJETO_ASISTENCIA"), ("Lucía Ferrando Ledesma", "NOMBRE_SUJETO_ASISTENCIA"),
+            ("Calle Páez 265, 3º B", "CALLE"), ("612 429 083", "NUMERO_TELEFONO"),
+            ("lucia.ferrando@gmail.com", "CORREO_ELECTRONICO"), ("Andrés Reyes Soto", "NOMBRE_PERSONAL_SANITARIO"),
+            ("50/12345", "ID_TITULACION_PERSONAL_SANITARIO")} <= spans  # merged spans never overlap: no other type

@@ -101,6 +101,63 @@ def test_pack_on_a_note(language: str, note: str, expected: set[tuple[str, str]]
     assert all(s.source == "rule" for s in spans)
 
 
+# Hand-written Spanish header and signature lines (issue 23, item 7): each line's rule spans, exactly.
+PATIENT, CLINICIAN, LICENCE = "NOMBRE_SUJETO_ASISTENCIA", "NOMBRE_PERSONAL_SANITARIO", "ID_TITULACION_PERSONAL_SANITARIO"
+SPANISH_FIELDS = {
+    # An address ends at the next field label (phone, mail, NHC words) or the line end, not at a
+    # street word that is also a label ("Calle Correo") nor at a house number's "nº".
+    "address-then-telefono-correo": (
+        "Domicilio: Calle Páez 265, 3º B. Teléfono 612 429 083. Correo: lucia.ferrando@gmail.com",
+        {("Calle Páez 265, 3º B", "CALLE"), ("612 429 083", "NUMERO_TELEFONO"),
+         ("lucia.ferrando@gmail.com", "CORREO_ELECTRONICO")}),
+    "address-then-tfno-email": (
+        "Domicilio: C/ Mayor 12, 2º izq Tfno: 976 123 456 E-mail: lf@correo.es",
+        {("C/ Mayor 12, 2º izq", "CALLE"), ("976 123 456", "NUMERO_TELEFONO"), ("lf@correo.es", "CORREO_ELECTRONICO")}),
+    "address-then-correo-electronico": (
+        "Domicilio: Avda. de Goya 3 - Correo electrónico: a.gil@salud.es",
+        {("Avda. de Goya 3", "CALLE"), ("a.gil@salud.es", "CORREO_ELECTRONICO")}),
+    "address-ends-at-line-end": (
+        "Domicilio: Calle Sol 4, bajo\nTeléfono: 612 000 111",
+        {("Calle Sol 4, bajo", "CALLE"), ("612 000 111", "NUMERO_TELEFONO")}),
+    "address-then-nhc": (
+        "Domicilio: Plaza Mayor nº 3 NHC: 445566",
+        {("Plaza Mayor nº 3", "CALLE"), ("445566", "ID_SUJETO_ASISTENCIA")}),
+    "address-then-postal-code": (
+        "Domicilio: C/ Grecia 27, 50006 Zaragoza.",
+        {("C/ Grecia 27", "CALLE"), ("50006", "TERRITORIO"), ("Zaragoza", "TERRITORIO")}),
+    "street-named-correo": ("Domicilio: Calle Correo 29, 5º 1ª.", {("Calle Correo 29, 5º 1ª", "CALLE")}),
+    # A clinician's licence number in its usual forms.
+    "licence-nº-colegiado": (
+        "Médico: Andrés Reyes Soto nº colegiado 50/12345.",
+        {("Andrés Reyes Soto", CLINICIAN), ("50/12345", LICENCE)}),
+    "licence-glued-NºCol": (
+        "Médico: Begoña IzaNºCol: 28 28 52001.", {("Begoña Iza", CLINICIAN), ("28 28 52001", LICENCE)}),
+    "licence-Nº-Col.": ("Firmado: Dra. Marta Gil (Nº Col. 50/5012345)", {("50/5012345", LICENCE)}),
+    "licence-colegiado-nº": ("Colegiado nº 28/28/12345", {("28/28/12345", LICENCE)}),
+    "licence-numero-de-colegiado": ("Número de colegiado: 282812345", {("282812345", LICENCE)}),
+    "licence-Col.-nº": ("Col. nº 46-12345", {("46-12345", LICENCE)}),
+    # The name after "Nombre:" is the patient's, wherever the field sits on its line.
+    "patient-header": (
+        "Nombre: Lucía. Apellidos: Ferrando Ledesma. NHC: 123456.",
+        {("Lucía", PATIENT), ("Ferrando Ledesma", PATIENT), ("123456", "ID_SUJETO_ASISTENCIA")}),
+    "patient-after-another-field": (
+        "Datos del paciente: Nombre: María José García López", {("María José García López", PATIENT)}),
+    "patient-title-then-edad": (
+        "Nombre y apellidos: Sra. Lucía Ferrando Ledesma Edad: 45 años",
+        {("Lucía Ferrando Ledesma", PATIENT), ("45 años", "EDAD_SUJETO_ASISTENCIA")}),
+    "patient-nombre-del-paciente": ("Nombre del paciente: Juan Pérez Gil, DNI 12345678Z", {("Juan Pérez Gil", PATIENT)}),
+    "patient-after-byte-order-mark": ("\ufeffNombre: Eliseo.\n", {("Eliseo", PATIENT)}),
+    "clinician-block-is-no-patient": ("Datos del médico: Nombre: Pedro Gil Soto", set()),
+    "doctor-is-no-patient": ("Nombre: Dr. Pedro Gil", set()),
+}
+
+
+@pytest.mark.parametrize(("line", "expected"), list(SPANISH_FIELDS.values()), ids=list(SPANISH_FIELDS))
+def test_spanish_fields_end_at_the_next_label_and_keep_their_type(line: str, expected: set[tuple[str, str]]) -> None:
+    spans = RuleClassifier("es").predict(Document("line", line))
+    assert {(line[s.start:s.end], s.label) for s in spans} == expected
+
+
 @pytest.mark.parametrize(("language", "note"), [("es", NOTE_ES), ("en", NOTE_EN)])
 def test_output_spans_never_overlap(language: str, note: str) -> None:
     spans = RuleClassifier(language).predict(Document("note", note * 3))
