@@ -436,3 +436,17 @@ def test_text_in_scripts_no_model_reads_is_never_phi_and_is_kept_or_masked():
     assert [rep.method for rep in masked.replacements] == ["tag", "unsupported-script", "unsupported-script"]
     assert all(char not in masked.text for char in unread if not char.isspace())
     assert [s.label for s in masked.document.spans] == ["PATIENT"]  # masked text is not a PHI span of the output
+
+
+def test_readme_claims_about_the_example_notes_hold():
+    """README, *English default model*: what the bundled model does on the shipped examples."""
+    from hybriddeid import Pipeline
+
+    pipeline = Pipeline.load("en")
+    notes = {doc.name: doc for doc in read_corpus(EXAMPLES)}
+    found = {name: {doc.text[s.start:s.end]: s.label for s in pipeline.predict(doc)} for name, doc in notes.items()}
+    assert "Northampton Family Medicine" in found["referral_letter"]
+    assert found["referral_letter"].get("teacher") == "PROFESSION" and "chemistry teacher" not in " ".join(found["referral_letter"])
+    assert not {"Cardiology", "nephrology"} & set(found["discharge_summary"])  # specialties are not PHI
+    cassettes = "Entirely submitted in two cassettes (A1-A2). B12 level normal. Sections B3-B5 and C1."
+    assert pipeline.predict(cassettes) == []  # labels that only look like dates or IDs
