@@ -238,11 +238,13 @@ class DeidStage:
     error_col: str
     deid_col: str
     audit_col: str | None = None
+    model_ref: str | None = None  # the model that found the spans: its names are linked across a patient's notes
 
 
 def deid_frame(stage: DeidStage, frame: "pd.DataFrame") -> "pd.DataFrame":
-    """Rows with the de-identified text (and audit) filled: in surrogate mode each patient's notes
-    together, as ``hybriddeid deid`` does; a patient with a failed note gets no output (its surrogates
+    """Rows with the de-identified text (and audit) filled: each patient's notes together (their names
+    linked across them, and in surrogate mode one surrogate per value), as ``hybriddeid deid`` does; in
+    surrogate mode a patient with a failed note gets no output (its surrogates
     could change once that note is processed), as a failed unit in ``hybriddeid deid``."""
     n = len(frame)
     ids = ["" if _is_null(v) else str(v) for v in frame[stage.note_id_col]]
@@ -252,7 +254,7 @@ def deid_frame(stage: DeidStage, frame: "pd.DataFrame") -> "pd.DataFrame":
     audit: list[list | None] = [None] * n
     units: dict[object, list[int]] = {}
     for row in range(n):
-        together = stage.options.mode == "surrogate" and patients[row] is not None
+        together = patients[row] is not None
         units.setdefault(("patient", patients[row]) if together else ("row", row), []).append(row)
     for rows in units.values():
         ok = [row for row in rows if _is_null(errors[row])]
@@ -265,6 +267,8 @@ def deid_frame(stage: DeidStage, frame: "pd.DataFrame") -> "pd.DataFrame":
         ok.sort(key=lambda row: ids[row])
         try:  # the spans were found (and kept within the PHI set) by the spans stage
             docs = [Document(ids[row], texts[row], _spans_from_records(spans[row])) for row in ok]
+            if stage.model_ref is not None:  # as process_notes links a patient's notes in hybriddeid deid
+                docs = load_pipeline(stage.model_ref).link_names(docs)
             notes = process_notes(None, docs, NoteSettings(deid=stage.options), patients[ok[0]] or ids[ok[0]])
         except Exception as exc:  # noqa: BLE001 - only the type: the message may quote the note
             for row in ok:
@@ -359,10 +363,10 @@ def deidentify(df: "DataFrame", options: DeidOptions, model: str | Path | None =
                                                _PATIENT: StringType()})
     with_spans = work.mapInPandas(partial(_spans_batches, spans_stage, spans_schema.names), spans_schema)
 
-    deid_stage = DeidStage(options, note_id_col, text_col, spans_col, error_col, deid_col, audit_col)
+    deid_stage = DeidStage(options, note_id_col, text_col, spans_col, error_col, deid_col, audit_col, model_ref)
     added = {deid_col: StringType(), error_col: StringType(), **({audit_col: _struct_array(AUDIT_FIELDS)} if audit_col else {})}
     schema = _with_columns(spans_schema, added)
-    if options.mode == "surrogate" and patients != "note":
+    if patients != "note":  # a patient's notes together: one surrogate per value, names linked across them
         # A note without a patient is a group of its own; it only carries its error through.
         unit = F.coalesce(F.col(_PATIENT), F.concat(F.lit("\0"), F.col(note_id_col).cast("string")))
         out = with_spans.groupBy(unit).applyInPandas(partial(_deid_group, deid_stage, schema.names), schema)
