@@ -123,9 +123,16 @@ class DateShifter:
         self.words = words
         self.offset_days = offset_days
         self.keep_years = keep_years
+        self._readings: dict[str, tuple | None] = {}  # text -> _parse's result: a date is read for its years, then shifted
 
     # -- reading ----------------------------------------------------------------------------
     def _read(self, text: str) -> tuple[list[_Unit], list[tuple[_Part, int]], list[tuple[_Part, int]]] | None:
+        """``_parse``'s reading of ``text``, parsed once per shifter (readings are never changed after)."""
+        if text not in self._readings:
+            self._readings[text] = self._parse(text)
+        return self._readings[text]
+
+    def _parse(self, text: str) -> tuple[list[_Unit], list[tuple[_Part, int]], list[tuple[_Part, int]]] | None:
         """The units, weekday names and holiday names of ``text``, or None when some of it cannot be read."""
         claimed = [False] * len(text)
 
@@ -247,11 +254,8 @@ class DateShifter:
             if takes_day and _valid(int(after["day"]), month, None):
                 self._take_day(unit, after, claim)
                 cursor = after.end()
-        year = year_after.match(text, cursor) or (year_after_range.match(text, cursor) if unit.day else None)
-        if year and free(year.start("year"), year.end("year")) and _valid(None, None, _full_year(year["year"])):
-            unit.year = _full_year(year["year"])
-            unit.parts["year"] = _Part(year.start("year"), year.end("year"), year["year"])
-            claim(year.start("year"), year.end("year"))
+        self._take_year(unit, year_after.match(text, cursor) or (year_after_range.match(text, cursor) if unit.day else None),
+                        claim, free)
         if unit.day is not None and not _valid(unit.day, month, unit.year):
             return None
         claim(start, end)
@@ -262,11 +266,7 @@ class DateShifter:
         season = self.words.season_lookup[fold(match.group())]
         unit = _Unit(month=3 * season + 1, parts={"season": _Part(match.start(), match.end(), match.group())})
         claim(match.start(), match.end())
-        year = _gap_patterns(self.words)[2].match(text, match.end())
-        if year and free(year.start("year"), year.end("year")) and _valid(None, None, _full_year(year["year"])):
-            unit.year = _full_year(year["year"])
-            unit.parts["year"] = _Part(year.start("year"), year.end("year"), year["year"])
-            claim(year.start("year"), year.end("year"))
+        self._take_year(unit, _gap_patterns(self.words)[2].match(text, match.end()), claim, free)
         return unit
 
     @cached_property
@@ -278,6 +278,14 @@ class DateShifter:
         names = sorted(self.words.holidays, key=len, reverse=True)
         alternatives = "|".join(re.escape(name).replace("'", "['’]") for name in names) or "(?!)"
         return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+
+    @staticmethod
+    def _take_year(unit: _Unit, match: re.Match[str] | None, claim, free) -> None:
+        """The year a pattern found after a month or season, when it is free and valid."""
+        if match and free(match.start("year"), match.end("year")) and _valid(None, None, _full_year(match["year"])):
+            unit.year = _full_year(match["year"])
+            unit.parts["year"] = _Part(match.start("year"), match.end("year"), match["year"])
+            claim(match.start("year"), match.end("year"))
 
     @staticmethod
     def _take_day(unit: _Unit, match: re.Match[str], claim) -> None:
