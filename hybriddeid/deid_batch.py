@@ -35,7 +35,7 @@ from hybriddeid.io._common import fit_file_name, name_problem
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
-from hybriddeid.surrogates.audit import (read_audit, read_audit_run, read_audit_unread, render_audit, render_mapping,
+from hybriddeid.surrogates.audit import (audit_lines, read_audit, read_audit_run, read_audit_unread, render_mapping,
                                          summarize)
 from hybriddeid.surrogates.deid import DeidOptions, apply_replacements
 from hybriddeid.surrogates.keys import Keyed
@@ -165,8 +165,8 @@ class DeidProcessor:
                 atomic_write_text(mapping_path(self.mapping_dir, doc.name), render_mapping(doc, result.replacements),
                                   mode=0o600)
             atomic_write_text(audit_path(out_dir, doc.name, self.audit_format),
-                              render_audit(doc.name, result.replacements, self.audit_format, self.run_record,
-                                           result.unread_characters))
+                              audit_lines(doc.name, result.replacements, self.audit_format, self.run_record,
+                                          result.unread_characters))
         write_documents([results[out.name][1].document for out in written], out_dir, fmt)
 
     @cached_property

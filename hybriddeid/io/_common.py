@@ -265,8 +265,9 @@ def make_document(path: Path, name: str, text: str, spans: list[tuple[str, Span]
     return Document(name, text, tuple(span for _, span in spans), dict(meta))
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o666) -> None:
-    """Write ``text`` as UTF-8 to ``path`` so readers see the old file or the new one, never half of one.
+def atomic_write_text(path: Path, text: str | Iterable[str], mode: int = 0o666) -> None:
+    """Write ``text`` (a string, or strings written one after another: a long audit is never held
+    whole) as UTF-8 to ``path`` so readers see the old file or the new one, never half of one.
 
     The text goes to a temporary file in the same folder (same file system), created owner-only (0600:
     a temporary file left by a killed run may hold PHI), flushed to disk, given ``mode`` (less the umask;
@@ -278,7 +279,10 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o666) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                handle.writelines(text)
             handle.flush()
             if mode & 0o777 != 0o600:
                 os.fchmod(handle.fileno(), mode & ~_umask() & 0o777)

@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from dataclasses import fields
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from hybriddeid.document import Document
 from hybriddeid.io._common import record_name
@@ -32,22 +32,37 @@ def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jso
     the run's settings) goes first, so that a resumed run can tell each output's key and settings:
     a JSONL line ``{"note", "run"}``, a CSV comment line ``# run: {...}``; with it, when the note holds
     text no model of its language reads, their count (``"unread_characters"``; a CSV comment line)."""
-    rows = [{"note": record_name(note), **rep.to_dict()} for rep in replacements]
+    return "".join(audit_lines(note, replacements, fmt, run, unread_characters))
+
+
+def audit_lines(note: str, replacements: Sequence[Replacement], fmt: str = "jsonl",
+                run: Mapping[str, str] | None = None, unread_characters: int = 0) -> Iterator[str]:
+    """``render_audit``'s text line by line, made as they are written (``io.atomic_write_text`` takes
+    them): a long note's hundreds of thousands of rows are never all held at once."""
+    if fmt not in AUDIT_FORMATS:
+        raise ValueError(f"audit format must be one of {', '.join(AUDIT_FORMATS)}")
+    name = record_name(note)
     unread = {"unread_characters": unread_characters} if unread_characters else {}
     if fmt == "jsonl":
-        head = [{"note": record_name(note), "run": dict(run), **unread}] if run is not None else []
-        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in [*head, *rows])
-    if fmt != "csv":
-        raise ValueError(f"audit format must be one of {', '.join(AUDIT_FORMATS)}")
-    buffer = io.StringIO()
+        if run is not None:
+            yield json.dumps({"note": name, "run": dict(run), **unread}, ensure_ascii=False) + "\n"
+        for rep in replacements:
+            yield json.dumps({"note": name, **rep.to_dict()}, ensure_ascii=False) + "\n"
+        return
     if run is not None:
-        buffer.write(_CSV_RUN_PREFIX + json.dumps(dict(run), sort_keys=True) + "\n")
+        yield _CSV_RUN_PREFIX + json.dumps(dict(run), sort_keys=True) + "\n"
         if unread:
-            buffer.write(f"{_CSV_UNREAD_PREFIX}{unread_characters}\n")
+            yield f"{_CSV_UNREAD_PREFIX}{unread_characters}\n"
+    buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=AUDIT_FIELDS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
+    for rep in replacements:
+        writer.writerow({"note": name, **rep.to_dict()})
+        if buffer.tell() > 65536:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
 
 
 def read_audit(path: Path) -> list[dict[str, object]]:
