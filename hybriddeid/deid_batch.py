@@ -35,7 +35,7 @@ from hybriddeid.io._common import fit_file_name, name_problem
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
-from hybriddeid.surrogates.audit import (audit_lines, read_audit, read_audit_run, read_audit_unread, render_mapping,
+from hybriddeid.surrogates.audit import (audit_counts, audit_lines, read_audit, read_audit_run, render_mapping,
                                          summarize)
 from hybriddeid.surrogates.deid import DeidOptions, apply_replacements
 from hybriddeid.surrogates.keys import Keyed
@@ -287,15 +287,17 @@ def warn_of_phi_names(inputs: Inputs, language: str) -> int:
 def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult) -> dict[str, Any]:
     """The run's summary (files done, replacements by label and kind), written to audit/summary.json."""
     audits = sorted((out_dir / AUDIT_DIR).glob(f"*.{processor.audit_format}"))
-    rows, unread = [], []
+    counts, unread = [], []
     for path in audits:
         try:
-            rows.append(read_audit(path))
-            unread.append(read_audit_unread(path))
+            note_counts, note_unread = audit_counts(path)  # rows read one at a time, counted, let go
         except (OSError, ValueError):  # an audit left from an old run, unreadable: counted by its output
             continue
+        counts.append(note_counts)
+        unread.append(note_unread)
     summary = {"files": {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed)},
-               **summarize(rows), "unread_characters": sum(unread), "notes_with_unread_text": sum(map(bool, unread))}
+               **summarize(counts), "unread_characters": sum(unread),
+               "notes_with_unread_text": sum(map(bool, unread))}
     if summary["unread_characters"]:
         kept = processor.options.unsupported_script == "keep"
         log.warning("%d notes hold %d characters in scripts the %s models do not read (other alphabets, emoji): %s",
