@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable, Mapping, Sequence
 
-from hybriddeid.document import Span
+from hybriddeid.document import Span, span_order
 
 DEFAULT_PRECEDENCE = ("rule", "char", "token")
 
@@ -33,7 +33,7 @@ def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[st
         if not taken.overlaps(span.start, span.end):
             kept.append(span)
             taken.take(span.start, span.end)
-    return sorted(kept)
+    return sorted(kept, key=span_order)
 
 
 def filter_scores(spans_by_source: Mapping[str, Sequence[Span]], min_score: Mapping[str, float]) -> dict[str, list[Span]]:
@@ -67,7 +67,7 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
                 out.append(Span(start, end, label, source))
                 taken.take(start, end)
             start = text.find(surface, start + 1)
-    return sorted(out)
+    return sorted(out, key=span_order)
 
 
 def link_name_words(texts: Sequence[str], spans: Sequence[Sequence[Span]], words_of: Callable[[Span, str], Iterable[str]],
@@ -87,7 +87,7 @@ def link_name_words(texts: Sequence[str], spans: Sequence[Sequence[Span]], words
             for word in words_of(span, text[span.start:span.end]):
                 labels.setdefault(word, span.label)
     if not labels:
-        return [sorted(note_spans) for note_spans in spans]
+        return [sorted(note_spans, key=span_order) for note_spans in spans]
     forms = {form: label for word, label in labels.items()
              for form in (word, word.upper(), word[:1].upper() + word[1:].lower()) if not form.islower()}
     pattern = re.compile(rf"(?<![\w'’-])(?:{'|'.join(map(re.escape, sorted(forms, key=len, reverse=True)))})(?![\w'’-])")
@@ -99,7 +99,7 @@ def link_name_words(texts: Sequence[str], spans: Sequence[Sequence[Span]], words
             if not taken.overlaps(match.start(), match.end()):
                 kept.append(Span(match.start(), match.end(), forms[match.group()], source))
                 taken.take(match.start(), match.end())
-        out.append(sorted(kept))
+        out.append(sorted(kept, key=span_order))
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import regex
 
-from hybriddeid.document import Span
+from hybriddeid.document import Span, span_order
 from hybriddeid.knowledge.dictionaries import read_entries
 from hybriddeid.languages import language_pack, register_cache
 from hybriddeid.surrogates.language import fold, load_language
@@ -62,12 +62,15 @@ class SafeList:
     def split(self, text: str, spans: Sequence[Span]) -> tuple[list[Span], list[Span]]:
         """(kept, dropped): ``spans`` of ``text`` with the safe ones set apart."""
         phrase_ranges = [m.span() for m in self.phrases.finditer(text)] if self.phrases is not None else []
-        ordered = sorted(spans)
+        ordered = sorted(spans, key=span_order)
         kept, dropped = [], []
+        facts: dict[str, tuple[bool, bool]] = {}  # a long note repeats its surfaces many times
         for i, span in enumerate(ordered):
             surface = text[span.start:span.end]
-            safe = self.is_safe_text(surface) or (
-                not any(c.isdigit() for c in surface) and _inside_one(phrase_ranges, span.start, span.end))
+            if surface not in facts:
+                facts[surface] = (self.is_safe_text(surface), any(c.isdigit() for c in surface))
+            safe_words, has_digit = facts[surface]
+            safe = safe_words or (not has_digit and _inside_one(phrase_ranges, span.start, span.end))
             if safe and not self._protected(text, ordered, i):
                 dropped.append(span)
             else:

@@ -47,8 +47,9 @@ def audit_lines(note: str, replacements: Sequence[Replacement], fmt: str = "json
     if fmt == "jsonl":
         if run is not None:
             yield json.dumps({"note": name, "run": dict(run), **unread}, ensure_ascii=False) + "\n"
+        encode = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps's own, built once, not per row
         for rep in replacements:
-            yield json.dumps({"note": name, **rep.to_dict()}, ensure_ascii=False) + "\n"
+            yield encode({"note": name, **rep.to_dict()}) + "\n"
         return
     if run is not None:
         yield _CSV_RUN_PREFIX + json.dumps(dict(run), sort_keys=True) + "\n"
