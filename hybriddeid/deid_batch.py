@@ -35,9 +35,8 @@ from hybriddeid.io._common import fit_file_name, name_problem
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
-from hybriddeid.surrogates.audit import (audit_counts, audit_lines, read_audit, read_audit_run, render_mapping,
-                                         summarize)
-from hybriddeid.surrogates.deid import DeidOptions, apply_replacements
+from hybriddeid.surrogates.audit import audit_counts, audit_lines, audit_rows, read_audit_run, render_mapping, summarize
+from hybriddeid.surrogates.deid import DeidOptions, matches_replacements
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.patients import PatientMap
 
@@ -137,12 +136,11 @@ class DeidProcessor:
         try:
             if read_audit_run(audit) != self.run_record:  # made with another key or other settings
                 return False
-            rows = read_audit(audit)
             outputs = [d for d in read_document(output, fmt) if d.name == name]
-            expected = apply_replacements(doc.text, rows)
+            # the audit read row by row and checked as it comes: a 20 MB note's is 200 MB of rows
+            return len(outputs) == 1 and matches_replacements(doc.text, outputs[0].text, audit_rows(audit))
         except (InputError, ValueError, OSError, KeyError, TypeError):
             return False
-        return len(outputs) == 1 and outputs[0].text == expected
 
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
         out_dir = Path(out_dir)

@@ -164,3 +164,19 @@ def test_a_long_audit_is_written_line_by_line_with_every_row(tmp_path: Path, fmt
     rows = read_audit(path)
     assert [{key: value for key, value in row.items() if key != "note"} for row in rows] == \
         [asdict(rep) for rep in result.replacements]  # every field, as the dataclass holds it
+
+
+def test_an_output_is_checked_against_its_audit_row_by_row() -> None:
+    from hybriddeid.surrogates.deid import apply_replacements, matches_replacements
+
+    text = "Seen by Dr. Smith on 03/12/2020 in Boston."
+    rows = [{"start": 12, "end": 17, "replacement": "[NAME]"}, {"start": 21, "end": 31, "replacement": "[DATE]"},
+            {"start": 35, "end": 41, "replacement": "[LOCATION]"}]
+    output = apply_replacements(text, rows)
+    assert output == "Seen by Dr. [NAME] on [DATE] in [LOCATION]."
+    assert matches_replacements(text, output, iter(rows))  # rows as an audit gives them, one at a time
+    assert not matches_replacements(text, output + " ", iter(rows))
+    assert not matches_replacements(text, output.replace("[DATE]", "[DAT3]"), iter(rows))
+    assert not matches_replacements(text, output, iter(rows[:2]))
+    assert not matches_replacements(text, output, iter([rows[1], rows[0], rows[2]]))  # out of order: redone
+    assert matches_replacements(text, text, iter([]))

@@ -69,7 +69,12 @@ def audit_lines(note: str, replacements: Sequence[Replacement], fmt: str = "json
 
 def read_audit(path: Path) -> list[dict[str, object]]:
     """The replacement rows of an audit file written by ``render_audit`` (format from the extension)."""
-    return list(islice(_audit_items(path), 1, None))
+    return list(audit_rows(path))
+
+
+def audit_rows(path: Path) -> Iterator[dict[str, object]]:
+    """``read_audit``'s rows one at a time (a long note's audit is never held whole)."""
+    return islice(_audit_items(path), 1, None)
 
 
 def read_audit_run(path: Path) -> dict[str, object] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 from datetime import date
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import available_languages, unread_pattern
@@ -231,9 +231,35 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
 
 def apply_replacements(text: str, replacements: Iterable[Replacement | dict]) -> str:
     """``text`` with recorded replacements applied (to verify an output against its audit)."""
-    pieces, cursor = [], 0
-    for rec in sorted((r if isinstance(r, dict) else r.to_dict() for r in replacements), key=lambda r: r["start"]):
-        pieces += [text[cursor:rec["start"]], rec["replacement"]]
+    records = sorted((r if isinstance(r, dict) else r.to_dict() for r in replacements), key=lambda r: r["start"])
+    return "".join(_replaced_pieces(text, records))
+
+
+def matches_replacements(text: str, output: str, replacements: Iterable[Replacement | dict]) -> bool:
+    """Whether ``output`` is ``apply_replacements(text, replacements)``, checked piece by piece as the
+    replacements come (an audit read row by row: a long note's is never held whole, nor the text it
+    makes). They must come in order of their start, as audits write them; out of order: False."""
+    at = 0
+    for piece in _replaced_pieces(text, replacements):
+        if piece is None:  # out of order
+            return False
+        if not output.startswith(piece, at):
+            return False
+        at += len(piece)
+    return at == len(output)
+
+
+def _replaced_pieces(text: str, replacements: Iterable[Replacement | dict]) -> Iterator[str | None]:
+    """The kept text and replacements of ``text`` in turn, ``replacements`` taken in the order given;
+    None (and nothing after it) where one starts before the previous one."""
+    cursor = previous = 0
+    for rec in replacements:
+        rec = rec if isinstance(rec, dict) else rec.to_dict()
+        if rec["start"] < previous:
+            yield None
+            return
+        previous = rec["start"]
+        yield text[cursor:rec["start"]]
+        yield rec["replacement"]
         cursor = rec["end"]
-    pieces.append(text[cursor:])
-    return "".join(pieces)
+    yield text[cursor:]
