@@ -200,6 +200,7 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
     pieces: list[str] = []
     replacements: list[Replacement] = []
     out_spans: list[Span] = []
+    tags: dict[str, str] = {}
     cursor = out_length = 0
     unread = [Span(m.start(), m.end(), UNREAD_LABEL, UNREAD_METHOD) for m in unread_pattern(options.language).finditer(doc.text)]
     masked_unread = unread if options.unsupported_script == "mask" else []
@@ -210,7 +211,10 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
         if span.label == UNREAD_LABEL:
             new, method, category, kind = _masked(value, options.mask_char), UNREAD_METHOD, "OTHER", "shape"
         elif options.mode == "tag":
-            new, method = lang.tag_format.format(label=category if options.tag_level == "category" else span.label), "tag"
+            shown = category if options.tag_level == "category" else span.label
+            if shown not in tags:  # one string per tag, not per span (a long note has hundreds of thousands)
+                tags[shown] = lang.tag_format.format(label=shown)
+            new, method = tags[shown], "tag"
         elif options.mode == "mask":
             new, method = _masked(value, options.mask_char), "mask"
         else:
