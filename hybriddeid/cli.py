@@ -268,6 +268,7 @@ def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
 
 def _deid(args: argparse.Namespace) -> int:
     from hybriddeid.deid_batch import DeidProcessor, run_deid
+    from hybriddeid.io import FHIR_FORMAT
     from hybriddeid.renaming import Renamer
     from hybriddeid.surrogates.audit import format_summary
     from hybriddeid.surrogates.patients import PatientMap
@@ -283,12 +284,16 @@ def _deid(args: argparse.Namespace) -> int:
         if not args.use_annotations:
             # The model is loaded once: here only to check a sweep file, else by this process (jobs 1) or each worker.
             threshold, pipeline = _operating_point(args)
+        processor_class = DeidProcessor
+        if args.input_format == FHIR_FORMAT:  # FHIR resources in, the same resources out
+            from hybriddeid.fhir_deid import FhirDeidProcessor
+            processor_class = FhirDeidProcessor
+        processor = processor_class(options, patients, None if args.use_annotations else args.model,
+                                    args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
+                                    pipeline=pipeline, engine=args.engine, renamer=renamer)
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    processor = DeidProcessor(options, patients, None if args.use_annotations else args.model,
-                              args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
-                              pipeline=pipeline, engine=args.engine, renamer=renamer)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=_progress(args), jobs=args.jobs, limits=args.limits,
                                encoding=args.encoding, follow_symlinks=args.follow_symlinks)
@@ -475,7 +480,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
-    from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
+    from hybriddeid.io import ANNOTATION_FORMATS, FHIR_FORMAT, INPUT_FORMATS, TABLE_FORMATS
     from hybriddeid.languages import available_languages
     from hybriddeid.renaming import RENAME_MODES
     from hybriddeid.surrogates.audit import AUDIT_FORMATS
@@ -557,7 +562,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "without that file")
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     _add_batch_options(deid)
-    deid.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
+    deid.add_argument("--input-format", choices=(*INPUT_FORMATS, FHIR_FORMAT), default="auto",
+                      help=f"{FHIR_FORMAT}: FHIR R4 Bundles (.json) and Bulk Data NDJSON (.ndjson) of DocumentReference and "
+                           "DiagnosticReport resources, written back as resources (pip install 'hybriddeid[fhir]')")
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
     _add_operating_point_options(deid)
     deid.set_defaults(run=_deid)
