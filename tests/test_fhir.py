@@ -73,8 +73,15 @@ def bundle(tmp_path: Path) -> Path:
     entries = [doc, diagnostic_report("rep1", "Patient/p1", "John Smith", NOTE_2), BAD,
                {"resourceType": "Patient", "id": "p1", "name": [{"family": "Smith"}]}]
     (folder / "bundle.json").write_text(json.dumps({"resourceType": "Bundle", "type": "collection",
-                                                    "entry": [{"resource": r} for r in entries]}), encoding="utf-8")
+                                                    "entry": [{"fullUrl": f"urn:uuid:{n}", "resource": r}
+                                                              for n, r in enumerate(entries)]}), encoding="utf-8")
     return folder
+
+
+def write_ndjson(path: Path, *items: dict) -> None:
+    """Bulk Data NDJSON: one resource a line (the folder is made if missing)."""
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
 
 
 def deid(in_dir: Path, out_dir: Path, *options: str) -> int:
@@ -106,6 +113,8 @@ def test_bundle_is_written_back_valid_labelled_and_without_the_phi(tmp_path, cap
         assert deid(in_dir, tmp_path / "out", *surrogate(tmp_path)) == 1  # the bad resource and the Patient failed
     out = resources(tmp_path / "out" / "bundle.json")
     assert [(r["resourceType"], r["id"]) for r in out] == [("DocumentReference", "doc1"), ("DiagnosticReport", "rep1")]
+    written = json.loads((tmp_path / "out" / "bundle.json").read_text(encoding="utf-8"))
+    assert written["type"] == "collection" and [e["fullUrl"] for e in written["entry"]] == ["urn:uuid:0", "urn:uuid:1"]
     for resource in out:
         assert validation_problem(resource) is None
         assert {"system": SECURITY_SYSTEM, "code": "PSEUDED", "display": "pseudonymized"} in resource["meta"]["security"]
@@ -172,12 +181,9 @@ def test_html_text_and_edits_map_back_into_the_markup():
 
 def test_ndjson_files_keep_one_patient_consistent_and_patients_apart(tmp_path):
     in_dir = tmp_path / "in"
-    in_dir.mkdir()
-    (in_dir / "DocumentReference.ndjson").write_text("".join(json.dumps(r) + "\n" for r in [
-        document_reference("d1", "Patient/p1", "John Smith", NOTE_1),
-        document_reference("d2", "Patient/p2", "Maria Okonkwo", NOTE_OTHER)]), encoding="utf-8")
-    (in_dir / "DiagnosticReport.ndjson").write_text(
-        json.dumps(diagnostic_report("r1", "Patient/p1", "John Smith", NOTE_2)) + "\n", encoding="utf-8")
+    write_ndjson(in_dir / "DocumentReference.ndjson", document_reference("d1", "Patient/p1", "John Smith", NOTE_1),
+                 document_reference("d2", "Patient/p2", "Maria Okonkwo", NOTE_OTHER))
+    write_ndjson(in_dir / "DiagnosticReport.ndjson", diagnostic_report("r1", "Patient/p1", "John Smith", NOTE_2))
     assert deid(in_dir, tmp_path / "out", *surrogate(tmp_path)) == 0
     d1, d2 = resources(tmp_path / "out" / "DocumentReference.ndjson")
     (r1,) = resources(tmp_path / "out" / "DiagnosticReport.ndjson")
@@ -202,10 +208,8 @@ def test_tag_mode_leaves_out_dates_that_are_no_longer_dates(tmp_path):
 def test_attachments_give_what_deid_gives_for_the_same_text_byte_for_byte(tmp_path):
     """The same notes of one patient from a folder (``hybriddeid deid``) and from FHIR attachments."""
     in_dir = tmp_path / "fhir"
-    in_dir.mkdir()
-    (in_dir / "notes.ndjson").write_text("".join(json.dumps(r) + "\n" for r in [
-        document_reference("d1", "Patient/p1", "John Smith", NOTE_1),
-        diagnostic_report("r1", "Patient/p1", "John Smith", NOTE_2)]), encoding="utf-8")
+    write_ndjson(in_dir / "notes.ndjson", document_reference("d1", "Patient/p1", "John Smith", NOTE_1),
+                 diagnostic_report("r1", "Patient/p1", "John Smith", NOTE_2))
     folder = tmp_path / "folder"
     folder.mkdir()
     (folder / "one.txt").write_text(NOTE_1, encoding="utf-8")
@@ -247,10 +251,9 @@ def test_unreadable_attachments_and_files_are_told_by_id_and_the_rest_goes_on(tm
 
 def test_rerun_skips_finished_files_and_redoes_a_damaged_one(tmp_path, caplog):
     in_dir = tmp_path / "in"
-    in_dir.mkdir()
     for number in range(3):
-        (in_dir / f"part{number}.ndjson").write_text(json.dumps(document_reference(
-            f"d{number}", f"Patient/p{number}", "John Smith", NOTE_1)) + "\n", encoding="utf-8")
+        write_ndjson(in_dir / f"part{number}.ndjson",
+                     document_reference(f"d{number}", f"Patient/p{number}", "John Smith", NOTE_1))
     out = tmp_path / "out"
     assert deid(in_dir, out, *surrogate(tmp_path)) == 0
     first = files(out)
@@ -266,11 +269,10 @@ def test_rerun_skips_finished_files_and_redoes_a_damaged_one(tmp_path, caplog):
 
 def test_kill_9_then_resume_gives_the_uninterrupted_outputs(tmp_path):
     in_dir = tmp_path / "in"
-    in_dir.mkdir()
     for number in range(12):  # one patient a file, so that each file is a unit of its own
-        (in_dir / f"part{number:02d}.ndjson").write_text("".join(json.dumps(r) + "\n" for r in [
-            document_reference(f"d{number}", f"Patient/p{number}", "John Smith", NOTE_1),
-            diagnostic_report(f"r{number}", f"Patient/p{number}", "John Smith", NOTE_2)]), encoding="utf-8")
+        write_ndjson(in_dir / f"part{number:02d}.ndjson",
+                     document_reference(f"d{number}", f"Patient/p{number}", "John Smith", NOTE_1),
+                     diagnostic_report(f"r{number}", f"Patient/p{number}", "John Smith", NOTE_2))
     options = ["deid", "--input-format", "fhir", "--model", "en", "--mode", "surrogate",
                "--key-file", str(tmp_path / "deid.key")]
     reference = run(FAST_CLI, [*options, str(in_dir), str(tmp_path / "reference")], tmp_path)

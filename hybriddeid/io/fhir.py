@@ -101,10 +101,11 @@ class FhirPart:
     ``index``: the resource's place among the file's resources; ``kind``: "plain", "html" (an
     attachment), "narrative", "string" or "elements"; ``path``: the element (for attachments, the
     Attachment). ``source``: the markup an HTML text was read from. ``patient``: the resource's subject
-    (its reference), else the resource's own name; ``suffix``: its file's. An ``elements`` part also holds
-    the resource as read (``resource``), the file's Bundle without its entries (``shell``; None for
-    NDJSON), each element's path and offsets in the text (``elements``) and, in the file's
-    first one, the resources left out (``rejected``: (where, type/id, problem))."""
+    (its reference), else the resource's own name; ``suffix``: its file's. An ``elements`` part also
+    holds the resource as read (``resource``), the file's Bundle without its entries (``shell``; None
+    for NDJSON), the resource's Bundle entry without it (``entry``: fullUrl, request), each element's
+    path and offsets in the text (``elements``) and, in the file's first one, the resources left out
+    (``rejected``: (where, type/id, problem))."""
 
     index: int
     kind: str
@@ -112,6 +113,7 @@ class FhirPart:
     source: str | None = None
     resource: dict | None = field(default=None, repr=False)
     shell: dict | None = field(default=None, repr=False)
+    entry: dict | None = field(default=None, repr=False)
     patient: str = ""
     suffix: str = ".ndjson"
     elements: tuple[tuple[Path_, int, int, bool], ...] = ()
@@ -176,10 +178,10 @@ def read_fhir(path: Path, max_bytes: int, encoding: str = "utf-8", spans: bool =
     docs: list[Document] = []
     rejected: list[tuple[str, str, str]] = []
     names: set[str] = set()
-    for index, (where, resource) in enumerate(entries):
+    for index, (where, resource, entry) in enumerate(entries):
         label = _label(resource)
         try:
-            resource_docs = _documents(path, index, resource, shell)
+            resource_docs = _documents(path, index, resource, shell, entry)
         except InputError as exc:
             rejected.append((where, label, exc.problem))
             continue
@@ -214,8 +216,9 @@ def _label(resource: Any) -> str:
     return f"{rtype}/{rid}" if isinstance(rid, str) and _ID.fullmatch(rid) else f"{rtype} without a usable id"
 
 
-def _resources(path: Path, text: str) -> tuple[dict | None, list[tuple[str, Any]]]:
-    """(the Bundle without its entries or None, [(where, resource)]) of a Bundle, one resource, or NDJSON."""
+def _resources(path: Path, text: str) -> tuple[dict | None, list[tuple[str, Any, dict | None]]]:
+    """(the Bundle without its entries or None, [(where, resource, its Bundle entry without it or None)])
+    of a Bundle, one resource, or NDJSON."""
     stripped = text.strip()
     if path.suffix != ".ndjson":
         try:
@@ -225,7 +228,7 @@ def _resources(path: Path, text: str) -> tuple[dict | None, list[tuple[str, Any]
         if not isinstance(whole, dict):
             raise InputError(path, "not a FHIR resource (a JSON object)")
         if whole.get("resourceType") != "Bundle":
-            return None, [("resource", whole)]
+            return None, [("resource", whole, None)]
         entries = whole.get("entry", [])
         if not isinstance(entries, list):
             raise InputError(path, "Bundle.entry is not a list")
@@ -234,20 +237,22 @@ def _resources(path: Path, text: str) -> tuple[dict | None, list[tuple[str, Any]
         found = []
         for number, entry in enumerate(entries, 1):
             resource = entry.get("resource") if isinstance(entry, dict) else None
-            found.append((f"entry {number}", resource))
+            # the entry's other fields (fullUrl, request, search) go back beside the resource
+            rest = {key: value for key, value in entry.items() if key != "resource"} if isinstance(entry, dict) else {}
+            found.append((f"entry {number}", resource, rest))
         return shell, found
     found = []
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
-            found.append((f"line {lineno}", json.loads(line)))
+            found.append((f"line {lineno}", json.loads(line), None))
         except json.JSONDecodeError as exc:
-            found.append((f"line {lineno}", InputError(path, f"invalid JSON at column {exc.colno} ({exc.msg})")))
+            found.append((f"line {lineno}", InputError(path, f"invalid JSON at column {exc.colno} ({exc.msg})"), None))
     return None, found
 
 
-def _documents(path: Path, index: int, resource: Any, shell: dict | None) -> list[Document]:
+def _documents(path: Path, index: int, resource: Any, shell: dict | None, entry: dict | None) -> list[Document]:
     """The documents of one resource, or an ``InputError`` saying why it cannot be de-identified."""
     if isinstance(resource, InputError):
         raise resource
@@ -285,8 +290,8 @@ def _documents(path: Path, index: int, resource: Any, shell: dict | None) -> lis
     if isinstance(narrative, dict) and isinstance(narrative.get("div"), str):
         add("text", html_text(narrative["div"]), FhirPart(index, "narrative", ("text", "div"), narrative["div"]))
     text, spans, elements = _elements(resource)
-    part = FhirPart(index, ELEMENTS_PART, resource=resource, shell=shell, patient=patient, suffix=path.suffix,
-                    elements=elements)
+    part = FhirPart(index, ELEMENTS_PART, resource=resource, shell=shell, entry=entry, patient=patient,
+                    suffix=path.suffix, elements=elements)
     docs.insert(0, Document(f"{base}.{ELEMENTS_PART}", text, spans, {**meta, "fhir": part}))
     return docs
 
@@ -472,7 +477,7 @@ def render_fhir(docs: Sequence[Document]) -> dict[str, str]:
         paths.add(doc.meta.get("path"))
     if len(paths) > 1:
         raise ValueError("documents of several input files would be written into one file; name the files apart")
-    resources, shell = [], None
+    resources, shell, entries = [], None, []
     for index in sorted(by_resource):
         group = by_resource[index]
         elements = next((doc for doc in group if is_elements(doc)), None)
@@ -482,13 +487,14 @@ def render_fhir(docs: Sequence[Document]) -> dict[str, str]:
         suffixes.add(part.suffix)
         shell = part.shell
         resources.append(_rendered(part, group))
+        entries.append(part.entry or {})
     (suffix,) = suffixes or {".ndjson"}
     if suffix == ".ndjson":
         return {suffix: "".join(json.dumps(resource, ensure_ascii=False) + "\n" for resource in resources)}
     if shell is None:
         (resource,) = resources
         return {suffix: json.dumps(resource, ensure_ascii=False, indent=2) + "\n"}
-    bundle = {**shell, "entry": [{"resource": resource} for resource in resources]}
+    bundle = {**shell, "entry": [{**entry, "resource": resource} for entry, resource in zip(entries, resources)]}
     return {suffix: json.dumps(bundle, ensure_ascii=False, indent=2) + "\n"}
 
 
