@@ -282,7 +282,10 @@ def _documents(path: Path, index: int, resource: Any, shell: dict | None, entry:
         if "data" not in attachment:
             continue  # a url, or nothing: no text here to de-identify
         kind, text = _attachment_text(path, name, attachment)
-        add(name, text if kind == "plain" else html_text(text), FhirPart(index, kind, where, text if kind == "html" else None))
+        if kind == "plain":
+            add(name, text, FhirPart(index, kind, where))
+        else:
+            add(name, html_text(text), FhirPart(index, kind, where, source=text))
     for key in _STRINGS[rtype]:
         if isinstance(resource.get(key), str):
             add(key, resource[key], FhirPart(index, "string", (key,)))
