@@ -10,23 +10,17 @@ Debian's ``postgresql``) and skip, saying why, only where none can be started.
 from __future__ import annotations
 
 import csv
-import glob
 import json
 import os
-import pwd
-import secrets
-import shutil
 import signal
-import socket
 import sqlite3
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from cli_runs import FAST_CLI, TEMP, files, run, slow_cli
+from pg_server import NoServer, private_server
 from hybriddeid.cli import main
 from hybriddeid.io.tables import read_table
 
@@ -235,69 +229,26 @@ def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------------------
-def _server_binaries() -> Path | None:
-    found = shutil.which("pg_ctl")
-    if found:
-        return Path(found).resolve().parent
-    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
-    return Path(versions[-1]).parent if versions else None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def postgres() -> tuple[str, str]:
     """(URL without password, password) of a PostgreSQL server: the one ``HYBRIDDEID_TEST_POSTGRES_URL``
-    names, else a private one started here on a free loopback port with a random password."""
+    names, else a private one started here (``pg_server``)."""
     pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg: pip install 'hybriddeid[sql]'")
     given = os.environ.get("HYBRIDDEID_TEST_POSTGRES_URL")
     if given:
         yield given, os.environ.get("HYBRIDDEID_DB_PASSWORD", "")
         return
-    bindir = _server_binaries()
-    if bindir is None or not (bindir / "initdb").exists():
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) on this machine: apt-get install postgresql "
-                    "(.ci/run does), or set HYBRIDDEID_TEST_POSTGRES_URL")
-    user: dict = {}
-    if os.geteuid() == 0:  # the server refuses to run as root
-        try:
-            user = {"user": pwd.getpwnam("postgres").pw_uid}
-        except KeyError:
-            pytest.skip("running as root and no 'postgres' user to run the server as")
-    root = Path(tempfile.mkdtemp(prefix="hybriddeid-pg-"))
-    password = secrets.token_hex(12)
-    (root / "pw").write_text(password + "\n")
-    if user:
-        for path in (root, root / "pw"):
-            os.chown(path, user["user"], -1)
-    port = _free_port()
     try:
-        subprocess.run([str(bindir / "initdb"), "-D", str(root / "data"), "-U", "hybriddeid", "--pwfile",
-                        str(root / "pw"), "--auth", "scram-sha-256", "-E", "UTF8", "--no-sync"],
-                       check=True, capture_output=True, timeout=120, **user)
-        subprocess.run([str(bindir / "pg_ctl"), "-D", str(root / "data"), "-l", str(root / "log"), "-w", "-o",
-                        f"-p {port} -k {root} -h 127.0.0.1 -c fsync=off", "start"],
-                       check=True, capture_output=True, timeout=120, **user)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"cannot start a PostgreSQL server here ({type(exc).__name__})")
-    try:
-        yield f"postgresql://hybriddeid@127.0.0.1:{port}/postgres", password
-    finally:
-        subprocess.run([str(bindir / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60, **user)
-        shutil.rmtree(root, ignore_errors=True)
+        with private_server() as server:
+            yield server
+    except NoServer as exc:
+        pytest.skip(f"{exc} (or set HYBRIDDEID_TEST_POSTGRES_URL)")
 
 
 def pg_rows(url: str, password: str, query: str) -> list[tuple]:
     import psycopg
 
-    dsn = url.replace("postgresql://", "postgresql://", 1)
-    with psycopg.connect(dsn, password=password) as conn:
+    with psycopg.connect(url, password=password) as conn:
         return [tuple(row) for row in conn.execute(query)]
 
 

@@ -52,7 +52,7 @@ class Database:
             raise ValueError(f"{self.shown}: the URL holds a password; give it with --password-file or the "
                              f"{PASSWORD_ENV} environment variable instead, so it never shows in process lists "
                              "or shell history")
-        password = _password(password_file)
+        password = _password(password_file) if parsed.get_backend_name() != "sqlite" else None  # a file has none
         if password is not None:
             parsed = parsed.set(password=password)
         if parsed.drivername == "postgresql" and _has_module("psycopg") and not _has_module("psycopg2"):
