@@ -6,7 +6,8 @@ wrote the folder's bytes for every note.
 
     python benchmarks/tables.py --notes 2000 --jobs 2
 
-Each run is a fresh CLI process (``--mode surrogate``, three notes per patient, ``--part-rows 1000``).
+Each run is a fresh CLI process (``--mode surrogate``, three notes per patient, ``--part-rows``: the
+unit of work of a table run, so a table of fewer parts than ``--jobs`` runs on fewer workers).
 PostgreSQL runs against a private server started with the installed binaries (``tests/pg_server.py``;
 ``apt-get install postgresql``) and is left out, saying so, where none can be started. Needs the
 ``[tables]`` and ``[sql]`` extras.
@@ -69,13 +70,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--notes", type=int, default=2000)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--part-rows", type=int, default=1000,
+                        help="rows per part (default 1000); a table of fewer parts than --jobs runs on fewer workers")
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
     rows = make_notes(args.notes)
     work = Path(tempfile.mkdtemp(prefix="hybriddeid-tables-bench-"))
     key = work / "deid.key"
     common = ["--model", "en", "--mode", "surrogate", "--key-file", str(key), "--jobs", str(args.jobs)]
-    table_opts = ["--patient-col", "patient", "--part-rows", "1000"]
+    table_opts = ["--patient-col", "patient", "--part-rows", str(args.part_rows)]
     env = dict(os.environ)
 
     folder = work / "folder"
@@ -124,7 +127,7 @@ def main() -> None:
     try:
         # warm the page cache and the key once, so that no source pays for the first start alone
         subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "deid", str(work / "notes.csv"),
-                        str(work / "warm"), *common, *table_opts, "--part-rows", "50"], env=env, check=True)
+                        str(work / "warm"), *common, *table_opts], env=env, check=True)
         results = {name: timed(command, env) for name, command in runs.items()}
         expected = {r["note_id"]: (work / "out_folder" / f"{r['note_id']}.txt").read_bytes().decode("utf-8")
                     for r in rows}
@@ -144,7 +147,8 @@ def main() -> None:
         if server is not None:
             server.__exit__(None, None, None)
     base = args.notes / results["folder"][0]
-    print(f"{args.notes} generated notes (English test mix), surrogate mode, --jobs {args.jobs}, one CLI process each")
+    print(f"{args.notes} generated notes (English test mix), surrogate mode, --jobs {args.jobs}, --part-rows "
+          f"{args.part_rows}, one CLI process each")
     print(f"{'source':<11} {'wall s':>7} {'notes/s':>8} {'vs folder':>9} {'peak MB':>8}  {'MB at 1/4, 1/2, 3/4, end':<26} same bytes")
     for name, (wall, peak, quarters) in results.items():
         rate = args.notes / wall
