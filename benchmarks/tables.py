@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -146,6 +147,7 @@ def main() -> None:
     finally:
         if server is not None:
             server.__exit__(None, None, None)
+        shutil.rmtree(work, ignore_errors=True)
     base = args.notes / results["folder"][0]
     print(f"{args.notes} generated notes (English test mix), surrogate mode, --jobs {args.jobs}, --part-rows "
           f"{args.part_rows}, one CLI process each")

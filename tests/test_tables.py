@@ -321,3 +321,22 @@ def test_postgresql_kill_9_then_resume_gives_the_uninterrupted_table(setting, po
     query = "SELECT note_id, patient, text FROM {} ORDER BY note_id"
     assert pg_rows(url, password, query.format("notes_k_out")) == pg_rows(url, password, query.format("notes_k_reference"))
     assert dict((r[0], r[2]) for r in pg_rows(url, password, query.format("notes_k_out"))) == setting["expected"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "sqlite"])
+def test_parts_read_again_by_the_workers_give_the_same_text(setting, tmp_path, monkeypatch, fmt):
+    """Past the batch runner's text budget, parts are read again from their locators in the workers (a
+    byte offset, a row number, the last id before them): with a budget of 0 every part is."""
+    monkeypatch.setattr("hybriddeid.batch.HELD_CHARACTERS", 0)
+    rows = setting["rows"]
+    if fmt == "csv":
+        source, extra = str(write_csv(tmp_path / "notes.csv", rows)), []
+    elif fmt == "parquet":
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / "notes.parquet", row_group_size=4)
+        source, extra = str(tmp_path / "notes.parquet"), []
+    else:
+        source, extra = write_sqlite(tmp_path / "clinic.db", rows), ["--table", "notes", "--format", "csv"]
+    out = tmp_path / "out"
+    assert deid(source, str(out), *setting["options"], *extra, "--patient-col", "patient", "--part-rows", "7",
+                "--jobs", "2") == 0
+    assert table_texts(out, "csv" if fmt != "parquet" else "parquet") == setting["expected"]
