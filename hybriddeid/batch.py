@@ -218,6 +218,21 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+class NoteSource(Protocol):
+    """What ``run_batch`` reads besides a folder's ``Inputs``: a table or a database (``table_batch``).
+    Iterating gives ``(path, documents)`` per input *part* (or ``(path, InputError)``), each path a name
+    for one part; ``read(path)`` gives a part's documents again; ``check_output(out_dir)`` raises an
+    ``InputError`` when ``out_dir`` cannot take this source's outputs (``check_folders`` for folders)."""
+
+    format: str
+
+    def __iter__(self) -> Iterator[tuple[Path, list[Document] | InputError]]: ...
+
+    def read(self, path: Path) -> list[Document]: ...
+
+    def check_output(self, out_dir: Path) -> None: ...
+
+
 class BatchProcessor(Protocol):
     """What ``run_batch`` does with the documents of a folder. A processor may set ``needs_spans =
     False`` when it replaces the inputs' spans: then a file whose annotations cannot be read is
@@ -360,7 +375,7 @@ def check_writable(folder: Path) -> None:
 
 
 def run_batch(
-    in_dir: Path | Inputs,
+    in_dir: Path | Inputs | NoteSource,
     out_dir: Path,
     transform: Transform | BatchProcessor,
     out_format: str | None = None,
@@ -375,7 +390,7 @@ def run_batch(
     """Process every document under ``in_dir`` and write the results to ``out_dir``.
 
     ``in_dir`` is a folder, or its ``Inputs`` (``hybriddeid.io.scan_inputs``; then ``in_format`` is
-    theirs). ``transform`` is a document -> document function (written in ``out_format``) or a
+    theirs), or another ``NoteSource`` (a table's parts: ``hybriddeid.table_batch``). ``transform`` is a document -> document function (written in ``out_format``) or a
     ``BatchProcessor``. Units whose outputs are all done are skipped unless ``overwrite``; errors
     are collected per input file and the run goes on. Units run in ``jobs`` worker processes under
     ``limits``; results do not depend on ``jobs``. ``encoding`` and ``follow_symlinks`` are how the
@@ -386,7 +401,10 @@ def run_batch(
     changes nothing) and stops on SIGINT, SIGTERM and SIGHUP by raising ``Interrupted`` (no new unit
     started, workers ended, their temporary files removed, what was done in its ``result``).
     """
-    check_folders(in_dir.folder if isinstance(in_dir, Inputs) else in_dir, out_dir)
+    if isinstance(in_dir, (str, Path, Inputs)):
+        check_folders(in_dir.folder if isinstance(in_dir, Inputs) else in_dir, out_dir)
+    else:
+        in_dir.check_output(Path(out_dir))
     out_dir = Path(out_dir)
     if callable(transform):
         if out_format is None:
@@ -396,7 +414,7 @@ def run_batch(
         processor = transform
     with output_lock(out_dir), stop_on_signals():
         check_writable(out_dir)
-        inputs = in_dir if isinstance(in_dir, Inputs) else scan_inputs(
+        inputs = in_dir if not isinstance(in_dir, (str, Path)) else scan_inputs(
             in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
             spans=getattr(processor, "needs_spans", True))
         remove_temp_files(out_dir)
@@ -418,7 +436,7 @@ def _sort(result: BatchResult) -> None:
     result.failed.sort()
 
 
-def _run_all(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, progress: bool, jobs: int,
+def _run_all(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, progress: bool, jobs: int,
              limits: Limits, result: BatchResult) -> None:
     """Plan the units, skip the done ones, run the others; ``result`` gets each file as it ends."""
     fmt = inputs.format
@@ -454,7 +472,7 @@ def _run_all(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite
             bar.update(len(unit))
 
 
-def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
+def _plan(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
           notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]],
                                            dict[str, Path]]:
     """Read every input once: the units to run (files joined by shared keys), which files are done,
@@ -463,7 +481,7 @@ def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: b
     ``notes`` gets the number of notes in each file (for the time limits)."""
     keys: dict[Path, set[str]] = {}
     done: dict[Path, bool] = {}
-    docs: dict[Path, list[Document] | Inputs] = {}
+    docs: dict[Path, list[Document] | Inputs | NoteSource] = {}
     held = 0
     names: dict[str, Path] = {}  # outputs and audits are named by note: one name, one note
     for path, items in inputs:
@@ -559,7 +577,7 @@ class _PipeHandler(logging.Handler):
 
 
 def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt: str,
-                 docs: dict[Path, list[Document] | Inputs], memory_mb: int | None, parent_pid: int) -> None:
+                 docs: dict[Path, list[Document] | Inputs | NoteSource], memory_mb: int | None, parent_pid: int) -> None:
     """A worker: unit after unit from ``conn`` until None or the pipe closes; it ends with its parent."""
     for sig in STOP_SIGNALS:  # stopping is the parent's to handle; it ends the workers
         signal.signal(sig, signal.SIG_IGN if sig != signal.SIGTERM else signal.SIG_DFL)
@@ -586,7 +604,7 @@ def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt
     conn.close()
 
 
-def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs],
+def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs | NoteSource],
           unit: list[Path]) -> tuple[str | None, bool]:
     """Process one unit: (the problem as one safe line or None when it worked, whether the worker must
     be replaced: after a MemoryError its state cannot be trusted)."""
@@ -594,7 +612,7 @@ def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, l
         unit_docs = []
         for path in unit:
             held = docs.pop(path)
-            unit_docs.extend(held.read(path) if isinstance(held, Inputs) else held)
+            unit_docs.extend(held if isinstance(held, list) else held.read(path))
         processor.process(unit_docs, out_dir, fmt)
     except MemoryError as exc:
         return describe_error(exc), True
@@ -627,7 +645,7 @@ def _setup_problem(exc: BaseException) -> str:
 
 
 def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path, fmt: str,
-               docs: dict[Path, list[Document] | Inputs], jobs: int, limits: Limits,
+               docs: dict[Path, list[Document] | Inputs | NoteSource], jobs: int, limits: Limits,
                notes: dict[Path, int]) -> Iterator[tuple[list[Path], str | None]]:
     """(unit, problem or None) for every unit, in completion order, each run in a worker process."""
     if not units:

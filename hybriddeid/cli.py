@@ -266,6 +266,19 @@ def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
     )
 
 
+def _is_table_run(args: argparse.Namespace) -> bool:
+    """Whether ``deid``'s input is a table (a file, or a database URL) rather than a folder of notes."""
+    from hybriddeid.io.sql import is_database_url
+    from hybriddeid.io.tables import TABLE_FILE_FORMATS
+
+    return (args.input_format in TABLE_FILE_FORMATS or is_database_url(args.in_dir) or is_database_url(args.out_dir)
+            or Path(args.in_dir).is_file())
+
+
+TABLE_ONLY_OPTIONS = ("query", "table", "output_table", "password_file", "patient_col", "keep_cols", "delimiter",
+                      "part_rows", "format")
+
+
 def _deid(args: argparse.Namespace) -> int:
     from hybriddeid.deid_batch import DeidProcessor, run_deid
     from hybriddeid.io import FHIR_FORMAT
@@ -273,6 +286,19 @@ def _deid(args: argparse.Namespace) -> int:
     from hybriddeid.surrogates.audit import format_summary
     from hybriddeid.surrogates.patients import PatientMap
 
+    if _is_table_run(args):
+        if args.input_format == FHIR_FORMAT:
+            log.error("--input-format %s reads a folder of FHIR Bundle and NDJSON files and writes a folder: "
+                      "not a single file or a database", FHIR_FORMAT)
+            return 2
+        return _deid_table(args)
+    given = [f"--{name.replace('_', '-')}" for name in TABLE_ONLY_OPTIONS if getattr(args, name) is not None]
+    given += [flag for flag, on in (("--spans", args.spans), ("--audit", args.audit)) if on]
+    if given:
+        log.error("%s: only for a table or database input (a .csv, .tsv, .parquet or .jsonl file, or a URL)",
+                  ", ".join(given))
+        return 2
+    args.in_dir, args.out_dir = Path(args.in_dir), Path(args.out_dir)
     try:
         key = _deid_key(args, (args.in_dir, args.out_dir))
         options = _deid_options(args, key)
@@ -299,6 +325,68 @@ def _deid(args: argparse.Namespace) -> int:
                                encoding=args.encoding, follow_symlinks=args.follow_symlinks)
     _tell_tally(args.out_dir, result)
     log.info("%s", format_summary(summary))
+    return result.exit_code
+
+
+def _deid_table(args: argparse.Namespace) -> int:
+    """``deid`` over a table file or a database (``hybriddeid.table_batch``): the same notes, model and
+    options as a folder run, the output a table."""
+    from hybriddeid.deid_batch import DeidProcessor
+    from hybriddeid.io import InputError
+    from hybriddeid.io.sql import Database, SqlSink, SqlTable, is_database_url
+    from hybriddeid.io.tables import Columns, detect_table_file_format, open_table
+    from hybriddeid.surrogates.patients import PatientMap
+    from hybriddeid.table_batch import FolderSink, TableDeidProcessor, TableInputs, run_table_deid
+
+    refused = [flag for flag, on in (("--use-annotations", args.use_annotations), ("--rename", args.rename != "none"),
+                                     ("--mapping-dir", args.mapping_dir is not None)) if on]
+    from_db, to_db = is_database_url(args.in_dir), is_database_url(args.out_dir)
+    refused += [flag for flag, on in (("--query/--table", not from_db and (args.query or args.table)),
+                                      ("--output-table", not to_db and args.output_table)) if on]
+    try:
+        if refused:
+            raise ValueError(f"{', '.join(refused)}: not for this table run (tables have no annotations to replace; "
+                             "--query and --table read a database, --output-table writes one)")
+        if to_db and not args.output_table:
+            raise ValueError("a database output needs --output-table NAME")
+        folders = [Path(p) for p, db in ((args.in_dir, from_db), (args.out_dir, to_db)) if not db]
+        key = _deid_key(args, folders)
+        options = _deid_options(args, key)
+        patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
+        threshold, pipeline = _operating_point(args)
+        keep = tuple(name.strip() for name in (args.keep_cols or "").split(",") if name.strip())
+        columns = Columns(args.id_col, args.text_col, args.patient_col, keep)
+        part_rows = args.part_rows or 1000
+        if part_rows < 1:
+            raise ValueError("--part-rows must be at least 1")
+        if from_db:
+            source = SqlTable(Database(args.in_dir, args.password_file), columns, part_rows, args.query, args.table)
+            fmt = args.format or "csv"
+        else:
+            fmt_in = args.input_format if args.input_format != "auto" else detect_table_file_format(Path(args.in_dir))
+            source = open_table(Path(args.in_dir), fmt_in, columns, part_rows, args.encoding, args.delimiter)
+            fmt = args.format or fmt_in
+        out_columns = columns.output(args.spans, args.audit)
+        if to_db:
+            sink = SqlSink(Database(args.out_dir, args.password_file), args.output_table, out_columns, columns.id)
+            if from_db and args.in_dir == args.out_dir and args.table == args.output_table:
+                raise ValueError("--output-table is the input table; choose another")
+        else:
+            schema = getattr(source, "schema", None) if fmt == "parquet" else None
+            sink = FolderSink(Path(args.out_dir), fmt, out_columns, schema,
+                              args.delimiter if fmt == getattr(source, "format", None) else None)
+    except InputError as exc:
+        log.error("%s", exc)
+        return 2
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    processor = TableDeidProcessor(
+        DeidProcessor(options, patients, args.model, phi_set=args.phi_set, threshold=threshold, pipeline=pipeline,
+                      engine=args.engine), columns, sink, spans=args.spans, audit=args.audit)
+    result = run_table_deid(TableInputs(source, columns), processor, overwrite=args.overwrite,
+                            progress=_progress(args), jobs=args.jobs, limits=args.limits)
+    log.log(logging.ERROR if result.batch.problems else logging.INFO, "%s: %s", sink.name, result.summary())
     return result.exit_code
 
 
@@ -480,7 +568,9 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
-    from hybriddeid.io import ANNOTATION_FORMATS, FHIR_FORMAT, INPUT_FORMATS, TABLE_FORMATS
+    from hybriddeid.io import ANNOTATION_FORMATS, FHIR_FORMAT, FORMATS, INPUT_FORMATS, TABLE_FORMATS
+    from hybriddeid.io.sql import PASSWORD_ENV
+    from hybriddeid.io.tables import TABLE_FILE_FORMATS
     from hybriddeid.languages import available_languages
     from hybriddeid.renaming import RENAME_MODES
     from hybriddeid.surrogates.audit import AUDIT_FORMATS
@@ -546,12 +636,33 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(run=_evaluate)
 
     deid = sub.add_parser("deid", help="write de-identified notes (tags, masks or consistent surrogates) and an audit")
-    deid.add_argument("in_dir", type=Path)
-    deid.add_argument("out_dir", type=Path)
+    deid.add_argument("in_dir", metavar="IN", help="a folder of notes (or of FHIR resources: --input-format fhir), a "
+                                                   "table file (.csv, .tsv, .parquet, .jsonl with --id-col/--text-col) "
+                                                   "or a database URL (with --query or --table)")
+    deid.add_argument("out_dir", metavar="OUT", help="a folder, or a database URL (with --output-table)")
     _add_deid_options(deid)
     patients = deid.add_mutually_exclusive_group()
     patients.add_argument("--patient-map", type=Path, help="CSV (note, patient) or JSON {note: patient}")
     patients.add_argument("--patient-pattern", help="regex over note names; group 'patient' (or 1) is the patient id")
+    patients.add_argument("--patient-col", help="tables: the column holding each note's patient id")
+    table = deid.add_argument_group("tables and databases")
+    table.add_argument("--id-col", default="note_id", help="note id column (default note_id)")
+    table.add_argument("--text-col", default="text", help="note text column (default text)")
+    table.add_argument("--keep-cols", help="comma-separated columns copied to the output as they are (other "
+                                            "columns are left out: they may hold PHI)")
+    table.add_argument("--delimiter", help="csv/tsv: the field delimiter (default , for csv, tab for tsv)")
+    table.add_argument("--format", choices=TABLE_FILE_FORMATS,
+                       help="output table format (default: the input's; csv for a database input)")
+    table.add_argument("--spans", action="store_true", help="also write each note's PHI spans (JSON, input offsets)")
+    table.add_argument("--audit", action="store_true", help="also write each note's replacements (JSON, no original values)")
+    table.add_argument("--part-rows", type=int, help="rows per part: the unit of output files and of resuming "
+                                                     "(default 1000)")
+    source = table.add_mutually_exclusive_group()
+    source.add_argument("--query", help="database input: the SELECT giving the notes")
+    source.add_argument("--table", help="database input: the table holding the notes")
+    table.add_argument("--output-table", help="database output: the table to write (created if missing)")
+    table.add_argument("--password-file", type=Path,
+                       help=f"database password: first line of this file (else ${PASSWORD_ENV}, or libpq's own)")
     deid.add_argument("--audit-format", choices=AUDIT_FORMATS, default="jsonl")
     deid.add_argument("--mapping-dir", type=Path,
                       help="also write original -> replacement files here (PHI! owner-only, outside OUT_DIR)")
@@ -562,9 +673,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "without that file")
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     _add_batch_options(deid)
-    deid.add_argument("--input-format", choices=(*INPUT_FORMATS, FHIR_FORMAT), default="auto",
-                      help=f"{FHIR_FORMAT}: FHIR R4 Bundles (.json) and Bulk Data NDJSON (.ndjson) of DocumentReference and "
-                           "DiagnosticReport resources, written back as resources (pip install 'hybriddeid[fhir]')")
+    deid.add_argument("--input-format", choices=(*INPUT_FORMATS, *TABLE_FILE_FORMATS, FHIR_FORMAT), default="auto",
+                      help=f"auto (default): a folder's note format from its files, a table file's from its extension. "
+                           f"Notes: {', '.join(FORMATS)}; table files: {', '.join(TABLE_FILE_FORMATS)}; "
+                           f"{FHIR_FORMAT}: a folder of FHIR R4 Bundles (.json) and Bulk Data NDJSON (.ndjson) of "
+                           "DocumentReference and DiagnosticReport resources, written back as resources "
+                           "(pip install 'hybriddeid[fhir]')")
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
     _add_operating_point_options(deid)
     deid.set_defaults(run=_deid)

@@ -319,3 +319,18 @@ def test_reader_names_each_part_and_refuses_the_options_that_do_not_apply(tmp_pa
     assert deid(in_dir, tmp_path / "out", "--use-annotations", "--language", "en") == 2
     assert deid(in_dir, tmp_path / "out", "--rename", "hash", *surrogate(tmp_path)) == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_fhir_input_is_a_folder_and_refuses_the_table_options(tmp_path, caplog):
+    """``deid`` also reads table files and databases (``table_batch``); FHIR input stays a folder run."""
+    in_dir = bundle(tmp_path)
+    write_ndjson(tmp_path / "one" / "notes.ndjson", document_reference("d9", "Patient/p9", "Jane Roe", NOTE_1))
+    with caplog.at_level(logging.ERROR):
+        assert deid(tmp_path / "one" / "notes.ndjson", tmp_path / "out", *surrogate(tmp_path)) == 2
+        assert deid(in_dir, f"sqlite:///{tmp_path / 'out.db'}", "--output-table", "notes", *surrogate(tmp_path)) == 2
+        assert deid(in_dir, tmp_path / "out", "--part-rows", "5", *surrogate(tmp_path)) == 2
+    messages = [record.getMessage() for record in caplog.records]
+    assert sum("--input-format fhir reads a folder" in message for message in messages) == 2
+    assert any(message.startswith("--part-rows: only for a table") for message in messages)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.db").exists()
+    assert "Jane Roe" not in caplog.text and "Smith" not in caplog.text

@@ -13,7 +13,7 @@ import re
 import stat
 import uuid
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from hybriddeid.document import Document, Span
 
@@ -266,20 +266,32 @@ def make_document(path: Path, name: str, text: str, spans: list[tuple[str, Span]
     return Document(name, text, tuple(span for _, span in spans), dict(meta))
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o666) -> None:
-    """Write ``text`` as UTF-8 to ``path`` so readers see the old file or the new one, never half of one.
+def changed_settings(previous: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
+    """The names of ``settings`` whose values differ from ``previous``'s, sorted: a resumed run refuses
+    to mix its outputs with those made under other settings."""
+    return sorted(name for name in settings if previous.get(name) != settings[name])
 
-    The text goes to a temporary file in the same folder (same file system), created owner-only (0600:
+
+def atomic_write_text(path: Path, text: str, mode: int = 0o666) -> None:
+    """Write ``text`` as UTF-8 to ``path`` so readers see the old file or the new one, never half of one
+    (``atomic_write_bytes``). Newlines are written exactly as they are in ``text``."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o666) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never half of one.
+
+    The bytes go to a temporary file in the same folder (same file system), created owner-only (0600:
     a temporary file left by a killed run may hold PHI), flushed to disk, given ``mode`` (less the umask;
-    e.g. 0o600 for files only their owner may read), then ``os.replace`` swaps it in. Newlines are
-    written exactly as they are in ``text``. ``remove_temp_files`` clears what a killed run left.
+    e.g. 0o600 for files only their owner may read), then ``os.replace`` swaps it in.
+    ``remove_temp_files`` clears what a killed run left.
     """
     path = Path(path)
     tmp = path.with_name(fit_file_name(f".{path.name}", f".{uuid.uuid4().hex[:12]}.tmp"))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             if mode & 0o777 != 0o600:
                 os.fchmod(handle.fileno(), mode & ~_umask() & 0o777)
