@@ -7,10 +7,7 @@ import csv
 import hashlib
 import json
 import logging
-import os
 import re
-import signal
-import time
 from datetime import date
 from pathlib import Path
 
@@ -18,7 +15,7 @@ import pytest
 
 pytest.importorskip("fhir.resources", reason="FHIR input needs fhir.resources (pip install 'hybriddeid[fhir]')")
 
-from cli_runs import FAST_CLI, TEMP, files, run, slow_cli  # noqa: E402
+from cli_runs import FAST_CLI, TEMP, files, kill_9_after, run, slow_cli  # noqa: E402
 from hybriddeid.cli import main  # noqa: E402
 from hybriddeid.io.fhir import (DATA_ABSENT_REASON, SECURITY_SYSTEM, html_text, html_with_edits, read_fhir,  # noqa: E402
                                 validation_problem)
@@ -286,14 +283,8 @@ def test_kill_9_then_resume_gives_the_uninterrupted_outputs(tmp_path):
     reference = run(FAST_CLI, [*options, str(in_dir), str(tmp_path / "reference")], tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
     out = tmp_path / "out"
-    victim = run(slow_cli(0.1), [*options, str(in_dir), str(out)], tmp_path)
-    deadline = time.monotonic() + 120
-    while len(list(out.glob("*.ndjson"))) < 3 and victim.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    still_running = victim.poll() is None
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait(timeout=60)
-    assert still_running, "the run ended before it could be killed"
+    kill_9_after(slow_cli(0.1), [*options, str(in_dir), str(out)], tmp_path,
+                 lambda: len(list(out.glob("*.ndjson"))), 3)
     assert 3 <= len(list(out.glob("*.ndjson"))) < 12
     resumed = run(FAST_CLI, [*options, str(in_dir), str(out)], tmp_path)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
