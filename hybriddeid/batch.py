@@ -239,7 +239,10 @@ class BatchProcessor(Protocol):
     processed from its text, with a warning. Two methods are optional: ``shown_name(name) -> str``,
     how messages show a note's or file's name (``deid --rename``: its hash; default: as it is), and
     ``planned(inputs, notes)``, told once every input has been read and before any unit runs, with
-    the name of each readable note and its file (``deid --rename`` records the hashed names then)."""
+    the name of each readable note and its file (``deid --rename`` records the hashed names then). A
+    third, ``rejected() -> [(path, problem)]``, tells the parts of readable inputs that were left out
+    (a FHIR resource that cannot be de-identified, while the rest of its file goes on): asked once
+    every input has been read, each is counted and told as a failure."""
 
     def setup(self) -> None:
         """Prepare once per process before any ``process`` call (e.g. load a model)."""
@@ -439,6 +442,8 @@ def _run_all(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcess
     fmt = inputs.format
     notes: dict[Path, int] = {}
     units, done, docs, names = _plan(inputs, out_dir, processor, overwrite, result, notes)
+    for path, problem in getattr(processor, "rejected", list)():
+        _fail(result, path, problem, processor)
     planned = getattr(processor, "planned", None)
     if planned is not None:
         planned(inputs, names)

@@ -281,11 +281,16 @@ TABLE_ONLY_OPTIONS = ("query", "table", "output_table", "password_file", "patien
 
 def _deid(args: argparse.Namespace) -> int:
     from hybriddeid.deid_batch import DeidProcessor, run_deid
+    from hybriddeid.io import FHIR_FORMAT
     from hybriddeid.renaming import Renamer
     from hybriddeid.surrogates.audit import format_summary
     from hybriddeid.surrogates.patients import PatientMap
 
     if _is_table_run(args):
+        if args.input_format == FHIR_FORMAT:
+            log.error("--input-format %s reads a folder of FHIR Bundle and NDJSON files and writes a folder: "
+                      "not a single file or a database", FHIR_FORMAT)
+            return 2
         return _deid_table(args)
     given = [f"--{name.replace('_', '-')}" for name in TABLE_ONLY_OPTIONS if getattr(args, name) is not None]
     given += [flag for flag, on in (("--spans", args.spans), ("--audit", args.audit)) if on]
@@ -305,12 +310,16 @@ def _deid(args: argparse.Namespace) -> int:
         if not args.use_annotations:
             # The model is loaded once: here only to check a sweep file, else by this process (jobs 1) or each worker.
             threshold, pipeline = _operating_point(args)
+        processor_class = DeidProcessor
+        if args.input_format == FHIR_FORMAT:  # FHIR resources in, the same resources out
+            from hybriddeid.fhir_deid import FhirDeidProcessor
+            processor_class = FhirDeidProcessor
+        processor = processor_class(options, patients, None if args.use_annotations else args.model,
+                                    args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
+                                    pipeline=pipeline, engine=args.engine, renamer=renamer)
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    processor = DeidProcessor(options, patients, None if args.use_annotations else args.model,
-                              args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
-                              pipeline=pipeline, engine=args.engine, renamer=renamer)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=_progress(args), jobs=args.jobs, limits=args.limits,
                                encoding=args.encoding, follow_symlinks=args.follow_symlinks)
@@ -559,7 +568,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
-    from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
+    from hybriddeid.io import ANNOTATION_FORMATS, FHIR_FORMAT, FORMATS, INPUT_FORMATS, TABLE_FORMATS
     from hybriddeid.io.sql import PASSWORD_ENV
     from hybriddeid.io.tables import TABLE_FILE_FORMATS
     from hybriddeid.languages import available_languages
@@ -627,8 +636,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(run=_evaluate)
 
     deid = sub.add_parser("deid", help="write de-identified notes (tags, masks or consistent surrogates) and an audit")
-    deid.add_argument("in_dir", metavar="IN", help="a folder of notes, a table file (.csv, .tsv, .parquet, .jsonl "
-                                                   "with --id-col/--text-col) or a database URL (with --query or --table)")
+    deid.add_argument("in_dir", metavar="IN", help="a folder of notes (or of FHIR resources: --input-format fhir), a "
+                                                   "table file (.csv, .tsv, .parquet, .jsonl with --id-col/--text-col) "
+                                                   "or a database URL (with --query or --table)")
     deid.add_argument("out_dir", metavar="OUT", help="a folder, or a database URL (with --output-table)")
     _add_deid_options(deid)
     patients = deid.add_mutually_exclusive_group()
@@ -663,7 +673,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "without that file")
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     _add_batch_options(deid)
-    deid.add_argument("--input-format", choices=(*INPUT_FORMATS, *TABLE_FILE_FORMATS), default="auto")
+    deid.add_argument("--input-format", choices=(*INPUT_FORMATS, *TABLE_FILE_FORMATS, FHIR_FORMAT), default="auto",
+                      help=f"auto (default): a folder's note format from its files, a table file's from its extension. "
+                           f"Notes: {', '.join(FORMATS)}; table files: {', '.join(TABLE_FILE_FORMATS)}; "
+                           f"{FHIR_FORMAT}: a folder of FHIR R4 Bundles (.json) and Bulk Data NDJSON (.ndjson) of "
+                           "DocumentReference and DiagnosticReport resources, written back as resources "
+                           "(pip install 'hybriddeid[fhir]')")
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
     _add_operating_point_options(deid)
     deid.set_defaults(run=_deid)

@@ -32,7 +32,7 @@ from hybriddeid.document import Document
 from hybriddeid.io import (InputError, Inputs, atomic_write_text, output_path, read_document, remove_temp_files,
                            scan_inputs, write_documents)
 from hybriddeid.io._common import changed_settings, fit_file_name, name_problem
-from hybriddeid.processing import NoteSettings, load_model, process_notes
+from hybriddeid.processing import NoteSettings, ProcessedNote, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
 from hybriddeid.surrogates.audit import (read_audit, read_audit_run, read_audit_unread, render_audit, render_mapping,
@@ -138,11 +138,16 @@ class DeidProcessor:
             if read_audit_run(audit) != self.run_record:  # made with another key or other settings
                 return False
             rows = read_audit(audit)
-            outputs = [d for d in read_document(output, fmt) if d.name == name]
+            written_text = self.output_text(output, fmt, name)
             expected = apply_replacements(doc.text, rows)
         except (InputError, ValueError, OSError, KeyError, TypeError):
             return False
-        return len(outputs) == 1 and outputs[0].text == expected
+        return written_text is not None and written_text == expected
+
+    def output_text(self, output: Path, fmt: str, name: str) -> str | None:
+        """The text of note ``name`` in the output file ``output``; None unless it holds that note once."""
+        outputs = [d for d in read_document(output, fmt) if d.name == name]
+        return outputs[0].text if len(outputs) == 1 else None
 
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
         out_dir = Path(out_dir)
@@ -166,7 +171,7 @@ class DeidProcessor:
                      patient_of: Callable[[Document], str] | None = None) -> dict[str, tuple[Document, DeidResult]]:
         """Each note's spans and de-identified result, by its written name (``written``: the notes as they
         are written, default ``docs``): the notes grouped by patient (``patient_of`` each of ``docs``, the
-        originals; default ``unit_key``), each patient's through ``process_notes`` together."""
+        originals; default ``unit_key``), each patient's through ``process_patient`` together."""
         if patient_of is None:
             patient_of = lambda doc: self.unit_key(Path(doc.meta.get("path", "")), doc)  # noqa: E731
         by_patient: dict[str, list[Document]] = {}
@@ -175,10 +180,16 @@ class DeidProcessor:
         results = {}
         settings, pipeline = self.note_settings, self.pipeline if self.model is not None else None
         for patient, patient_docs in by_patient.items():
-            for note in process_notes(pipeline, patient_docs, settings, patient):
+            for note in self.process_patient(pipeline, patient_docs, settings, patient):
                 assert note.deid is not None  # settings.deid is always set here
                 results[note.document.name] = (note.document, note.deid)
         return results
+
+    def process_patient(self, pipeline: Any, docs: Sequence[Document], settings: NoteSettings,
+                        patient: str) -> list[ProcessedNote]:
+        """One patient's notes found and de-identified together (``processing.process_notes``); a subclass
+        may add to it (``fhir_deid``: a resource's own elements beside its notes)."""
+        return process_notes(pipeline, docs, settings, patient)
 
     @cached_property
     def run_record(self) -> dict[str, str]:

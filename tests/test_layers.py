@@ -34,8 +34,9 @@ LAYERS: tuple[tuple[int, tuple[str, ...], str], ...] = (
          "hybriddeid.ablation", "hybriddeid.evaluation.sweep", "hybriddeid.recipes"),
      "the pipeline: combines classifiers; sweeps and ablations run pipelines; recipes and training configs"),
     (4, ("hybriddeid.processing", "hybriddeid.batch", "hybriddeid.deid_batch", "hybriddeid.renaming",
-         "hybriddeid.table_batch", "hybriddeid.integrations"),
-     "runs: a pipeline over notes, folders, tables, databases or Spark tables, and the names they write"),
+         "hybriddeid.table_batch", "hybriddeid.integrations", "hybriddeid.fhir_deid"),
+     "runs: a pipeline over notes, folders, tables, databases, FHIR resources or Spark tables, and the names they "
+     "write"),
     (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit"),
      "the command line and spark-submit's entry point to it, on top of everything"),
 )

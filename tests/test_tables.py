@@ -12,14 +12,12 @@ from __future__ import annotations
 import csv
 import json
 import os
-import signal
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
 
-from cli_runs import FAST_CLI, TEMP, files, run, slow_cli
+from cli_runs import FAST_CLI, TEMP, files, kill_9_after, run, slow_cli
 from pg_server import NoServer, private_server
 from hybriddeid.cli import main
 from hybriddeid.io.tables import read_table
@@ -209,14 +207,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
     reference = run(FAST_CLI, [*options, str(tmp_path / "reference")], tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
     out = tmp_path / "out"
-    victim = run(slow_cli(0.3), [*options, str(out)], tmp_path)
-    deadline = time.monotonic() + 120
-    while len(list(out.glob("part-*.csv"))) < 3 and victim.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    still_running = victim.poll() is None
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait(timeout=60)
-    assert still_running, "the run ended before it could be killed"
+    kill_9_after(slow_cli(0.3), [*options, str(out)], tmp_path, lambda: len(list(out.glob("part-*.csv"))), 3)
     assert 3 <= len(list(out.glob("part-*.csv"))) < 10
     resumed = run(FAST_CLI, [*options, str(out)], tmp_path)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
@@ -294,22 +285,14 @@ def test_postgresql_kill_9_then_resume_gives_the_uninterrupted_table(setting, po
 
     reference = run(FAST_CLI, options("notes_k_reference"), tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
-    count = lambda: pg_rows(url, password, "SELECT count(*) FROM notes_k_out")[0][0]  # noqa: E731
-    victim = run(slow_cli(0.3), options("notes_k_out"), tmp_path)
-    deadline = time.monotonic() + 120
-    seen = 0
-    while victim.poll() is None and time.monotonic() < deadline:
+
+    def written() -> int:
         try:
-            seen = count()
+            return pg_rows(url, password, "SELECT count(*) FROM notes_k_out")[0][0]
         except Exception:  # noqa: BLE001 - the table is not created yet
-            seen = 0
-        if seen >= 6:
-            break
-        time.sleep(0.05)
-    still_running = victim.poll() is None
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait(timeout=60)
-    assert still_running, "the run ended before it could be killed"
+            return 0
+
+    kill_9_after(slow_cli(0.3), options("notes_k_out"), tmp_path, written, 6)
     kept = pg_rows(url, password, "SELECT patient, count(*) FROM notes_k_out GROUP BY patient")
     patients = {}
     for row in setting["rows"]:

@@ -24,7 +24,8 @@ MAX_FILE_MB_ENV = "HYBRIDDEID_MAX_FILE_MB"
 LOG = logging.getLogger("hybriddeid.io")
 
 # Keys the readers set to say where a document came from; they describe one reading, not the document.
-PROVENANCE_KEYS = ("path", "format", "file", "line")
+# "fhir" and "fhir_output": a FHIR document's resource and what writing it back needs (hybriddeid.io.fhir).
+PROVENANCE_KEYS = ("path", "format", "file", "line", "fhir", "fhir_output")
 
 _SAFE_ID = re.compile(r"[\w.:-]{1,40}")
 _UNUSABLE_IN_NAMES = re.compile(r"[\x00-\x1f\x7f/\\]")  # separators and control characters
