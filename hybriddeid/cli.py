@@ -6,6 +6,7 @@ Messages name files and problems only; note text never reaches the terminal or t
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -398,6 +399,45 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _risk(args: argparse.Namespace) -> int:
+    from hybriddeid.io import atomic_write_text
+    from hybriddeid.processing import NoteSettings, load_model
+    from hybriddeid.reviewing import folder_risk, read_folder, reviewed_sample
+    from hybriddeid.risk import plot_reliability
+
+    settings = NoteSettings(phi_set=args.phi_set)
+    pipeline = load_model(args.model)
+    notes, _, failed = read_folder(pipeline, args.notes_dir, settings, args.encoding)
+    if not notes:
+        log.error("%s: no notes could be read", args.notes_dir)
+        return 2
+    reviewed = reviewed_sample(pipeline, args.reviewed, settings, args.encoding) if args.reviewed else None
+    if reviewed is not None and not reviewed.notes:
+        log.error("%s: no reviewed notes could be read", args.reviewed)
+        return 2
+    result = folder_risk(notes, reviewed, args.calibration)
+    report = result.to_dict()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        if reviewed is not None:
+            report["reliability_png"] = str(plot_reliability(reviewed, args.calibration, args.out / "reliability.png"))
+        atomic_write_text(args.out / "risk.json", json.dumps(report, indent=1))
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        calibrated = (f"calibrated ({args.calibration}) on {result.reviewed_notes} reviewed notes"
+                      if reviewed is not None else "uncalibrated: raw marginals (give --reviewed to calibrate)")
+        print(f"{len(notes)} notes, {result.tokens} tokens; {calibrated}")
+        print(f"expected missed PHI tokens: {result.expected_missed:.1f} "
+              f"({result.low:.1f}-{result.high:.1f}, {round(100 * report['interval_level'])}% interval); "
+              f"{result.per_1000():.2f} per 1,000 tokens ({result.per_1000(result.low):.2f}-{result.per_1000(result.high):.2f})")
+        for label, value in list(report["per_type"].items())[:10]:
+            print(f"  {label:<16} {value:8.2f}")
+        if args.out:
+            print(f"written: {args.out / 'risk.json'}" + (f", {report['reliability_png']}" if reviewed is not None else ""))
+    return 1 if failed else 0
+
+
 def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
     from hybriddeid.profiles import PHI_SETS
 
@@ -478,6 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
     from hybriddeid.languages import available_languages
     from hybriddeid.renaming import RENAME_MODES
+    from hybriddeid.risk import CALIBRATIONS
     from hybriddeid.surrogates.audit import AUDIT_FORMATS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
@@ -591,6 +632,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a language whose pack has synth.toml (default en)")
     synth.add_argument("--format", choices=ANNOTATION_FORMATS, default="i2b2", help="default: i2b2 2014 XML")
     synth.set_defaults(run=_synth)
+
+    risk = sub.add_parser("risk", help="estimate the PHI a model left in notes (expected missed PHI tokens per 1,000), "
+                                       "calibrated on reviewed notes")
+    risk.add_argument("notes_dir", type=Path)
+    risk.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    risk.add_argument("--reviewed", type=Path, help="annotated notes (a review's corrections folder, or gold) to calibrate "
+                                                     "the model's P(PHI) on")
+    risk.add_argument("--calibration", choices=CALIBRATIONS, default="isotonic",
+                      help="isotonic regression (default) or Platt scaling of P(PHI) against the reviewed spans")
+    risk.add_argument("--out", type=Path, help="write risk.json (and with --reviewed reliability.png) here")
+    risk.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    _add_phi_set(risk, "count only this PHI set's spans as found (default: the model's setting)")
+    _add_encoding(risk)
+    risk.set_defaults(run=_risk)
 
     key = sub.add_parser("key", help="check a surrogate key file (its fingerprint) or upgrade an old one")
     key.add_argument("action", choices=("check", "upgrade"),
