@@ -438,6 +438,36 @@ def _risk(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _review(args: argparse.Namespace) -> int:
+    from hybriddeid.processing import NoteSettings, load_model
+    from hybriddeid.review_server import ReviewServer, build_state, serve
+    from hybriddeid.reviewing import Corrections, read_folder
+
+    if args.next is not None and args.next < 1:
+        log.error("--next must be at least 1")
+        return 2
+    corrections_dir = args.corrections or args.notes_dir.with_name(args.notes_dir.name + "-corrections")
+    corrections = Corrections(corrections_dir, args.notes_dir)
+    pipeline = load_model(args.model)
+    notes, _, failed = read_folder(pipeline, args.notes_dir, NoteSettings(phi_set=args.phi_set), args.encoding)
+    if not notes:
+        log.error("%s: no notes could be read", args.notes_dir)
+        return 2
+    state = build_state(pipeline, notes, corrections, args.calibration, args.next)
+    try:
+        server = ReviewServer(state, args.port)
+    except OSError as exc:
+        log.error("cannot listen on 127.0.0.1:%d (%s)", args.port, exc.strerror or type(exc).__name__)
+        return 2
+    log.info("%d notes read (%d files could not be); corrections go to %s", len(notes), failed, corrections_dir)
+    print(f"Review page (this address holds its one-time token): {server.url}", flush=True)
+    try:
+        serve(server)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
     from hybriddeid.profiles import PHI_SETS
 
@@ -646,6 +676,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_phi_set(risk, "count only this PHI set's spans as found (default: the model's setting)")
     _add_encoding(risk)
     risk.set_defaults(run=_risk)
+
+    review = sub.add_parser("review", help="review and correct a model's spans in a local web page "
+                                           "(corrections saved as BRAT for train --train)")
+    review.add_argument("notes_dir", type=Path)
+    review.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    review.add_argument("--corrections", type=Path,
+                        help="folder for the corrected notes, BRAT (default: NOTES_DIR-corrections beside it); "
+                             "never the notes' own folder; reopening it resumes")
+    review.add_argument("--port", type=int, default=8790, help="port on 127.0.0.1 (default 8790; 0: any free one)")
+    review.add_argument("--next", type=int, metavar="N",
+                        help="list only the N unreviewed notes whose review would teach the model most "
+                             "(uncertainty sampling) instead of all notes by risk")
+    review.add_argument("--calibration", choices=CALIBRATIONS, default="isotonic",
+                        help="how reviewed notes calibrate the risk estimate (default isotonic)")
+    _add_phi_set(review, "show only this PHI set's spans (default: the model's setting)")
+    _add_encoding(review)
+    review.set_defaults(run=_review)
 
     key = sub.add_parser("key", help="check a surrogate key file (its fingerprint) or upgrade an old one")
     key.add_argument("action", choices=("check", "upgrade"),

@@ -37,8 +37,8 @@ LAYERS: tuple[tuple[int, tuple[str, ...], str], ...] = (
     (4, ("hybriddeid.processing", "hybriddeid.batch", "hybriddeid.deid_batch", "hybriddeid.renaming",
          "hybriddeid.integrations", "hybriddeid.reviewing"),
      "runs: a pipeline over notes, folders or Spark tables, and the names they write; folders read for review"),
-    (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit"),
-     "the command line and spark-submit's entry point to it, on top of everything"),
+    (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit", "hybriddeid.review_server"),
+     "the command line, spark-submit's entry point to it and the review page's server, on top of everything"),
 )
 
 # Edges the rules allow although they point up, each with why.
