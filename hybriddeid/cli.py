@@ -468,6 +468,14 @@ def _review(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from hybriddeid.run_report import write_report
+
+    target = write_report(args.out_dir, args.out, args.risk)
+    log.info("report written to %s", target)
+    return 0
+
+
 def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
     from hybriddeid.profiles import PHI_SETS
 
@@ -693,6 +701,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_phi_set(review, "show only this PHI set's spans (default: the model's setting)")
     _add_encoding(review)
     review.set_defaults(run=_review)
+
+    report = sub.add_parser("report", help="write one static HTML file summarising a deid or annotate run")
+    report.add_argument("out_dir", type=Path, help="the run's output folder")
+    report.add_argument("--out", type=Path, help="HTML file to write (default OUT_DIR/report.html)")
+    report.add_argument("--risk", type=Path, help="risk.json of hybriddeid risk --out (default: OUT_DIR/risk.json if there)")
+    report.set_defaults(run=_report)
 
     key = sub.add_parser("key", help="check a surrogate key file (its fingerprint) or upgrade an old one")
     key.add_argument("action", choices=("check", "upgrade"),

@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...], str], ...] = (
          "hybriddeid.ablation", "hybriddeid.evaluation.sweep", "hybriddeid.recipes"),
      "the pipeline: combines classifiers; sweeps and ablations run pipelines; recipes and training configs"),
     (4, ("hybriddeid.processing", "hybriddeid.batch", "hybriddeid.deid_batch", "hybriddeid.renaming",
-         "hybriddeid.integrations", "hybriddeid.reviewing"),
+         "hybriddeid.integrations", "hybriddeid.reviewing", "hybriddeid.run_report"),
      "runs: a pipeline over notes, folders or Spark tables, and the names they write; folders read for review"),
     (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit", "hybriddeid.review_server"),
      "the command line, spark-submit's entry point to it and the review page's server, on top of everything"),

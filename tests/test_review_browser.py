@@ -215,3 +215,23 @@ def test_corrections_train_a_model(review, tmp_path):
     assert done.returncode == 0, done.stderr
     meta = json.loads((tmp_path / "model" / "meta.json").read_text())
     assert meta["training_corpus"]["documents"] == 1 and "PROFESSION" in meta["labels"]
+
+
+def test_report_renders_in_the_browser(review, browser):
+    _, notes, corrections, root = review
+    out = root / "deid"
+    reviewed = ["--reviewed", str(corrections)] if list(corrections.glob("*.ann")) else []  # after the review test
+    for command in (["deid", str(notes), str(out), "--mode", "tag"], ["risk", str(notes), *reviewed, "--out", str(out)],
+                    ["report", str(out)]):
+        done = subprocess.run([sys.executable, "-m", "hybriddeid.cli", *command, "-q"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    page.goto((out / "report.html").as_uri())
+    assert page.locator("svg").count() >= 3 and page.locator("svg rect").count() > 0
+    if reviewed:
+        assert page.evaluate("document.querySelector('img').naturalWidth") > 0  # the reliability diagram, inlined
+    assert "per 1,000 tokens" in page.inner_text("body")
+    path = screenshot_dir(root) / "report.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000
+    page.close()

@@ -97,3 +97,26 @@ def test_risk_command(tmp_path):
     assert report["per_1000"] == pytest.approx(1000 * report["expected_missed"] / report["tokens"])
     assert (out / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "expected missed PHI tokens" in done.stdout
+
+
+def test_next_picks_the_most_uncertain_unreviewed_notes(english, tmp_path):
+    from hybriddeid.review_server import build_state
+    from hybriddeid.reviewing import Corrections, ReadNote, most_informative, read_folder
+
+    notes = tmp_path / "notes"
+    write_documents(list(generate_corpus(5, 8, "test", "en")), notes, "text")
+    read, _, _ = read_folder(english, notes)
+    sure = ReadNote(read[0].doc, tuple(TokenChance(c.start, c.end, 0.0) for c in read[0].chances))
+    unsure = ReadNote(read[1].doc, tuple(TokenChance(c.start, c.end, 0.5) for c in read[1].chances))
+    assert [n.name for n in most_informative([sure, unsure], 1)] == [unsure.name]
+    assert unsure.uncertainty() == pytest.approx(len(unsure.chances))  # one bit per token at P = 0.5
+    corrections = Corrections(tmp_path / "corrections", notes)
+    top = max(read, key=ReadNote.uncertainty)
+    corrections.save(top.doc, list(top.doc.spans), "r", True)
+    state = build_state(english, read, corrections, next_count=2)
+    assert len(state.queue) == 2 and top.name not in state.queue
+    assert state.queue == [n.name for n in most_informative([n for n in read if n.name != top.name], 2)]
+    # the reviewed note now calibrates the folder's estimate
+    assert state.risk.reviewed_notes == 1
+    with pytest.raises(ValueError, match="notes' own folder"):
+        Corrections(notes, notes)
