@@ -265,6 +265,8 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
             q = refit(flat)
             draws.append(rng.normal(q.sum(), math.sqrt(max((q * (1 - q)).sum(), 0.0))))
         low, high = np.quantile(draws, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2])
+        if not reviewed.y.any():  # no missed PHI in the reviewed notes: the rule of three bounds the rate
+            high = max(high, 3.0 * len(flat) / len(reviewed.p))
     else:
         z = 1.959963984540054
         low, high = total - z * math.sqrt(variance), total + z * math.sqrt(variance)

@@ -53,7 +53,10 @@ def test_estimate_interval_and_types():
     assert result.per_type["DATE"] == pytest.approx(7.5) and result.per_type["AGE"] == pytest.approx(2.5)
     # Calibrated on reviewed notes where no such token was PHI, the estimate falls towards 0.
     reviewed = Reviewed.collect([(chances, [], [])] * 3)
-    assert estimate([("a", 1000, chances)], reviewed).expected_missed < 1.0
+    calibrated = estimate([("a", 1000, chances)], reviewed)
+    assert calibrated.expected_missed < 1.0
+    # 300 reviewed tokens without a miss do not prove there are none: the interval stays open (rule of three)
+    assert calibrated.high == pytest.approx(3.0 * 100 / 300)
 
 
 def test_reliability_bins_count_every_token():
