@@ -6,6 +6,7 @@ Messages name files and problems only; note text never reaches the terminal or t
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -491,6 +492,83 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _risk(args: argparse.Namespace) -> int:
+    from hybriddeid.io import atomic_write_text
+    from hybriddeid.processing import NoteSettings, load_model
+    from hybriddeid.reviewing import folder_risk, read_folder, reviewed_sample
+    from hybriddeid.risk import plot_reliability
+
+    settings = NoteSettings(phi_set=args.phi_set)
+    pipeline = load_model(args.model)
+    notes, _, failed = read_folder(pipeline, args.notes_dir, settings, args.encoding)
+    if not notes:
+        log.error("%s: no notes could be read", args.notes_dir)
+        return 2
+    reviewed = reviewed_sample(pipeline, args.reviewed, settings, args.encoding) if args.reviewed else None
+    if reviewed is not None and not reviewed.notes:
+        log.error("%s: no reviewed notes could be read", args.reviewed)
+        return 2
+    result = folder_risk(notes, reviewed, args.calibration)
+    report = result.to_dict()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        if reviewed is not None:
+            report["reliability_png"] = str(plot_reliability(reviewed, args.calibration, args.out / "reliability.png"))
+        atomic_write_text(args.out / "risk.json", json.dumps(report, indent=1))
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        calibrated = (f"calibrated ({args.calibration}) on {result.reviewed_notes} reviewed notes"
+                      if reviewed is not None else "uncalibrated: raw marginals (give --reviewed to calibrate)")
+        print(f"{len(notes)} notes, {result.tokens} tokens; {calibrated}")
+        print(f"expected missed PHI tokens: {result.expected_missed:.1f} "
+              f"({result.low:.1f}-{result.high:.1f}, {round(100 * report['interval_level'])}% interval); "
+              f"{result.per_1000():.2f} per 1,000 tokens ({result.per_1000(result.low):.2f}-{result.per_1000(result.high):.2f})")
+        for label, value in list(report["per_type"].items())[:10]:
+            print(f"  {label:<16} {value:8.2f}")
+        if args.out:
+            print(f"written: {args.out / 'risk.json'}" + (f", {report['reliability_png']}" if reviewed is not None else ""))
+    return 1 if failed else 0
+
+
+def _review(args: argparse.Namespace) -> int:
+    from hybriddeid.processing import NoteSettings, load_model
+    from hybriddeid.review_server import ReviewServer, build_state, serve
+    from hybriddeid.reviewing import Corrections, read_folder
+
+    if args.next is not None and args.next < 1:
+        log.error("--next must be at least 1")
+        return 2
+    corrections_dir = args.corrections or args.notes_dir.with_name(args.notes_dir.name + "-corrections")
+    corrections = Corrections(corrections_dir, args.notes_dir)
+    pipeline = load_model(args.model)
+    notes, _, failed = read_folder(pipeline, args.notes_dir, NoteSettings(phi_set=args.phi_set), args.encoding)
+    if not notes:
+        log.error("%s: no notes could be read", args.notes_dir)
+        return 2
+    state = build_state(pipeline, notes, corrections, args.calibration, args.next)
+    try:
+        server = ReviewServer(state, args.port)
+    except OSError as exc:
+        log.error("cannot listen on 127.0.0.1:%d (%s)", args.port, exc.strerror or type(exc).__name__)
+        return 2
+    log.info("%d notes read (%d files could not be); corrections go to %s", len(notes), failed, corrections_dir)
+    print(f"Review page (this address holds its one-time token): {server.url}", flush=True)
+    try:
+        serve(server)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from hybriddeid.run_report import write_report
+
+    target = write_report(args.out_dir, args.out, args.risk)
+    log.info("report written to %s", target)
+    return 0
+
+
 def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
     from hybriddeid.profiles import PHI_SETS
 
@@ -573,6 +651,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hybriddeid.io.tables import TABLE_FILE_FORMATS
     from hybriddeid.languages import available_languages
     from hybriddeid.renaming import RENAME_MODES
+    from hybriddeid.risk import CALIBRATIONS
     from hybriddeid.surrogates.audit import AUDIT_FORMATS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
@@ -712,6 +791,43 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a language whose pack has synth.toml (default en)")
     synth.add_argument("--format", choices=ANNOTATION_FORMATS, default="i2b2", help="default: i2b2 2014 XML")
     synth.set_defaults(run=_synth)
+
+    risk = sub.add_parser("risk", help="estimate the PHI a model left in notes (expected missed PHI tokens per 1,000), "
+                                       "calibrated on reviewed notes")
+    risk.add_argument("notes_dir", type=Path)
+    risk.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    risk.add_argument("--reviewed", type=Path, help="annotated notes (a review's corrections folder, or gold) to calibrate "
+                                                     "the model's P(PHI) on")
+    risk.add_argument("--calibration", choices=CALIBRATIONS, default="isotonic",
+                      help="isotonic regression (default) or Platt scaling of P(PHI) against the reviewed spans")
+    risk.add_argument("--out", type=Path, help="write risk.json (and with --reviewed reliability.png) here")
+    risk.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    _add_phi_set(risk, "count only this PHI set's spans as found (default: the model's setting)")
+    _add_encoding(risk)
+    risk.set_defaults(run=_risk)
+
+    review = sub.add_parser("review", help="review and correct a model's spans in a local web page "
+                                           "(corrections saved as BRAT for train --train)")
+    review.add_argument("notes_dir", type=Path)
+    review.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    review.add_argument("--corrections", type=Path,
+                        help="folder for the corrected notes, BRAT (default: NOTES_DIR-corrections beside it); "
+                             "never the notes' own folder; reopening it resumes")
+    review.add_argument("--port", type=int, default=8790, help="port on 127.0.0.1 (default 8790; 0: any free one)")
+    review.add_argument("--next", type=int, metavar="N",
+                        help="list only the N unreviewed notes whose review would teach the model most "
+                             "(uncertainty sampling) instead of all notes by risk")
+    review.add_argument("--calibration", choices=CALIBRATIONS, default="isotonic",
+                        help="how reviewed notes calibrate the risk estimate (default isotonic)")
+    _add_phi_set(review, "show only this PHI set's spans (default: the model's setting)")
+    _add_encoding(review)
+    review.set_defaults(run=_review)
+
+    report = sub.add_parser("report", help="write one static HTML file summarising a deid or annotate run")
+    report.add_argument("out_dir", type=Path, help="the run's output folder")
+    report.add_argument("--out", type=Path, help="HTML file to write (default OUT_DIR/report.html)")
+    report.add_argument("--risk", type=Path, help="risk.json of hybriddeid risk --out (default: OUT_DIR/risk.json if there)")
+    report.set_defaults(run=_report)
 
     key = sub.add_parser("key", help="check a surrogate key file (its fingerprint) or upgrade an old one")
     key.add_argument("action", choices=("check", "upgrade"),
