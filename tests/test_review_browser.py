@@ -223,7 +223,8 @@ def test_report_renders_in_the_browser(review, browser):
     reviewed = ["--reviewed", str(corrections)] if list(corrections.glob("*.ann")) else []  # after the review test
     for command in (["deid", str(notes), str(out), "--mode", "tag"], ["risk", str(notes), *reviewed, "--out", str(out)],
                     ["report", str(out)]):
-        done = subprocess.run([sys.executable, "-m", "hybriddeid.cli", *command, "-q"], capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-m", "hybriddeid.cli", *command, "-q"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent)  # the installed package, not ./hybriddeid
         assert done.returncode == 0, done.stderr
     page = browser.new_page(viewport={"width": 1100, "height": 1000})
     page.goto((out / "report.html").as_uri())

@@ -79,7 +79,9 @@ def test_chances_leave_the_spans_unchanged(english):
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hybriddeid.cli", *args], capture_output=True, text=True, cwd=cwd)
+    # Run outside the checkout, so the installed package (with its resources) is imported, not ./hybriddeid.
+    return subprocess.run([sys.executable, "-m", "hybriddeid.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or Path(__file__).parent)
 
 
 def test_risk_command(tmp_path):

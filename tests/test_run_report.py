@@ -15,7 +15,9 @@ from hybriddeid.synth import generate_corpus
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hybriddeid.cli", *args], capture_output=True, text=True)
+    # Run outside the checkout, so the installed package (with its resources) is imported, not ./hybriddeid.
+    return subprocess.run([sys.executable, "-m", "hybriddeid.cli", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).parent)
 
 
 @pytest.fixture(scope="module")
