@@ -34,10 +34,12 @@ LAYERS: tuple[tuple[int, tuple[str, ...], str], ...] = (
          "hybriddeid.ablation", "hybriddeid.evaluation.sweep", "hybriddeid.recipes"),
      "the pipeline: combines classifiers; sweeps and ablations run pipelines; recipes and training configs"),
     (4, ("hybriddeid.processing", "hybriddeid.batch", "hybriddeid.deid_batch", "hybriddeid.renaming",
-         "hybriddeid.integrations"),
-     "runs: a pipeline over notes, folders or Spark tables, and the names they write"),
-    (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit"),
-     "the command line and spark-submit's entry point to it, on top of everything"),
+         "hybriddeid.integrations", "hybriddeid.service.work", "hybriddeid.service.schemas", "hybriddeid.service.pool"),
+     "runs: a pipeline over notes, folders, Spark tables or a service's requests (its forked workers), and the "
+     "names they write"),
+    (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit", "hybriddeid.service", "hybriddeid.client"),
+     "the command line, spark-submit's entry point to it and the HTTP service (app, keys, limits, server) and "
+     "its client, on top of everything"),
 )
 
 # Edges the rules allow although they point up, each with why.
