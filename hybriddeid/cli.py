@@ -358,14 +358,14 @@ def _serve(args: argparse.Namespace) -> int:
     from hybriddeid.pipeline import model_folder
     from hybriddeid.processing import load_model
     from hybriddeid.service.keys import KeyStore
-    from hybriddeid.service.limits import DEFAULT_MAX_WAITING, ServiceLimits
+    from hybriddeid.service.limits import ServiceLimits
 
     try:
         keys = KeyStore(_api_keys_file(args))
         if args.workers < 1:
             raise ValueError("--workers must be at least 1")
-        if args.max_notes < 1 or args.max_note_chars < 1:
-            raise ValueError("--max-notes and --max-note-chars must be at least 1")
+        if min(args.max_notes, args.max_note_chars, args.max_waiting) < 1:
+            raise ValueError("--max-notes, --max-note-chars and --max-waiting must be at least 1")
         limits = ServiceLimits(max_body_bytes=int(args.max_body_mb * 2**20), request_timeout=args.request_timeout,
                                rate_limit=args.rate_limit, burst=args.burst)
         model_folder(args.model)  # a missing model is told before the key is made
@@ -380,7 +380,7 @@ def _serve(args: argparse.Namespace) -> int:
     pipeline = load_model(args.model, args.engine)  # once: the workers are forked from this process
     warm_up(pipeline)
     settings = WorkSettings(args.max_note_chars, args.max_notes, options)
-    pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, DEFAULT_MAX_WAITING)
+    pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, args.max_waiting)
     modes = ["tag", "mask", *(["surrogate"] if key is not None else [])]
     app = create_app(Service(pool, keys, limits, model_info(pipeline, str(args.model), modes)))
     scheme = "https" if args.ssl_certfile else "http"
@@ -536,7 +536,8 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     """``serve``'s options: the model, where to listen, the workers, the limits, the defaults of deid."""
     from hybriddeid.batch import DEFAULT_MEMORY_MB
     from hybriddeid.service.limits import (DEFAULT_BURST, DEFAULT_MAX_BODY_MB, DEFAULT_MAX_NOTE_CHARS,
-                                           DEFAULT_MAX_NOTES, DEFAULT_RATE_LIMIT, DEFAULT_REQUEST_TIMEOUT)
+                                           DEFAULT_MAX_NOTES, DEFAULT_MAX_WAITING, DEFAULT_RATE_LIMIT,
+                                           DEFAULT_REQUEST_TIMEOUT)
 
     parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
@@ -560,6 +561,9 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
                              f"{DEFAULT_RATE_LIMIT}; 0: no limit)")
     parser.add_argument("--burst", type=int, default=DEFAULT_BURST,
                         help=f"requests a key may send at once within its rate (default {DEFAULT_BURST})")
+    parser.add_argument("--max-waiting", type=int, default=DEFAULT_MAX_WAITING, metavar="N",
+                        help="requests beyond this many waiting for a worker get 503 with Retry-After "
+                             f"(default {DEFAULT_MAX_WAITING})")
     parser.add_argument("--memory-limit-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
                         help=f"address space of each worker; a request that needs more gets 500 and the worker is "
                              f"replaced (default {DEFAULT_MEMORY_MB}; 0: no limit)")
