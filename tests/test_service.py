@@ -119,7 +119,8 @@ def post(service, route: str, body, key: str = "alpha", **kwargs) -> httpx.Respo
     else:
         kwargs["content"] = body
         headers["Content-Type"] = "application/json"
-    return httpx.post(f"{service.url}{route}", headers=headers, timeout=60, **kwargs)
+    kwargs.setdefault("timeout", 60)
+    return httpx.post(f"{service.url}{route}", headers=headers, **kwargs)
 
 
 def metric(service, name: str) -> float:
@@ -268,6 +269,18 @@ def test_a_request_past_the_time_limit_answers_504_and_its_worker_is_replaced(se
     assert metric(service, "hybriddeid_worker_restarts_total") == restarts + 1
     assert post(service, "/v1/annotate", {"text": note(5)}).status_code == 200
     assert httpx.get(f"{service.url}/readyz").status_code == 200
+
+
+def test_a_caller_that_leaves_frees_its_worker(service):
+    restarts = metric(service, "hybriddeid_worker_restarts_total")
+    with pytest.raises(httpx.ReadTimeout):
+        post(service, "/v1/annotate", {"text": f"SABOTAGE-HANG {NAMES[2]}"}, timeout=0.5)
+    deadline = time.monotonic() + 2.5  # well before the 4 s time limit would end it
+    while metric(service, "hybriddeid_worker_restarts_total") == restarts and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert metric(service, "hybriddeid_worker_restarts_total") == restarts + 1
+    assert "the client disconnected before its answer" in service.log()
+    assert post(service, "/v1/annotate", {"text": note(5)}).status_code == 200
 
 
 def test_a_crashing_worker_fails_its_request_alone(service):

@@ -8,6 +8,7 @@ a raw path (a path no route matches is logged as ``unmatched``).
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -150,7 +151,18 @@ async def _run(request: Request, kind: str) -> Response:
     service: Service = request.app.state.service
     body = await _body(request, service.limits.max_body_bytes)
     error_id = uuid.uuid4().hex[:12]
-    answer = await service.pool.run(kind, body, service.limits.request_timeout, error_id)
+    work = asyncio.create_task(service.pool.run(kind, body, service.limits.request_timeout, error_id))
+    gone = asyncio.create_task(_disconnected(request))
+    await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if not work.done():  # the caller left: its worker is freed (replaced) rather than kept at work for no one
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        log.info("request %s: the client disconnected before its answer; its work was stopped", error_id)
+        service.metrics.errors.labels("client_gone").inc()
+        return Response(status_code=499)
+    gone.cancel()
+    answer = work.result()
     metrics = service.metrics
     metrics.notes.labels(kind).inc(answer.notes)
     metrics.characters.labels(kind).inc(answer.characters)
@@ -158,6 +170,12 @@ async def _run(request: Request, kind: str) -> Response:
         metrics.errors.labels(answer.error).inc()
     headers = {"Retry-After": "1"} if answer.status == 503 else None
     return Response(answer.body, status_code=answer.status, media_type="application/json", headers=headers)
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has disconnected (the body is read: the next message can only be that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_app(service: Service) -> FastAPI:
