@@ -11,6 +11,7 @@ retried after its Retry-After, up to ``retries`` times.
 """
 from __future__ import annotations
 
+import ssl
 import time
 from typing import Any, Iterable, Mapping
 
@@ -32,8 +33,12 @@ class Client:
     """``hybriddeid serve`` at ``url`` with API key ``key``."""
 
     def __init__(self, url: str, key: str, timeout: float = 130.0, retries: int = 3,
-                 verify: bool | str = True) -> None:
+                 verify: bool | str | ssl.SSLContext = True) -> None:
+        """``verify``: check the server's TLS certificate (True), not (False), against this CA or
+        certificate file (a path), or with this SSL context."""
         self.retries = retries
+        if isinstance(verify, str):
+            verify = ssl.create_default_context(cafile=verify)
         self._http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, verify=verify,
                                   headers={"Authorization": f"Bearer {key}"})
 

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -68,19 +69,21 @@ def free_port() -> int:
 class Server:
     """``hybriddeid serve`` in its own process group, its log (stderr) in a file."""
 
-    def __init__(self, folder: Path, keys: Path, *options: str) -> None:
+    def __init__(self, folder: Path, keys: Path, *options: str, surrogate_key: bool = True,
+                 scheme: str = "http", verify: bool | str = True) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.log_path = folder / f"server-{self.port}.log"
         self.process = subprocess.Popen(
             [sys.executable, "-c", SERVER, "serve", "--model", "en", "--port", str(self.port), "--api-keys", str(keys),
-             "--key-file", str(folder / "surrogate.key"), *options],
+             *(["--key-file", str(folder / "surrogate.key")] if surrogate_key else []), *options],
             stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"), cwd=folder, start_new_session=True)
+        context = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log()
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                if httpx.get(f"{self.url}/readyz", timeout=2, verify=context).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
@@ -379,6 +382,31 @@ def test_sigterm_finishes_the_requests_in_flight(service, tmp_path):
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()
                 and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
     assert "the requests in flight were answered first" in server.log()
+    assert_no_phi(server.log())
+
+
+def test_https_with_uvicorns_certificate_options_and_no_surrogates_without_a_key(service, tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    try:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                       check=True, capture_output=True, timeout=60)
+    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"no openssl to make a test certificate ({type(exc).__name__})")
+    server = Server(tmp_path, service.keys_file, "--workers", "1", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key),
+                    surrogate_key=False, scheme="https", verify=str(cert))
+    try:
+        with Client(server.url, service.keys["alpha"], verify=str(cert)) as client:
+            assert client.models()["modes"] == ["tag", "mask"]
+            assert "[**" in client.deid(note(9), mode="tag")[0]["text"]
+            with pytest.raises(ServiceError) as caught:
+                client.deid(note(9), mode="surrogate")
+        assert caught.value.status == 422 and "--key-file" in caught.value.message
+        with pytest.raises(httpx.TransportError):  # plain HTTP is not served on the TLS port
+            httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=5)
+    finally:
+        server.stop()
+    assert server.process.returncode == 0
     assert_no_phi(server.log())
 
 
