@@ -10,6 +10,8 @@ about 1,000 and 10,000 characters, a pool of distinct notes sent in turn, one no
 ``POST /v1/annotate``. The script prints, measured in this one run:
 
 1. notes/s and p50/p95/p99 latency at concurrency 1, 8 and 32, for 1 kB and 10 kB notes;
+   and, before each size, the same notes through ``processing.process_notes`` in this process, one at
+   a time without HTTP (the floor a request's latency sits on);
 2. throughput at concurrency 8 against ``hybriddeid annotate --jobs 2`` (JSONL out) on the same 1 kB
    notes as files, timed whole and less its model load (measured in its own process), as ratios;
 3. the p99 of 1 kB notes at concurrency 8 while another connection streams ``--big-mb`` MB notes
@@ -148,6 +150,33 @@ async def with_big_stream(url: str, key: str, notes: list[str], requests: int, m
     return small
 
 
+_PIPELINE: dict[str, object] = {}
+
+
+def direct(model: str, notes: list[str], requests: int) -> dict[str, float]:
+    """The same notes through ``processing.process_notes`` one at a time in this process: what a request
+    costs without HTTP, the queue or the workers (the model loaded once, outside the timing)."""
+    from hybriddeid.document import Document
+    from hybriddeid.processing import load_model, process_notes
+    from hybriddeid.service.work import warm_up
+
+    if model not in _PIPELINE:
+        _PIPELINE[model] = load_model(model)
+        warm_up(_PIPELINE[model])
+    pipeline = _PIPELINE[model]
+    latencies = []
+    started = time.perf_counter()
+    for i in range(requests):
+        begun = time.perf_counter()
+        process_notes(pipeline, [Document(str(i), notes[i % len(notes)])])
+        latencies.append(time.perf_counter() - begun)
+    wall = time.perf_counter() - started
+    ms = np.array(latencies) * 1000
+    return {"requests": requests, "concurrency": 1, "notes_per_s": requests / wall, "wall_s": wall,
+            "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+            "p99_ms": float(np.percentile(ms, 99)), "failed": 0, "failures": {}}
+
+
 def batch_annotate(notes: list[str], model: str, work: Path) -> dict[str, float]:
     """Wall seconds of ``hybriddeid annotate --jobs 2`` over ``notes`` as files, and of loading the model
     (and one note) in a process of its own, to tell the run's time less the load."""
@@ -230,6 +259,9 @@ def main() -> None:
             print(f"hybriddeid serve, {args.workers} workers, {os.cpu_count()} cores shared with the client; "
                   "POST /v1/annotate, one note per request")
             for label, notes, count in (("1 kB", small, args.requests_1k), ("10 kB", large, args.requests_10k)):
+                r = direct(args.model, notes, count)
+                results[f"{label} in-process"] = r
+                print(row(label, r) + "  (process_notes in this process, no HTTP: the floor)", flush=True)
                 for concurrency in (1, 8, 32):
                     r = asyncio.run(load(url, key, notes, count, concurrency))
                     results[f"{label} c={concurrency}"] = r

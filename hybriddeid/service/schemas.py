@@ -6,7 +6,9 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hybriddeid.document import Span
 from hybriddeid.profiles import PHI_SETS
+from hybriddeid.surrogates.deid import Replacement
 
 PhiSet = Literal[PHI_SETS]  # type: ignore[valid-type]
 Mode = Literal["tag", "mask", "surrogate"]
@@ -55,43 +57,21 @@ class DeidRequest(AnnotateRequest):
                                                "shifts are consistent per patient, across requests)")
 
 
-class SpanOut(BaseModel):
-    start: int
-    end: int
-    label: str
-    source: str
-    score: float
-
-
 class AnnotatedNote(BaseModel):
     id: str
-    spans: list[SpanOut] = Field(description="PHI spans at the note's offsets (code points)")
+    spans: list[Span] = Field(description="PHI spans at the note's offsets (code points)")
 
 
 class AnnotateResponse(BaseModel):
     notes: list[AnnotatedNote]
 
 
-class ReplacementOut(BaseModel):
-    start: int
-    end: int
-    out_start: int
-    out_end: int
-    label: str
-    category: str
-    kind: str
-    method: str
-    source: str
-    score: float
-    replacement: str
-
-
 class DeidentifiedNote(BaseModel):
     id: str
     patient: str
     text: str = Field(description="the de-identified text")
-    spans: list[SpanOut] = Field(description="the replaced spans at the output's offsets")
-    replacements: list[ReplacementOut] = Field(description="what replaced what, as the audit has it (no original text)")
+    spans: list[Span] = Field(description="the replaced spans at the output's offsets")
+    replacements: list[Replacement] = Field(description="what replaced what, as the audit has it (no original text)")
     unread_characters: int = Field(description="characters in scripts the model does not read (kept or masked)")
 
 

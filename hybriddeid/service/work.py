@@ -126,8 +126,8 @@ def _note_settings(request: AnnotateRequest, settings: WorkSettings) -> NoteSett
 
 
 def _spans(doc: Document) -> list[dict[str, Any]]:
-    # the fields and order of hybriddeid annotate --format jsonl (io.jsonl.render_jsonl)
-    return [{"start": s.start, "end": s.end, "label": s.label, "source": s.source, "score": s.score} for s in doc.spans]
+    """A note's spans as ``hybriddeid annotate --format jsonl`` writes them (a ``Span``'s fields in order)."""
+    return [dataclasses.asdict(span) for span in doc.spans]
 
 
 def _annotate(pipeline: Any, notes: Sequence[Note], settings: NoteSettings) -> list[dict[str, Any]]:
