@@ -1,4 +1,4 @@
-"""The ``hybriddeid`` command line: train, annotate, evaluate, deid, spark-deid, synth, resources.
+"""The ``hybriddeid`` command line: train, annotate, evaluate, deid, spark-deid, serve, synth, resources.
 
 Exit codes: 0 success, 1 some inputs failed (the others were processed), 2 nothing could be done.
 Messages name files and problems only; note text never reaches the terminal or the logs.
