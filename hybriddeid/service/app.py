@@ -36,6 +36,7 @@ from hybriddeid.service.work import error_body, invalid
 log = logging.getLogger("hybriddeid.service")
 access_log = logging.getLogger("hybriddeid.access")
 
+
 class ServiceError(Exception):
     """An error answer decided by the app itself (auth, rate, size): status, kind, message, headers."""
 
@@ -164,8 +165,8 @@ async def _run(request: Request, kind: str) -> Response:
     gone.cancel()
     answer = work.result()
     metrics = service.metrics
-    metrics.notes.labels(kind).inc(answer.notes)
-    metrics.characters.labels(kind).inc(answer.characters)
+    metrics.notes.labels(f"/v1/{kind}").inc(answer.notes)
+    metrics.characters.labels(f"/v1/{kind}").inc(answer.characters)
     if answer.error is not None:
         metrics.errors.labels(answer.error).inc()
     headers = {"Retry-After": "1"} if answer.status == 503 else None
