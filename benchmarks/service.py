@@ -5,7 +5,8 @@
 
 One server (``--workers`` forked workers, no rate limit) and an async httpx client in this process,
 both on this machine: the client's CPU is taken from the same cores, as it would be for a caller on
-the same host. Notes are generated English notes (``hybriddeid.synth``, test mix) cut at a word to
+the same host. Every row tells the load average (1 min) at its start and end.
+Notes are generated English notes (``hybriddeid.synth``, test mix) cut at a word to
 about 1,000 and 10,000 characters, a pool of distinct notes sent in turn, one note per request to
 ``POST /v1/annotate``. The script prints, measured in this one run:
 
@@ -13,9 +14,11 @@ about 1,000 and 10,000 characters, a pool of distinct notes sent in turn, one no
    and, before each size, the same notes through ``processing.process_notes`` in this process, one at
    a time without HTTP (the floor a request's latency sits on);
 2. throughput at concurrency 8 against ``hybriddeid annotate --jobs 2`` (JSONL out) on the same 1 kB
-   notes as files, timed whole and less its model load (measured in its own process), as ratios;
+   notes as files, timed whole and less its model load (measured in its own process), as ratios to a
+   service run just before and one just after it (the load on a shared machine drifts);
 3. the p99 of 1 kB notes at concurrency 8 while another connection streams ``--big-mb`` MB notes
-   (each held by a worker until the server's time limit, 30 s here, then replaced), against step 1's;
+   (each held by a worker until the server's time limit, 30 s here, then replaced), against the run
+   just before and one just after;
 4. the resident memory of the server and its workers sampled every second over a soak of ``--soak``
    requests at concurrency 8 (first and last tenth's mean, peak), with the run's request count.
 """
@@ -25,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -112,13 +116,14 @@ async def load(url: str, key: str, notes: list[str], requests: int, concurrency:
                 if sampler is not None:
                     sampler.done += 1
 
-        started = time.perf_counter()
+        started, load_before = time.perf_counter(), os.getloadavg()[0]
         await asyncio.gather(*(caller() for _ in range(concurrency)))
         wall = time.perf_counter() - started
     ms = np.array(latencies) * 1000
     return {"requests": requests, "concurrency": concurrency, "notes_per_s": requests / wall, "wall_s": wall,
             "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
-            "p99_ms": float(np.percentile(ms, 99)), "failed": sum(failures.values()), "failures": failures}
+            "p99_ms": float(np.percentile(ms, 99)), "failed": sum(failures.values()), "failures": failures,
+            "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"}
 
 
 async def big_stream(url: str, key: str, mb: float, stop: asyncio.Event) -> list[int]:
@@ -145,6 +150,9 @@ async def with_big_stream(url: str, key: str, notes: list[str], requests: int, m
     big = asyncio.create_task(big_stream(url, key, mb, stop))
     await asyncio.sleep(3)  # the first big note sent and in a worker's hands
     small = await load(url, key, notes, requests, 8)
+    async with httpx.AsyncClient() as client:  # the gauge counts this call too
+        text = (await client.get(f"{url}/metrics")).text
+    small["big_in_flight"] = int(float(re.search(r"^hybriddeid_requests_in_flight (\S+)$", text, re.M).group(1))) - 1
     stop.set()
     small["big_statuses"] = await big
     return small
@@ -165,7 +173,7 @@ def direct(model: str, notes: list[str], requests: int) -> dict[str, float]:
         warm_up(_PIPELINE[model])
     pipeline = _PIPELINE[model]
     latencies = []
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     for i in range(requests):
         begun = time.perf_counter()
         process_notes(pipeline, [Document(str(i), notes[i % len(notes)])])
@@ -174,7 +182,8 @@ def direct(model: str, notes: list[str], requests: int) -> dict[str, float]:
     ms = np.array(latencies) * 1000
     return {"requests": requests, "concurrency": 1, "notes_per_s": requests / wall, "wall_s": wall,
             "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
-            "p99_ms": float(np.percentile(ms, 99)), "failed": 0, "failures": {}}
+            "p99_ms": float(np.percentile(ms, 99)), "failed": 0, "failures": {},
+            "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"}
 
 
 def batch_annotate(notes: list[str], model: str, work: Path) -> dict[str, float]:
@@ -184,16 +193,17 @@ def batch_annotate(notes: list[str], model: str, work: Path) -> dict[str, float]
     folder.mkdir()
     for i, text in enumerate(notes):
         (folder / f"n{i:06d}.txt").write_text(text, encoding="utf-8")
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "annotate", str(folder), str(work / "batch-out"),
                     "--model", model, "--jobs", "2", "--format", "jsonl"], check=True)
     wall = time.perf_counter() - started
+    load = f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", "from hybriddeid.processing import load_model; "
                     "from hybriddeid.service.work import warm_up; "
                     f"warm_up(load_model({model!r}))"], check=True)
     load_s = time.perf_counter() - started
-    return {"notes": len(notes), "wall_s": wall, "load_s": load_s, "notes_per_s": len(notes) / wall,
+    return {"notes": len(notes), "wall_s": wall, "load_s": load_s, "load": load, "notes_per_s": len(notes) / wall,
             "notes_per_s_less_load": len(notes) / max(1e-9, wall - load_s)}
 
 
@@ -233,7 +243,7 @@ def settle(url: str) -> None:
 def row(label: str, r: dict) -> str:
     failed = f"  ({r['failed']} failed: {r['failures']})" if r["failed"] else ""
     return (f"{label:<10} c={r['concurrency']:<3} {r['requests']:>6} req  {r['notes_per_s']:7.1f} notes/s  "
-            f"p50 {r['p50_ms']:8.1f} ms  p95 {r['p95_ms']:8.1f} ms  p99 {r['p99_ms']:8.1f} ms{failed}")
+            f"p50 {r['p50_ms']:7.1f} ms  p95 {r['p95_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  load {r['load']}{failed}")
 
 
 def main() -> None:
@@ -266,12 +276,33 @@ def main() -> None:
                     r = asyncio.run(load(url, key, notes, count, concurrency))
                     results[f"{label} c={concurrency}"] = r
                     print(row(label, r), flush=True)
+            # Throughput against the batch command, back to back (the load on a shared machine drifts):
+            # service, batch (the server idle meanwhile), service again.
+            pair = [asyncio.run(load(url, key, small, args.requests_1k, 8))]
+            print(row("1 kB", pair[0]) + "  (before the batch run)", flush=True)
+            batch = batch_annotate(small[:200] * (args.requests_1k // 200 or 1), args.model, work)
+            results["batch"] = batch
+            print(f"hybriddeid annotate --jobs 2 on {batch['notes']} of the same 1 kB notes as files: "
+                  f"{batch['wall_s']:.1f} s whole ({batch['notes_per_s']:.1f} notes/s), "
+                  f"{batch['notes_per_s_less_load']:.1f} notes/s less its {batch['load_s']:.1f} s model load "
+                  f"(load {batch['load']})", flush=True)
+            pair.append(asyncio.run(load(url, key, small, args.requests_1k, 8)))
+            print(row("1 kB", pair[1]) + "  (after the batch run)", flush=True)
+            results["1 kB c=8 around batch"] = pair
+            for when, r in zip(("before", "after"), pair):
+                print(f"service c=8 ({when}) / batch: x{r['notes_per_s'] / batch['notes_per_s']:.2f} whole batch run, "
+                      f"x{r['notes_per_s'] / batch['notes_per_s_less_load']:.2f} less its model load")
             if args.big_mb:
                 r = asyncio.run(with_big_stream(url, key, small, args.requests_1k, args.big_mb))
                 results["1 kB c=8 beside big notes"] = r
-                base = results["1 kB c=8"]["p99_ms"]
-                print(row("1 kB+big", r) + f"  (a {args.big_mb:g} MB note stream on another connection; statuses "
-                      f"{r['big_statuses']}; p99 x{r['p99_ms'] / base:.2f} of the run without)", flush=True)
+                settle(url)
+                after = asyncio.run(load(url, key, small, args.requests_1k, 8))
+                results["1 kB c=8 after big notes"] = after
+                print(row("1 kB+big", r) + f"  (a {args.big_mb:g} MB note stream on another connection, "
+                      f"{r['big_in_flight']} in a worker when the small notes ended; statuses {r['big_statuses']})")
+                print(row("1 kB", after) + "  (after the big notes ended)")
+                print(f"p99 beside big notes / without: x{r['p99_ms'] / pair[1]['p99_ms']:.2f} (run before), "
+                      f"x{r['p99_ms'] / after['p99_ms']:.2f} (run after)", flush=True)
                 settle(url)
             sampler.done = 0
             before = len(sampler.samples)
@@ -292,14 +323,6 @@ def main() -> None:
             print(f"RSS over the soak ({args.soak} requests, {len(soak)} samples), server + workers: first tenth "
                   f"{first:.0f} MB, last tenth {last:.0f} MB ({last - first:+.0f} MB), peak {peak:.0f} MB; server "
                   f"alone {soak[0][1]:.0f} -> {soak[-1][1]:.0f} MB")
-        batch = batch_annotate(small[:200] * (args.requests_1k // 200 or 1), args.model, work)
-        results["batch"] = batch
-        service = results["1 kB c=8"]["notes_per_s"]
-        print(f"hybriddeid annotate --jobs 2 on {batch['notes']} of the same 1 kB notes as files: {batch['wall_s']:.1f} s "
-              f"whole ({batch['notes_per_s']:.1f} notes/s), {batch['notes_per_s_less_load']:.1f} notes/s less its "
-              f"{batch['load_s']:.1f} s model load")
-        print(f"service c=8 / batch: x{service / batch['notes_per_s']:.2f} whole run, "
-              f"x{service / batch['notes_per_s_less_load']:.2f} less the load")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=float))
 
