@@ -409,7 +409,7 @@ def _serve_keys(args: argparse.Namespace) -> int:
     try:
         path = _api_keys_file(args)
         if args.keys_action == "add":
-            record, key = add_key(path, args.name)
+            record, key = add_key(path, args.name, args.key_rate_limit)
             log.info("%s: added key %s (id %s); it is shown once, here, and stored only as a salted hash",
                      path, record.name, record.id)
             print(key)
@@ -420,7 +420,8 @@ def _serve_keys(args: argparse.Namespace) -> int:
         else:
             for record in read_keys(path):
                 state = f"revoked {record.revoked}" if record.revoked else "live"
-                print(f"{record.name}\t{record.id}\tcreated {record.created}\t{state}")
+                rate = "server's rate" if record.rate_limit is None else f"{record.rate_limit:g}/min"
+                print(f"{record.name}\t{record.id}\tcreated {record.created}\t{rate}\t{state}")
     except (ValueError, OSError) as exc:
         log.error("%s", exc if isinstance(exc, ValueError) else f"{exc.filename}: {exc.strerror}")
         return 2
@@ -729,6 +730,8 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub = keys.add_subparsers(dest="keys_action", required=True)
     keys_add = keys_sub.add_parser("add", help="make a key named NAME: printed once, stored as a salted hash")
     keys_add.add_argument("name")
+    keys_add.add_argument("--rate-limit", dest="key_rate_limit", type=float, metavar="PER_MINUTE",
+                          help="this key's own requests a minute (default: the server's --rate-limit; 0: no limit)")
     keys_sub.add_parser("list", help="names, ids, dates and states of the keys (never the keys)")
     keys_revoke = keys_sub.add_parser("revoke", help="revoke the live key named NAME (or with that id)")
     keys_revoke.add_argument("name", metavar="NAME_OR_ID")

@@ -4,7 +4,8 @@ requests in flight, no PHI in the server's log, and answers identical to ``hybri
 
 The server runs in its own process with ``Pipeline.predict`` sabotaged on marker notes (as
 tests/test_hostile.py does to batch workers): SABOTAGE-SEGV kills its worker with SIGSEGV, SABOTAGE-HANG
-sleeps past the time limit, SABOTAGE-SLOW takes two seconds; other notes are processed as ever.
+sleeps past the time limit, SABOTAGE-SLOW takes two seconds, SABOTAGE-MEMORY asks for more than the
+worker's memory limit; other notes are processed as ever.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ pytest.importorskip("prometheus_client", reason="the service tests need hybridde
 from hybriddeid.cli import main  # noqa: E402
 from hybriddeid.client import Client, ServiceError  # noqa: E402
 from hybriddeid.service.keys import add_key, read_keys, revoke_key  # noqa: E402
+from hybriddeid.service.limits import RateLimiter  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks workers and reads /proc")
 
@@ -45,6 +47,8 @@ def sabotaged(self, doc, *args, **kwargs):
         time.sleep(60)
     if "SABOTAGE-SLOW" in text:
         time.sleep(2)
+    if "SABOTAGE-MEMORY" in text:
+        bytearray(8 * 2**30)  # past the worker's 4 GB address space: MemoryError
     return predict(self, doc, *args, **kwargs)
 Pipeline.predict = sabotaged
 from hybriddeid.cli import main
@@ -107,9 +111,10 @@ class Server:
 def service(tmp_path_factory):
     folder = tmp_path_factory.mktemp("service")
     keys = folder / "api-keys.json"
-    made = {name: add_key(keys, name)[1] for name in ("alpha", "beta", "rate")}
+    made = {name: add_key(keys, name)[1] for name in ("alpha", "beta")}
+    made["rate"] = add_key(keys, "rate", rate_limit=60)[1]  # its own rate; the others' is none
     server = Server(folder, keys, "--workers", "2", "--request-timeout", "4", "--max-body-mb", "1",
-                    "--max-note-chars", "60000", "--max-notes", "5", "--rate-limit", "60", "--burst", "20")
+                    "--max-note-chars", "60000", "--max-notes", "5", "--rate-limit", "0", "--burst", "20")
     server.keys_file, server.keys, server.folder = keys, made, folder
     yield server
     server.stop()
@@ -209,9 +214,12 @@ def test_keys_file_holds_salted_hashes_only(tmp_path, capsys):
         add_key(keys, "etl")
     with pytest.raises(ValueError, match="key name"):
         add_key(keys, "bad name!")
+    assert main(["-q", "serve", "keys", "add", "bulk", "--rate-limit", "6", "--api-keys", str(keys)]) == 0
+    capsys.readouterr()
     assert main(["-q", "serve", "keys", "list", "--api-keys", str(keys)]) == 0
     listed = capsys.readouterr().out
     assert "etl\t" in listed and "portal\t" in listed and "live" in listed and printed not in listed
+    assert "bulk\t" in listed and "\t6/min\t" in listed and "server's rate" in listed
     assert [r.name for r in revoke_key(keys, record.id)] == ["portal"]
     with pytest.raises(ValueError, match="no live key"):
         revoke_key(keys, "portal")
@@ -228,7 +236,21 @@ def test_rate_limit_answers_429_with_retry_after(service):
             assert answer.json()["error"] == "rate_limited"
     assert codes[:20] == [200] * 20 and 429 in codes
     assert all(wait >= 1 for wait in waits)
-    assert post(service, "/v1/annotate", {"text": note(3)}).status_code == 200  # per key: alpha goes on
+    for _ in range(25):  # per key: alpha (no limit of its own, the server's none) goes on
+        assert httpx.get(f"{service.url}/v1/models", headers={"Authorization": f"Bearer {service.keys['alpha']}"}).status_code == 200
+
+
+def test_rate_limiter_buckets():
+    now = [0.0]
+    limiter = RateLimiter(per_minute=60, burst=3, clock=lambda: now[0])
+    assert [limiter.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert limiter.take("a") == pytest.approx(1.0)  # one a second: the next in a second
+    assert limiter.take("b") == 0.0  # every key its own bucket
+    now[0] = 1.0
+    assert limiter.take("a") == 0.0 and limiter.take("a") > 0
+    assert limiter.take("c", per_minute=600) == 0.0  # a key's own rate
+    assert all(limiter.take("d", per_minute=0) == 0.0 for _ in range(100))  # none
+    assert all(RateLimiter(0, 1).take("e") == 0.0 for _ in range(100))
 
 
 # -- limits ------------------------------------------------------------------------------------------
@@ -303,11 +325,20 @@ def test_a_crashing_worker_fails_its_request_alone(service):
     assert crash.status_code == 500 and crash.json()["error"] == "worker_failed"
     assert "SIGSEGV" in crash.json()["message"] and NAMES[3] not in crash.text
     assert crash.json()["error_id"] in service.log()
-    assert all(results[f"ok{i}"].json() == expected for i in range(4))
+    assert [results[f"ok{i}"].json() for i in range(4)] == [expected] * 4
     deadline = time.monotonic() + 10
     while httpx.get(f"{service.url}/readyz").status_code != 200 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert httpx.get(f"{service.url}/readyz").json()["alive"] == 2
+
+
+def test_a_request_past_the_memory_limit_fails_alone_and_its_worker_is_replaced(service):
+    restarts = metric(service, "hybriddeid_worker_restarts_total")
+    answer = post(service, "/v1/annotate", {"text": f"SABOTAGE-MEMORY {NAMES[0]}"})
+    assert answer.status_code == 500 and answer.json()["error"] == "worker_failed"
+    assert "out of memory" in answer.json()["message"] and NAMES[0] not in answer.text
+    assert metric(service, "hybriddeid_worker_restarts_total") == restarts + 1
+    assert post(service, "/v1/annotate", {"text": note(5)}).status_code == 200
 
 
 # -- same output as the batch commands ---------------------------------------------------------------------

@@ -114,9 +114,10 @@ async def _caller(request: Request, credentials: HTTPAuthorizationCredentials | 
     request.scope["hybriddeid.key"] = record.name
     if status == 403:
         raise ServiceError(403, "forbidden", "this API key was revoked")
-    wait = service.rate.take(record.id)
+    wait = service.rate.take(record.id, record.rate_limit)
     if wait:
-        raise ServiceError(429, "rate_limited", f"more than {service.limits.rate_limit:g} requests a minute with this key",
+        rate = service.limits.rate_limit if record.rate_limit is None else record.rate_limit
+        raise ServiceError(429, "rate_limited", f"more than {rate:g} requests a minute with this key",
                            {"Retry-After": str(max(1, math.ceil(wait)))})
     return record.name
 

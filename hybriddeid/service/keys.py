@@ -43,6 +43,7 @@ class KeyRecord:
     hash: str
     created: str
     revoked: str | None = None
+    rate_limit: float | None = None  # requests a minute for this key (None: the server's --rate-limit)
 
     def matches(self, secret: str) -> bool:
         return hmac.compare_digest(_digest(bytes.fromhex(self.salt), secret), self.hash)
@@ -98,10 +99,13 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def add_key(path: Path, name: str) -> tuple[KeyRecord, str]:
-    """A new key named ``name`` stored (hashed) in ``path``: its record and the key, to be shown once."""
+def add_key(path: Path, name: str, rate_limit: float | None = None) -> tuple[KeyRecord, str]:
+    """A new key named ``name`` stored (hashed) in ``path``: its record and the key, to be shown once.
+    ``rate_limit``: its own requests a minute (None: the server's; 0: none)."""
     path = Path(path)
     check_name(name)
+    if rate_limit is not None and rate_limit < 0:
+        raise ValueError("--rate-limit must be 0 (none) or more")
     with _locked(path):
         records = read_keys(path)
         if any(record.name == name and record.revoked is None for record in records):
@@ -112,7 +116,7 @@ def add_key(path: Path, name: str) -> tuple[KeyRecord, str]:
             key_id = secrets.token_hex(4)
         secret = secrets.token_urlsafe(32)
         salt = secrets.token_bytes(16)
-        record = KeyRecord(key_id, name, salt.hex(), _digest(salt, secret), _now())
+        record = KeyRecord(key_id, name, salt.hex(), _digest(salt, secret), _now(), rate_limit=rate_limit)
         _write_keys(path, [*records, record])
     return record, f"{PREFIX}_{key_id}_{secret}"
 

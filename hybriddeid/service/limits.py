@@ -36,21 +36,24 @@ class ServiceLimits:
 
 
 class RateLimiter:
-    """A token bucket per key: ``per_minute`` requests a minute, up to ``burst`` at once."""
+    """A token bucket per key: ``per_minute`` requests a minute (or the key's own rate), up to ``burst``
+    at once."""
 
     def __init__(self, per_minute: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate, self.burst, self.clock = per_minute / 60.0, float(burst), clock
+        self.per_minute, self.burst, self.clock = per_minute, float(burst), clock
         self._buckets: dict[str, tuple[float, float]] = {}
 
-    def take(self, key: str) -> float:
-        """0 when the request may go, else the seconds until it may (the request is not counted)."""
-        if self.rate <= 0:
+    def take(self, key: str, per_minute: float | None = None) -> float:
+        """0 when the request may go, else the seconds until it may (the request is not counted).
+        ``per_minute``: this key's own rate (None: the server's; 0: none)."""
+        rate = (self.per_minute if per_minute is None else per_minute) / 60.0
+        if rate <= 0:
             return 0.0
         now = self.clock()
         tokens, then = self._buckets.get(key, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - then) * self.rate)
+        tokens = min(self.burst, tokens + (now - then) * rate)
         if tokens < 1.0:
             self._buckets[key] = (tokens, now)
-            return (1.0 - tokens) / self.rate
+            return (1.0 - tokens) / rate
         self._buckets[key] = (tokens - 1.0, now)
         return 0.0
