@@ -584,10 +584,7 @@ def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt
     die_with_parent(parent_pid)
     root = logging.getLogger()
     root.handlers = [_PipeHandler(conn)]
-    if memory_mb is not None:
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        wanted = memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+    limit_memory(memory_mb)
     while True:
         try:
             unit = conn.recv()
@@ -602,6 +599,16 @@ def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt
         if restart:
             break
     conn.close()
+
+
+def limit_memory(memory_mb: int | None) -> None:
+    """Cap this (worker) process's address space at ``memory_mb`` (``RLIMIT_AS``, never above the hard
+    limit; None: no cap), so that a runaway note fails its own work instead of taking the machine's memory."""
+    if memory_mb is None:
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
 
 
 def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs | NoteSource],
@@ -621,8 +628,8 @@ def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, l
     return None, False
 
 
-def _death(exitcode: int | None, memory_mb: int | None) -> str:
-    """Why a worker ended without answering, from its exit status."""
+def describe_death(exitcode: int | None, memory_mb: int | None) -> str:
+    """Why a worker ended without answering, from its exit status (``memory_mb``: its memory limit, for the hint)."""
     if exitcode is not None and exitcode < 0:
         number = -exitcode
         try:
@@ -717,7 +724,7 @@ def _collect(worker: _Worker, limits: Limits) -> tuple[list[Path], str | None, b
         dead = True  # the pipe closed with no answer: told below
     if dead or not worker.process.is_alive():
         worker.process.join()
-        return unit, _death(worker.process.exitcode, limits.memory_mb), True
+        return unit, describe_death(worker.process.exitcode, limits.memory_mb), True
     if time.monotonic() >= worker.deadline:
         return unit, f"worker killed: timed out after {worker.limit:g} s (--timeout-per-note)", True
     return None

@@ -1,4 +1,4 @@
-"""The ``hybriddeid`` command line: train, annotate, evaluate, deid, spark-deid, synth, resources.
+"""The ``hybriddeid`` command line: train, annotate, evaluate, deid, spark-deid, serve, synth, resources.
 
 Exit codes: 0 success, 1 some inputs failed (the others were processed), 2 nothing could be done.
 Messages name files and problems only; note text never reaches the terminal or the logs.
@@ -222,13 +222,15 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _deid_key(args: argparse.Namespace, folders: Sequence[Path]) -> bytes | None:
+def _deid_key(args: argparse.Namespace, folders: Sequence[Path], needed: bool | None = None) -> bytes | None:
     """The key for surrogate mode and for ``--rename hash``: read from --key-file, or created there when
-    the file does not exist; None when neither needs one."""
+    the file does not exist; None when neither needs one (``needed``, when given, decides instead)."""
     from hybriddeid.surrogates import create_key_file, read_key
 
     rename = getattr(args, "rename", "none")  # deid only
-    if args.mode != "surrogate" and rename == "none":
+    if needed is None:
+        needed = args.mode == "surrogate" or rename != "none"
+    if not needed:
         return None
     if args.key_file is None:
         needs = "surrogate mode" if args.mode == "surrogate" else f"--rename {rename}"
@@ -255,7 +257,7 @@ def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
     from hybriddeid.pipeline import model_language
     from hybriddeid.surrogates import DeidOptions
 
-    if args.use_annotations and args.language is None:
+    if getattr(args, "use_annotations", False) and args.language is None:
         raise ValueError("--use-annotations needs --language (en or es): there is no model to take it from")
     if args.language is None:
         args.language = model_language(args.model)
@@ -432,6 +434,94 @@ def _spark_deid(args: argparse.Namespace) -> int:
     return 2 if not counts["notes"] or counts["failed"] == counts["notes"] else int(bool(counts["failed"]))
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """``hybriddeid serve``: the model behind an HTTP API (hybriddeid.service), or ``serve keys ...``."""
+    if args.serve_action == "keys":
+        return _serve_keys(args)
+    import dataclasses
+
+    try:
+        from hybriddeid.service.app import Service, create_app, model_info
+        from hybriddeid.service.pool import WorkerPool
+        from hybriddeid.service.server import run_server
+        from hybriddeid.service.work import WorkSettings, warm_up
+    except ImportError as exc:
+        log.error("serve needs FastAPI, uvicorn and prometheus_client: pip install 'hybriddeid[service]' (%s missing)",
+                  exc.name)
+        return 2
+    from hybriddeid.pipeline import model_folder
+    from hybriddeid.processing import load_model
+    from hybriddeid.service.keys import KeyStore
+    from hybriddeid.service.limits import ServiceLimits
+
+    try:
+        keys = KeyStore(_api_keys_file(args))
+        if args.workers < 1:
+            raise ValueError("--workers must be at least 1")
+        if min(args.max_notes, args.max_note_chars, args.max_waiting) < 1:
+            raise ValueError("--max-notes, --max-note-chars and --max-waiting must be at least 1")
+        limits = ServiceLimits(max_body_bytes=int(args.max_body_mb * 2**20), request_timeout=args.request_timeout,
+                               rate_limit=args.rate_limit, burst=args.burst)
+        model_folder(args.model)  # a missing model is told before the key is made
+        key = _deid_key(args, (), needed=args.mode == "surrogate" or args.key_file is not None)
+        options = dataclasses.replace(_deid_options(args, key), key=key)  # per request: only in surrogate mode
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    if not len(keys):
+        log.warning("%s: no live API keys, so every /v1 request is refused; add one with: hybriddeid serve keys "
+                    "add NAME --api-keys %s", keys.path, keys.path)
+    pipeline = load_model(args.model, args.engine)  # once: the workers are forked from this process
+    warm_up(pipeline)
+    settings = WorkSettings(args.max_note_chars, args.max_notes, options)
+    pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, args.max_waiting)
+    modes = ["tag", "mask", *(["surrogate"] if key is not None else [])]
+    app = create_app(Service(pool, keys, limits, model_info(pipeline, str(args.model), modes)))
+    scheme = "https" if args.ssl_certfile else "http"
+    log.info("serving model %s on %s://%s:%d with %d workers (API docs at /docs)", args.model, scheme, args.host,
+             args.port, args.workers)
+    return run_server(app, args.host, args.port, args.ssl_certfile, args.ssl_keyfile,
+                      graceful_timeout=args.request_timeout + 5)
+
+
+API_KEYS_ENV = "HYBRIDDEID_API_KEYS"
+
+
+def _api_keys_file(args: argparse.Namespace) -> Path:
+    """The API keys file: --api-keys, else $HYBRIDDEID_API_KEYS; a ValueError when neither is set."""
+    path = args.api_keys or os.environ.get(API_KEYS_ENV)
+    if not path:
+        raise ValueError(f"serve needs --api-keys FILE (or ${API_KEYS_ENV}): the API keys file that "
+                         "`hybriddeid serve keys add NAME --api-keys FILE` writes")
+    return Path(path)
+
+
+def _serve_keys(args: argparse.Namespace) -> int:
+    """``serve keys add NAME`` (prints the key once), ``list``, ``revoke NAME_OR_ID``."""
+    from hybriddeid.service.keys import add_key, read_keys, revoke_key
+
+    try:
+        path = _api_keys_file(args)
+        if args.keys_action == "add":
+            record, key = add_key(path, args.name, args.key_rate_limit)
+            log.info("%s: added key %s (id %s); it is shown once, here, and stored only as a salted hash",
+                     path, record.name, record.id)
+            print(key)
+        elif args.keys_action == "revoke":
+            for record in revoke_key(path, args.name):
+                log.info("%s: revoked key %s (id %s); a running server refuses it within a second", path,
+                         record.name, record.id)
+        else:
+            for record in read_keys(path):
+                state = f"revoked {record.revoked}" if record.revoked else "live"
+                rate = "server's rate" if record.rate_limit is None else f"{record.rate_limit:g}/min"
+                print(f"{record.name}\t{record.id}\tcreated {record.created}\t{rate}\t{state}")
+    except (ValueError, OSError) as exc:
+        log.error("%s", exc if isinstance(exc, ValueError) else f"{exc.filename}: {exc.strerror}")
+        return 2
+    return 0
+
+
 def _resources_clusters(args: argparse.Namespace) -> int:
     from hybriddeid.knowledge.build import build_clusters, note_sequences, read_texts
 
@@ -577,14 +667,19 @@ def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 def _add_deid_options(parser: argparse.ArgumentParser) -> None:
     """The options ``deid`` and ``spark-deid`` share: where the spans come from and how they are replaced."""
-    from hybriddeid.languages import available_languages
-
     parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
     _add_phi_set(parser, "replace only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
                          "ages only over 89); default: the model's setting, all input annotations with --use-annotations")
     parser.add_argument("--use-annotations", action="store_true",
                         help="replace the inputs' own annotations (deid: BRAT, i2b2, JSONL spans; spark-deid: "
                              "the phi_spans column) instead of running a model")
+    _add_replacement_options(parser)
+
+
+def _add_replacement_options(parser: argparse.ArgumentParser) -> None:
+    """How spans are replaced (``deid``, ``spark-deid`` and ``serve``'s defaults): mode, key, surrogates."""
+    from hybriddeid.languages import available_languages
+
     parser.add_argument("--mode", choices=("tag", "mask", "surrogate"), default="tag")
     parser.add_argument("--key-file", type=Path, help="secret key for surrogates and deid --rename hash (created if "
                         "missing; keep it apart from the output)")
@@ -602,6 +697,52 @@ def _add_deid_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unsupported-script", choices=("keep", "mask"), default="keep",
                         help="text in scripts the model does not read (other alphabets, emoji): keep it as it is "
                              "(default; counted in the summary, with a warning) or mask it")
+
+
+def _add_api_keys(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--api-keys", type=Path, default=default, metavar="FILE",
+                        help=f"the API keys file (default: ${API_KEYS_ENV})")
+
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s options: the model, where to listen, the workers, the limits, the defaults of deid."""
+    from hybriddeid.batch import DEFAULT_MEMORY_MB
+    from hybriddeid.service.limits import (DEFAULT_BURST, DEFAULT_MAX_BODY_MB, DEFAULT_MAX_NOTE_CHARS,
+                                           DEFAULT_MAX_NOTES, DEFAULT_MAX_WAITING, DEFAULT_RATE_LIMIT,
+                                           DEFAULT_REQUEST_TIMEOUT)
+
+    parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
+                                                            "only; put a reverse proxy in front for others)")
+    parser.add_argument("--port", type=int, default=8000, help="default 8000")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="worker processes, forked once the model is loaded; each answers one request at a "
+                             "time (default 2)")
+    _add_api_keys(parser, None)
+    parser.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB, metavar="MB",
+                        help=f"larger request bodies get 413 (default {DEFAULT_MAX_BODY_MB:g})")
+    parser.add_argument("--max-note-chars", type=int, default=DEFAULT_MAX_NOTE_CHARS, metavar="N",
+                        help=f"a longer note gets 413 (default {DEFAULT_MAX_NOTE_CHARS:,})")
+    parser.add_argument("--max-notes", type=int, default=DEFAULT_MAX_NOTES, metavar="N",
+                        help=f"more notes in one request get 413 (default {DEFAULT_MAX_NOTES})")
+    parser.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT, metavar="SECONDS",
+                        help="a request not answered in this time, waiting for a worker included, gets 504 and its "
+                             f"worker is replaced (default {DEFAULT_REQUEST_TIMEOUT:g})")
+    parser.add_argument("--rate-limit", type=float, default=DEFAULT_RATE_LIMIT, metavar="PER_MINUTE",
+                        help=f"requests a minute per API key; more get 429 with Retry-After (default "
+                             f"{DEFAULT_RATE_LIMIT}; 0: no limit)")
+    parser.add_argument("--burst", type=int, default=DEFAULT_BURST,
+                        help=f"requests a key may send at once within its rate (default {DEFAULT_BURST})")
+    parser.add_argument("--max-waiting", type=int, default=DEFAULT_MAX_WAITING, metavar="N",
+                        help="requests beyond this many waiting for a worker get 503 with Retry-After "
+                             f"(default {DEFAULT_MAX_WAITING})")
+    parser.add_argument("--memory-limit-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
+                        help=f"address space of each worker; a request that needs more gets 500 and the worker is "
+                             f"replaced (default {DEFAULT_MEMORY_MB}; 0: no limit)")
+    parser.add_argument("--ssl-certfile", type=Path, help="serve HTTPS with this certificate (PEM)")
+    parser.add_argument("--ssl-keyfile", type=Path, help="the certificate's private key (PEM)")
+    parser.add_argument("--engine", choices=("fast", "crfsuite"), help="how the CRFs tag (default: the model's config)")
+    _add_replacement_options(parser)
 
 
 def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
@@ -780,6 +921,23 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     spark.add_argument("--overwrite", action="store_true", help="replace an existing output")
     spark.set_defaults(run=_spark_deid)
+
+    serve = sub.add_parser("serve", help="serve annotate and deid over HTTP with API keys (pip install "
+                                         "'hybriddeid[service]'); serve keys add|list|revoke manages the keys")
+    _add_serve_options(serve)
+    serve_sub = serve.add_subparsers(dest="serve_action")
+    keys = serve_sub.add_parser("keys", help="add, list or revoke API keys")
+    keys_sub = keys.add_subparsers(dest="keys_action", required=True)
+    keys_add = keys_sub.add_parser("add", help="make a key named NAME: printed once, stored as a salted hash")
+    keys_add.add_argument("name")
+    keys_add.add_argument("--rate-limit", dest="key_rate_limit", type=float, metavar="PER_MINUTE",
+                          help="this key's own requests a minute (default: the server's --rate-limit; 0: no limit)")
+    keys_sub.add_parser("list", help="names, ids, dates and states of the keys (never the keys)")
+    keys_revoke = keys_sub.add_parser("revoke", help="revoke the live key named NAME (or with that id)")
+    keys_revoke.add_argument("name", metavar="NAME_OR_ID")
+    for command in (keys, *keys_sub.choices.values()):
+        _add_api_keys(command, argparse.SUPPRESS)  # given before or after the subcommand
+    serve.set_defaults(run=_serve)
 
     synth = sub.add_parser("synth", help="write synthetic annotated notes (training data without real notes)")
     synth.add_argument("--n", type=int, required=True, help="number of notes")

@@ -36,11 +36,13 @@ LAYERS: tuple[tuple[int, tuple[str, ...], str], ...] = (
      "the pipeline: combines classifiers; sweeps and ablations run pipelines; recipes and training configs"),
     (4, ("hybriddeid.processing", "hybriddeid.batch", "hybriddeid.deid_batch", "hybriddeid.renaming",
          "hybriddeid.table_batch", "hybriddeid.integrations", "hybriddeid.fhir_deid", "hybriddeid.reviewing",
-         "hybriddeid.run_report"),
-     "runs: a pipeline over notes, folders, tables, databases, FHIR resources or Spark tables, and the names they "
-     "write; folders read for review"),
-    (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit", "hybriddeid.review_server"),
-     "the command line, spark-submit's entry point to it and the review page's server, on top of everything"),
+         "hybriddeid.run_report", "hybriddeid.service.work", "hybriddeid.service.schemas", "hybriddeid.service.pool"),
+     "runs: a pipeline over notes, folders, tables, databases, FHIR resources, Spark tables or a service's requests "
+     "(its forked workers), and the names they write; folders read for review"),
+    (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit", "hybriddeid.review_server", "hybriddeid.service",
+         "hybriddeid.client"),
+     "the command line, spark-submit's entry point to it, the review page's server and the HTTP service (app, keys, "
+     "limits, server) and its client, on top of everything"),
 )
 
 # Edges the rules allow although they point up, each with why.
