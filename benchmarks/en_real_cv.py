@@ -13,6 +13,7 @@ operating point, ``hybriddeid evaluate --sweep``), read once per note, into ``OU
 
     python benchmarks/en_real_cv.py --out /tmp/en_cv [--folds 5] [--n 1500] [--jobs 2] [--thresholds 0.5,0.9]
         [--only 1,2]   # a quick look: train and tag these folds only
+        [--save-models DIR]  # keep each fold's model (DIR/fold-K), e.g. to refit its rules (tools/refit_rules.py)
 """
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="fold assignment seed")
     parser.add_argument("--thresholds", type=parse_thresholds, default=(),
                         help="also tag at these P(O) thresholds, comma-separated (into OUT/threshold-T/)")
+    parser.add_argument("--save-models", type=Path, default=None,
+                        help="save each fold's model to DIR/fold-K (to try rules on it without retraining)")
     args = parser.parse_args()
 
     synthetic = list(generate_corpus(args.n, SYNTH_SEED, "train"))
@@ -58,6 +61,8 @@ def main() -> int:
         started = time.perf_counter()
         pipeline = Pipeline(load_config(args.config)).fit(synthetic + train, n_jobs=args.jobs)
         fit_s = time.perf_counter() - started
+        if args.save_models:
+            pipeline.to_disk(args.save_models / f"fold-{fold}")
         for doc in held_out:
             write_document(pipeline.annotate(doc), args.out / doc.meta["corpus"], "brat")
             if args.thresholds:

@@ -218,13 +218,31 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+class NoteSource(Protocol):
+    """What ``run_batch`` reads besides a folder's ``Inputs``: a table or a database (``table_batch``).
+    Iterating gives ``(path, documents)`` per input *part* (or ``(path, InputError)``), each path a name
+    for one part; ``read(path)`` gives a part's documents again; ``check_output(out_dir)`` raises an
+    ``InputError`` when ``out_dir`` cannot take this source's outputs (``check_folders`` for folders)."""
+
+    format: str
+
+    def __iter__(self) -> Iterator[tuple[Path, list[Document] | InputError]]: ...
+
+    def read(self, path: Path) -> list[Document]: ...
+
+    def check_output(self, out_dir: Path) -> None: ...
+
+
 class BatchProcessor(Protocol):
     """What ``run_batch`` does with the documents of a folder. A processor may set ``needs_spans =
     False`` when it replaces the inputs' spans: then a file whose annotations cannot be read is
     processed from its text, with a warning. Two methods are optional: ``shown_name(name) -> str``,
     how messages show a note's or file's name (``deid --rename``: its hash; default: as it is), and
     ``planned(inputs, notes)``, told once every input has been read and before any unit runs, with
-    the name of each readable note and its file (``deid --rename`` records the hashed names then)."""
+    the name of each readable note and its file (``deid --rename`` records the hashed names then). A
+    third, ``rejected() -> [(path, problem)]``, tells the parts of readable inputs that were left out
+    (a FHIR resource that cannot be de-identified, while the rest of its file goes on): asked once
+    every input has been read, each is counted and told as a failure."""
 
     def setup(self) -> None:
         """Prepare once per process before any ``process`` call (e.g. load a model)."""
@@ -357,7 +375,7 @@ def check_writable(folder: Path) -> None:
 
 
 def run_batch(
-    in_dir: Path | Inputs,
+    in_dir: Path | Inputs | NoteSource,
     out_dir: Path,
     transform: Transform | BatchProcessor,
     out_format: str | None = None,
@@ -372,7 +390,7 @@ def run_batch(
     """Process every document under ``in_dir`` and write the results to ``out_dir``.
 
     ``in_dir`` is a folder, or its ``Inputs`` (``hybriddeid.io.scan_inputs``; then ``in_format`` is
-    theirs). ``transform`` is a document -> document function (written in ``out_format``) or a
+    theirs), or another ``NoteSource`` (a table's parts: ``hybriddeid.table_batch``). ``transform`` is a document -> document function (written in ``out_format``) or a
     ``BatchProcessor``. Units whose outputs are all done are skipped unless ``overwrite``; errors
     are collected per input file and the run goes on. Units run in ``jobs`` worker processes under
     ``limits``; results do not depend on ``jobs``. ``encoding`` and ``follow_symlinks`` are how the
@@ -383,7 +401,10 @@ def run_batch(
     changes nothing) and stops on SIGINT, SIGTERM and SIGHUP by raising ``Interrupted`` (no new unit
     started, workers ended, their temporary files removed, what was done in its ``result``).
     """
-    check_folders(in_dir.folder if isinstance(in_dir, Inputs) else in_dir, out_dir)
+    if isinstance(in_dir, (str, Path, Inputs)):
+        check_folders(in_dir.folder if isinstance(in_dir, Inputs) else in_dir, out_dir)
+    else:
+        in_dir.check_output(Path(out_dir))
     out_dir = Path(out_dir)
     if callable(transform):
         if out_format is None:
@@ -393,7 +414,7 @@ def run_batch(
         processor = transform
     with output_lock(out_dir), stop_on_signals():
         check_writable(out_dir)
-        inputs = in_dir if isinstance(in_dir, Inputs) else scan_inputs(
+        inputs = in_dir if not isinstance(in_dir, (str, Path)) else scan_inputs(
             in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
             spans=getattr(processor, "needs_spans", True))
         remove_temp_files(out_dir)
@@ -415,12 +436,14 @@ def _sort(result: BatchResult) -> None:
     result.failed.sort()
 
 
-def _run_all(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, progress: bool, jobs: int,
+def _run_all(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, progress: bool, jobs: int,
              limits: Limits, result: BatchResult) -> None:
     """Plan the units, skip the done ones, run the others; ``result`` gets each file as it ends."""
     fmt = inputs.format
     notes: dict[Path, int] = {}
     units, done, docs, names = _plan(inputs, out_dir, processor, overwrite, result, notes)
+    for path, problem in getattr(processor, "rejected", list)():
+        _fail(result, path, problem, processor)
     planned = getattr(processor, "planned", None)
     if planned is not None:
         planned(inputs, names)
@@ -449,7 +472,7 @@ def _run_all(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite
             bar.update(len(unit))
 
 
-def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
+def _plan(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
           notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]],
                                            dict[str, Path]]:
     """Read every input once: the units to run (files joined by shared keys), which files are done,
@@ -458,7 +481,7 @@ def _plan(inputs: Inputs, out_dir: Path, processor: BatchProcessor, overwrite: b
     ``notes`` gets the number of notes in each file (for the time limits)."""
     keys: dict[Path, set[str]] = {}
     done: dict[Path, bool] = {}
-    docs: dict[Path, list[Document] | Inputs] = {}
+    docs: dict[Path, list[Document] | Inputs | NoteSource] = {}
     held = 0
     names: dict[str, Path] = {}  # outputs and audits are named by note: one name, one note
     for path, items in inputs:
@@ -554,17 +577,14 @@ class _PipeHandler(logging.Handler):
 
 
 def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt: str,
-                 docs: dict[Path, list[Document] | Inputs], memory_mb: int | None, parent_pid: int) -> None:
+                 docs: dict[Path, list[Document] | Inputs | NoteSource], memory_mb: int | None, parent_pid: int) -> None:
     """A worker: unit after unit from ``conn`` until None or the pipe closes; it ends with its parent."""
     for sig in STOP_SIGNALS:  # stopping is the parent's to handle; it ends the workers
         signal.signal(sig, signal.SIG_IGN if sig != signal.SIGTERM else signal.SIG_DFL)
     die_with_parent(parent_pid)
     root = logging.getLogger()
     root.handlers = [_PipeHandler(conn)]
-    if memory_mb is not None:
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        wanted = memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+    limit_memory(memory_mb)
     while True:
         try:
             unit = conn.recv()
@@ -581,7 +601,17 @@ def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt
     conn.close()
 
 
-def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs],
+def limit_memory(memory_mb: int | None) -> None:
+    """Cap this (worker) process's address space at ``memory_mb`` (``RLIMIT_AS``, never above the hard
+    limit; None: no cap), so that a runaway note fails its own work instead of taking the machine's memory."""
+    if memory_mb is None:
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
+def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs | NoteSource],
           unit: list[Path]) -> tuple[str | None, bool]:
     """Process one unit: (the problem as one safe line or None when it worked, whether the worker must
     be replaced: after a MemoryError its state cannot be trusted)."""
@@ -589,7 +619,7 @@ def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, l
         unit_docs = []
         for path in unit:
             held = docs.pop(path)
-            unit_docs.extend(held.read(path) if isinstance(held, Inputs) else held)
+            unit_docs.extend(held if isinstance(held, list) else held.read(path))
         processor.process(unit_docs, out_dir, fmt)
     except MemoryError as exc:
         return describe_error(exc), True
@@ -598,8 +628,8 @@ def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, l
     return None, False
 
 
-def _death(exitcode: int | None, memory_mb: int | None) -> str:
-    """Why a worker ended without answering, from its exit status."""
+def describe_death(exitcode: int | None, memory_mb: int | None) -> str:
+    """Why a worker ended without answering, from its exit status (``memory_mb``: its memory limit, for the hint)."""
     if exitcode is not None and exitcode < 0:
         number = -exitcode
         try:
@@ -622,7 +652,7 @@ def _setup_problem(exc: BaseException) -> str:
 
 
 def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path, fmt: str,
-               docs: dict[Path, list[Document] | Inputs], jobs: int, limits: Limits,
+               docs: dict[Path, list[Document] | Inputs | NoteSource], jobs: int, limits: Limits,
                notes: dict[Path, int]) -> Iterator[tuple[list[Path], str | None]]:
     """(unit, problem or None) for every unit, in completion order, each run in a worker process."""
     if not units:
@@ -694,7 +724,7 @@ def _collect(worker: _Worker, limits: Limits) -> tuple[list[Path], str | None, b
         dead = True  # the pipe closed with no answer: told below
     if dead or not worker.process.is_alive():
         worker.process.join()
-        return unit, _death(worker.process.exitcode, limits.memory_mb), True
+        return unit, describe_death(worker.process.exitcode, limits.memory_mb), True
     if time.monotonic() >= worker.deadline:
         return unit, f"worker killed: timed out after {worker.limit:g} s (--timeout-per-note)", True
     return None

@@ -1,4 +1,4 @@
-"""The ``hybriddeid`` command line: train, annotate, evaluate, deid, spark-deid, synth, resources.
+"""The ``hybriddeid`` command line: train, annotate, evaluate, deid, spark-deid, serve, synth, resources.
 
 Exit codes: 0 success, 1 some inputs failed (the others were processed), 2 nothing could be done.
 Messages name files and problems only; note text never reaches the terminal or the logs.
@@ -6,6 +6,7 @@ Messages name files and problems only; note text never reaches the terminal or t
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -221,13 +222,15 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _deid_key(args: argparse.Namespace, folders: Sequence[Path]) -> bytes | None:
+def _deid_key(args: argparse.Namespace, folders: Sequence[Path], needed: bool | None = None) -> bytes | None:
     """The key for surrogate mode and for ``--rename hash``: read from --key-file, or created there when
-    the file does not exist; None when neither needs one."""
+    the file does not exist; None when neither needs one (``needed``, when given, decides instead)."""
     from hybriddeid.surrogates import create_key_file, read_key
 
     rename = getattr(args, "rename", "none")  # deid only
-    if args.mode != "surrogate" and rename == "none":
+    if needed is None:
+        needed = args.mode == "surrogate" or rename != "none"
+    if not needed:
         return None
     if args.key_file is None:
         needs = "surrogate mode" if args.mode == "surrogate" else f"--rename {rename}"
@@ -254,7 +257,7 @@ def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
     from hybriddeid.pipeline import model_language
     from hybriddeid.surrogates import DeidOptions
 
-    if args.use_annotations and args.language is None:
+    if getattr(args, "use_annotations", False) and args.language is None:
         raise ValueError("--use-annotations needs --language (en or es): there is no model to take it from")
     if args.language is None:
         args.language = model_language(args.model)
@@ -266,12 +269,39 @@ def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
     )
 
 
+def _is_table_run(args: argparse.Namespace) -> bool:
+    """Whether ``deid``'s input is a table (a file, or a database URL) rather than a folder of notes."""
+    from hybriddeid.io.sql import is_database_url
+    from hybriddeid.io.tables import TABLE_FILE_FORMATS
+
+    return (args.input_format in TABLE_FILE_FORMATS or is_database_url(args.in_dir) or is_database_url(args.out_dir)
+            or Path(args.in_dir).is_file())
+
+
+TABLE_ONLY_OPTIONS = ("query", "table", "output_table", "password_file", "patient_col", "keep_cols", "delimiter",
+                      "part_rows", "format")
+
+
 def _deid(args: argparse.Namespace) -> int:
     from hybriddeid.deid_batch import DeidProcessor, run_deid
+    from hybriddeid.io import FHIR_FORMAT
     from hybriddeid.renaming import Renamer
     from hybriddeid.surrogates.audit import format_summary
     from hybriddeid.surrogates.patients import PatientMap
 
+    if _is_table_run(args):
+        if args.input_format == FHIR_FORMAT:
+            log.error("--input-format %s reads a folder of FHIR Bundle and NDJSON files and writes a folder: "
+                      "not a single file or a database", FHIR_FORMAT)
+            return 2
+        return _deid_table(args)
+    given = [f"--{name.replace('_', '-')}" for name in TABLE_ONLY_OPTIONS if getattr(args, name) is not None]
+    given += [flag for flag, on in (("--spans", args.spans), ("--audit", args.audit)) if on]
+    if given:
+        log.error("%s: only for a table or database input (a .csv, .tsv, .parquet or .jsonl file, or a URL)",
+                  ", ".join(given))
+        return 2
+    args.in_dir, args.out_dir = Path(args.in_dir), Path(args.out_dir)
     try:
         key = _deid_key(args, (args.in_dir, args.out_dir))
         options = _deid_options(args, key)
@@ -283,17 +313,83 @@ def _deid(args: argparse.Namespace) -> int:
         if not args.use_annotations:
             # The model is loaded once: here only to check a sweep file, else by this process (jobs 1) or each worker.
             threshold, pipeline = _operating_point(args)
+        processor_class = DeidProcessor
+        if args.input_format == FHIR_FORMAT:  # FHIR resources in, the same resources out
+            from hybriddeid.fhir_deid import FhirDeidProcessor
+            processor_class = FhirDeidProcessor
+        processor = processor_class(options, patients, None if args.use_annotations else args.model,
+                                    args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
+                                    pipeline=pipeline, engine=args.engine, renamer=renamer)
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    processor = DeidProcessor(options, patients, None if args.use_annotations else args.model,
-                              args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
-                              pipeline=pipeline, engine=args.engine, renamer=renamer)
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=_progress(args), jobs=args.jobs, limits=args.limits,
                                encoding=args.encoding, follow_symlinks=args.follow_symlinks)
     _tell_tally(args.out_dir, result)
     log.info("%s", format_summary(summary))
+    return result.exit_code
+
+
+def _deid_table(args: argparse.Namespace) -> int:
+    """``deid`` over a table file or a database (``hybriddeid.table_batch``): the same notes, model and
+    options as a folder run, the output a table."""
+    from hybriddeid.deid_batch import DeidProcessor
+    from hybriddeid.io import InputError
+    from hybriddeid.io.sql import Database, SqlSink, SqlTable, is_database_url
+    from hybriddeid.io.tables import Columns, detect_table_file_format, open_table
+    from hybriddeid.surrogates.patients import PatientMap
+    from hybriddeid.table_batch import FolderSink, TableDeidProcessor, TableInputs, run_table_deid
+
+    refused = [flag for flag, on in (("--use-annotations", args.use_annotations), ("--rename", args.rename != "none"),
+                                     ("--mapping-dir", args.mapping_dir is not None)) if on]
+    from_db, to_db = is_database_url(args.in_dir), is_database_url(args.out_dir)
+    refused += [flag for flag, on in (("--query/--table", not from_db and (args.query or args.table)),
+                                      ("--output-table", not to_db and args.output_table)) if on]
+    try:
+        if refused:
+            raise ValueError(f"{', '.join(refused)}: not for this table run (tables have no annotations to replace; "
+                             "--query and --table read a database, --output-table writes one)")
+        if to_db and not args.output_table:
+            raise ValueError("a database output needs --output-table NAME")
+        folders = [Path(p) for p, db in ((args.in_dir, from_db), (args.out_dir, to_db)) if not db]
+        key = _deid_key(args, folders)
+        options = _deid_options(args, key)
+        patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
+        threshold, pipeline = _operating_point(args)
+        keep = tuple(name.strip() for name in (args.keep_cols or "").split(",") if name.strip())
+        columns = Columns(args.id_col, args.text_col, args.patient_col, keep)
+        part_rows = args.part_rows or 1000
+        if part_rows < 1:
+            raise ValueError("--part-rows must be at least 1")
+        if from_db:
+            source = SqlTable(Database(args.in_dir, args.password_file), columns, part_rows, args.query, args.table)
+            fmt = args.format or "csv"
+        else:
+            fmt_in = args.input_format if args.input_format != "auto" else detect_table_file_format(Path(args.in_dir))
+            source = open_table(Path(args.in_dir), fmt_in, columns, part_rows, args.encoding, args.delimiter)
+            fmt = args.format or fmt_in
+        out_columns = columns.output(args.spans, args.audit)
+        if to_db:
+            sink = SqlSink(Database(args.out_dir, args.password_file), args.output_table, out_columns, columns.id)
+            if from_db and args.in_dir == args.out_dir and args.table == args.output_table:
+                raise ValueError("--output-table is the input table; choose another")
+        else:
+            schema = getattr(source, "schema", None) if fmt == "parquet" else None
+            sink = FolderSink(Path(args.out_dir), fmt, out_columns, schema,
+                              args.delimiter if fmt == getattr(source, "format", None) else None)
+    except InputError as exc:
+        log.error("%s", exc)
+        return 2
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    processor = TableDeidProcessor(
+        DeidProcessor(options, patients, args.model, phi_set=args.phi_set, threshold=threshold, pipeline=pipeline,
+                      engine=args.engine), columns, sink, spans=args.spans, audit=args.audit)
+    result = run_table_deid(TableInputs(source, columns), processor, overwrite=args.overwrite,
+                            progress=_progress(args), jobs=args.jobs, limits=args.limits)
+    log.log(logging.ERROR if result.batch.problems else logging.INFO, "%s: %s", sink.name, result.summary())
     return result.exit_code
 
 
@@ -336,6 +432,94 @@ def _spark_deid(args: argparse.Namespace) -> int:
     if counts["failed"] and args.format == "text":
         log.info("failed notes are left out of text output; parquet and json list them with their error code")
     return 2 if not counts["notes"] or counts["failed"] == counts["notes"] else int(bool(counts["failed"]))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``hybriddeid serve``: the model behind an HTTP API (hybriddeid.service), or ``serve keys ...``."""
+    if args.serve_action == "keys":
+        return _serve_keys(args)
+    import dataclasses
+
+    try:
+        from hybriddeid.service.app import Service, create_app, model_info
+        from hybriddeid.service.pool import WorkerPool
+        from hybriddeid.service.server import run_server
+        from hybriddeid.service.work import WorkSettings, warm_up
+    except ImportError as exc:
+        log.error("serve needs FastAPI, uvicorn and prometheus_client: pip install 'hybriddeid[service]' (%s missing)",
+                  exc.name)
+        return 2
+    from hybriddeid.pipeline import model_folder
+    from hybriddeid.processing import load_model
+    from hybriddeid.service.keys import KeyStore
+    from hybriddeid.service.limits import ServiceLimits
+
+    try:
+        keys = KeyStore(_api_keys_file(args))
+        if args.workers < 1:
+            raise ValueError("--workers must be at least 1")
+        if min(args.max_notes, args.max_note_chars, args.max_waiting) < 1:
+            raise ValueError("--max-notes, --max-note-chars and --max-waiting must be at least 1")
+        limits = ServiceLimits(max_body_bytes=int(args.max_body_mb * 2**20), request_timeout=args.request_timeout,
+                               rate_limit=args.rate_limit, burst=args.burst)
+        model_folder(args.model)  # a missing model is told before the key is made
+        key = _deid_key(args, (), needed=args.mode == "surrogate" or args.key_file is not None)
+        options = dataclasses.replace(_deid_options(args, key), key=key)  # per request: only in surrogate mode
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    if not len(keys):
+        log.warning("%s: no live API keys, so every /v1 request is refused; add one with: hybriddeid serve keys "
+                    "add NAME --api-keys %s", keys.path, keys.path)
+    pipeline = load_model(args.model, args.engine)  # once: the workers are forked from this process
+    warm_up(pipeline)
+    settings = WorkSettings(args.max_note_chars, args.max_notes, options)
+    pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, args.max_waiting)
+    modes = ["tag", "mask", *(["surrogate"] if key is not None else [])]
+    app = create_app(Service(pool, keys, limits, model_info(pipeline, str(args.model), modes)))
+    scheme = "https" if args.ssl_certfile else "http"
+    log.info("serving model %s on %s://%s:%d with %d workers (API docs at /docs)", args.model, scheme, args.host,
+             args.port, args.workers)
+    return run_server(app, args.host, args.port, args.ssl_certfile, args.ssl_keyfile,
+                      graceful_timeout=args.request_timeout + 5)
+
+
+API_KEYS_ENV = "HYBRIDDEID_API_KEYS"
+
+
+def _api_keys_file(args: argparse.Namespace) -> Path:
+    """The API keys file: --api-keys, else $HYBRIDDEID_API_KEYS; a ValueError when neither is set."""
+    path = args.api_keys or os.environ.get(API_KEYS_ENV)
+    if not path:
+        raise ValueError(f"serve needs --api-keys FILE (or ${API_KEYS_ENV}): the API keys file that "
+                         "`hybriddeid serve keys add NAME --api-keys FILE` writes")
+    return Path(path)
+
+
+def _serve_keys(args: argparse.Namespace) -> int:
+    """``serve keys add NAME`` (prints the key once), ``list``, ``revoke NAME_OR_ID``."""
+    from hybriddeid.service.keys import add_key, read_keys, revoke_key
+
+    try:
+        path = _api_keys_file(args)
+        if args.keys_action == "add":
+            record, key = add_key(path, args.name, args.key_rate_limit)
+            log.info("%s: added key %s (id %s); it is shown once, here, and stored only as a salted hash",
+                     path, record.name, record.id)
+            print(key)
+        elif args.keys_action == "revoke":
+            for record in revoke_key(path, args.name):
+                log.info("%s: revoked key %s (id %s); a running server refuses it within a second", path,
+                         record.name, record.id)
+        else:
+            for record in read_keys(path):
+                state = f"revoked {record.revoked}" if record.revoked else "live"
+                rate = "server's rate" if record.rate_limit is None else f"{record.rate_limit:g}/min"
+                print(f"{record.name}\t{record.id}\tcreated {record.created}\t{rate}\t{state}")
+    except (ValueError, OSError) as exc:
+        log.error("%s", exc if isinstance(exc, ValueError) else f"{exc.filename}: {exc.strerror}")
+        return 2
+    return 0
 
 
 def _resources_clusters(args: argparse.Namespace) -> int:
@@ -398,6 +582,83 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _risk(args: argparse.Namespace) -> int:
+    from hybriddeid.io import atomic_write_text
+    from hybriddeid.processing import NoteSettings, load_model
+    from hybriddeid.reviewing import folder_risk, read_folder, reviewed_sample
+    from hybriddeid.risk import plot_reliability
+
+    settings = NoteSettings(phi_set=args.phi_set)
+    pipeline = load_model(args.model)
+    notes, _, failed = read_folder(pipeline, args.notes_dir, settings, args.encoding)
+    if not notes:
+        log.error("%s: no notes could be read", args.notes_dir)
+        return 2
+    reviewed = reviewed_sample(pipeline, args.reviewed, settings, args.encoding) if args.reviewed else None
+    if reviewed is not None and not reviewed.notes:
+        log.error("%s: no reviewed notes could be read", args.reviewed)
+        return 2
+    result = folder_risk(notes, reviewed, args.calibration)
+    report = result.to_dict()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        if reviewed is not None:
+            report["reliability_png"] = str(plot_reliability(reviewed, args.calibration, args.out / "reliability.png"))
+        atomic_write_text(args.out / "risk.json", json.dumps(report, indent=1))
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        calibrated = (f"calibrated ({args.calibration}) on {result.reviewed_notes} reviewed notes"
+                      if reviewed is not None else "uncalibrated: raw marginals (give --reviewed to calibrate)")
+        print(f"{len(notes)} notes, {result.tokens} tokens; {calibrated}")
+        print(f"expected missed PHI tokens: {result.expected_missed:.1f} "
+              f"({result.low:.1f}-{result.high:.1f}, {round(100 * report['interval_level'])}% interval); "
+              f"{result.per_1000():.2f} per 1,000 tokens ({result.per_1000(result.low):.2f}-{result.per_1000(result.high):.2f})")
+        for label, value in list(report["per_type"].items())[:10]:
+            print(f"  {label:<16} {value:8.2f}")
+        if args.out:
+            print(f"written: {args.out / 'risk.json'}" + (f", {report['reliability_png']}" if reviewed is not None else ""))
+    return 1 if failed else 0
+
+
+def _review(args: argparse.Namespace) -> int:
+    from hybriddeid.processing import NoteSettings, load_model
+    from hybriddeid.review_server import ReviewServer, build_state, serve
+    from hybriddeid.reviewing import Corrections, read_folder
+
+    if args.next is not None and args.next < 1:
+        log.error("--next must be at least 1")
+        return 2
+    corrections_dir = args.corrections or args.notes_dir.with_name(args.notes_dir.name + "-corrections")
+    corrections = Corrections(corrections_dir, args.notes_dir)
+    pipeline = load_model(args.model)
+    notes, _, failed = read_folder(pipeline, args.notes_dir, NoteSettings(phi_set=args.phi_set), args.encoding)
+    if not notes:
+        log.error("%s: no notes could be read", args.notes_dir)
+        return 2
+    state = build_state(pipeline, notes, corrections, args.calibration, args.next)
+    try:
+        server = ReviewServer(state, args.port)
+    except OSError as exc:
+        log.error("cannot listen on 127.0.0.1:%d (%s)", args.port, exc.strerror or type(exc).__name__)
+        return 2
+    log.info("%d notes read (%d files could not be); corrections go to %s", len(notes), failed, corrections_dir)
+    print(f"Review page (this address holds its one-time token): {server.url}", flush=True)
+    try:
+        serve(server)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from hybriddeid.run_report import write_report
+
+    target = write_report(args.out_dir, args.out, args.risk)
+    log.info("report written to %s", target)
+    return 0
+
+
 def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
     from hybriddeid.profiles import PHI_SETS
 
@@ -406,14 +667,19 @@ def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 def _add_deid_options(parser: argparse.ArgumentParser) -> None:
     """The options ``deid`` and ``spark-deid`` share: where the spans come from and how they are replaced."""
-    from hybriddeid.languages import available_languages
-
     parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
     _add_phi_set(parser, "replace only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
                          "ages only over 89); default: the model's setting, all input annotations with --use-annotations")
     parser.add_argument("--use-annotations", action="store_true",
                         help="replace the inputs' own annotations (deid: BRAT, i2b2, JSONL spans; spark-deid: "
                              "the phi_spans column) instead of running a model")
+    _add_replacement_options(parser)
+
+
+def _add_replacement_options(parser: argparse.ArgumentParser) -> None:
+    """How spans are replaced (``deid``, ``spark-deid`` and ``serve``'s defaults): mode, key, surrogates."""
+    from hybriddeid.languages import available_languages
+
     parser.add_argument("--mode", choices=("tag", "mask", "surrogate"), default="tag")
     parser.add_argument("--key-file", type=Path, help="secret key for surrogates and deid --rename hash (created if "
                         "missing; keep it apart from the output)")
@@ -431,6 +697,52 @@ def _add_deid_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unsupported-script", choices=("keep", "mask"), default="keep",
                         help="text in scripts the model does not read (other alphabets, emoji): keep it as it is "
                              "(default; counted in the summary, with a warning) or mask it")
+
+
+def _add_api_keys(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--api-keys", type=Path, default=default, metavar="FILE",
+                        help=f"the API keys file (default: ${API_KEYS_ENV})")
+
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s options: the model, where to listen, the workers, the limits, the defaults of deid."""
+    from hybriddeid.batch import DEFAULT_MEMORY_MB
+    from hybriddeid.service.limits import (DEFAULT_BURST, DEFAULT_MAX_BODY_MB, DEFAULT_MAX_NOTE_CHARS,
+                                           DEFAULT_MAX_NOTES, DEFAULT_MAX_WAITING, DEFAULT_RATE_LIMIT,
+                                           DEFAULT_REQUEST_TIMEOUT)
+
+    parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
+                                                            "only; put a reverse proxy in front for others)")
+    parser.add_argument("--port", type=int, default=8000, help="default 8000")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="worker processes, forked once the model is loaded; each answers one request at a "
+                             "time (default 2)")
+    _add_api_keys(parser, None)
+    parser.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB, metavar="MB",
+                        help=f"larger request bodies get 413 (default {DEFAULT_MAX_BODY_MB:g})")
+    parser.add_argument("--max-note-chars", type=int, default=DEFAULT_MAX_NOTE_CHARS, metavar="N",
+                        help=f"a longer note gets 413 (default {DEFAULT_MAX_NOTE_CHARS:,})")
+    parser.add_argument("--max-notes", type=int, default=DEFAULT_MAX_NOTES, metavar="N",
+                        help=f"more notes in one request get 413 (default {DEFAULT_MAX_NOTES})")
+    parser.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT, metavar="SECONDS",
+                        help="a request not answered in this time, waiting for a worker included, gets 504 and its "
+                             f"worker is replaced (default {DEFAULT_REQUEST_TIMEOUT:g})")
+    parser.add_argument("--rate-limit", type=float, default=DEFAULT_RATE_LIMIT, metavar="PER_MINUTE",
+                        help=f"requests a minute per API key; more get 429 with Retry-After (default "
+                             f"{DEFAULT_RATE_LIMIT}; 0: no limit)")
+    parser.add_argument("--burst", type=int, default=DEFAULT_BURST,
+                        help=f"requests a key may send at once within its rate (default {DEFAULT_BURST})")
+    parser.add_argument("--max-waiting", type=int, default=DEFAULT_MAX_WAITING, metavar="N",
+                        help="requests beyond this many waiting for a worker get 503 with Retry-After "
+                             f"(default {DEFAULT_MAX_WAITING})")
+    parser.add_argument("--memory-limit-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
+                        help=f"address space of each worker; a request that needs more gets 500 and the worker is "
+                             f"replaced (default {DEFAULT_MEMORY_MB}; 0: no limit)")
+    parser.add_argument("--ssl-certfile", type=Path, help="serve HTTPS with this certificate (PEM)")
+    parser.add_argument("--ssl-keyfile", type=Path, help="the certificate's private key (PEM)")
+    parser.add_argument("--engine", choices=("fast", "crfsuite"), help="how the CRFs tag (default: the model's config)")
+    _add_replacement_options(parser)
 
 
 def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
@@ -475,9 +787,12 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
-    from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
+    from hybriddeid.io import ANNOTATION_FORMATS, FHIR_FORMAT, FORMATS, INPUT_FORMATS, TABLE_FORMATS
+    from hybriddeid.io.sql import PASSWORD_ENV
+    from hybriddeid.io.tables import TABLE_FILE_FORMATS
     from hybriddeid.languages import available_languages
     from hybriddeid.renaming import RENAME_MODES
+    from hybriddeid.risk import CALIBRATIONS
     from hybriddeid.surrogates.audit import AUDIT_FORMATS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
@@ -541,12 +856,33 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(run=_evaluate)
 
     deid = sub.add_parser("deid", help="write de-identified notes (tags, masks or consistent surrogates) and an audit")
-    deid.add_argument("in_dir", type=Path)
-    deid.add_argument("out_dir", type=Path)
+    deid.add_argument("in_dir", metavar="IN", help="a folder of notes (or of FHIR resources: --input-format fhir), a "
+                                                   "table file (.csv, .tsv, .parquet, .jsonl with --id-col/--text-col) "
+                                                   "or a database URL (with --query or --table)")
+    deid.add_argument("out_dir", metavar="OUT", help="a folder, or a database URL (with --output-table)")
     _add_deid_options(deid)
     patients = deid.add_mutually_exclusive_group()
     patients.add_argument("--patient-map", type=Path, help="CSV (note, patient) or JSON {note: patient}")
     patients.add_argument("--patient-pattern", help="regex over note names; group 'patient' (or 1) is the patient id")
+    patients.add_argument("--patient-col", help="tables: the column holding each note's patient id")
+    table = deid.add_argument_group("tables and databases")
+    table.add_argument("--id-col", default="note_id", help="note id column (default note_id)")
+    table.add_argument("--text-col", default="text", help="note text column (default text)")
+    table.add_argument("--keep-cols", help="comma-separated columns copied to the output as they are (other "
+                                            "columns are left out: they may hold PHI)")
+    table.add_argument("--delimiter", help="csv/tsv: the field delimiter (default , for csv, tab for tsv)")
+    table.add_argument("--format", choices=TABLE_FILE_FORMATS,
+                       help="output table format (default: the input's; csv for a database input)")
+    table.add_argument("--spans", action="store_true", help="also write each note's PHI spans (JSON, input offsets)")
+    table.add_argument("--audit", action="store_true", help="also write each note's replacements (JSON, no original values)")
+    table.add_argument("--part-rows", type=int, help="rows per part: the unit of output files and of resuming "
+                                                     "(default 1000)")
+    source = table.add_mutually_exclusive_group()
+    source.add_argument("--query", help="database input: the SELECT giving the notes")
+    source.add_argument("--table", help="database input: the table holding the notes")
+    table.add_argument("--output-table", help="database output: the table to write (created if missing)")
+    table.add_argument("--password-file", type=Path,
+                       help=f"database password: first line of this file (else ${PASSWORD_ENV}, or libpq's own)")
     deid.add_argument("--audit-format", choices=AUDIT_FORMATS, default="jsonl")
     deid.add_argument("--mapping-dir", type=Path,
                       help="also write original -> replacement files here (PHI! owner-only, outside OUT_DIR)")
@@ -557,7 +893,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "without that file")
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     _add_batch_options(deid)
-    deid.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
+    deid.add_argument("--input-format", choices=(*INPUT_FORMATS, *TABLE_FILE_FORMATS, FHIR_FORMAT), default="auto",
+                      help=f"auto (default): a folder's note format from its files, a table file's from its extension. "
+                           f"Notes: {', '.join(FORMATS)}; table files: {', '.join(TABLE_FILE_FORMATS)}; "
+                           f"{FHIR_FORMAT}: a folder of FHIR R4 Bundles (.json) and Bulk Data NDJSON (.ndjson) of "
+                           "DocumentReference and DiagnosticReport resources, written back as resources "
+                           "(pip install 'hybriddeid[fhir]')")
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
     _add_operating_point_options(deid)
     deid.set_defaults(run=_deid)
@@ -581,6 +922,23 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("--overwrite", action="store_true", help="replace an existing output")
     spark.set_defaults(run=_spark_deid)
 
+    serve = sub.add_parser("serve", help="serve annotate and deid over HTTP with API keys (pip install "
+                                         "'hybriddeid[service]'); serve keys add|list|revoke manages the keys")
+    _add_serve_options(serve)
+    serve_sub = serve.add_subparsers(dest="serve_action")
+    keys = serve_sub.add_parser("keys", help="add, list or revoke API keys")
+    keys_sub = keys.add_subparsers(dest="keys_action", required=True)
+    keys_add = keys_sub.add_parser("add", help="make a key named NAME: printed once, stored as a salted hash")
+    keys_add.add_argument("name")
+    keys_add.add_argument("--rate-limit", dest="key_rate_limit", type=float, metavar="PER_MINUTE",
+                          help="this key's own requests a minute (default: the server's --rate-limit; 0: no limit)")
+    keys_sub.add_parser("list", help="names, ids, dates and states of the keys (never the keys)")
+    keys_revoke = keys_sub.add_parser("revoke", help="revoke the live key named NAME (or with that id)")
+    keys_revoke.add_argument("name", metavar="NAME_OR_ID")
+    for command in (keys, *keys_sub.choices.values()):
+        _add_api_keys(command, argparse.SUPPRESS)  # given before or after the subcommand
+    serve.set_defaults(run=_serve)
+
     synth = sub.add_parser("synth", help="write synthetic annotated notes (training data without real notes)")
     synth.add_argument("--n", type=int, required=True, help="number of notes")
     synth.add_argument("--out", type=Path, required=True, help="folder to write the notes to")
@@ -591,6 +949,43 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a language whose pack has synth.toml (default en)")
     synth.add_argument("--format", choices=ANNOTATION_FORMATS, default="i2b2", help="default: i2b2 2014 XML")
     synth.set_defaults(run=_synth)
+
+    risk = sub.add_parser("risk", help="estimate the PHI a model left in notes (expected missed PHI tokens per 1,000), "
+                                       "calibrated on reviewed notes")
+    risk.add_argument("notes_dir", type=Path)
+    risk.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    risk.add_argument("--reviewed", type=Path, help="annotated notes (a review's corrections folder, or gold) to calibrate "
+                                                     "the model's P(PHI) on")
+    risk.add_argument("--calibration", choices=CALIBRATIONS, default="isotonic",
+                      help="isotonic regression (default) or Platt scaling of P(PHI) against the reviewed spans")
+    risk.add_argument("--out", type=Path, help="write risk.json (and with --reviewed reliability.png) here")
+    risk.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    _add_phi_set(risk, "count only this PHI set's spans as found (default: the model's setting)")
+    _add_encoding(risk)
+    risk.set_defaults(run=_risk)
+
+    review = sub.add_parser("review", help="review and correct a model's spans in a local web page "
+                                           "(corrections saved as BRAT for train --train)")
+    review.add_argument("notes_dir", type=Path)
+    review.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
+    review.add_argument("--corrections", type=Path,
+                        help="folder for the corrected notes, BRAT (default: NOTES_DIR-corrections beside it); "
+                             "never the notes' own folder; reopening it resumes")
+    review.add_argument("--port", type=int, default=8790, help="port on 127.0.0.1 (default 8790; 0: any free one)")
+    review.add_argument("--next", type=int, metavar="N",
+                        help="list only the N unreviewed notes whose review would teach the model most "
+                             "(uncertainty sampling) instead of all notes by risk")
+    review.add_argument("--calibration", choices=CALIBRATIONS, default="isotonic",
+                        help="how reviewed notes calibrate the risk estimate (default isotonic)")
+    _add_phi_set(review, "show only this PHI set's spans (default: the model's setting)")
+    _add_encoding(review)
+    review.set_defaults(run=_review)
+
+    report = sub.add_parser("report", help="write one static HTML file summarising a deid or annotate run")
+    report.add_argument("out_dir", type=Path, help="the run's output folder")
+    report.add_argument("--out", type=Path, help="HTML file to write (default OUT_DIR/report.html)")
+    report.add_argument("--risk", type=Path, help="risk.json of hybriddeid risk --out (default: OUT_DIR/risk.json if there)")
+    report.set_defaults(run=_report)
 
     key = sub.add_parser("key", help="check a surrogate key file (its fingerprint) or upgrade an old one")
     key.add_argument("action", choices=("check", "upgrade"),

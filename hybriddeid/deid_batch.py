@@ -24,19 +24,19 @@ import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from hybriddeid.batch import (BatchResult, Interrupted, Limits, check_folders, check_writable, output_lock, run_batch,
                               stop_on_signals)
 from hybriddeid.document import Document
 from hybriddeid.io import (InputError, Inputs, atomic_write_text, output_path, read_document, remove_temp_files,
                            scan_inputs, write_documents)
-from hybriddeid.io._common import fit_file_name, name_problem
-from hybriddeid.processing import NoteSettings, load_model, process_notes
+from hybriddeid.io._common import changed_settings, fit_file_name, name_problem
+from hybriddeid.processing import NoteSettings, ProcessedNote, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
 from hybriddeid.surrogates.audit import audit_counts, audit_lines, audit_rows, read_audit_run, render_mapping, summarize
-from hybriddeid.surrogates.deid import DeidOptions, matches_replacements
+from hybriddeid.surrogates.deid import DeidOptions, DeidResult, matches_replacements
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.patients import PatientMap
 
@@ -136,11 +136,16 @@ class DeidProcessor:
         try:
             if read_audit_run(audit) != self.run_record:  # made with another key or other settings
                 return False
-            outputs = [d for d in read_document(output, fmt) if d.name == name]
+            written_text = self.output_text(output, fmt, name)
             # the audit read row by row and checked as it comes: a 20 MB note's is 200 MB of rows
-            return len(outputs) == 1 and matches_replacements(doc.text, outputs[0].text, audit_rows(audit))
+            return written_text is not None and matches_replacements(doc.text, written_text, audit_rows(audit))
         except (InputError, ValueError, OSError, KeyError, TypeError):
             return False
+
+    def output_text(self, output: Path, fmt: str, name: str) -> str | None:
+        """The text of note ``name`` in the output file ``output``; None unless it holds that note once."""
+        outputs = [d for d in read_document(output, fmt) if d.name == name]
+        return outputs[0].text if len(outputs) == 1 else None
 
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
         out_dir = Path(out_dir)
@@ -149,14 +154,7 @@ class DeidProcessor:
             problem = name_problem(out.name)
             if problem is not None:
                 raise InputError(Path(doc.meta.get("path", doc.name)), problem)
-        by_patient: dict[str, list[Document]] = {}
-        for doc, out in zip(docs, written):  # patients by the original names; the notes go on by their written ones
-            by_patient.setdefault(self.unit_key(Path(doc.meta.get("path", "")), doc), []).append(out)
-        results = {}
-        settings, pipeline = self.note_settings, self.pipeline if self.model is not None else None
-        for patient, patient_docs in by_patient.items():
-            for note in process_notes(pipeline, patient_docs, settings, patient):
-                results[note.document.name] = (note.document, note.deid)
+        results = self.deidentified(docs, written)
         (out_dir / AUDIT_DIR).mkdir(parents=True, exist_ok=True)
         for doc, result in results.values():  # the audit (and mapping) first: an output without one is redone
             if self.mapping_dir is not None:
@@ -166,6 +164,30 @@ class DeidProcessor:
                               audit_lines(doc.name, result.replacements, self.audit_format, self.run_record,
                                           result.unread_characters))
         write_documents([results[out.name][1].document for out in written], out_dir, fmt)
+
+    def deidentified(self, docs: Sequence[Document], written: Sequence[Document] | None = None,
+                     patient_of: Callable[[Document], str] | None = None) -> dict[str, tuple[Document, DeidResult]]:
+        """Each note's spans and de-identified result, by its written name (``written``: the notes as they
+        are written, default ``docs``): the notes grouped by patient (``patient_of`` each of ``docs``, the
+        originals; default ``unit_key``), each patient's through ``process_patient`` together."""
+        if patient_of is None:
+            patient_of = lambda doc: self.unit_key(Path(doc.meta.get("path", "")), doc)  # noqa: E731
+        by_patient: dict[str, list[Document]] = {}
+        for doc, out in zip(docs, written or docs):  # patients by the original names; notes go on by their written ones
+            by_patient.setdefault(patient_of(doc), []).append(out)
+        results = {}
+        settings, pipeline = self.note_settings, self.pipeline if self.model is not None else None
+        for patient, patient_docs in by_patient.items():
+            for note in self.process_patient(pipeline, patient_docs, settings, patient):
+                assert note.deid is not None  # settings.deid is always set here
+                results[note.document.name] = (note.document, note.deid)
+        return results
+
+    def process_patient(self, pipeline: Any, docs: Sequence[Document], settings: NoteSettings,
+                        patient: str) -> list[ProcessedNote]:
+        """One patient's notes found and de-identified together (``processing.process_notes``); a subclass
+        may add to it (``fhir_deid``: a resource's own elements beside its notes)."""
+        return process_notes(pipeline, docs, settings, patient)
 
     @cached_property
     def run_record(self) -> dict[str, str]:
@@ -198,16 +220,18 @@ class DeidProcessor:
         }
 
 
-def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool) -> None:
+def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool,
+                  manifest: Path | None = None) -> None:
     """Refuse to mix outputs made with other settings (another key, mode...) in one folder, then record
-    the settings in ``audit/run.json`` (an ``InputError`` naming the file when it cannot be written)."""
-    manifest = Path(out_dir) / AUDIT_DIR / MANIFEST_FILE
+    the settings in ``manifest`` (default ``audit/run.json``; an ``InputError`` naming the file when it
+    cannot be written)."""
+    manifest = manifest or Path(out_dir) / AUDIT_DIR / MANIFEST_FILE
     if manifest.is_file() and not overwrite:
         try:
             previous = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             previous = {}
-        changed = sorted(name for name in settings if previous.get(name) != settings[name])
+        changed = changed_settings(previous, settings)
         if changed:
             raise InputError(out_dir, f"holds output made with other settings ({', '.join(changed)}); "
                                       "use another output folder or --overwrite")

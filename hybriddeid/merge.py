@@ -2,7 +2,9 @@
 
 Spans that overlap no other span are all kept. Where spans overlap, the one from the source
 earliest in ``precedence`` wins and the spans it overlaps are dropped. Ablations are simply other
-precedence lists (or fewer sources).
+precedence lists (or fewer sources). A span whose own ``source`` ends in ``FALLBACK_SUFFIX`` (a
+rule marked ``fallback``) ranks after every source: it fills a gap the classifiers left and never
+cuts a longer span of theirs.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from hybriddeid.document import Span, span_order
 
 DEFAULT_PRECEDENCE = ("rule", "char", "token")
+FALLBACK_SUFFIX = "+fallback"
 
 
 def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> list[Span]:
@@ -24,7 +27,8 @@ def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[st
     order = list(precedence) + [source for source in spans_by_source if source not in precedence]
     rank = {source: i for i, source in enumerate(order)}
     candidates = sorted(
-        ((rank[source], span) for source, spans in spans_by_source.items() for span in spans),
+        ((len(order) if span.source.endswith(FALLBACK_SUFFIX) else rank[source], span)
+         for source, spans in spans_by_source.items() for span in spans),
         key=lambda item: (item[0], -(item[1].end - item[1].start), item[1].start),
     )
     kept: list[Span] = []

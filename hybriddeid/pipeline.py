@@ -371,7 +371,7 @@ class Pipeline:
         outranks = focuser in order and (focused not in order or order.index(focuser) < order.index(focused))
         return float(self.config["pipeline"]["min_score"].get(focuser, 0.0)) if outranks else None
 
-    def _threshold(self, threshold: float | None = None) -> float | None:
+    def threshold_for(self, threshold: float | None = None) -> float | None:
         """The P(O) threshold a call uses: ``threshold`` if given (0: none), else the config's
         ``phi_threshold``; None when there is none."""
         chosen = self.config["pipeline"]["phi_threshold"] if threshold is None else threshold
@@ -386,7 +386,7 @@ class Pipeline:
         also makes PHI every CRF unit whose P(O) is below it (``hybriddeid.operating_point``); the
         PHI set applies last, to those too. A long note is read piece by piece (``pieces``)."""
         doc = doc_or_text.doc if isinstance(doc_or_text, AnalysedNote) else self._as_document(doc_or_text)
-        threshold = self._threshold(threshold)
+        threshold = self.threshold_for(threshold)
         if threshold is None:
             return self.combine(doc, self.predict_by_source(doc_or_text, precedence), precedence, phi_set)
         if not self._long(doc_or_text):
@@ -428,11 +428,15 @@ class Pipeline:
         return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, self.taxonomy, phi_set)
 
     def read(
-        self, doc_or_text: Document | str, max_threshold: float, precedence: Sequence[str] | None = None
+        self, doc_or_text: Document | str, max_threshold: float, precedence: Sequence[str] | None = None,
+        keep_below: float | None = None,
     ) -> NoteReading:
         """Run the components over a note once, keeping each CRF unit whose P(O) is below
         ``max_threshold``: ``reading.spans(t)`` is ``predict(doc, precedence, threshold=t)`` for
         any t up to it (or None), without tagging again (what a threshold sweep needs).
+        ``keep_below`` (at least ``max_threshold``) keeps more units, with their label
+        probabilities, than the threshold needs, without reading more (the residual-risk
+        estimate reads every token's P(O): ``hybriddeid.risk``).
 
         The base spans are ``predict_by_source``'s; with ``focus``, the focused CRF also reads the
         stretches of each level ``focus_levels`` adds for ``max_threshold``, each run only once."""
@@ -440,6 +444,7 @@ class Pipeline:
         note = self.analyse(doc_or_text)
         doc = note.doc
         max_threshold = check_threshold(max_threshold)
+        keep_below = max(max_threshold, check_threshold(keep_below, "keep_below")) if keep_below is not None else max_threshold
         settings = self.config["pipeline"]
         order = list(self.precedence if precedence is None else precedence)
         spans: dict[str, list[Span]] = {}
@@ -456,22 +461,22 @@ class Pipeline:
 
         for focused, focuser in settings["focus"].items():
             if focuser not in spans:
-                spans[focuser], sequences[focuser] = self.components[focuser].read(note, max_threshold)
-                candidates(focuser).add_read(0.0, sequences[focuser], max_threshold)
+                spans[focuser], sequences[focuser] = self.components[focuser].read(note, keep_below)
+                candidates(focuser).add_read(0.0, sequences[focuser], keep_below)
             claim_from = self._claim_from(focused, focuser, order)
             read_before: set[tuple[int, int]] = set()
             for level in focus_levels(float(settings["focus_below"]), max_threshold):
                 regions = focus_stretches(sequences[focuser], level, int(settings["focus_margin"]), claim_from)
-                found, more = self.components[focused].read(note, max_threshold, regions, skip=read_before)
+                found, more = self.components[focused].read(note, keep_below, regions, skip=read_before)
                 spans.setdefault(focused, found)  # the first level's spans are predict_by_source's
                 read_before.update(key for seq in more for key in seq.read_keys)
-                candidates(focused).add_read(level, more, max_threshold)
+                candidates(focused).add_read(level, more, keep_below)
         for name, component in self.components.items():
             if name in spans:
                 continue
             if get_component(name).reads_marginals:
-                spans[name], read = component.read(note, max_threshold)
-                candidates(name).add_read(0.0, read, max_threshold)
+                spans[name], read = component.read(note, keep_below)
+                candidates(name).add_read(0.0, read, keep_below)
             else:
                 spans[name] = component.predict(note)
         by_source = {name: spans[name] for name in self.components}

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from hybriddeid.document import Document
 from hybriddeid.profiles import check_phi_set, filter_document
+from hybriddeid.risk import TokenChance
 from hybriddeid.surrogates import DeidOptions, DeidResult, deidentify_patient
+
+# The least P(O) threshold a reading takes: with no threshold set, reading for this one reads no
+# more than predict does (focus levels stop at the configured one) and applies no threshold.
+MIN_READ_THRESHOLD = 1e-12
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -26,12 +31,15 @@ class NoteSettings:
 
     ``phi_set`` (``hybriddeid.profiles``) keeps only that set's spans (default: the model's setting, or
     every given span); ``threshold`` is the model's P(O) threshold as ``Pipeline.predict`` takes it
-    (None: the model's config; 0: none); ``deid`` replaces the spans (None: the spans only).
+    (None: the model's config; 0: none); ``deid`` replaces the spans (None: the spans only);
+    ``chances`` also keeps every token's P(PHI) from the model's token CRF (``hybriddeid.risk``), the
+    spans unchanged.
     """
 
     phi_set: str | None = None
     threshold: float | None = None
     deid: DeidOptions | None = None
+    chances: bool = False
 
     def __post_init__(self) -> None:
         if self.phi_set is not None:
@@ -41,10 +49,12 @@ class NoteSettings:
 @dataclass(frozen=True)
 class ProcessedNote:
     """One note's results: ``document`` is the note with its PHI spans (input offsets); ``deid`` its
-    de-identified text, spans at output offsets and replacements, when ``NoteSettings.deid`` was set."""
+    de-identified text, spans at output offsets and replacements, when ``NoteSettings.deid`` was set;
+    ``chances`` each token's P(PHI) by the token CRF, sorted, when ``NoteSettings.chances`` was set."""
 
     document: Document
     deid: DeidResult | None = None
+    chances: tuple[TokenChance, ...] | None = None
 
 
 def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], settings: NoteSettings = NoteSettings(),
@@ -60,15 +70,44 @@ def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], s
     notes' own spans (gold, or found earlier), within ``settings.phi_set``. Errors propagate; their
     messages may quote note text, so callers report only their type.
     """
-    found = [_find_phi(pipeline, doc, settings) for doc in docs]
+    if settings.chances:
+        found, chances = [], []
+        for doc in docs:
+            spans, chance = token_chances(pipeline, doc, settings)
+            found.append(doc.with_spans(spans))
+            chances.append(chance)
+    else:
+        found, chances = [_find_phi(pipeline, doc, settings) for doc in docs], [None] * len(docs)
     if pipeline is not None and hasattr(pipeline, "link_names"):  # a name found once is looked for again
         one_patient = settings.deid is not None or patient is not None
         found = pipeline.link_names(found) if one_patient else [pipeline.link_names([doc])[0] for doc in found]
     if settings.deid is None:
-        return [ProcessedNote(doc) for doc in found]
+        return [ProcessedNote(doc, None, chance) for doc, chance in zip(found, chances)]
     if patient is None and found:
         patient = found[0].name
-    return [ProcessedNote(doc, result) for doc, result in zip(found, deidentify_patient(found, settings.deid, patient))]
+    results = deidentify_patient(found, settings.deid, patient)
+    return [ProcessedNote(doc, result, chance) for doc, result, chance in zip(found, results, chances)]
+
+
+def token_chances(pipeline: "Pipeline", doc: Document, settings: NoteSettings) -> tuple[list, tuple[TokenChance, ...]]:
+    """The spans ``pipeline.predict`` gives ``doc`` under ``settings`` (the same tagging, read once)
+    and the P(PHI) of every token its token-unit CRF (highest in precedence) read."""
+    if pipeline is None or not hasattr(pipeline, "read"):
+        raise ValueError("token chances need a loaded model (hybriddeid.pipeline.Pipeline)")
+    threshold = pipeline.threshold_for(settings.threshold)
+    reading = pipeline.read(doc, threshold if threshold is not None else MIN_READ_THRESHOLD, keep_below=1.0)
+    spans = pipeline.within_phi_set(reading.doc, reading.spans(threshold), settings.phi_set)
+    source = next((source for source in reading.candidates if source.words is None), None)
+    if source is None:
+        raise ValueError("this model has no token CRF whose marginals could be read")
+    kept: dict[tuple[int, int], TokenChance] = {}
+    for _, sequences in source.reads:
+        for units in sequences:
+            for _, unit in units:
+                chance = TokenChance(unit.start, unit.end, 1.0 - unit.p_outside, dict(unit.label_probs))
+                if (unit.start, unit.end) not in kept or chance.p_phi > kept[(unit.start, unit.end)].p_phi:
+                    kept[(unit.start, unit.end)] = chance
+    return spans, tuple(sorted(kept.values(), key=lambda chance: chance.start))
 
 
 def _find_phi(pipeline: Any, doc: Document, settings: NoteSettings) -> Document:

@@ -1,10 +1,14 @@
 """What the tests that run the CLI in its own process share: notes, a slowed-down CLI, folder contents."""
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 NOTES = 30
 TEMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
@@ -51,3 +55,17 @@ def run(script: str, args: list[str], cwd: Path) -> subprocess.Popen:
     source tree so that the installed package is the one imported."""
     return subprocess.Popen([sys.executable, "-c", script, "-q", *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
+
+
+def kill_9_after(script: str, args: list[str], cwd: Path, progress: Callable[[], int], at_least: int) -> None:
+    """Run the CLI (``run``) and ``kill -9`` its whole group (the CLI and its workers) once ``progress()``
+    (e.g. outputs written so far) reaches ``at_least``; fails when the run ended before the kill, since
+    then nothing was interrupted."""
+    victim = run(script, args, cwd)
+    deadline = time.monotonic() + 120
+    while progress() < at_least and victim.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    still_running = victim.poll() is None
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=60)
+    assert still_running, "the run ended before it could be killed"

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 
 import pytest
 
-from cli_runs import FAST_CLI, NOTES, SLOW_CLI, TEMP, files, make_notes, run
+from cli_runs import FAST_CLI, NOTES, SLOW_CLI, TEMP, files, kill_9_after, make_notes, run
 
 
 @pytest.mark.parametrize("command", ["annotate", "deid"])
@@ -23,15 +20,8 @@ def test_kill_9_then_resume_gives_the_uninterrupted_outputs(command, tmp_path):
     assert key.exists() == (command == "deid")  # the interrupted run reuses the key the reference created
 
     out = tmp_path / "out"
-    victim = run(SLOW_CLI, [*options, str(notes), str(out)], tmp_path)
     written = (lambda: list(out.glob("*.txt")) if command == "deid" else list(out.glob("*.ann")))
-    deadline = time.monotonic() + 120
-    while len(written()) < 5 and victim.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    still_running = victim.poll() is None
-    os.killpg(victim.pid, signal.SIGKILL)  # the CLI and its workers
-    victim.wait(timeout=60)
-    assert still_running, "the run ended before it could be killed"
+    kill_9_after(SLOW_CLI, [*options, str(notes), str(out)], tmp_path, lambda: len(written()), 5)
     assert 5 <= len(written()) < NOTES
 
     resumed = run(FAST_CLI, [*options, str(notes), str(out)], tmp_path)

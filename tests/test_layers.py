@@ -25,8 +25,9 @@ LAYERS: tuple[tuple[int, tuple[str, ...], str], ...] = (
          "hybriddeid.models"),
      "core data: documents, spans, label sets, language packs, the component registry (specs only), file "
      "formats and bundled data; they know nothing of models"),
-    (1, ("hybriddeid.features", "hybriddeid.knowledge", "hybriddeid.analysis", "hybriddeid.evaluation"),
-     "analysis and knowledge: what a note's words look like, word lists and clusters, scoring"),
+    (1, ("hybriddeid.features", "hybriddeid.knowledge", "hybriddeid.analysis", "hybriddeid.evaluation",
+         "hybriddeid.risk"),
+     "analysis and knowledge: what a note's words look like, word lists and clusters, scoring, residual risk"),
     (2, ("hybriddeid.classifiers", "hybriddeid.backends", "hybriddeid.surrogates", "hybriddeid.synth",
          "hybriddeid.safelist"),
      "classifiers, surrogates, the safe-list (word lists, titles): on spans and documents, never a pipeline"),
@@ -34,10 +35,14 @@ LAYERS: tuple[tuple[int, tuple[str, ...], str], ...] = (
          "hybriddeid.ablation", "hybriddeid.evaluation.sweep", "hybriddeid.recipes"),
      "the pipeline: combines classifiers; sweeps and ablations run pipelines; recipes and training configs"),
     (4, ("hybriddeid.processing", "hybriddeid.batch", "hybriddeid.deid_batch", "hybriddeid.renaming",
-         "hybriddeid.integrations"),
-     "runs: a pipeline over notes, folders or Spark tables, and the names they write"),
-    (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit"),
-     "the command line and spark-submit's entry point to it, on top of everything"),
+         "hybriddeid.table_batch", "hybriddeid.integrations", "hybriddeid.fhir_deid", "hybriddeid.reviewing",
+         "hybriddeid.run_report", "hybriddeid.service.work", "hybriddeid.service.schemas", "hybriddeid.service.pool"),
+     "runs: a pipeline over notes, folders, tables, databases, FHIR resources, Spark tables or a service's requests "
+     "(its forked workers), and the names they write; folders read for review"),
+    (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit", "hybriddeid.review_server", "hybriddeid.service",
+         "hybriddeid.client"),
+     "the command line, spark-submit's entry point to it, the review page's server and the HTTP service (app, keys, "
+     "limits, server) and its client, on top of everything"),
 )
 
 # Edges the rules allow although they point up, each with why.

@@ -67,6 +67,13 @@ CASES = [
         [s(0, 5, "NAME", "token"), s(5, 9, "NAME", "char")],
         id="touching spans do not overlap",
     ),
+    pytest.param(
+        {"rule": [s(0, 4, "PATIENT", "rule+fallback"), s(20, 24, "PATIENT", "rule+fallback"), s(30, 34, "ID", "rule")],
+         "token": [s(0, 12, "PATIENT", "token"), s(30, 40, "ID", "token")]},
+        DEFAULT_PRECEDENCE,
+        [s(0, 12, "PATIENT", "token"), s(20, 24, "PATIENT", "rule+fallback"), s(30, 34, "ID", "rule")],
+        id="a fallback rule span ranks after every source: it fills gaps only",
+    ),
 ]
 
 

@@ -290,6 +290,12 @@ BAD_FILES = {  # id: (file text, expected message)
                      r"bad\.toml: \[define\] 'd': the definition 'd' uses itself"),
     "define-clash": (TAX + '[define]\nd = "a"\n' + GOOD.replace("\\d+", "(?P<d>b)(?&d)"),
                      r"bad\.toml: rule 'r1': defines its own group 'd', which the file's \[define\] also names"),
+    "lookup-without-language": (TAX + GOOD.replace("\\d+", "(?P<w>\\w+)") + 'lookup = { w = "first_names" }\n',
+                                r"bad\.toml: rule 'r1': lookup needs the file's language"),
+    "lookup-unknown-group": (TAX + 'language = "es"\n' + GOOD + 'lookup = { w = "first_names" }\n',
+                             r"bad\.toml: rule 'r1': lookup names group 'w', which the pattern does not have"),
+    "lookup-unknown-kind": (TAX + 'language = "es"\n' + GOOD.replace("\\d+", "(?P<w>\\w+)") + 'lookup = { w = "planets" }\n',
+                            r"bad\.toml: rule 'r1': lookup kind\(s\) \['planets'\] are not dictionaries of 'es'"),
 }
 
 
@@ -339,6 +345,41 @@ pattern = '(?(DEFINE)(?P<x>\\d))(?P<phi>(?&x)+)'
     assert [note[s:e] for s, e in street.spans(note)] == ["Mayor 3", "Sol 1", "Luna 2"]
     assert "(?&" not in street.pattern  # inlined: regex runs group calls several times slower
     assert [("a12b"[s:e]) for s, e in own.spans("a12b")] == ["12"]  # a rule's own calls are left alone
+
+
+LOOKUP_RULES = """taxonomy = "i2b2-2014"
+language = "en"
+[[rule]]
+name = "named"
+label = "PATIENT"
+pattern = '(?i:son|daughter)[ ](?P<phi>(?P<first>\\w+)(?:[ ](?P<last>\\w+))?)'
+lookup = { first = "first_names", last = "last_names?" }
+[[rule]]
+name = "town"
+label = "CITY"
+pattern = '(?i:lives in)[ ](?P<phi>(?P<town>\\w+))'
+lookup = { town = "cities,!states" }
+"""
+
+
+def test_lookup_groups_must_be_dictionary_entries_any_case() -> None:
+    named, town = parse_rule_file(LOOKUP_RULES, "inline.toml").rules
+    found = lambda rule, text: [text[s:e] for s, e in rule.spans(text)]  # noqa: E731
+    assert found(named, "daughter PEGGY SMITH called") == ["PEGGY SMITH"]
+    assert found(named, "son called today") == []  # "called" is no first name: the hit is dropped
+    # An optional group that is no entry ends the PHI before it: the surname is left out.
+    assert found(named, "daughter mary visited") == ["mary"]
+    assert found(named, "lives in rome; lives in California") == []  # the rule is another one
+    assert found(town, "lives in rome; lives in California") == ["rome"]  # "California" is a state
+    assert found(town, "lives in bed") == []
+
+
+def test_fallback_rules_spans_carry_the_fallback_source(tmp_path: Path) -> None:
+    text = LOOKUP_RULES.replace('lookup = { first = "first_names", last = "last_names?" }',
+                                'lookup = { first = "first_names", last = "last_names?" }\nfallback = true')
+    clf = RuleClassifier(None, [write(tmp_path, text)])
+    spans = clf.predict(Document("n", "daughter Mary came; lives in rome"))
+    assert [(sp.label, sp.source) for sp in spans] == [("PATIENT", "rule+fallback"), ("CITY", "rule")]
 
 
 # ---- timeouts -----------------------------------------------------------------------------------

@@ -5,7 +5,13 @@ users add their own). Each ``[[rule]]`` has a ``name``, a ``label`` from the tax
 header, a ``pattern`` whose named group ``phi`` marks the PHI part (the whole match if absent; a
 pattern may capture ``phi`` several times, one span each), and optionally ``flags``, ``context``
 words required within ``context_window`` characters before the PHI, a ``validator`` from
-:mod:`hybriddeid.classifiers.validators`, and ``examples`` / ``counter_examples`` that the test
+:mod:`hybriddeid.classifiers.validators`, a ``lookup`` table of named groups that must be entries of
+the file's language's bundled dictionaries (``{ first = "first_names", last = "last_names?" }``:
+case-insensitive; "cities,!states": an entry of one plain kind and of no "!" kind; a hit whose group
+fails is dropped, or, for a spec ending in "?", ends before that group, so an optional surname that
+is no name is left out), ``fallback = true`` for a rule whose spans only fill gaps (they rank after
+every classifier in the merger, ``merge.FALLBACK_SUFFIX``, so a CRF's longer span of the same name
+wins over a rule that found its first word), and ``examples`` / ``counter_examples`` that the test
 suite checks. Files are validated when they load, so a broken
 rule fails with its file and name instead of silently never matching.
 
@@ -28,11 +34,13 @@ as before.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import logging
 import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -43,7 +51,9 @@ from hybriddeid.analysis import AnalysedNote
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
 from hybriddeid.document import Document, Span
 from hybriddeid.io import atomic_write_text
+from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds
 from hybriddeid.languages import available_languages, language_pack
+from hybriddeid.merge import FALLBACK_SUFFIX
 from hybriddeid.registry import ComponentSpec
 from hybriddeid.taxonomy import load_taxonomy
 
@@ -72,8 +82,8 @@ MAP_MIN_SHARE = 0.5  # ...that are at least this share of all its hits
 
 _FILE_KEYS = frozenset({"taxonomy", "language", "description", "define", "rule"})
 _RULE_KEYS = frozenset(
-    {"name", "label", "pattern", "flags", "context", "context_window", "validator", "examples",
-     "counter_examples"}
+    {"name", "label", "pattern", "flags", "context", "context_window", "validator", "lookup", "fallback",
+     "examples", "counter_examples"}
 )
 _EXAMPLE_KEYS = frozenset({"text", "phi"})
 _NAME = regex.compile(r"[A-Za-z0-9_.-]+")
@@ -107,6 +117,9 @@ class Rule:
     validator: str | None = None
     examples: tuple[Example, ...] = ()
     counter_examples: tuple[str, ...] = ()
+    lookup: tuple[tuple[str, str], ...] = ()  # (group, dictionary spec; "?" at its end when optional)
+    language: str | None = None
+    fallback: bool = False
     _regex: "regex.Pattern[str]" = field(init=False, repr=False)
     _context_regex: "regex.Pattern[str] | None" = field(init=False, repr=False)
     _validate: Validator | None = field(init=False, repr=False)
@@ -144,8 +157,26 @@ class Rule:
                     continue
             if self._validate is not None and not self._validate(match):
                 continue
+            if self.lookup:
+                parts = self._looked_up(match, parts)
+                if not parts:
+                    continue
             found.extend(parts)
         return found
+
+    def _looked_up(self, match: "regex.Match[str]", parts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """``parts`` when every ``lookup`` group that took part passes its dictionaries; a failed
+        optional group cuts the parts before it; a failed required group drops the hit ([])."""
+        for group, spec in self.lookup:
+            optional = spec.endswith("?")
+            for start, end in match.spans(group):
+                if looked_up(self.language or "", spec.rstrip("?"), match.string[start:end]):
+                    continue
+                if not optional:
+                    return []
+                cut = len(match.string[:start].rstrip())
+                parts = [(s, min(e, cut)) for s, e in parts if s < cut]
+        return [(s, e) for s, e in parts if e > s]
 
     def _matches(self, text: str, timeout: float | None) -> Iterator["regex.Match[str]"]:
         """The matches ``finditer`` gives on the whole text, found window by window in a long one.
@@ -224,7 +255,7 @@ def parse_rule_file(text: str, origin: str) -> RuleFile:
     rules: list[Rule] = []
     seen: set[str] = set()
     for index, entry in enumerate(entries, start=1):
-        rule = _parse_rule(entry, index, origin, taxonomy.knows, taxonomy.name, defines)
+        rule = _parse_rule(entry, index, origin, taxonomy.knows, taxonomy.name, defines, language)
         if rule.name in seen:
             raise RuleFileError(f"{origin}: rule {rule.name!r}: the name is used twice")
         seen.add(rule.name)
@@ -278,9 +309,42 @@ def _with_defines(pattern: str, defines: Mapping[str, str], fail: Callable[[str]
     return _CALL.sub(lambda m: defines.get(m.group(1), m.group(0)), pattern) if used else pattern
 
 
+@lru_cache(maxsize=None)
+def dictionary_set(language: str, kind: str) -> frozenset[str]:
+    """``language``'s bundled dictionary ``kind``, case-folded with blanks normalised: what a rule's
+    ``lookup`` compares a group with."""
+    return frozenset(" ".join(entry.split()).casefold() for entry in bundled_entries(language, kind))
+
+
+def looked_up(language: str, spec: str, text: str) -> bool:
+    """Whether ``text`` passes a lookup ``spec``: "cities,!states" = an entry of some plain kind and
+    of no "!" kind (case-insensitive, blanks normalised)."""
+    key = " ".join(text.split()).casefold()
+    kinds = [kind.strip() for kind in spec.split(",")]
+    return (any(key in dictionary_set(language, kind) for kind in kinds if not kind.startswith("!"))
+            and not any(key in dictionary_set(language, kind[1:]) for kind in kinds if kind.startswith("!")))
+
+
+def _parse_lookup(value: Any, pattern: str, language: str | None, fail: Callable[[str], RuleFileError]) -> tuple[tuple[str, str], ...]:
+    """The ``lookup`` table as (group, kind) pairs, checked: the groups exist, the kinds are bundled."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise fail("lookup must be a table of group = dictionary kind")
+    if value and not language:
+        raise fail("lookup needs the file's language (language = ...), whose dictionaries it reads")
+    groups = set(regex.compile(pattern).groupindex) if value else set()
+    for group, spec in value.items():
+        if group not in groups:
+            raise fail(f"lookup names group {group!r}, which the pattern does not have")
+        kinds = [kind.strip().lstrip("!") for kind in spec.rstrip("?").split(",")]
+        unknown = [kind for kind in kinds if kind not in bundled_kinds(str(language))]
+        if unknown:
+            raise fail(f"lookup kind(s) {unknown} are not dictionaries of {language!r}: {list(bundled_kinds(str(language)))}")
+    return tuple(value.items())
+
+
 def _parse_rule(
     entry: Any, index: int, origin: str, knows_label: Callable[[str], bool], taxonomy: str,
-    defines: Mapping[str, str] | None = None,
+    defines: Mapping[str, str] | None = None, language: str | None = None,
 ) -> Rule:
     where = f"{origin}: rule #{index}"
     if not isinstance(entry, dict):
@@ -323,8 +387,12 @@ def _parse_rule(
     )
     counter = _string_list(entry.get("counter_examples", []), "counter_examples", fail)
     try:
+        lookup = _parse_lookup(entry.get("lookup", {}), pattern, language, fail)
+        fallback = entry.get("fallback", False)
+        if not isinstance(fallback, bool):
+            raise fail("fallback must be true or false")
         return Rule(name, label, pattern, origin, tuple(flags), tuple(context), window, validator,
-                    examples, tuple(counter))
+                    examples, tuple(counter), lookup, language, fallback)
     except regex.error as exc:
         raise fail(f"pattern does not compile ({exc})") from None
 
@@ -511,20 +579,21 @@ class RuleClassifier:
     def predict(self, note: "AnalysedNote | Document", regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
         """Non-overlapping rule spans of the note, sorted by offset (rules read the whole text)."""
         doc = note.doc if isinstance(note, AnalysedNote) else note
+        fallback = self.source + FALLBACK_SUFFIX
         candidates = [
-            (start - end, order, start, end, self.label_of(rule))
+            (start - end, order, start, end, self.label_of(rule), fallback if rule.fallback else self.source)
             for order, rule in enumerate(self.enabled_rules)
             for start, end in self._search(rule, doc)
         ]
         candidates.sort()  # longest first, then rule order, then leftmost
         starts: list[int] = []
         kept: list[Span] = []
-        for _, _, start, end, label in candidates:
+        for _, _, start, end, label, source in candidates:
             i = bisect.bisect_left(starts, start)
             if i > 0 and kept[i - 1].end > start or i < len(kept) and kept[i].start < end:
                 continue
             starts.insert(i, start)
-            kept.insert(i, Span(start, end, label, self.source))
+            kept.insert(i, Span(start, end, label, source))
         return kept
 
     def to_disk(self, path: Path) -> None:
@@ -590,8 +659,7 @@ def replace_label(rule: Rule, label: str) -> Rule:
     """``rule`` with another label (the same object when it already has it)."""
     if label == rule.label:
         return rule
-    return Rule(rule.name, label, rule.pattern, rule.origin, rule.flags, rule.context, rule.context_window,
-                rule.validator, rule.examples, rule.counter_examples)
+    return dataclasses.replace(rule, label=label)
 
 
 def map_rule_labels(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from hybriddeid.io._common import InputError, atomic_write_text, check_encoding, remove_temp_files
 from hybriddeid.io.core import (
     ANNOTATION_FORMATS,
+    FHIR_FORMAT,
     FORMATS,
     INPUT_FORMATS,
     TABLE_FORMATS,
@@ -28,6 +29,7 @@ from hybriddeid.io.core import (
 
 __all__ = [
     "ANNOTATION_FORMATS",
+    "FHIR_FORMAT",
     "FORMATS",
     "INPUT_FORMATS",
     "TABLE_FORMATS",

@@ -13,7 +13,7 @@ import re
 import stat
 import uuid
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from hybriddeid.document import Document, Span
 
@@ -24,7 +24,8 @@ MAX_FILE_MB_ENV = "HYBRIDDEID_MAX_FILE_MB"
 LOG = logging.getLogger("hybriddeid.io")
 
 # Keys the readers set to say where a document came from; they describe one reading, not the document.
-PROVENANCE_KEYS = ("path", "format", "file", "line")
+# "fhir" and "fhir_output": a FHIR document's resource and what writing it back needs (hybriddeid.io.fhir).
+PROVENANCE_KEYS = ("path", "format", "file", "line", "fhir", "fhir_output")
 
 _SAFE_ID = re.compile(r"[\w.:-]{1,40}")
 _UNUSABLE_IN_NAMES = re.compile(r"[\x00-\x1f\x7f/\\]")  # separators and control characters
@@ -265,24 +266,38 @@ def make_document(path: Path, name: str, text: str, spans: list[tuple[str, Span]
     return Document(name, text, tuple(span for _, span in spans), dict(meta))
 
 
+def changed_settings(previous: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
+    """The names of ``settings`` whose values differ from ``previous``'s, sorted: a resumed run refuses
+    to mix its outputs with those made under other settings."""
+    return sorted(name for name in settings if previous.get(name) != settings[name])
+
+
 def atomic_write_text(path: Path, text: str | Iterable[str], mode: int = 0o666) -> None:
     """Write ``text`` (a string, or strings written one after another: a long audit is never held
-    whole) as UTF-8 to ``path`` so readers see the old file or the new one, never half of one.
+    whole) as UTF-8 to ``path`` so readers see the old file or the new one, never half of one
+    (``atomic_write_bytes``). Newlines are written exactly as they are in ``text``."""
+    atomic_write_bytes(path, text.encode("utf-8") if isinstance(text, str) else (part.encode("utf-8") for part in text),
+                       mode)
 
-    The text goes to a temporary file in the same folder (same file system), created owner-only (0600:
+
+def atomic_write_bytes(path: Path, data: bytes | Iterable[bytes], mode: int = 0o666) -> None:
+    """Write ``data`` (bytes, or byte strings written one after another) to ``path`` so readers see the
+    old file or the new one, never half of one.
+
+    The bytes go to a temporary file in the same folder (same file system), created owner-only (0600:
     a temporary file left by a killed run may hold PHI), flushed to disk, given ``mode`` (less the umask;
-    e.g. 0o600 for files only their owner may read), then ``os.replace`` swaps it in. Newlines are
-    written exactly as they are in ``text``. ``remove_temp_files`` clears what a killed run left.
+    e.g. 0o600 for files only their owner may read), then ``os.replace`` swaps it in.
+    ``remove_temp_files`` clears what a killed run left.
     """
     path = Path(path)
     tmp = path.with_name(fit_file_name(f".{path.name}", f".{uuid.uuid4().hex[:12]}.tmp"))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            if isinstance(text, str):
-                handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            if isinstance(data, bytes):
+                handle.write(data)
             else:
-                handle.writelines(text)
+                handle.writelines(data)
             handle.flush()
             if mode & 0o777 != 0o600:
                 os.fchmod(handle.fileno(), mode & ~_umask() & 0o777)

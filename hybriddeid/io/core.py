@@ -24,6 +24,7 @@ from hybriddeid.io._common import (
     refuse_own_input,
 )
 from hybriddeid.io.brat import read_brat, render_brat
+from hybriddeid.io.fhir import FHIR_FORMAT, FHIR_SUFFIXES, FhirPart, read_fhir, render_fhir
 from hybriddeid.io.i2b2 import read_i2b2, read_i2b2_2006, render_i2b2, render_i2b2_2006, sniff_xml
 from hybriddeid.io.jsonl import read_jsonl, render_jsonl
 
@@ -61,6 +62,13 @@ class _Format:
     read: Callable[..., list[Document]]  # (path, max_bytes, encoding=, spans=); XML readers also take text=
     render: Callable[[Sequence[Document]], dict[str, str]]  # extension -> content of one output
     multi: bool = False  # one file may hold several documents
+    reads: tuple[str, ...] = ()  # the input suffixes when they are more than ``suffix``
+    out_suffix: Callable[[Document], str] | None = None  # a document's output suffix, when it is its input's
+
+
+def _fhir_suffix(doc: Document) -> str:
+    part = doc.meta.get("fhir")
+    return part.suffix if isinstance(part, FhirPart) else ".ndjson"
 
 
 _REGISTRY = {
@@ -69,6 +77,8 @@ _REGISTRY = {
     "i2b2": _Format(".xml", read_i2b2, render_i2b2),
     "i2b2-2006": _Format(".xml", read_i2b2_2006, render_i2b2_2006, multi=True),
     "jsonl": _Format(".jsonl", read_jsonl, render_jsonl, multi=True),
+    # Not in FORMATS: only ``deid --input-format fhir`` reads and writes it (hybriddeid.fhir_deid).
+    FHIR_FORMAT: _Format(".ndjson", read_fhir, render_fhir, multi=True, reads=FHIR_SUFFIXES, out_suffix=_fhir_suffix),
 }
 
 
@@ -190,8 +200,8 @@ def _inputs(in_dir: Path, fmt: str) -> list[Path]:
     """The files to read for ``fmt``; for BRAT one path per stem, the ``.txt`` when there is one."""
     files = _listing(in_dir)
     if fmt != "brat":
-        suffix = _format(fmt).suffix
-        return [p for p in files if p.suffix == suffix]
+        spec = _format(fmt)
+        return [p for p in files if p.suffix in (spec.reads or (spec.suffix,))]
     pairs: dict[Path, Path] = {}
     for path in files:
         if path.suffix in (".txt", ".ann"):
@@ -313,7 +323,12 @@ def _write(spec: _Format, docs: Sequence[Document], out_dir: Path, stem: str) ->
             refuse_own_input(target, doc)
     for target, text in targets.items():
         atomic_write_text(target, text)
-    return out_dir / fit_file_name(stem, spec.suffix)
+    return out_dir / fit_file_name(stem, _suffix(spec, docs[0]))
+
+
+def _suffix(spec: _Format, doc: Document) -> str:
+    """The suffix of ``doc``'s output file in format ``spec``."""
+    return spec.suffix if spec.out_suffix is None else spec.out_suffix(doc)
 
 
 def write_document(doc: Document, out_dir: Path, fmt: str) -> Path:
@@ -330,7 +345,7 @@ def output_path(doc: Document, out_dir: Path, fmt: str) -> Path:
     """The file ``write_documents`` writes ``doc`` into (lets batch runs skip finished inputs)."""
     spec = _format(fmt)
     stem = str(doc.meta.get("file") or doc.name) if spec.multi else doc.name
-    return Path(out_dir) / fit_file_name(stem, spec.suffix)
+    return Path(out_dir) / fit_file_name(stem, _suffix(spec, doc))
 
 
 def write_documents(docs: Iterable[Document], out_dir: Path, fmt: str) -> list[Path]:

@@ -1,0 +1,115 @@
+"""Residual risk (``hybriddeid risk``) against the truth: the estimated number of PHI tokens a
+model missed, beside the number it really missed (gold known), uncalibrated and calibrated on 50
+reviewed notes (gold spans standing in for a reviewer's).
+
+Corpora: generated English notes of the test mix (``hybriddeid synth --mix test``; the bundled
+English model) and MEDDOCAN dev (the bundled Spanish model, ``../shared/corpora/meddocan/dev``).
+Each corpus is read by the model once; then ``--splits`` times, 50 notes drawn at random are the
+reviewed ones and the estimate is made for the others. Printed per corpus and split: tokens,
+true missed PHI tokens, the raw estimate and the isotonic and Platt estimates with their 95%
+intervals, the relative error of each and whether the interval holds the truth; then the mean
+absolute relative error and how many splits are within 30%. ``--plot DIR`` draws each corpus's
+reliability diagram (first split's reviewed notes) into ``DIR/risk_reliability_<corpus>.png``.
+
+    python benchmarks/risk.py [--n 500] [--splits 5] [--reviewed 50] [--plot docs/images] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hybriddeid.io import read_corpus
+from hybriddeid.processing import NoteSettings, load_model, process_notes
+from hybriddeid.reviewing import ReadNote
+from hybriddeid.risk import Reviewed, estimate, outcomes, plot_reliability
+from hybriddeid.synth import generate_corpus
+
+MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
+
+
+def read(model: str, docs: list) -> list[tuple[ReadNote, object]]:
+    pipeline = load_model(model)
+    settings = NoteSettings(chances=True)
+    out = []
+    for doc in docs:
+        note = process_notes(pipeline, [doc.with_spans(())], settings)[0]
+        out.append((ReadNote(note.document, note.chances), doc))
+    return out
+
+
+def run_corpus(name: str, items: list, splits: int, reviewed_count: int, plot_dir: Path | None) -> dict:
+    rows = []
+    for split in range(splits):
+        rng = np.random.default_rng(split)
+        order = rng.permutation(len(items))
+        review, rest = [items[i] for i in order[:reviewed_count]], [items[i] for i in order[reviewed_count:]]
+        sample = Reviewed.collect([(note.chances, note.doc.spans, gold.spans) for note, gold in review])
+        truth = sum(float(outcomes(note.chances, note.doc.spans, gold.spans)[1].sum()) for note, gold in rest)
+        notes = [(note.name, len(note.chances), note.untagged()) for note, _ in rest]
+        row = {"split": split, "notes": len(rest), "tokens": sum(n[1] for n in notes), "true_missed": truth}
+        for method, reviewed in (("raw", None), ("isotonic", sample), ("platt", sample)):
+            result = estimate(notes, reviewed, "isotonic" if method == "raw" else method, seed=split)
+            error = (result.expected_missed - truth) / truth if truth else float("nan")
+            row[method] = {"estimate": result.expected_missed, "low": result.low, "high": result.high,
+                           "relative_error": error, "covers": result.low <= truth <= result.high}
+        rows.append(row)
+        if plot_dir is not None and split == 0:
+            plot_reliability(sample, "isotonic", plot_dir / f"risk_reliability_{name}.png")
+    return {"corpus": name, "splits": rows}
+
+
+def show(result: dict) -> None:
+    print(f"\n== {result['corpus']}")
+    print(f"{'split':>5} {'notes':>5} {'tokens':>7} {'true':>6} | " + " | ".join(
+        f"{m:>8} est [95% interval]   err  in" for m in ("raw", "isotonic", "platt")))
+    for row in result["splits"]:
+        cells = []
+        for method in ("raw", "isotonic", "platt"):
+            r = row[method]
+            cells.append(f"{r['estimate']:8.1f} [{r['low']:6.1f},{r['high']:6.1f}] {100 * r['relative_error']:+5.0f}% "
+                         f"{'y' if r['covers'] else 'n':>2}")
+        print(f"{row['split']:>5} {row['notes']:>5} {row['tokens']:>7} {row['true_missed']:>6.0f} | " + " | ".join(cells))
+    for method in ("raw", "isotonic", "platt"):
+        errors = [abs(row[method]["relative_error"]) for row in result["splits"]]
+        within = sum(error <= 0.30 for error in errors)
+        covers = sum(row[method]["covers"] for row in result["splits"])
+        print(f"  {method:>8}: mean |relative error| {100 * np.mean(errors):.0f}%, within 30% in {within}/{len(errors)} "
+              f"splits, interval holds the truth in {covers}/{len(errors)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=500, help="generated English test-mix notes (default 500)")
+    parser.add_argument("--seed", type=int, default=28)
+    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--reviewed", type=int, default=50, help="reviewed notes per split (default 50)")
+    parser.add_argument("--meddocan-notes", type=int, default=0, help="MEDDOCAN dev notes to use (default: all)")
+    parser.add_argument("--plot", type=Path, help="folder for the reliability diagrams")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results = []
+    started = time.perf_counter()
+    english = list(generate_corpus(args.n, args.seed, "test", "en"))
+    results.append(run_corpus("en-test-mix", read("en", english), args.splits, args.reviewed, args.plot))
+    show(results[-1])
+    print(f"  ({time.perf_counter() - started:.0f} s so far)")
+    if MEDDOCAN_DEV.is_dir():
+        dev = read_corpus(MEDDOCAN_DEV)
+        dev = dev[:args.meddocan_notes] if args.meddocan_notes else dev
+        results.append(run_corpus("meddocan-dev", read("es", dev), args.splits, args.reviewed, args.plot))
+        show(results[-1])
+    else:
+        print(f"\n(MEDDOCAN dev not found at {MEDDOCAN_DEV}: skipped)", file=sys.stderr)
+    print(f"\n{time.perf_counter() - started:.0f} s in all")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""A bounded load run of ``hybriddeid serve`` on 127.0.0.1 against ``hybriddeid annotate --jobs 2``.
+
+    python benchmarks/service.py [--requests-1k 400] [--requests-10k 60] [--soak 3000] [--big-mb 20]
+                                 [--workers 2] [--model en] [--json F]
+
+One server (``--workers`` forked workers, no rate limit) and an async httpx client in this process,
+both on this machine: the client's CPU is taken from the same cores, as it would be for a caller on
+the same host. Every row tells the load average (1 min) at its start and end.
+Notes are generated English notes (``hybriddeid.synth``, test mix) cut at a word to
+about 1,000 and 10,000 characters, a pool of distinct notes sent in turn, one note per request to
+``POST /v1/annotate``. The script prints, measured in this one run:
+
+1. notes/s and p50/p95/p99 latency at concurrency 1, 8 and 32, for 1 kB and 10 kB notes;
+   and, before each size, the same notes through ``processing.process_notes`` in this process, one at
+   a time without HTTP (the floor a request's latency sits on);
+2. throughput at concurrency 8 against ``hybriddeid annotate --jobs 2`` (JSONL out) on the same 1 kB
+   notes as files, timed whole and less its model load (measured in its own process), as ratios to a
+   service run just before and one just after it (the load on a shared machine drifts);
+3. the p99 of 1 kB notes at concurrency 8 while another connection streams ``--big-mb`` MB notes
+   (each held by a worker until the server's time limit, 30 s here, then replaced), against the run
+   just before and one just after;
+4. the resident memory of the server and its workers sampled every second over a soak of ``--soak``
+   requests at concurrency 8 (first and last tenth's mean, peak), with the run's request count.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BIG_TIMEOUT = 30  # the server's --request-timeout here: a 20 MB note (about 5 min of work) ends in a 504
+
+
+def make_notes(count: int, chars: int, seed: int) -> list[str]:
+    """``count`` distinct notes of about ``chars`` characters: generated notes joined, cut at a space."""
+    from hybriddeid.synth import generate_corpus
+
+    notes, buffer = [], ""
+    source = generate_corpus(10**6, seed, "test", "en")
+    while len(notes) < count:
+        while len(buffer) < chars:
+            buffer += next(source).text + "\n"
+        cut = buffer.rfind(" ", 0, chars)
+        notes.append(buffer[:cut])
+        buffer = buffer[cut + 1:]
+    return notes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """Resident MB of ``pid`` and of its children together (0, 0 once gone)."""
+    def one(p: int) -> float:
+        try:
+            with open(f"/proc/{p}/status", encoding="ascii") as status:
+                return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+        except (OSError, StopIteration):
+            return 0.0
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        children = []
+    return one(pid), sum(one(c) for c in children)
+
+
+class Sampler(threading.Thread):
+    """RSS of the server and its workers, every second, with the number of requests done by then."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.samples, self.done, self._stop_event = pid, [], 0, threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(1.0):
+            self.samples.append((self.done, *rss_mb(self.pid)))
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+
+async def load(url: str, key: str, notes: list[str], requests: int, concurrency: int,
+               sampler: Sampler | None = None) -> dict[str, float]:
+    """``requests`` POSTs of one note each by ``concurrency`` concurrent callers: notes/s, latency percentiles."""
+    latencies: list[float] = []
+    failures: dict[int, int] = {}
+    counter = iter(range(requests))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600,
+                                 limits=limits) as client:
+        async def caller() -> None:
+            for i in counter:
+                started = time.perf_counter()
+                answer = await client.post("/v1/annotate", json={"text": notes[i % len(notes)]})
+                latencies.append(time.perf_counter() - started)
+                if answer.status_code != 200:
+                    failures[answer.status_code] = failures.get(answer.status_code, 0) + 1
+                if sampler is not None:
+                    sampler.done += 1
+
+        started, load_before = time.perf_counter(), os.getloadavg()[0]
+        await asyncio.gather(*(caller() for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+    ms = np.array(latencies) * 1000
+    return {"requests": requests, "concurrency": concurrency, "notes_per_s": requests / wall, "wall_s": wall,
+            "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+            "p99_ms": float(np.percentile(ms, 99)), "failed": sum(failures.values()), "failures": failures,
+            "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"}
+
+
+async def big_stream(url: str, key: str, mb: float, stop: asyncio.Event) -> list[int]:
+    """One connection sending ``mb`` MB notes one after another until ``stop``: their statuses."""
+    text = ("Seen by Dr. Alder Quill on 03/04/2021 at Fenmoor Clinic. " * (int(mb * 2**20) // 58 + 1))[:int(mb * 1e6)]
+    body = json.dumps({"text": text}).encode()
+    statuses = []
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}",
+                                                        "Content-Type": "application/json"}, timeout=600) as client:
+        while not stop.is_set():
+            request = asyncio.create_task(client.post("/v1/annotate", content=body))
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait({request, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if request.done():
+                statuses.append(request.result().status_code)
+            else:
+                request.cancel()
+                break
+    return statuses
+
+
+async def with_big_stream(url: str, key: str, notes: list[str], requests: int, mb: float) -> dict:
+    stop = asyncio.Event()
+    big = asyncio.create_task(big_stream(url, key, mb, stop))
+    await asyncio.sleep(3)  # the first big note sent and in a worker's hands
+    small = await load(url, key, notes, requests, 8)
+    async with httpx.AsyncClient() as client:  # the gauge counts this call too
+        text = (await client.get(f"{url}/metrics")).text
+    small["big_in_flight"] = int(float(re.search(r"^hybriddeid_requests_in_flight (\S+)$", text, re.M).group(1))) - 1
+    stop.set()
+    small["big_statuses"] = await big
+    return small
+
+
+_PIPELINE: dict[str, object] = {}
+
+
+def direct(model: str, notes: list[str], requests: int) -> dict[str, float]:
+    """The same notes through ``processing.process_notes`` one at a time in this process: what a request
+    costs without HTTP, the queue or the workers (the model loaded once, outside the timing)."""
+    from hybriddeid.document import Document
+    from hybriddeid.processing import load_model, process_notes
+    from hybriddeid.service.work import warm_up
+
+    if model not in _PIPELINE:
+        _PIPELINE[model] = load_model(model)
+        warm_up(_PIPELINE[model])
+    pipeline = _PIPELINE[model]
+    latencies = []
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
+    for i in range(requests):
+        begun = time.perf_counter()
+        process_notes(pipeline, [Document(str(i), notes[i % len(notes)])])
+        latencies.append(time.perf_counter() - begun)
+    wall = time.perf_counter() - started
+    ms = np.array(latencies) * 1000
+    return {"requests": requests, "concurrency": 1, "notes_per_s": requests / wall, "wall_s": wall,
+            "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+            "p99_ms": float(np.percentile(ms, 99)), "failed": 0, "failures": {},
+            "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"}
+
+
+def batch_annotate(notes: list[str], model: str, work: Path) -> dict[str, float]:
+    """Wall seconds of ``hybriddeid annotate --jobs 2`` over ``notes`` as files, and of loading the model
+    (and one note) in a process of its own, to tell the run's time less the load."""
+    folder = work / "batch-in"
+    folder.mkdir()
+    for i, text in enumerate(notes):
+        (folder / f"n{i:06d}.txt").write_text(text, encoding="utf-8")
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
+    subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "annotate", str(folder), str(work / "batch-out"),
+                    "--model", model, "--jobs", "2", "--format", "jsonl"], check=True)
+    wall = time.perf_counter() - started
+    load = f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "from hybriddeid.processing import load_model; "
+                    "from hybriddeid.service.work import warm_up; "
+                    f"warm_up(load_model({model!r}))"], check=True)
+    load_s = time.perf_counter() - started
+    return {"notes": len(notes), "wall_s": wall, "load_s": load_s, "load": load, "notes_per_s": len(notes) / wall,
+            "notes_per_s_less_load": len(notes) / max(1e-9, wall - load_s)}
+
+
+def start_server(work: Path, model: str, workers: int) -> tuple[subprocess.Popen, str, str]:
+    keys = work / "keys.json"
+    key = subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "serve", "keys", "add", "bench",
+                          "--api-keys", str(keys)], check=True, capture_output=True, text=True).stdout.strip()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "hybriddeid.cli", "serve", "--model", model, "--port", str(port),
+                               "--workers", str(workers), "--api-keys", str(keys), "--rate-limit", "0",
+                               "--request-timeout", str(BIG_TIMEOUT), "--max-waiting", "1000"],
+                              stdout=subprocess.DEVNULL, stderr=(work / "server.log").open("wb"))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return server, url, key
+        except httpx.TransportError:
+            pass
+        if server.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise SystemExit(f"the server did not start: {(work / 'server.log').read_text()[-2000:]}")
+
+
+def settle(url: str) -> None:
+    """Wait until the server answers nothing but this call: a big note whose caller left is still in a
+    worker's hands until the time limit ends it."""
+    deadline = time.monotonic() + BIG_TIMEOUT + 30
+    while time.monotonic() < deadline:
+        if "hybriddeid_requests_in_flight 1.0" in httpx.get(f"{url}/metrics").text:
+            return
+        time.sleep(0.5)
+
+
+def row(label: str, r: dict) -> str:
+    failed = f"  ({r['failed']} failed: {r['failures']})" if r["failed"] else ""
+    return (f"{label:<10} c={r['concurrency']:<3} {r['requests']:>6} req  {r['notes_per_s']:7.1f} notes/s  "
+            f"p50 {r['p50_ms']:7.1f} ms  p95 {r['p95_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  load {r['load']}{failed}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests-1k", type=int, default=400, help="requests per concurrency, 1 kB notes")
+    parser.add_argument("--requests-10k", type=int, default=60, help="requests per concurrency, 10 kB notes")
+    parser.add_argument("--soak", type=int, default=3000, help="requests of the RSS soak (1 kB, concurrency 8)")
+    parser.add_argument("--big-mb", type=float, default=20, help="size of the streamed big notes (0: skip)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--model", default="en")
+    parser.add_argument("--json", type=Path, help="write every figure here")
+    args = parser.parse_args()
+
+    small, large = make_notes(200, 1000, 1), make_notes(40, 10000, 2)
+    results: dict = {"cores": os.cpu_count(), "workers": args.workers}
+    with tempfile.TemporaryDirectory(prefix="hybriddeid-service-bench-") as tmp:
+        work = Path(tmp)
+        server, url, key = start_server(work, args.model, args.workers)
+        sampler = Sampler(server.pid)
+        sampler.start()
+        try:
+            asyncio.run(load(url, key, small, 40, 2))  # connections and first requests: not measured
+            print(f"hybriddeid serve, {args.workers} workers, {os.cpu_count()} cores shared with the client; "
+                  "POST /v1/annotate, one note per request")
+            for label, notes, count in (("1 kB", small, args.requests_1k), ("10 kB", large, args.requests_10k)):
+                r = direct(args.model, notes, count)
+                results[f"{label} in-process"] = r
+                print(row(label, r) + "  (process_notes in this process, no HTTP: the floor)", flush=True)
+                for concurrency in (1, 8, 32):
+                    r = asyncio.run(load(url, key, notes, count, concurrency))
+                    results[f"{label} c={concurrency}"] = r
+                    print(row(label, r), flush=True)
+            # Throughput against the batch command, back to back (the load on a shared machine drifts):
+            # service, batch (the server idle meanwhile), service again.
+            pair = [asyncio.run(load(url, key, small, args.requests_1k, 8))]
+            print(row("1 kB", pair[0]) + "  (before the batch run)", flush=True)
+            batch = batch_annotate(small[:200] * (args.requests_1k // 200 or 1), args.model, work)
+            results["batch"] = batch
+            print(f"hybriddeid annotate --jobs 2 on {batch['notes']} of the same 1 kB notes as files: "
+                  f"{batch['wall_s']:.1f} s whole ({batch['notes_per_s']:.1f} notes/s), "
+                  f"{batch['notes_per_s_less_load']:.1f} notes/s less its {batch['load_s']:.1f} s model load "
+                  f"(load {batch['load']})", flush=True)
+            pair.append(asyncio.run(load(url, key, small, args.requests_1k, 8)))
+            print(row("1 kB", pair[1]) + "  (after the batch run)", flush=True)
+            results["1 kB c=8 around batch"] = pair
+            for when, r in zip(("before", "after"), pair):
+                print(f"service c=8 ({when}) / batch: x{r['notes_per_s'] / batch['notes_per_s']:.2f} whole batch run, "
+                      f"x{r['notes_per_s'] / batch['notes_per_s_less_load']:.2f} less its model load")
+            if args.big_mb:
+                r = asyncio.run(with_big_stream(url, key, small, args.requests_1k, args.big_mb))
+                results["1 kB c=8 beside big notes"] = r
+                settle(url)
+                after = asyncio.run(load(url, key, small, args.requests_1k, 8))
+                results["1 kB c=8 after big notes"] = after
+                print(row("1 kB+big", r) + f"  (a {args.big_mb:g} MB note stream on another connection, "
+                      f"{r['big_in_flight']} in a worker when the small notes ended; statuses {r['big_statuses']})")
+                print(row("1 kB", after) + "  (after the big notes ended)")
+                print(f"p99 beside big notes / without: x{r['p99_ms'] / pair[1]['p99_ms']:.2f} (run before), "
+                      f"x{r['p99_ms'] / after['p99_ms']:.2f} (run after)", flush=True)
+                settle(url)
+            sampler.done = 0
+            before = len(sampler.samples)
+            r = asyncio.run(load(url, key, small, args.soak, 8, sampler))
+            results["soak"] = r
+            soak = sampler.samples[before:]
+            print(row("soak 1 kB", r))
+        finally:
+            sampler.stop()
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=120)
+        if soak:
+            tenth = max(1, len(soak) // 10)
+            first = np.mean([s[1] + s[2] for s in soak[:tenth]])
+            last = np.mean([s[1] + s[2] for s in soak[-tenth:]])
+            peak = max(s[1] + s[2] for s in soak)
+            results["rss"] = {"samples": soak, "first_tenth_mb": first, "last_tenth_mb": last, "peak_mb": peak}
+            print(f"RSS over the soak ({args.soak} requests, {len(soak)} samples), server + workers: first tenth "
+                  f"{first:.0f} MB, last tenth {last:.0f} MB ({last - first:+.0f} MB), peak {peak:.0f} MB; server "
+                  f"alone {soak[0][1]:.0f} -> {soak[-1][1]:.0f} MB")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=float))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""``hybriddeid deid --input-format fhir``: FHIR R4 DocumentReference and DiagnosticReport resources
+(Bundles, Bulk Data NDJSON) de-identified and written back as resources, on ``deid_batch``.
+
+The run is ``deid_batch.run_deid`` (and so ``batch.run_batch``: the output folder's lock, stop signals,
+atomic writes, resume, one audit per note) with this processor. ``hybriddeid.io.fhir`` reads each
+resource as notes (attachments, narrative, free-text strings) plus one ``.elements`` document of its own
+PHI-bearing elements, and writes the resources back. A patient is a resource's subject: every note of
+one subject, across resources and files, is one unit.
+
+A patient's notes go through ``processing.process_notes`` exactly as ``hybriddeid deid`` takes a
+patient's notes, so an attachment's de-identified text is byte for byte what ``deid`` writes for the
+same text and patient. The elements, whose spans are given (a subject's display is the patient's
+name), then go through ``process_notes`` without a model, beside the notes with the spans found in
+them: the same key and patient give the same surrogates and the same date shift, and initials in a
+display link to names in the text.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from hybriddeid.deid_batch import DeidProcessor, audit_path, mapping_path
+from hybriddeid.document import Document
+from hybriddeid.io import FHIR_FORMAT, InputError, output_path, read_document
+from hybriddeid.io.fhir import INSTALL_HINT, is_elements, part_of, require_models, with_output
+from hybriddeid.processing import NoteSettings, ProcessedNote, process_notes
+from hybriddeid.profiles import filter_document
+from hybriddeid.surrogates.audit import read_audit_run
+
+
+@dataclass
+class FhirDeidProcessor(DeidProcessor):
+    """``DeidProcessor`` for FHIR input (``io.fhir``): a resource's subject is its patient, the
+    resources' own elements are replaced beside their notes, and resources left out by the reader are
+    reported (``rejected``). The model finds the PHI: FHIR holds no annotations to replace, and notes
+    are named by their resources, so neither a patient map nor ``--rename`` applies."""
+
+    _rejected: dict[Path, tuple[tuple[str, str, str], ...]] = field(default_factory=dict, init=False, repr=False)
+    _outputs: dict[Path, tuple[tuple[int, int], dict[str, str]]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.model is None:
+            raise ValueError("FHIR resources hold no PHI annotations to replace; leave out --use-annotations")
+        if self.renamer is not None:
+            raise ValueError("--rename does not apply to FHIR input: notes are named by their resource's type and id")
+        if self.patients.mapping is not None or self.patients.pattern:
+            raise ValueError("a FHIR resource's patient is its subject; leave out --patient-map and --patient-pattern")
+        try:
+            require_models()
+        except ImportError:
+            raise ValueError(INSTALL_HINT) from None
+
+    def unit_key(self, path: Path, doc: Document) -> str:
+        """The resource's subject (its reference; a resource without one is a patient of its own).
+        Records the resources its file left out, once planning reads it."""
+        part = part_of(doc)
+        if part.rejected:
+            self._rejected[Path(path)] = part.rejected
+        return part.patient
+
+    def rejected(self) -> list[tuple[Path, str]]:
+        """(file, problem) of every resource left out of its file (``batch.BatchProcessor.rejected``)."""
+        return [(path, f"{where} ({label}): {problem}")
+                for path in sorted(self._rejected) for where, label, problem in self._rejected[path]]
+
+    def process_patient(self, pipeline: Any, docs: Sequence[Document], settings: NoteSettings,
+                        patient: str) -> list[ProcessedNote]:
+        """The notes as ``deid`` processes them, then the elements with the same surrogates and dates."""
+        assert settings.deid is not None
+        notes = [doc for doc in docs if not is_elements(doc)]
+        elements = [doc for doc in docs if is_elements(doc)]
+        found = process_notes(pipeline, notes, settings, patient)
+        if self.phi_set is not None:
+            elements = [filter_document(doc, self.phi_set) for doc in elements]
+        # the notes beside the elements only for what the patient's surrogates draw on (names, values to avoid)
+        together = process_notes(None, [note.document for note in found] + elements, NoteSettings(deid=settings.deid),
+                                 patient)
+        mode = settings.deid.mode
+        return [ProcessedNote(note.document, dataclasses.replace(note.deid, document=with_output(
+                    note.deid.document, [(r.start, r.end, r.replacement) for r in note.deid.replacements], mode)))
+                for note in [*found, *together[len(found):]] if note.deid is not None]
+
+    def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
+        """``DeidProcessor.is_done`` for notes; a resource's elements are done when their audit was made
+        by this run's settings and the output holds the resource (a date may have been left out there)."""
+        if not is_elements(doc):
+            return super().is_done(doc, out_dir, fmt)
+        audit, output = audit_path(out_dir, doc.name, self.audit_format), output_path(doc, out_dir, fmt)
+        if not (audit.is_file() and output.is_file()):
+            return False
+        if self.mapping_dir is not None and not mapping_path(self.mapping_dir, doc.name).is_file():
+            return False
+        try:
+            return read_audit_run(audit) == self.run_record and self.output_text(output, fmt, doc.name) is not None
+        except (InputError, ValueError, OSError, KeyError, TypeError):
+            return False
+
+    def output_text(self, output: Path, fmt: str, name: str) -> str | None:
+        """The text of note ``name`` in ``output``; each output file is read once while it stays unchanged
+        (a resume asks for every note of a file)."""
+        info = output.stat()
+        stamp = (info.st_mtime_ns, info.st_size)
+        cached = self._outputs.get(output)
+        if cached is None or cached[0] != stamp:
+            cached = stamp, {doc.name: doc.text for doc in read_document(output, fmt)}
+            self._outputs = {output: cached}  # one file at a time: planning goes file by file
+        return cached[1].get(name)
+
+    def settings(self) -> dict[str, Any]:
+        """``DeidProcessor.settings`` and the input format: FHIR outputs are resources, not notes."""
+        return {**super().settings(), "patients": "subject", "input_format": FHIR_FORMAT}

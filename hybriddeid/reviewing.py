@@ -1,0 +1,150 @@
+"""Folders of notes read for review: the model's spans and token chances, the residual-risk
+estimate (``hybriddeid.risk``), the notes worth reviewing first, and a reviewer's corrections.
+
+``hybriddeid risk`` and ``hybriddeid review`` both start here; every note goes through
+``processing.process_notes`` (so the spans shown are those ``annotate`` writes).
+
+Corrections are a BRAT folder (``NAME.txt`` + ``NAME.ann``: the spans the reviewer kept, added or
+changed; rejected ones left out) that ``hybriddeid train --train`` reads as it is. Who reviewed what
+and when sits beside them in ``.reviews.json``, hidden so that readers skip it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from hybriddeid.document import Document, Span
+from hybriddeid.io import InputError, atomic_write_text, scan_inputs, write_document
+from hybriddeid.processing import NoteSettings, ProcessedNote, process_notes
+from hybriddeid.risk import Reviewed, RiskEstimate, TokenChance, estimate, untagged
+
+if TYPE_CHECKING:
+    from hybriddeid.pipeline import Pipeline
+
+log = logging.getLogger("hybriddeid")
+
+REVIEWS_FILE = ".reviews.json"
+
+
+@dataclass
+class ReadNote:
+    """A note as the model read it: its text with the model's spans (input offsets) and every
+    token's P(PHI)."""
+
+    doc: Document
+    chances: tuple[TokenChance, ...]
+
+    @property
+    def name(self) -> str:
+        return self.doc.name
+
+    def untagged(self, spans: Sequence[Span] | None = None) -> list[TokenChance]:
+        """Tokens no span of ``spans`` (default: the model's) touches."""
+        return untagged(self.chances, self.doc.spans if spans is None else spans)
+
+    def uncertainty(self) -> float:
+        """Sum of the binary entropy of P(PHI) over the note's tokens: how much a reviewer's
+        decisions would tell the model (uncertainty sampling)."""
+        total = 0.0
+        for chance in self.chances:
+            p = min(max(chance.p_phi, 1e-12), 1 - 1e-12)
+            total -= p * math.log2(p) + (1 - p) * math.log2(1 - p)
+        return total
+
+
+def read_folder(pipeline: "Pipeline", folder: Path, settings: NoteSettings = NoteSettings(),
+                encoding: str = "utf-8", gold: bool = False) -> tuple[list[ReadNote], list[Document], int]:
+    """Every note of ``folder`` read by ``pipeline`` (``process_notes`` with token chances), its gold
+    or reviewed spans alongside when ``gold`` (else the files' annotations are not read), and the
+    number of files that could not be read (each named in a log line, the rest carry on)."""
+    settings = NoteSettings(settings.phi_set, settings.threshold, None, chances=True)
+    read, given, failed = [], [], 0
+    for path, docs in scan_inputs(folder, encoding=encoding, spans=gold):
+        if isinstance(docs, InputError):
+            log.error("%s", docs)
+            failed += 1
+            continue
+        for doc in docs:
+            note: ProcessedNote = process_notes(pipeline, [doc.with_spans(())], settings)[0]
+            read.append(ReadNote(note.document, note.chances or ()))
+            given.append(doc)
+    return read, given, failed
+
+
+def reviewed_sample(pipeline: "Pipeline", folder: Path, settings: NoteSettings = NoteSettings(),
+                    encoding: str = "utf-8") -> Reviewed:
+    """The reviewed notes of ``folder`` (a corrections folder or any annotated one) as calibration
+    data: the model's untagged tokens and whether the reviewer's spans hold them."""
+    read, reviewed, _ = read_folder(pipeline, folder, settings, encoding, gold=True)
+    return Reviewed.collect([(note.chances, note.doc.spans, doc.spans) for note, doc in zip(read, reviewed)])
+
+
+def folder_risk(notes: Sequence[ReadNote], reviewed: Reviewed | None = None, method: str = "isotonic") -> RiskEstimate:
+    """The residual-risk estimate of ``notes`` (``risk.estimate``), spans as each note holds them."""
+    return estimate([(note.name, len(note.chances), note.untagged()) for note in notes], reviewed, method)
+
+
+def most_informative(notes: Iterable[ReadNote], count: int) -> list[ReadNote]:
+    """The ``count`` notes whose review would teach the model most: highest total token
+    uncertainty first (ties by name)."""
+    return sorted(notes, key=lambda note: (-note.uncertainty(), note.name))[:count]
+
+
+class Corrections:
+    """A reviewer's corrections: BRAT files in ``folder`` (never the notes' own folder) and the side
+    file of who reviewed each note and when. Every write is atomic; reopening resumes."""
+
+    def __init__(self, folder: Path, notes_folder: Path | None = None) -> None:
+        folder = Path(folder)
+        if notes_folder is not None and folder.resolve() == Path(notes_folder).resolve():
+            raise InputError(folder, "is the notes' own folder; corrections go to another folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.reviews: dict[str, Any] = self._read_reviews()
+
+    def _read_reviews(self) -> dict[str, Any]:
+        path = self.folder / REVIEWS_FILE
+        if not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(path, f"cannot be read as JSON ({type(exc).__name__})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("notes", {}), dict):
+            raise InputError(path, "is not a reviews file (expected an object with 'notes')")
+        return data.get("notes", {})
+
+    def spans(self, doc: Document) -> list[Span] | None:
+        """The corrected spans of ``doc`` saved before (None: never saved). The saved text must be the
+        note's, else its offsets would point elsewhere."""
+        txt = self.folder / f"{doc.name}.txt"
+        if not txt.exists():
+            return None
+        from hybriddeid.io import read_document
+
+        saved = read_document(txt, "brat")[0]
+        if saved.text != doc.text:
+            raise InputError(txt, "holds another text than the note of the same name; move it away to review anew")
+        return list(saved.spans)
+
+    def save(self, doc: Document, spans: Sequence[Span], reviewer: str, done: bool,
+             decisions: dict[str, int] | None = None) -> dict[str, Any]:
+        """Write ``doc``'s corrected ``spans`` as BRAT and record ``reviewer``, the time and whether
+        the whole note is reviewed (``done``); returns the note's record."""
+        kept = Document(doc.name, doc.text, tuple(Span(s.start, s.end, s.label, "review", 1.0) for s in spans))
+        write_document(kept, self.folder, "brat")
+        record = {"reviewer": reviewer, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "reviewed": bool(done), "spans": len(spans)}
+        if decisions:
+            record["decisions"] = dict(decisions)
+        self.reviews[doc.name] = record
+        atomic_write_text(self.folder / REVIEWS_FILE, json.dumps({"notes": self.reviews}, indent=1, sort_keys=True))
+        return record
+
+    def reviewed(self, name: str) -> bool:
+        return bool(self.reviews.get(name, {}).get("reviewed"))

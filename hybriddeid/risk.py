@@ -1,0 +1,343 @@
+"""Residual risk: how much PHI a model likely left in notes, estimated without gold.
+
+Every token the output leaves untagged still has the token CRF's marginal P(PHI) = 1 - P(O)
+(``processing`` keeps them: ``NoteSettings(chances=True)``). Their sum is the expected number of
+PHI tokens missed, if those probabilities are right. They are not: a CRF's marginals are over-
+or under-confident, so the sum is **calibrated** on reviewed notes, where a reviewer's spans tell
+which untagged tokens were PHI after all: isotonic regression (pool-adjacent-violators) or Platt
+scaling (a logistic curve on the logit) maps P(PHI) to the share of such tokens that were PHI.
+
+The estimate comes with an interval that holds two uncertainties: which tokens happen to be PHI
+given their probabilities (a Poisson-binomial count, normal approximation) and how well the
+reviewed notes pin the calibration down (the calibrator refitted on notes drawn with replacement
+from the reviewed ones). Without reviewed notes only the first is in it, and the estimate is the
+raw marginals' sum.
+
+Per type: a token's expected missed PHI is shared among labels as its label probabilities say.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from hybriddeid.document import Span
+
+CALIBRATIONS = ("isotonic", "platt")
+BOOTSTRAP_ROUNDS = 200
+INTERVAL = 0.95
+_EPS = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class TokenChance:
+    """One token the token CRF read: offsets, P(PHI) (1 - its marginal P(O)) and, when the CRF
+    has several labels, each non-O label's probability."""
+
+    start: int
+    end: int
+    p_phi: float
+    labels: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str | None:
+        """The most probable PHI label (None for a one-label CRF)."""
+        return max(sorted(self.labels), key=self.labels.__getitem__) if self.labels else None
+
+
+def _covered(chances: Sequence[TokenChance], spans: Sequence[Span]) -> list[bool]:
+    """For each token (sorted by start), whether any of ``spans`` overlaps it."""
+    bounds = sorted((span.start, span.end) for span in spans)
+    out, at = [], 0
+    for chance in chances:
+        while at < len(bounds) and bounds[at][1] <= chance.start:
+            at += 1
+        hit = False
+        for start, end in bounds[at:]:
+            if start >= chance.end:
+                break
+            if end > chance.start:
+                hit = True
+                break
+        out.append(hit)
+    return out
+
+
+def untagged(chances: Sequence[TokenChance], spans: Sequence[Span]) -> list[TokenChance]:
+    """The tokens no span of the output touches: where missed PHI would be."""
+    chances = sorted(chances, key=lambda chance: chance.start)
+    return [chance for chance, hit in zip(chances, _covered(chances, spans)) if not hit]
+
+
+def outcomes(chances: Sequence[TokenChance], output: Sequence[Span], reviewed: Sequence[Span]) -> tuple[np.ndarray, np.ndarray]:
+    """P(PHI) of the tokens ``output`` leaves untagged and whether each was PHI after all (a span
+    of ``reviewed``, a reviewer's or gold, touches it): what calibration fits, and, summed, the
+    true number of missed PHI tokens."""
+    left = untagged(chances, output)
+    return (np.array([chance.p_phi for chance in left], dtype=float),
+            np.array(_covered(left, reviewed), dtype=float))
+
+
+class Calibrator:
+    """A monotone map from raw P(PHI) to the observed share of PHI (``fit``); identity unfitted."""
+
+    def __init__(self, method: str = "isotonic") -> None:
+        if method not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {', '.join(CALIBRATIONS)}, not {method!r}")
+        self.method = method
+        self.fitted = False
+        self._knots: tuple[np.ndarray, np.ndarray] | None = None
+        self._platt: tuple[float, float] = (1.0, 0.0)
+
+    def fit(self, p: np.ndarray, y: np.ndarray) -> "Calibrator":
+        """Fit on raw probabilities ``p`` and outcomes ``y`` (0/1). Too few points (or no PHI among
+        them) still fit: isotonic gives zeros, Platt a steep curve; the interval says how unsure."""
+        p, y = np.asarray(p, float), np.asarray(y, float)
+        if len(p) == 0:
+            return self
+        if self.method == "isotonic":
+            self._knots = _isotonic(p, y)
+        else:
+            self._platt = _platt(p, y)
+        self.fitted = True
+        return self
+
+    def __call__(self, p: np.ndarray) -> np.ndarray:
+        p = np.asarray(p, float)
+        if not self.fitted:
+            return p
+        if self.method == "isotonic":
+            xs, ys = self._knots
+            return np.interp(p, xs, ys)
+        a, b = self._platt
+        return _sigmoid(a * _logit(p) + b)
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.fitted:
+            return {"method": "none"}
+        if self.method == "isotonic":
+            return {"method": "isotonic", "x": self._knots[0].tolist(), "y": self._knots[1].tolist()}
+        return {"method": "platt", "a": self._platt[0], "b": self._platt[1]}
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -500, 500)))
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, _EPS, 1 - _EPS)
+    return np.log(p / (1 - p))
+
+
+def _isotonic(p: np.ndarray, y: np.ndarray, bins: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """Pool-adjacent-violators over ``bins`` narrow bins of logit(p) (so that a fit over 100,000
+    tokens, refitted for every bootstrap round, stays fast): the non-decreasing step function
+    nearest ``y``, as knots (block mean of p, block mean of y) for linear interpolation."""
+    which = np.clip(((_logit(p) + 14) / 28 * bins).astype(int), 0, bins - 1)
+    counts = np.bincount(which, minlength=bins).astype(float)
+    used = counts > 0
+    weights = list(counts[used])
+    sums_x = list(np.bincount(which, p, bins)[used])
+    means = list(np.bincount(which, y, bins)[used] / counts[used])
+    blocks_w: list[float] = []
+    blocks_x: list[float] = []
+    blocks_y: list[float] = []
+    for w, sx, m in zip(weights, sums_x, means):
+        blocks_w.append(w), blocks_x.append(sx), blocks_y.append(m)
+        while len(blocks_y) > 1 and blocks_y[-2] > blocks_y[-1]:
+            total = blocks_w[-2] + blocks_w[-1]
+            blocks_y[-2] = (blocks_y[-2] * blocks_w[-2] + blocks_y[-1] * blocks_w[-1]) / total
+            blocks_x[-2] += blocks_x[-1]
+            blocks_w[-2] = total
+            del blocks_w[-1], blocks_x[-1], blocks_y[-1]
+    knots_x = np.array([sx / w for sx, w in zip(blocks_x, blocks_w)])
+    return np.concatenate(([0.0], knots_x, [1.0])), np.concatenate(([0.0], blocks_y, [blocks_y[-1]]))
+
+
+def _platt(p: np.ndarray, y: np.ndarray, iterations: int = 50) -> tuple[float, float]:
+    """Logistic regression of ``y`` on logit(p) by Newton's method, with Platt's target smoothing
+    (so that all-0 or all-1 outcomes give a finite curve)."""
+    positives = y.sum()
+    negatives = len(y) - positives
+    target = np.where(y > 0, (positives + 1) / (positives + 2), 1 / (negatives + 2))
+    x = _logit(p)
+    a, b = 1.0, 0.0
+    for _ in range(iterations):
+        q = _sigmoid(a * x + b)
+        grad = np.array([np.sum((q - target) * x), np.sum(q - target)])
+        w = q * (1 - q) + 1e-12
+        hessian = np.array([[np.sum(w * x * x), np.sum(w * x)], [np.sum(w * x), np.sum(w)]]) + 1e-9 * np.eye(2)
+        step = np.linalg.solve(hessian, grad)
+        a, b = a - step[0], b - step[1]
+        if np.abs(step).max() < 1e-9:
+            break
+    return float(a), float(b)
+
+
+@dataclass
+class NoteRisk:
+    """One note's share of the estimate."""
+
+    name: str
+    tokens: int
+    expected_missed: float
+    per_type: dict[str, float]
+
+    @property
+    def per_1000(self) -> float:
+        return 1000 * self.expected_missed / self.tokens if self.tokens else 0.0
+
+
+@dataclass
+class RiskEstimate:
+    """Expected missed PHI tokens in a set of notes, with a ``INTERVAL`` interval."""
+
+    tokens: int
+    expected_missed: float
+    low: float
+    high: float
+    per_type: dict[str, float]
+    notes: list[NoteRisk]
+    calibration: dict[str, Any]
+    reviewed_notes: int
+    reviewed_tokens: int
+
+    def per_1000(self, value: float | None = None) -> float:
+        """``value`` (default: the estimate) per 1,000 tokens."""
+        value = self.expected_missed if value is None else value
+        return 1000 * value / self.tokens if self.tokens else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens, "expected_missed": self.expected_missed, "interval": [self.low, self.high],
+            "interval_level": INTERVAL, "per_1000": self.per_1000(),
+            "per_1000_interval": [self.per_1000(self.low), self.per_1000(self.high)],
+            "per_type": dict(sorted(self.per_type.items(), key=lambda item: -item[1])),
+            "calibration": self.calibration, "reviewed_notes": self.reviewed_notes,
+            "reviewed_tokens": self.reviewed_tokens,
+            "notes": [{"name": note.name, "tokens": note.tokens, "expected_missed": note.expected_missed,
+                       "per_1000": note.per_1000} for note in self.notes],
+        }
+
+
+@dataclass
+class Reviewed:
+    """The reviewed notes' untagged tokens: raw P(PHI), outcomes, and which note each came from."""
+
+    p: np.ndarray
+    y: np.ndarray
+    note: np.ndarray
+    notes: int
+
+    @classmethod
+    def collect(cls, items: Sequence[tuple[Sequence[TokenChance], Sequence[Span], Sequence[Span]]]) -> "Reviewed":
+        """From (chances, model output, reviewed spans) per note."""
+        ps, ys, ids = [], [], []
+        for index, (chances, output, reviewed) in enumerate(items):
+            p, y = outcomes(chances, output, reviewed)
+            ps.append(p), ys.append(y), ids.append(np.full(len(p), index))
+        cat = (lambda parts, kind: np.concatenate(parts) if parts else np.zeros(0, kind))
+        return cls(cat(ps, float), cat(ys, float), cat(ids, int), len(items))
+
+
+def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: Reviewed | None = None,
+             method: str = "isotonic", rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0) -> RiskEstimate:
+    """The residual-risk estimate of ``notes`` (name, token count, untagged tokens' chances),
+    calibrated on ``reviewed`` when it holds any token (see the module docstring)."""
+    calibrator = Calibrator(method)
+    if reviewed is not None and len(reviewed.p):
+        calibrator.fit(reviewed.p, reviewed.y)
+    raw = [np.array([chance.p_phi for chance in chances], float) for _, _, chances in notes]
+    flat = np.concatenate(raw) if raw else np.zeros(0)
+    calibrated = calibrator(flat)
+    total = float(calibrated.sum())
+    variance = float((calibrated * (1 - calibrated)).sum())
+    rng = np.random.default_rng(seed)
+    if calibrator.fitted and reviewed is not None and reviewed.notes > 1:
+        draws = []
+        by_note = [np.flatnonzero(reviewed.note == i) for i in range(reviewed.notes)]
+        for _ in range(rounds):
+            mask = np.concatenate([by_note[i] for i in rng.integers(0, reviewed.notes, reviewed.notes)])
+            refit = Calibrator(method).fit(reviewed.p[mask], reviewed.y[mask])
+            q = refit(flat)
+            draws.append(rng.normal(q.sum(), math.sqrt(max((q * (1 - q)).sum(), 0.0))))
+        low, high = np.quantile(draws, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2])
+        if not reviewed.y.any():  # no missed PHI in the reviewed notes: the rule of three bounds the rate
+            high = max(high, 3.0 * len(flat) / len(reviewed.p))
+    else:
+        z = 1.959963984540054
+        low, high = total - z * math.sqrt(variance), total + z * math.sqrt(variance)
+    per_type: dict[str, float] = {}
+    note_risks, at = [], 0
+    for (name, tokens, chances), p in zip(notes, raw):
+        q = calibrated[at:at + len(p)]
+        at += len(p)
+        own: dict[str, float] = {}
+        for chance, value in zip(chances, q):
+            weight = sum(chance.labels.values())
+            for label, probability in chance.labels.items():
+                if weight > 0:
+                    own[label] = own.get(label, 0.0) + value * probability / weight
+        for label, value in own.items():
+            per_type[label] = per_type.get(label, 0.0) + value
+        note_risks.append(NoteRisk(name, tokens, float(q.sum()), own))
+    return RiskEstimate(sum(tokens for _, tokens, _ in notes), total, max(float(low), 0.0), max(float(high), 0.0),
+                        per_type, note_risks, calibrator.to_dict(),
+                        reviewed.notes if reviewed is not None else 0, int(len(reviewed.p)) if reviewed is not None else 0)
+
+
+def reliability(p: np.ndarray, y: np.ndarray, bins: int = 10) -> list[dict[str, float]]:
+    """Bins of predicted P(PHI) on a log-spaced grid (most untagged tokens are near 0): each
+    bin's mean prediction, observed share of PHI and token count."""
+    p, y = np.asarray(p, float), np.asarray(y, float)
+    edges = np.concatenate(([0.0], np.logspace(-4, 0, bins)))
+    out = []
+    for low, high in zip(edges[:-1], edges[1:]):
+        mask = (p >= low) & ((p < high) | (high == 1.0))
+        if mask.any():
+            out.append({"low": float(low), "high": float(high), "predicted": float(p[mask].mean()),
+                        "observed": float(y[mask].mean()), "tokens": int(mask.sum())})
+    return out
+
+
+def plot_reliability(reviewed: Reviewed, calibrator_method: str, path: Path) -> Path:
+    """Draw the reliability diagram of ``reviewed`` (raw and, cross-fitted by halves of the notes,
+    calibrated P(PHI) against the observed share of PHI) into the PNG ``path`` (needs matplotlib:
+    ``pip install 'hybriddeid[plot]'``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    calibrated = cross_calibrated(reviewed, calibrator_method)
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.plot([1e-4, 1], [1e-4, 1], color="grey", linestyle=":", label="perfect")
+    for values, name, marker in ((reviewed.p, "raw P(PHI)", "o"), (calibrated, f"{calibrator_method} (cross-fitted)", "s")):
+        bins = reliability(values, reviewed.y)
+        ax.plot([b["predicted"] for b in bins], [max(b["observed"], 1e-4) for b in bins], marker=marker, label=name)
+    ax.set_xscale("log"), ax.set_yscale("log")
+    ax.set_xlim(1e-4, 1), ax.set_ylim(1e-4, 1)
+    ax.set_xlabel("predicted P(PHI) of untagged tokens")
+    ax.set_ylabel("observed share that was PHI")
+    ax.set_title(f"Reliability: {reviewed.notes} reviewed notes, {len(reviewed.p)} untagged tokens", fontsize=9)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def cross_calibrated(reviewed: Reviewed, method: str) -> np.ndarray:
+    """Calibrated P(PHI) of the reviewed tokens, each half of the notes calibrated on the other
+    (a calibrator judged on its own training points always looks perfect)."""
+    half = reviewed.note % 2 == 0
+    out = reviewed.p.copy()
+    for part in (half, ~half):
+        if part.any() and (~part).any():
+            out[part] = Calibrator(method).fit(reviewed.p[~part], reviewed.y[~part])(reviewed.p[part])
+    return out

@@ -1,0 +1,59 @@
+"""The limits of ``hybriddeid serve`` and their defaults (kept apart from the app, so that the command
+line can show them without FastAPI installed)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+DEFAULT_MAX_BODY_MB = 32.0
+DEFAULT_MAX_NOTE_CHARS = 20_000_000  # as the batch readers' 20 MB file limit
+DEFAULT_MAX_NOTES = 1000
+DEFAULT_REQUEST_TIMEOUT = 120.0
+DEFAULT_RATE_LIMIT = 600  # requests per minute per key
+DEFAULT_BURST = 60
+DEFAULT_MAX_WAITING = 256
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    """What one request may cost: ``max_body_bytes`` (413), ``request_timeout`` seconds, waiting for a
+    worker included (504), and each key's ``rate_limit`` requests per minute with bursts of ``burst``
+    (429; 0: no limit)."""
+
+    max_body_bytes: int = int(DEFAULT_MAX_BODY_MB * 2**20)
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    rate_limit: float = DEFAULT_RATE_LIMIT
+    burst: int = DEFAULT_BURST
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1:
+            raise ValueError("--max-body-mb must be above 0")
+        if not self.request_timeout > 0:
+            raise ValueError("--request-timeout must be a positive number of seconds")
+        if self.rate_limit < 0 or self.burst < 1:
+            raise ValueError("--rate-limit must be 0 (none) or more, --burst at least 1")
+
+
+class RateLimiter:
+    """A token bucket per key: ``per_minute`` requests a minute (or the key's own rate), up to ``burst``
+    at once."""
+
+    def __init__(self, per_minute: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute, self.burst, self.clock = per_minute, float(burst), clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, key: str, per_minute: float | None = None) -> float:
+        """0 when the request may go, else the seconds until it may (the request is not counted).
+        ``per_minute``: this key's own rate (None: the server's; 0: none)."""
+        rate = (self.per_minute if per_minute is None else per_minute) / 60.0
+        if rate <= 0:
+            return 0.0
+        now = self.clock()
+        tokens, then = self._buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - then) * rate)
+        if tokens < 1.0:
+            self._buckets[key] = (tokens, now)
+            return (1.0 - tokens) / rate
+        self._buckets[key] = (tokens - 1.0, now)
+        return 0.0

@@ -1,0 +1,127 @@
+"""Residual risk: calibration maths, token chances from processing, and ``hybriddeid risk``."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybriddeid.document import Span
+from hybriddeid.io import read_corpus, write_documents
+from hybriddeid.processing import NoteSettings, load_model, process_notes
+from hybriddeid.risk import Calibrator, Reviewed, TokenChance, estimate, outcomes, reliability, untagged
+from hybriddeid.synth import generate_corpus
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notes"
+
+
+@pytest.fixture(scope="module")
+def english():
+    return load_model("en")
+
+
+@pytest.mark.parametrize("method", ["isotonic", "platt"])
+def test_calibration_recovers_a_known_miscalibration(method):
+    # Raw probabilities that are three times too low: the truth is min(1, 3p).
+    rng = np.random.default_rng(4)
+    p = rng.beta(0.3, 20, 60_000)
+    y = (rng.random(len(p)) < np.minimum(1, 3 * p)).astype(float)
+    calibrated = Calibrator(method).fit(p, y)(p)
+    assert abs(calibrated.sum() - y.sum()) / y.sum() < 0.05
+    assert abs(p.sum() - y.sum()) / y.sum() > 0.5  # the raw sum is far off: the test can fail
+    grid = np.linspace(0, 1, 101)
+    assert np.all(np.diff(Calibrator(method).fit(p, y)(grid)) >= -1e-12)  # monotone
+
+
+def test_untagged_and_outcomes():
+    chances = [TokenChance(0, 4, 0.9), TokenChance(5, 9, 0.2), TokenChance(10, 14, 0.01)]
+    output = [Span(0, 4, "PATIENT")]
+    assert [c.start for c in untagged(chances, output)] == [5, 10]
+    p, y = outcomes(chances, output, [Span(0, 9, "PATIENT")])
+    assert p.tolist() == [0.2, 0.01] and y.tolist() == [1.0, 0.0]
+
+
+def test_estimate_interval_and_types():
+    chances = [TokenChance(i, i + 1, 0.1, {"DATE": 0.075, "AGE": 0.025}) for i in range(100)]
+    result = estimate([("a", 1000, chances)])
+    assert result.expected_missed == pytest.approx(10.0)
+    assert result.low < 10.0 < result.high
+    assert result.per_1000() == pytest.approx(10.0)
+    assert result.per_type["DATE"] == pytest.approx(7.5) and result.per_type["AGE"] == pytest.approx(2.5)
+    # Calibrated on reviewed notes where no such token was PHI, the estimate falls towards 0.
+    reviewed = Reviewed.collect([(chances, [], [])] * 3)
+    calibrated = estimate([("a", 1000, chances)], reviewed)
+    assert calibrated.expected_missed < 1.0
+    # 300 reviewed tokens without a miss do not prove there are none: the interval stays open (rule of three)
+    assert calibrated.high == pytest.approx(3.0 * 100 / 300)
+
+
+def test_reliability_bins_count_every_token():
+    p = np.array([0.0, 0.00005, 0.002, 0.5, 1.0])
+    bins = reliability(p, np.array([0, 0, 1, 1, 1.0]))
+    assert sum(b["tokens"] for b in bins) == len(p)
+
+
+def test_chances_leave_the_spans_unchanged(english):
+    docs = read_corpus(EXAMPLES)
+    plain = process_notes(english, docs)
+    with_chances = process_notes(english, docs, NoteSettings(chances=True))
+    for a, b in zip(plain, with_chances):
+        assert a.document.spans == b.document.spans
+        assert b.chances and all(0.0 <= c.p_phi <= 1.0 for c in b.chances)
+        tagged = [c for c in b.chances if any(s.start <= c.start and c.end <= s.end for s in b.document.spans
+                                              if s.source == "token")]
+        # tokens inside the token CRF's own spans are the ones it believed PHI
+        assert all(c.p_phi > 0.5 for c in tagged)
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    # Run outside the checkout, so the installed package (with its resources) is imported, not ./hybriddeid.
+    return subprocess.run([sys.executable, "-m", "hybriddeid.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or Path(__file__).parent)
+
+
+def test_risk_command(tmp_path):
+    notes, reviewed = tmp_path / "notes", tmp_path / "reviewed"
+    write_documents(list(generate_corpus(6, 3, "test", "en")), notes, "brat")
+    write_documents(list(generate_corpus(8, 4, "test", "en")), reviewed, "brat")
+    (notes / "broken.ann").write_text("")
+    (notes / "broken.txt").write_bytes(b"Seen \xff today.\n")  # not UTF-8
+    out = tmp_path / "out"
+    done = _cli("risk", str(notes), "--reviewed", str(reviewed), "--out", str(out), "--calibration", "platt")
+    assert done.returncode == 1, done.stderr  # the broken file fails alone, the others are estimated
+    assert "broken.txt" in done.stderr and "Seen" not in done.stderr
+    report = json.loads((out / "risk.json").read_text())
+    assert report["reviewed_notes"] == 8 and report["calibration"]["method"] == "platt"
+    assert len(report["notes"]) == 6
+    low, high = report["interval"]
+    assert low <= report["expected_missed"] <= high
+    assert report["per_1000"] == pytest.approx(1000 * report["expected_missed"] / report["tokens"])
+    assert (out / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "expected missed PHI tokens" in done.stdout
+
+
+def test_next_picks_the_most_uncertain_unreviewed_notes(english, tmp_path):
+    from hybriddeid.review_server import build_state
+    from hybriddeid.reviewing import Corrections, ReadNote, most_informative, read_folder
+
+    notes = tmp_path / "notes"
+    write_documents(list(generate_corpus(5, 8, "test", "en")), notes, "text")
+    read, _, _ = read_folder(english, notes)
+    sure = ReadNote(read[0].doc, tuple(TokenChance(c.start, c.end, 0.0) for c in read[0].chances))
+    unsure = ReadNote(read[1].doc, tuple(TokenChance(c.start, c.end, 0.5) for c in read[1].chances))
+    assert [n.name for n in most_informative([sure, unsure], 1)] == [unsure.name]
+    assert unsure.uncertainty() == pytest.approx(len(unsure.chances))  # one bit per token at P = 0.5
+    corrections = Corrections(tmp_path / "corrections", notes)
+    top = max(read, key=ReadNote.uncertainty)
+    corrections.save(top.doc, list(top.doc.spans), "r", True)
+    state = build_state(english, read, corrections, next_count=2)
+    assert len(state.queue) == 2 and top.name not in state.queue
+    assert state.queue == [n.name for n in most_informative([n for n in read if n.name != top.name], 2)]
+    # the reviewed note now calibrates the folder's estimate
+    assert state.risk.reviewed_notes == 1
+    with pytest.raises(ValueError, match="notes' own folder"):
+        Corrections(notes, notes)
