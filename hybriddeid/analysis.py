@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from hybriddeid.document import Document
-from hybriddeid.features.context import LineContext, line_contexts
+from hybriddeid.document import Document, Span
+from hybriddeid.features.context import LineContext, iter_line_contexts, line_contexts
 from hybriddeid.text.tokenize import Token, tokenize
 
 
@@ -41,12 +41,14 @@ class AnalysedNote:
 
     __slots__ = ("doc", "language", "lines", "tokens", "_line_starts", "_token_starts", "_token_ends", "_memo")
 
-    def __init__(self, doc: Document, language: str) -> None:
+    def __init__(self, doc: Document, language: str, contexts: Iterable[LineContext] | None = None) -> None:
+        """``contexts``: the lines' facts when they come from elsewhere (a piece of a long note
+        gets its lines' facts from the whole note: ``analysed_pieces``); else computed here."""
         self.doc = doc
         self.language = language
         text = doc.text
         lines = []
-        for context in line_contexts(text, language):
+        for context in line_contexts(text, language) if contexts is None else contexts:
             tokens = tuple(tokenize(text, context.start, context.end))
             lines.append(AnalysedLine(context, tokens, tuple(tok.text.lower() for tok in tokens)))
         self.lines: tuple[AnalysedLine, ...] = tuple(lines)
@@ -153,6 +155,91 @@ class AnalysedNote:
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A stretch ``text[start:end]`` of a long note, read as a note of its own (so what a note
+    costs is bounded by the piece, not the note); of its spans, those starting in its core
+    ``[core_start, core_end)`` are kept. Consecutive pieces overlap, and their cores meet."""
+
+    start: int
+    end: int
+    core_start: int
+    core_end: int
+
+    def keep(self, spans: Iterable[Span]) -> list[Span]:
+        """The piece's ``spans`` (offsets into the piece) that start in its core, at note offsets."""
+        shift, low, high = self.start, self.core_start - self.start, self.core_end - self.start
+        return [span if shift == 0 else Span(span.start + shift, span.end + shift, span.label, span.source, span.score)
+                for span in spans if low <= span.start < high]
+
+    def inside(self, spans: Sequence[Span]) -> list[Span]:
+        """The note's ``spans`` (sorted) that lie inside the piece, at piece offsets."""
+        first = bisect.bisect_left(spans, self.start, key=lambda span: span.start)
+        last = bisect.bisect_left(spans, self.end, key=lambda span: span.start)
+        shift = self.start
+        return [Span(span.start - shift, span.end - shift, span.label, span.source, span.score)
+                for span in spans[first:last] if span.end <= self.end]
+
+
+def note_pieces(text: str, max_chars: int, overlap: int) -> Iterator[Piece]:
+    """``text`` as pieces of at most ``max_chars`` characters overlapping by about ``overlap``: one
+    piece, the whole text, when it is no longer. Each core edge lies at least ``overlap // 2``
+    characters inside its piece (a span starting in a core and shorter than that is read whole,
+    with that much context on either side). Cuts fall at a line start where one is near, else
+    after a space, else at a fixed length (inside a run of characters without breaks)."""
+    if max_chars <= 2 * overlap:
+        raise ValueError(f"pieces of {max_chars} characters cannot overlap by {overlap}")
+    length = len(text)
+    half = overlap // 2
+    start = core_start = 0
+    while True:
+        end = min(start + max_chars, length)
+        core_end = length if end == length else _piece_cut(text, end - half, max(core_start + 1, end - overlap))
+        yield Piece(start, end, core_start, core_end)
+        if core_end == length:
+            return
+        start = _piece_cut(text, core_end - half, max(core_end - overlap, start + 1))
+        core_start = core_end
+
+
+def _piece_cut(text: str, at: int, lowest: int) -> int:
+    """The cut at or before ``at`` and not below ``lowest``: the last line start there, else the
+    last position after a space, else ``at``."""
+    for mark in ("\n", " "):
+        found = text.rfind(mark, max(lowest - 1, 0), at)
+        if found != -1:
+            return found + 1
+    return at
+
+
+def analysed_pieces(doc: Document, language: str, max_chars: int, overlap: int) -> Iterator[tuple[Piece, AnalysedNote]]:
+    """``doc`` read piece by piece (``note_pieces``): each piece analysed as a note of its own text,
+    its lines keeping the facts they have in the whole note (the section they sit under; a line cut
+    by a piece edge keeps the whole line's facts), so memory is bounded by a piece. One piece at a
+    time is analysed; the previous one can be freed before the next is built."""
+    text = doc.text
+    contexts = iter_line_contexts(text, language)
+    waiting: list[LineContext] = []  # contexts of lines not yet behind the current piece
+    exhausted = False
+    for piece in note_pieces(text, max_chars, overlap):
+        waiting = [context for context in waiting if context.end > piece.start]
+        while not exhausted and (not waiting or waiting[-1].start < piece.end):
+            context = next(contexts, None)
+            if context is None:
+                exhausted = True
+            elif context.end > piece.start:
+                waiting.append(context)
+        shift = piece.start
+        inside = []
+        for context in waiting:
+            if context.start >= piece.end:
+                break
+            start, end = max(context.start, piece.start) - shift, min(context.end, piece.end) - shift
+            inside.append(replace(context, start=start, end=end, key_end=min(max(context.key_end - shift, start), end)))
+        piece_doc = Document(doc.name, text[piece.start:piece.end], meta=doc.meta)
+        yield piece, AnalysedNote(piece_doc, language, inside)
 
 
 def analyse(doc_or_note: Document | AnalysedNote, language: str) -> AnalysedNote:

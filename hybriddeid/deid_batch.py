@@ -35,9 +35,8 @@ from hybriddeid.io._common import changed_settings, fit_file_name, name_problem
 from hybriddeid.processing import NoteSettings, ProcessedNote, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
-from hybriddeid.surrogates.audit import (read_audit, read_audit_run, read_audit_unread, render_audit, render_mapping,
-                                         summarize)
-from hybriddeid.surrogates.deid import DeidOptions, DeidResult, apply_replacements
+from hybriddeid.surrogates.audit import audit_counts, audit_lines, audit_rows, read_audit_run, render_mapping, summarize
+from hybriddeid.surrogates.deid import DeidOptions, DeidResult, matches_replacements
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.patients import PatientMap
 
@@ -137,12 +136,11 @@ class DeidProcessor:
         try:
             if read_audit_run(audit) != self.run_record:  # made with another key or other settings
                 return False
-            rows = read_audit(audit)
             written_text = self.output_text(output, fmt, name)
-            expected = apply_replacements(doc.text, rows)
+            # the audit read row by row and checked as it comes: a 20 MB note's is 200 MB of rows
+            return written_text is not None and matches_replacements(doc.text, written_text, audit_rows(audit))
         except (InputError, ValueError, OSError, KeyError, TypeError):
             return False
-        return written_text is not None and written_text == expected
 
     def output_text(self, output: Path, fmt: str, name: str) -> str | None:
         """The text of note ``name`` in the output file ``output``; None unless it holds that note once."""
@@ -163,8 +161,8 @@ class DeidProcessor:
                 atomic_write_text(mapping_path(self.mapping_dir, doc.name), render_mapping(doc, result.replacements),
                                   mode=0o600)
             atomic_write_text(audit_path(out_dir, doc.name, self.audit_format),
-                              render_audit(doc.name, result.replacements, self.audit_format, self.run_record,
-                                           result.unread_characters))
+                              audit_lines(doc.name, result.replacements, self.audit_format, self.run_record,
+                                          result.unread_characters))
         write_documents([results[out.name][1].document for out in written], out_dir, fmt)
 
     def deidentified(self, docs: Sequence[Document], written: Sequence[Document] | None = None,
@@ -311,15 +309,17 @@ def warn_of_phi_names(inputs: Inputs, language: str) -> int:
 def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult) -> dict[str, Any]:
     """The run's summary (files done, replacements by label and kind), written to audit/summary.json."""
     audits = sorted((out_dir / AUDIT_DIR).glob(f"*.{processor.audit_format}"))
-    rows, unread = [], []
+    counts, unread = [], []
     for path in audits:
         try:
-            rows.append(read_audit(path))
-            unread.append(read_audit_unread(path))
+            note_counts, note_unread = audit_counts(path)  # rows read one at a time, counted, let go
         except (OSError, ValueError):  # an audit left from an old run, unreadable: counted by its output
             continue
+        counts.append(note_counts)
+        unread.append(note_unread)
     summary = {"files": {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed)},
-               **summarize(rows), "unread_characters": sum(unread), "notes_with_unread_text": sum(map(bool, unread))}
+               **summarize(counts), "unread_characters": sum(unread),
+               "notes_with_unread_text": sum(map(bool, unread))}
     if summary["unread_characters"]:
         kept = processor.options.unsupported_script == "keep"
         log.warning("%d notes hold %d characters in scripts the %s models do not read (other alphabets, emoji): %s",

@@ -8,11 +8,10 @@ cuts a longer span of theirs.
 """
 from __future__ import annotations
 
-import bisect
 import re
 from typing import Callable, Iterable, Mapping, Sequence
 
-from hybriddeid.document import Span
+from hybriddeid.document import Span, span_order
 
 DEFAULT_PRECEDENCE = ("rule", "char", "token")
 FALLBACK_SUFFIX = "+fallback"
@@ -33,14 +32,12 @@ def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[st
         key=lambda item: (item[0], -(item[1].end - item[1].start), item[1].start),
     )
     kept: list[Span] = []
-    taken: list[tuple[int, int]] = []  # kept spans' bounds, sorted: overlaps found by bisection, not a scan
-    longest = 0
+    taken = _Taken(max((span.end for _, span in candidates), default=0))
     for _, span in candidates:
-        if not _overlaps(taken, longest, span.start, span.end):
+        if not taken.overlaps(span.start, span.end):
             kept.append(span)
-            bisect.insort(taken, (span.start, span.end))
-            longest = max(longest, span.end - span.start)
-    return sorted(kept)
+            taken.take(span.start, span.end)
+    return sorted(kept, key=span_order)
 
 
 def filter_scores(spans_by_source: Mapping[str, Sequence[Span]], min_score: Mapping[str, float]) -> dict[str, list[Span]]:
@@ -64,21 +61,17 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
         if len(surface) >= min_length and any(ch.isalnum() for ch in surface):
             labels.setdefault(surface, span.label)
     out = list(spans)
-    # Spans by start, to find those overlapping an occurrence without scanning all of them (a
-    # scan made long notes quadratic: every occurrence against every span).
-    taken = sorted((span.start, span.end) for span in out)
-    longest = max((end - start for start, end in taken), default=0)
+    taken = _Taken(len(text), out)
     for surface, label in labels.items():
         start = text.find(surface)
         while start != -1:
             end = start + len(surface)
             whole_word = (start == 0 or not text[start - 1].isalnum()) and (end == len(text) or not text[end].isalnum())
-            if whole_word and not _overlaps(taken, longest, start, end):
+            if whole_word and not taken.overlaps(start, end):
                 out.append(Span(start, end, label, source))
-                bisect.insort(taken, (start, end))
-                longest = max(longest, end - start)
+                taken.take(start, end)
             start = text.find(surface, start + 1)
-    return sorted(out)
+    return sorted(out, key=span_order)
 
 
 def link_name_words(texts: Sequence[str], spans: Sequence[Sequence[Span]], words_of: Callable[[Span, str], Iterable[str]],
@@ -98,28 +91,37 @@ def link_name_words(texts: Sequence[str], spans: Sequence[Sequence[Span]], words
             for word in words_of(span, text[span.start:span.end]):
                 labels.setdefault(word, span.label)
     if not labels:
-        return [sorted(note_spans) for note_spans in spans]
+        return [sorted(note_spans, key=span_order) for note_spans in spans]
     forms = {form: label for word, label in labels.items()
              for form in (word, word.upper(), word[:1].upper() + word[1:].lower()) if not form.islower()}
     pattern = re.compile(rf"(?<![\w'’-])(?:{'|'.join(map(re.escape, sorted(forms, key=len, reverse=True)))})(?![\w'’-])")
     out = []
     for text, note_spans in zip(texts, spans):
         kept = list(note_spans)
-        taken = sorted((span.start, span.end) for span in kept)
-        longest = max((end - start for start, end in taken), default=0)
+        taken = _Taken(len(text), kept)
         for match in pattern.finditer(text):
-            if not _overlaps(taken, longest, match.start(), match.end()):
+            if not taken.overlaps(match.start(), match.end()):
                 kept.append(Span(match.start(), match.end(), forms[match.group()], source))
-                bisect.insort(taken, (match.start(), match.end()))
-                longest = max(longest, match.end() - match.start())
-        out.append(sorted(kept))
+                taken.take(match.start(), match.end())
+        out.append(sorted(kept, key=span_order))
     return out
 
 
-def _overlaps(taken: Sequence[tuple[int, int]], longest: int, start: int, end: int) -> bool:
-    """Whether any of ``taken`` (sorted (start, end) pairs, none longer than ``longest``) overlaps [start, end)."""
-    first = bisect.bisect_right(taken, (start - longest, end))
-    for at in range(first, bisect.bisect_left(taken, (end,))):
-        if taken[at][1] > start:
-            return True
-    return False
+class _Taken:
+    """The characters of a note covered by the spans kept so far, one byte each: whether a stretch
+    overlaps any of them, and taking one, cost the stretch's length. (Sorted bounds with bisection
+    needed an insertion into a list of every span per span taken: quadratic in a 20 MB note's
+    hundreds of thousands of spans.)"""
+
+    __slots__ = ("_covered",)
+
+    def __init__(self, length: int, spans: Iterable[Span] = ()) -> None:
+        self._covered = bytearray(length)
+        for span in spans:
+            self.take(span.start, span.end)
+
+    def overlaps(self, start: int, end: int) -> bool:
+        return self._covered.find(1, start, end) != -1
+
+    def take(self, start: int, end: int) -> None:
+        self._covered[start:end] = b"\x01" * (end - start)

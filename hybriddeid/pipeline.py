@@ -14,16 +14,17 @@ import tempfile
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from functools import lru_cache, partial
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 import tomli_w
 
 from hybriddeid._version import __version__
-from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
@@ -80,6 +81,12 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # marginal P(O) is below this is PHI too, on top of the output above. None (not written to
     # config.toml): no threshold.
     "phi_threshold": None,
+    # A note longer than piece_chars characters is read in pieces of at most that many, overlapping
+    # by piece_overlap (README, *Long notes*): what a note costs is bounded by a piece, and every
+    # component reads a piece as a note. Spans starting in a piece's core are kept, then merged,
+    # propagated and filtered over the whole note. Shorter notes are read whole, as always.
+    "piece_chars": 1_000_000,
+    "piece_overlap": 10_000,
 }
 
 
@@ -132,6 +139,10 @@ def _validate(config: dict[str, Any], origin: str) -> None:
         except ValueError as exc:
             raise ConfigError(f"{origin}: safelist: {exc}") from None
     _validate_focus(config["pipeline"], origin)
+    pieces, overlap = config["pipeline"]["piece_chars"], config["pipeline"]["piece_overlap"]
+    if not (isinstance(pieces, int) and isinstance(overlap, int) and 0 <= overlap and max(10_000, 4 * overlap) <= pieces):
+        raise ConfigError(f"{origin}: piece_chars must be an integer of at least 10000 and at least 4 times "
+                          f"piece_overlap, an integer of at least 0 (got {pieces!r} and {overlap!r})")
     if config["pipeline"]["phi_set"] not in PHI_SETS:
         raise ConfigError(f"{origin}: phi_set must be one of {', '.join(PHI_SETS)}, not {config['pipeline']['phi_set']!r}")
     if config["pipeline"]["phi_threshold"] is not None:
@@ -301,16 +312,40 @@ class Pipeline:
         if not self.components:
             raise RuntimeError("this pipeline has no trained components; call fit() or Pipeline.load()")
 
+    def pieces(self, doc_or_text: AnalysedNote | Document | str) -> Iterator[tuple[Piece, AnalysedNote]]:
+        """The note analysed as the components read it: a note longer than ``piece_chars`` as pieces
+        (``analysis.analysed_pieces``), one at a time; any other, or a note analysed already, whole."""
+        if self._long(doc_or_text):
+            settings = self.config["pipeline"]
+            yield from analysed_pieces(self._as_document(doc_or_text), self.language, settings["piece_chars"],
+                                       settings["piece_overlap"])
+            return
+        note = self.analyse(doc_or_text)
+        yield Piece(0, len(note.text), 0, len(note.text)), note
+
+    def _long(self, doc_or_text: AnalysedNote | Document | str) -> bool:
+        """Whether the note is read in pieces: longer than ``piece_chars`` and not analysed already."""
+        return (not isinstance(doc_or_text, AnalysedNote)
+                and len(self._as_document(doc_or_text).text) > self.config["pipeline"]["piece_chars"])
+
     def predict_by_source(
-        self, doc_or_text: Document | str, precedence: Sequence[str] | None = None
+        self, doc_or_text: AnalysedNote | Document | str, precedence: Sequence[str] | None = None
     ) -> dict[str, list[Span]]:
-        """Each component's own spans, before merging (for ablations and error analysis).
+        """Each component's own spans, before merging (for ablations and error analysis); a long
+        note's read piece by piece (``pieces``) and joined.
 
         With a ``focus`` config the focused component reads only where its focuser is unsure and,
         when the focuser ranks above it in ``precedence`` (default: the config's), not inside the
         focuser's own spans that pass its score floor: the merger would drop what it found there."""
         self._check_ready()
-        note = self.analyse(doc_or_text)
+        joined: dict[str, list[Span]] = {name: [] for name in self.components}
+        for piece, note in self.pieces(doc_or_text):
+            for name, spans in self._note_by_source(note, precedence).items():
+                joined[name].extend(piece.keep(spans))
+        return joined
+
+    def _note_by_source(self, note: AnalysedNote, precedence: Sequence[str] | None) -> dict[str, list[Span]]:
+        """``predict_by_source`` of one analysed note (or piece)."""
         settings = self.config["pipeline"]
         focus = settings["focus"]
         if not focus:
@@ -349,12 +384,21 @@ class Pipeline:
         """Merged PHI spans of a note (character offsets into its text), within ``phi_set`` (default:
         the config's). ``threshold`` (default: the config's ``phi_threshold``, usually none; 0: none)
         also makes PHI every CRF unit whose P(O) is below it (``hybriddeid.operating_point``); the
-        PHI set applies last, to those too."""
-        note = self.analyse(doc_or_text)
+        PHI set applies last, to those too. A long note is read piece by piece (``pieces``)."""
+        doc = doc_or_text.doc if isinstance(doc_or_text, AnalysedNote) else self._as_document(doc_or_text)
         threshold = self.threshold_for(threshold)
-        if threshold is not None:
-            return self.within_phi_set(note.doc, self.read(note, threshold, precedence).spans(threshold), phi_set)
-        return self.combine(note.doc, self.predict_by_source(note, precedence), precedence, phi_set)
+        if threshold is None:
+            return self.combine(doc, self.predict_by_source(doc_or_text, precedence), precedence, phi_set)
+        if not self._long(doc_or_text):
+            return self.within_phi_set(doc, self.read(doc_or_text, threshold, precedence).spans(threshold), phi_set)
+        # A long note is read twice: its spans without a threshold (merged and propagated over the
+        # whole note), then each piece's marginals widen those inside it, as a whole reading would.
+        base = self.combine(doc, self.predict_by_source(doc, precedence), precedence, DEFAULT_PHI_SET)
+        joined: list[Span] = []
+        for piece, note in self.pieces(doc):
+            reading = replace(self.read(note, threshold, precedence), base=piece.inside(base))
+            joined.extend(piece.keep(reading.spans(threshold)))
+        return self.within_phi_set(doc, joined, phi_set)
 
     def link_names(self, docs: Sequence[Document]) -> list[Document]:
         """A patient's notes (with their predicted spans) with each name word found in any of them also

@@ -13,13 +13,15 @@ the over-redaction that hurts a note's clinical value most, without touching rea
 """
 from __future__ import annotations
 
+import bisect
+
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
 import regex
 
-from hybriddeid.document import Span
+from hybriddeid.document import Span, span_order
 from hybriddeid.knowledge.dictionaries import read_entries
 from hybriddeid.languages import language_pack, register_cache
 from hybriddeid.surrogates.language import fold, load_language
@@ -60,13 +62,15 @@ class SafeList:
     def split(self, text: str, spans: Sequence[Span]) -> tuple[list[Span], list[Span]]:
         """(kept, dropped): ``spans`` of ``text`` with the safe ones set apart."""
         phrase_ranges = [m.span() for m in self.phrases.finditer(text)] if self.phrases is not None else []
-        ordered = sorted(spans)
+        ordered = sorted(spans, key=span_order)
         kept, dropped = [], []
+        facts: dict[str, tuple[bool, bool]] = {}  # a long note repeats its surfaces many times
         for i, span in enumerate(ordered):
             surface = text[span.start:span.end]
-            safe = self.is_safe_text(surface) or (
-                not any(c.isdigit() for c in surface)
-                and any(start <= span.start and span.end <= end for start, end in phrase_ranges))
+            if surface not in facts:
+                facts[surface] = (self.is_safe_text(surface), any(c.isdigit() for c in surface))
+            safe_words, has_digit = facts[surface]
+            safe = safe_words or (not has_digit and _inside_one(phrase_ranges, span.start, span.end))
             if safe and not self._protected(text, ordered, i):
                 dropped.append(span)
             else:
@@ -90,3 +94,10 @@ def load_safelist(language: str) -> SafeList:
     """The safe-list of ``language``'s pack, protected by that language's name titles."""
     text = language_pack(language).read_text("safelist")
     return SafeList.from_entries(read_entries(text), load_language(language).titles)
+
+
+def _inside_one(ranges: Sequence[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether [start, end) lies inside one of ``ranges`` (sorted, not overlapping: ``finditer``'s
+    matches), found by bisection (a scan of all of them made long notes quadratic)."""
+    at = bisect.bisect_right(ranges, (start, float("inf"))) - 1
+    return at >= 0 and ranges[at][1] >= end

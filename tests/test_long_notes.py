@@ -3,6 +3,7 @@
 per-file size limit."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import tomli_w
 
 from hybriddeid import Pipeline
 from hybriddeid.analysis import analyse
-from hybriddeid.document import Document
+from hybriddeid.document import Document, Span
 from hybriddeid.io._common import MAX_FILE_MB_ENV
 from hybriddeid.pipeline import ConfigError, build_config, model_folder
 from hybriddeid.synth import generate_corpus
@@ -140,3 +141,42 @@ def test_max_file_mb_sets_the_readers_limit(tmp_path: Path, monkeypatch: pytest.
     assert main(["-q", "deid", str(in_dir), str(tmp_path / "big"), "--max-file-mb", "0.01"]) == 0
     assert (tmp_path / "big" / "a.txt").exists()
     assert main(["-q", "deid", str(in_dir), str(tmp_path / "zero"), "--max-file-mb", "0"]) == 2
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_a_long_audit_is_written_line_by_line_with_every_row(tmp_path: Path, fmt: str) -> None:
+    from dataclasses import asdict
+
+    from hybriddeid.io import atomic_write_text
+    from hybriddeid.surrogates import DeidOptions, deidentify_document
+    from hybriddeid.surrogates.audit import audit_lines, read_audit, read_audit_run, render_audit
+
+    note = "Seen by Dr. Smith on 03/12/2020, call 555-123-4567. " * 1000
+    spans = [Span(m.start(), m.end(), label, "rule") for label, pattern in (("DOCTOR", r"Smith"), ("DATE", r"03/12/2020"))
+             for m in re.finditer(pattern, note)]
+    result = deidentify_document(Document("n", note, tuple(spans)), DeidOptions(mode="tag"))
+    assert len(result.replacements) == 2000
+    path = tmp_path / f"n.{fmt}"
+    atomic_write_text(path, audit_lines("n", result.replacements, fmt, {"settings": "x"}))  # chunks, not one string
+    assert path.read_text(encoding="utf-8") == render_audit("n", result.replacements, fmt, {"settings": "x"})
+    assert path.stat().st_size > 65536  # the CSV writer's buffer was emptied along the way
+    assert read_audit_run(path) == {"settings": "x"}
+    rows = read_audit(path)
+    assert [{key: value for key, value in row.items() if key != "note"} for row in rows] == \
+        [asdict(rep) for rep in result.replacements]  # every field, as the dataclass holds it
+
+
+def test_an_output_is_checked_against_its_audit_row_by_row() -> None:
+    from hybriddeid.surrogates.deid import apply_replacements, matches_replacements
+
+    text = "Seen by Dr. Smith on 03/12/2020 in Boston."
+    rows = [{"start": 12, "end": 17, "replacement": "[NAME]"}, {"start": 21, "end": 31, "replacement": "[DATE]"},
+            {"start": 35, "end": 41, "replacement": "[LOCATION]"}]
+    output = apply_replacements(text, rows)
+    assert output == "Seen by Dr. [NAME] on [DATE] in [LOCATION]."
+    assert matches_replacements(text, output, iter(rows))  # rows as an audit gives them, one at a time
+    assert not matches_replacements(text, output + " ", iter(rows))
+    assert not matches_replacements(text, output.replace("[DATE]", "[DAT3]"), iter(rows))
+    assert not matches_replacements(text, output, iter(rows[:2]))
+    assert not matches_replacements(text, output, iter([rows[1], rows[0], rows[2]]))  # out of order: redone
+    assert matches_replacements(text, text, iter([]))

@@ -380,11 +380,13 @@ class CRFTagger:
                 tag = tags[i]
                 if tag != OUTSIDE:
                     chain.own[base + i - lo] = marginal(tag, i)
-                if need_outside:
-                    p_outside = marginal(OUTSIDE, i)
-                    chain.outside.append(p_outside)
-                    if per_tag_wanted and p_outside < keep_below:
-                        chain.per_tag[base + i - lo] = {name: marginal(name, i) for name in all_tags}
+            if need_outside:  # one column read, not a call per unit (a 20 MB line has millions)
+                outside = marginal.column(OUTSIDE)[lo:hi]
+                chain.outside.extend(outside)
+                if per_tag_wanted:
+                    for offset, p_outside in enumerate(outside):
+                        if p_outside < keep_below:
+                            chain.per_tag[base + offset] = {name: marginal(name, lo + offset) for name in all_tags}
             chain.cut = seq.core[1]
             chain.reaches_cut = seq.units[-1][1] > seq.core[1]
         if chain is not None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Iterator
 
 from hybriddeid.languages import language_pack, register_cache
-from hybriddeid.text.tokenize import lines
+from hybriddeid.text.tokenize import iter_lines
 
 _END_MARKS = frozenset(".?!")
 
@@ -45,10 +46,15 @@ class LineContext:
 def line_contexts(text: str, language: str) -> tuple[LineContext, ...]:
     """Per-line sentence and section facts for ``text`` (``hybriddeid.analysis`` computes them
     once per note for every classifier)."""
+    return tuple(iter_line_contexts(text, language))
+
+
+def iter_line_contexts(text: str, language: str) -> Iterator[LineContext]:
+    """``line_contexts`` one line at a time, for a long note read in pieces: the section a line
+    sits under comes from the lines before it, so the contexts are always computed from the start."""
     headers = section_headers(language)
     section = "none"
-    out: list[LineContext] = []
-    for start, end in lines(text):
+    for start, end in iter_lines(text):
         line = text[start:end]
         header = _header_of(line, headers)
         if header is not None:
@@ -69,5 +75,4 @@ def line_contexts(text: str, language: str) -> tuple[LineContext, ...]:
             feats.append("unbalanced")
         if header is not None:
             feats.append("headerline")
-        out.append(LineContext(start, end, tuple(feats), key_end, key))
-    return tuple(out)
+        yield LineContext(start, end, tuple(feats), key_end, key)

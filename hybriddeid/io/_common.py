@@ -272,14 +272,17 @@ def changed_settings(previous: Mapping[str, Any], settings: Mapping[str, Any]) -
     return sorted(name for name in settings if previous.get(name) != settings[name])
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o666) -> None:
-    """Write ``text`` as UTF-8 to ``path`` so readers see the old file or the new one, never half of one
+def atomic_write_text(path: Path, text: str | Iterable[str], mode: int = 0o666) -> None:
+    """Write ``text`` (a string, or strings written one after another: a long audit is never held
+    whole) as UTF-8 to ``path`` so readers see the old file or the new one, never half of one
     (``atomic_write_bytes``). Newlines are written exactly as they are in ``text``."""
-    atomic_write_bytes(path, text.encode("utf-8"), mode)
+    atomic_write_bytes(path, text.encode("utf-8") if isinstance(text, str) else (part.encode("utf-8") for part in text),
+                       mode)
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o666) -> None:
-    """Write ``data`` to ``path`` so readers see the old file or the new one, never half of one.
+def atomic_write_bytes(path: Path, data: bytes | Iterable[bytes], mode: int = 0o666) -> None:
+    """Write ``data`` (bytes, or byte strings written one after another) to ``path`` so readers see the
+    old file or the new one, never half of one.
 
     The bytes go to a temporary file in the same folder (same file system), created owner-only (0600:
     a temporary file left by a killed run may hold PHI), flushed to disk, given ``mode`` (less the umask;
@@ -291,7 +294,10 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o666) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                handle.writelines(data)
             handle.flush()
             if mode & 0o777 != 0o600:
                 os.fchmod(handle.fileno(), mode & ~_umask() & 0o777)

@@ -9,7 +9,8 @@ import json
 from collections import Counter
 from dataclasses import fields
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from itertools import chain, islice
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from hybriddeid.document import Document
 from hybriddeid.io._common import record_name
@@ -32,61 +33,104 @@ def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jso
     the run's settings) goes first, so that a resumed run can tell each output's key and settings:
     a JSONL line ``{"note", "run"}``, a CSV comment line ``# run: {...}``; with it, when the note holds
     text no model of its language reads, their count (``"unread_characters"``; a CSV comment line)."""
-    rows = [{"note": record_name(note), **rep.to_dict()} for rep in replacements]
+    return "".join(audit_lines(note, replacements, fmt, run, unread_characters))
+
+
+def audit_lines(note: str, replacements: Sequence[Replacement], fmt: str = "jsonl",
+                run: Mapping[str, str] | None = None, unread_characters: int = 0) -> Iterator[str]:
+    """``render_audit``'s text line by line, made as they are written (``io.atomic_write_text`` takes
+    them): a long note's hundreds of thousands of rows are never all held at once."""
+    if fmt not in AUDIT_FORMATS:
+        raise ValueError(f"audit format must be one of {', '.join(AUDIT_FORMATS)}")
+    name = record_name(note)
     unread = {"unread_characters": unread_characters} if unread_characters else {}
     if fmt == "jsonl":
-        head = [{"note": record_name(note), "run": dict(run), **unread}] if run is not None else []
-        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in [*head, *rows])
-    if fmt != "csv":
-        raise ValueError(f"audit format must be one of {', '.join(AUDIT_FORMATS)}")
-    buffer = io.StringIO()
+        if run is not None:
+            yield json.dumps({"note": name, "run": dict(run), **unread}, ensure_ascii=False) + "\n"
+        encode = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps's own, built once, not per row
+        for rep in replacements:
+            yield encode({"note": name, **rep.to_dict()}) + "\n"
+        return
     if run is not None:
-        buffer.write(_CSV_RUN_PREFIX + json.dumps(dict(run), sort_keys=True) + "\n")
+        yield _CSV_RUN_PREFIX + json.dumps(dict(run), sort_keys=True) + "\n"
         if unread:
-            buffer.write(f"{_CSV_UNREAD_PREFIX}{unread_characters}\n")
+            yield f"{_CSV_UNREAD_PREFIX}{unread_characters}\n"
+    buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=AUDIT_FIELDS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
+    for rep in replacements:
+        writer.writerow({"note": name, **rep.to_dict()})
+        if buffer.tell() > 65536:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
 
 
 def read_audit(path: Path) -> list[dict[str, object]]:
     """The replacement rows of an audit file written by ``render_audit`` (format from the extension)."""
-    return _read_audit(path)[1]
+    return list(audit_rows(path))
+
+
+def audit_rows(path: Path) -> Iterator[dict[str, object]]:
+    """``read_audit``'s rows one at a time (a long note's audit is never held whole)."""
+    return islice(_audit_items(path), 1, None)
 
 
 def read_audit_run(path: Path) -> dict[str, object] | None:
     """The run record of an audit file (key fingerprint, settings digest); None if it has none (written
-    before 0.3, or by hand)."""
-    return _read_audit(path)[0]
+    before 0.3, or by hand). Only its head is read."""
+    return _audit_head(path)[0]
 
 
 def read_audit_unread(path: Path) -> int:
     """How many characters of the audited note no model of its language reads (0 when not recorded)."""
-    return _read_audit(path)[2]
+    return _audit_head(path)[1]
 
 
-def _read_audit(path: Path) -> tuple[dict[str, object] | None, list[dict[str, object]], int]:
-    text = Path(path).read_text(encoding="utf-8")
-    run, unread = None, 0
-    if Path(path).suffix == ".csv":
-        if text.startswith(_CSV_RUN_PREFIX):
-            head, _, text = text.partition("\n")
-            run = json.loads(head[len(_CSV_RUN_PREFIX):])
-        if text.startswith(_CSV_UNREAD_PREFIX):
-            head, _, text = text.partition("\n")
-            unread = int(head[len(_CSV_UNREAD_PREFIX):])
-        rows: list[dict[str, object]] = list(csv.DictReader(io.StringIO(text)))
-        for row in rows:
-            for name in _INTEGER_FIELDS:
-                row[name] = int(row[name])
-            row["score"] = float(row["score"])
-        return run, rows, unread
-    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if rows and "run" in rows[0] and "start" not in rows[0]:
-        head = rows.pop(0)
-        run, unread = head["run"], int(head.get("unread_characters", 0))
-    return run, rows, unread
+def audit_counts(path: Path) -> tuple[Counter[tuple[str, str, str]], int]:
+    """(the note's replacements counted by label, category and method; its unread characters), its
+    rows read one at a time: a long note's hundreds of thousands are never all held."""
+    items = _audit_items(path)
+    _, unread = next(items)
+    return Counter((str(row["label"]), str(row["category"]), str(row["method"])) for row in items), unread
+
+
+def _audit_head(path: Path) -> tuple[dict[str, object] | None, int]:
+    items = _audit_items(path)
+    try:
+        return next(items)
+    finally:
+        items.close()
+
+
+def _audit_items(path: Path) -> Iterator[Any]:
+    """An audit file read lazily: first (run record or None, unread characters), then each row."""
+    with Path(path).open(encoding="utf-8") as handle:
+        if Path(path).suffix == ".csv":
+            run, unread, line = None, 0, handle.readline()
+            if line.startswith(_CSV_RUN_PREFIX):
+                run, line = json.loads(line[len(_CSV_RUN_PREFIX):]), handle.readline()
+            if line.startswith(_CSV_UNREAD_PREFIX):
+                unread, line = int(line[len(_CSV_UNREAD_PREFIX):]), handle.readline()
+            yield run, unread
+            for row in csv.DictReader(chain([line], handle)):
+                for name in _INTEGER_FIELDS:
+                    row[name] = int(row[name])
+                row["score"] = float(row["score"])
+                yield row
+            return
+        lines = (line for line in handle if line.strip())
+        first = next(lines, None)
+        row = json.loads(first) if first is not None else None
+        if row is not None and "run" in row and "start" not in row:
+            yield row["run"], int(row.get("unread_characters", 0))
+        else:
+            yield None, 0
+            if row is not None:
+                yield row
+        for line in lines:
+            yield json.loads(line)
 
 
 def render_mapping(doc: Document, replacements: Sequence[Replacement]) -> str:
@@ -98,19 +142,20 @@ def render_mapping(doc: Document, replacements: Sequence[Replacement]) -> str:
     )
 
 
-def summarize(rows_by_note: Iterable[Sequence[dict[str, object]]]) -> dict[str, object]:
-    """Counts over a run's audit rows: notes, spans, per label, per category, per method."""
+def summarize(counts_by_note: Iterable[Counter[tuple[str, str, str]]]) -> dict[str, object]:
+    """Counts over a run's audits: notes, spans, per label, per category, per method, from each note's
+    replacements counted by (label, category, method) (``audit_counts``)."""
     notes = spans = 0
     by_label: Counter[str] = Counter()
     by_category: Counter[str] = Counter()
     by_method: Counter[str] = Counter()
-    for rows in rows_by_note:
+    for counts in counts_by_note:
         notes += 1
-        for row in rows:
-            spans += 1
-            by_label[str(row["label"])] += 1
-            by_category[str(row["category"])] += 1
-            by_method[str(row["method"])] += 1
+        for (label, category, method), count in counts.items():
+            spans += count
+            by_label[label] += count
+            by_category[category] += count
+            by_method[method] += count
     return {
         "notes": notes,
         "spans": spans,

@@ -7,9 +7,9 @@ method, source, score, replacement, never the original value) for the audit.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from datetime import date
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import available_languages, unread_pattern
@@ -68,9 +68,10 @@ class DeidOptions:
             raise ValueError("mask_char must be one visible character")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Replacement:
-    """One replaced span, as the audit records it: no original text."""
+    """One replaced span, as the audit records it: no original text (slots: a 20 MB note has
+    hundreds of thousands)."""
 
     start: int
     end: int
@@ -85,7 +86,11 @@ class Replacement:
     replacement: str
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        # every field is a scalar: read directly (asdict's deep copy made the audit of a long note cost seconds)
+        return {name: getattr(self, name) for name in _REPLACEMENT_FIELDS}
+
+
+_REPLACEMENT_FIELDS = tuple(field.name for field in fields(Replacement))
 
 
 @dataclass(frozen=True)
@@ -195,6 +200,7 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
     pieces: list[str] = []
     replacements: list[Replacement] = []
     out_spans: list[Span] = []
+    tags: dict[str, str] = {}
     cursor = out_length = 0
     unread = [Span(m.start(), m.end(), UNREAD_LABEL, UNREAD_METHOD) for m in unread_pattern(options.language).finditer(doc.text)]
     masked_unread = unread if options.unsupported_script == "mask" else []
@@ -205,7 +211,10 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
         if span.label == UNREAD_LABEL:
             new, method, category, kind = _masked(value, options.mask_char), UNREAD_METHOD, "OTHER", "shape"
         elif options.mode == "tag":
-            new, method = lang.tag_format.format(label=category if options.tag_level == "category" else span.label), "tag"
+            shown = category if options.tag_level == "category" else span.label
+            if shown not in tags:  # one string per tag, not per span (a long note has hundreds of thousands)
+                tags[shown] = lang.tag_format.format(label=shown)
+            new, method = tags[shown], "tag"
         elif options.mode == "mask":
             new, method = _masked(value, options.mask_char), "mask"
         else:
@@ -226,9 +235,35 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
 
 def apply_replacements(text: str, replacements: Iterable[Replacement | dict]) -> str:
     """``text`` with recorded replacements applied (to verify an output against its audit)."""
-    pieces, cursor = [], 0
-    for rec in sorted((r if isinstance(r, dict) else r.to_dict() for r in replacements), key=lambda r: r["start"]):
-        pieces += [text[cursor:rec["start"]], rec["replacement"]]
+    records = sorted((r if isinstance(r, dict) else r.to_dict() for r in replacements), key=lambda r: r["start"])
+    return "".join(_replaced_pieces(text, records))
+
+
+def matches_replacements(text: str, output: str, replacements: Iterable[Replacement | dict]) -> bool:
+    """Whether ``output`` is ``apply_replacements(text, replacements)``, checked piece by piece as the
+    replacements come (an audit read row by row: a long note's is never held whole, nor the text it
+    makes). They must come in order of their start, as audits write them; out of order: False."""
+    at = 0
+    for piece in _replaced_pieces(text, replacements):
+        if piece is None:  # out of order
+            return False
+        if not output.startswith(piece, at):
+            return False
+        at += len(piece)
+    return at == len(output)
+
+
+def _replaced_pieces(text: str, replacements: Iterable[Replacement | dict]) -> Iterator[str | None]:
+    """The kept text and replacements of ``text`` in turn, ``replacements`` taken in the order given;
+    None (and nothing after it) where one starts before the previous one."""
+    cursor = previous = 0
+    for rec in replacements:
+        rec = rec if isinstance(rec, dict) else rec.to_dict()
+        if rec["start"] < previous:
+            yield None
+            return
+        previous = rec["start"]
+        yield text[cursor:rec["start"]]
+        yield rec["replacement"]
         cursor = rec["end"]
-    pieces.append(text[cursor:])
-    return "".join(pieces)
+    yield text[cursor:]

@@ -27,6 +27,7 @@ KINDS = frozenset({
 })
 
 
+@lru_cache(maxsize=1 << 16)  # names and safe words recur: a long note folds the same words many times
 def fold(text: str) -> str:
     """Case- and accent-insensitive form of ``text`` with runs of whitespace made one space."""
     decomposed = unicodedata.normalize("NFKD", text.casefold())
@@ -193,16 +194,21 @@ class KindTable:
 
     def category(self, label: str) -> str:
         """The label's parent category in the first bundled taxonomy that knows it (else the label)."""
-        for name in BUNDLED_TAXONOMIES:
-            taxonomy = load_taxonomy(name)
-            if taxonomy.knows(label):
-                return taxonomy.category(label)
-        return label
+        return _bundled_category(label)
 
     def kind(self, label: str) -> str:
         if label in self.by_label:
             return self.by_label[label]
         return self.by_category.get(self.category(label), self.fallback)
+
+
+@lru_cache(maxsize=4096)  # asked once per replaced span: a long note has hundreds of thousands
+def _bundled_category(label: str) -> str:
+    for name in BUNDLED_TAXONOMIES:
+        taxonomy = load_taxonomy(name)
+        if taxonomy.knows(label):
+            return taxonomy.category(label)
+    return label
 
 
 @lru_cache(maxsize=None)

@@ -6,6 +6,7 @@ boundaries inside glued strings ("NºCol:28", "28016Madrid") still fall on token
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import regex
 
@@ -27,4 +28,9 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> list[Token]:
 
 def lines(text: str) -> list[tuple[int, int]]:
     """(start, end) of every non-empty line; the CRFs treat a line as one sequence, as the paper does."""
-    return [(m.start(), m.end()) for m in LINE_PATTERN.finditer(text)]
+    return list(iter_lines(text))
+
+
+def iter_lines(text: str) -> Iterator[tuple[int, int]]:
+    """``lines`` one at a time (a long note's lines need not all be held)."""
+    return (m.span() for m in LINE_PATTERN.finditer(text))
