@@ -2,11 +2,28 @@
 
 Emissions are ``[batch, time, tags]``; ``mask`` marks the real positions of each sequence, which
 must be a prefix (left-aligned padding). Computed in float32 even under mixed precision.
+
+Every recursion steps over positions with a few tensor operations over the whole batch, and all
+that does not depend on the previous step (exponentials of the emissions, masks, sums of logs,
+gathering each sequence's last step, backtracking the Viterbi path) is done for all positions at
+once, outside the loop:
+
+- the forward and backward algorithms run in scaled probability space: one ``[B, K] x [K, K]``
+  product per step, each step's vector renormalised to sum 1 and the logs of the scales summed
+  after the loop (no log-sum-exp per step);
+- Viterbi stays in log space (exact max-plus, so its paths are those of the plain recursion) and
+  runs every sequence to the batch's width; each sequence's final scores are read at its own
+  last position, and the back-pointers are followed on the host in one pass over positions for
+  the whole batch;
+- marginals come from that forward-backward pass, without autograd.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
+
+_TINY = 1e-30  # floor of exp(transition - max transition): a transition 69 nats below the best counts as that
 
 
 class CRF(nn.Module):
@@ -19,14 +36,42 @@ class CRF(nn.Module):
         self.start = nn.Parameter(torch.zeros(num_tags))
         self.end = nn.Parameter(torch.zeros(num_tags))
 
+    def _scaled(self, emissions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """exp of the emissions and transitions, each shifted by its maximum (per position, and once),
+        with those shifts: ``(probabilities [B, T, K], shifts [B, T], exp transitions [K, K], shift)``."""
+        shift = emissions.detach().amax(dim=2)
+        probabilities = (emissions - shift.unsqueeze(2)).exp()
+        transition_shift = self.transitions.detach().max()
+        transitions = (self.transitions - transition_shift).exp().clamp_min(_TINY)
+        return probabilities, shift, transitions, transition_shift
+
+    def _forward(self, emissions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Scaled forward vectors ``[B, T, K]`` (each sums to 1), the log of each step's scale
+        including its shifts ``[B, T]``, and the exp transitions."""
+        probabilities, shift, transitions, transition_shift = self._scaled(emissions)
+        start_shift = self.start.detach().max()
+        alpha = (self.start - start_shift).exp() * probabilities[:, 0]
+        total = alpha.sum(1, keepdim=True)
+        alpha = alpha / total
+        alphas, totals = [alpha], [total]
+        for t in range(1, emissions.size(1)):
+            alpha = (alpha @ transitions) * probabilities[:, t]
+            total = alpha.sum(1, keepdim=True)
+            alpha = alpha / total
+            alphas.append(alpha)
+            totals.append(total)
+        log_scales = torch.cat(totals, dim=1).log() + shift
+        log_scales = log_scales + torch.cat([start_shift.view(1, 1), transition_shift.expand(1, emissions.size(1) - 1)],
+                                            dim=1)
+        return torch.stack(alphas, dim=1), log_scales, transitions
+
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """log Z of each sequence by the forward algorithm: ``[batch]``."""
         emissions = emissions.float()
-        alpha = self.start + emissions[:, 0]
-        for t in range(1, emissions.size(1)):
-            step = torch.logsumexp(alpha.unsqueeze(2) + self.transitions, dim=1) + emissions[:, t]
-            alpha = torch.where(mask[:, t].unsqueeze(1), step, alpha)
-        return torch.logsumexp(alpha + self.end, dim=1)
+        alphas, log_scales, _ = self._forward(emissions)
+        last = (mask.long().sum(1) - 1).clamp(min=0)
+        final = alphas[torch.arange(alphas.size(0), device=alphas.device), last]  # [B, K] at each sequence's end
+        return (log_scales * mask).sum(1) + torch.logsumexp(final.clamp_min(_TINY).log() + self.end, dim=1)
 
     def path_score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Unnormalised score of the given tag paths: ``[batch]``."""
@@ -43,31 +88,55 @@ class CRF(nn.Module):
         """Training loss: the summed negative log-likelihood of the gold paths."""
         return (self.log_partition(emissions, mask) - self.path_score(emissions, tags, mask)).sum()
 
+    @torch.no_grad()
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """P(tag at t) for every position: the gradient of log Z with respect to the emissions."""
-        with torch.enable_grad():
-            leaf = emissions.detach().float().requires_grad_(True)
-            (gradient,) = torch.autograd.grad(self.log_partition(leaf, mask).sum(), leaf)
-        return gradient * mask.unsqueeze(2)
+        """P(tag at t) for every position (forward-backward, scaled): ``[B, T, K]``, zeros on padding."""
+        emissions = emissions.float()
+        alphas, _, transitions = self._forward(emissions)
+        probabilities, _, _, _ = self._scaled(emissions)
+        end = (self.end - self.end.max()).exp().expand(emissions.size(0), -1)
+        beta = end
+        betas = [beta]
+        backward = transitions.t()
+        for t in range(emissions.size(1) - 2, -1, -1):
+            step = (probabilities[:, t + 1] * beta) @ backward
+            step = step / step.sum(1, keepdim=True)
+            beta = torch.where(mask[:, t + 1].unsqueeze(1), step, end)  # a sequence ending at t starts here
+            betas.append(beta)
+        product = alphas * torch.stack(betas[::-1], dim=1)
+        product = product / product.sum(2, keepdim=True).clamp_min(_TINY)
+        return product * mask.unsqueeze(2)
+
+    @torch.no_grad()
+    def best_paths(self, emissions: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
+        """The best tag path of each sequence (Viterbi) as ``[B, T]`` tag ids; positions past a
+        sequence's length hold nothing meaningful."""
+        emissions = emissions.float()
+        batch, width, _ = emissions.shape
+        score = self.start + emissions[:, 0]
+        scores, pointers = [score], []
+        for t in range(1, width):
+            best, pointer = (score.unsqueeze(2) + self.transitions).max(dim=1)  # over the previous tag
+            score = best + emissions[:, t]
+            scores.append(score)
+            pointers.append(pointer)
+        rows = torch.arange(batch, device=emissions.device)
+        last = mask.long().sum(1) - 1
+        last_tags = (torch.stack(scores, dim=1)[rows, last] + self.end).argmax(dim=1)
+        # Back-pointers on the host: one pass over positions, the whole batch at each.
+        table = torch.stack(pointers, dim=1).cpu().numpy() if pointers else np.zeros((batch, 0, 0), np.int64)
+        ends, last_tags = last.cpu().numpy(), last_tags.cpu().numpy()
+        paths = np.zeros((batch, width), dtype=np.int64)
+        index = np.arange(batch)
+        tag = last_tags.copy()
+        for t in range(width - 1, -1, -1):
+            tag = np.where(ends == t, last_tags, tag)  # a sequence's path starts at its own end
+            paths[:, t] = tag
+            if t:
+                tag = table[index, t - 1, tag]
+        return paths
 
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
         """The best tag path of each sequence (Viterbi), cut to its length."""
-        emissions = emissions.float()
-        lengths = mask.long().sum(1).tolist()
-        score = self.start + emissions[:, 0]
-        backpointers = []
-        for t in range(1, emissions.size(1)):
-            candidates = score.unsqueeze(2) + self.transitions  # [batch, from, to]
-            best, pointer = candidates.max(dim=1)
-            score = torch.where(mask[:, t].unsqueeze(1), best + emissions[:, t], score)
-            backpointers.append(pointer)
-        last_tags = (score + self.end).argmax(dim=1).tolist()
-        table = torch.stack(backpointers, dim=1).tolist() if backpointers else [[] for _ in lengths]  # [batch][t-1][to]
-        paths = []
-        for pointers, tag, length in zip(table, last_tags, lengths):
-            path = [tag]
-            for t in range(length - 1, 0, -1):
-                tag = pointers[t - 1][tag]
-                path.append(tag)
-            paths.append(path[::-1])
-        return paths
+        paths = self.best_paths(emissions, mask)
+        return [row[:length].tolist() for row, length in zip(paths, mask.long().sum(1).tolist())]

@@ -235,19 +235,19 @@ class TaggerModel(nn.Module):
         return nn.functional.cross_entropy(emissions[batch.mask].float(), batch.tags[batch.mask])
 
     def tag(self, batch: Batch) -> list[tuple[list[int], list[float]]]:
-        """Each note's best tags and each tag's probability (CRF marginal or softmax)."""
+        """Each note's best tags and each tag's probability (CRF marginal or softmax), computed for
+        the whole batch at once and copied to the host once."""
         emissions = self.emissions(batch)
         if self.crf is not None:
-            paths = self.crf.decode(emissions, batch.mask)
+            paths = torch.from_numpy(self.crf.best_paths(emissions, batch.mask)).to(emissions.device)
             probabilities = self.crf.marginals(emissions, batch.mask)
         else:
             probabilities = torch.softmax(emissions.float(), dim=-1)
-            paths = [row[:length] for row, length in zip(probabilities.argmax(-1).tolist(), batch.lengths.tolist())]
-        results = []
-        for b, path in enumerate(paths):
-            index = torch.tensor(path, device=probabilities.device).unsqueeze(1)
-            results.append((path, probabilities[b, : len(path)].gather(1, index).squeeze(1).tolist()))
-        return results
+            paths = probabilities.argmax(-1)
+        chosen = probabilities.gather(2, paths.unsqueeze(2)).squeeze(2)
+        lengths = batch.lengths.tolist()
+        return [(path[:length], scores[:length])
+                for path, scores, length in zip(paths.tolist(), chosen.tolist(), lengths)]
 
 
 class BiRNNTagger(TaggerModel):
