@@ -73,6 +73,9 @@ def test_crf_layer_matches_brute_force_on_padded_batches(device):
     mask = torch.arange(4).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
     crf, emissions, mask = crf.to(device), emissions.to(device), mask.to(device)
     log_z = crf.log_partition(emissions, mask)
+    crf.scan = "tree"
+    assert torch.allclose(crf.log_partition(emissions, mask), log_z, atol=1e-5)
+    crf.scan = "auto"
     paths = crf.decode(emissions, mask)
     marginals = crf.marginals(emissions, mask)
     tags = torch.randint(0, 3, (3, 4), device=device)
@@ -308,9 +311,14 @@ def test_vectorised_crf_matches_the_plain_recursions_on_long_padded_batches(devi
     (gradient,) = torch.autograd.grad(expected.sum(), leaf)
     assert torch.allclose(new_z.double(), expected.detach(), rtol=1e-6, atol=1e-3)
     assert torch.allclose(new_marginals.double(), gradient * mask.unsqueeze(2), atol=1e-5)
-    leaf_new = emissions.clone().requires_grad_(True)  # and its gradient (training) is the exact one
-    (new_gradient,) = torch.autograd.grad(crf.log_partition(leaf_new, mask).sum(), leaf_new)
-    assert torch.allclose(new_gradient.double(), gradient, atol=1e-5)
+    for scan in ("steps", "tree"):  # either way of taking log Z, and its gradient (training), is the exact one
+        crf.scan = scan
+        leaf_new = emissions.to(device).requires_grad_(True)
+        log_z = crf.to(device).log_partition(leaf_new, mask.to(device))
+        (new_gradient,) = torch.autograd.grad(log_z.sum(), leaf_new)
+        crf.cpu()
+        assert torch.allclose(log_z.detach().cpu().double(), expected.detach(), rtol=1e-6, atol=1e-3), scan
+        assert torch.allclose(new_gradient.cpu().double(), gradient, atol=1e-5), scan
 
 
 def test_batches_by_tokens_keep_lengths_together_within_the_budget():

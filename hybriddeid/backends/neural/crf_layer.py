@@ -16,22 +16,44 @@ once, outside the loop:
   last position, and the back-pointers are followed on the host in one pass over positions for
   the whole batch;
 - marginals come from that forward-backward pass, without autograd.
+
+For training on a GPU, where each of those small steps costs a kernel launch, ``log Z`` can instead
+be taken by a tree (``scan = "tree"``, the default on CUDA): the per-position transfer matrices are
+multiplied pairwise, halving their number at each level, so a note of T positions costs log2(T)
+batched matrix products (T K^3 work instead of T K^2, which the CPU pays for, so it keeps the steps).
 """
 from __future__ import annotations
+
+import functools
+from typing import Callable, TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
 _TINY = 1e-30  # floor of exp(transition - max transition): a transition 69 nats below the best counts as that
+SCANS = ("auto", "steps", "tree")
+F = TypeVar("F", bound=Callable)
+
+
+def full_precision(method: F) -> F:
+    """Run a CRF method with autocast off: its sums and products of probabilities need float32."""
+    @functools.wraps(method)
+    def wrapped(self: "CRF", emissions: torch.Tensor, *args, **kwargs):
+        with torch.autocast(emissions.device.type, enabled=False):
+            return method(self, emissions.float(), *args, **kwargs)
+    return wrapped  # type: ignore[return-value]
 
 
 class CRF(nn.Module):
     """Transition scores between tags, plus start and end scores, learned jointly with the encoder."""
 
-    def __init__(self, num_tags: int) -> None:
+    def __init__(self, num_tags: int, scan: str = "auto") -> None:
         super().__init__()
+        if scan not in SCANS:
+            raise ValueError(f"scan must be one of {list(SCANS)}, not {scan!r}")
         self.num_tags = num_tags
+        self.scan = scan  # how log Z is taken: "steps", "tree", or "auto" (the tree on CUDA)
         self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))  # [from, to]
         self.start = nn.Parameter(torch.zeros(num_tags))
         self.end = nn.Parameter(torch.zeros(num_tags))
@@ -65,17 +87,43 @@ class CRF(nn.Module):
                                             dim=1)
         return torch.stack(alphas, dim=1), log_scales, transitions
 
+    @full_precision
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """log Z of each sequence by the forward algorithm: ``[batch]``."""
-        emissions = emissions.float()
+        if self.scan == "tree" or (self.scan == "auto" and emissions.device.type == "cuda"):
+            return self._log_partition_tree(emissions, mask)
         alphas, log_scales, _ = self._forward(emissions)
         last = (mask.long().sum(1) - 1).clamp(min=0)
         final = alphas[torch.arange(alphas.size(0), device=alphas.device), last]  # [B, K] at each sequence's end
         return (log_scales * mask).sum(1) + torch.logsumexp(final.clamp_min(_TINY).log() + self.end, dim=1)
 
+    def _log_partition_tree(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log Z by multiplying the transfer matrices M_t = exp(transitions) * exp(emissions_t)
+        pairwise (identity past a sequence's end), each product rescaled by its largest entry."""
+        probabilities, shift, transitions, transition_shift = self._scaled(emissions)
+        batch, width, tags = probabilities.shape
+        start_shift = self.start.detach().max()
+        first = (self.start - start_shift).exp() * probabilities[:, 0]  # [B, K]
+        log_scale = start_shift + (shift * mask).sum(1) + transition_shift * (mask[:, 1:].sum(1))
+        if width > 1:
+            steps = transitions * probabilities[:, 1:].unsqueeze(2)  # [B, T-1, from, to]
+            eye = torch.eye(tags, device=emissions.device, dtype=steps.dtype)
+            steps = torch.where(mask[:, 1:, None, None], steps, eye)
+            while steps.size(1) > 1:
+                if steps.size(1) % 2:
+                    steps = torch.cat([steps, eye.expand(batch, 1, tags, tags)], dim=1)
+                steps = steps[:, 0::2] @ steps[:, 1::2]
+                peak = steps.detach().amax(dim=(2, 3), keepdim=True).clamp_min(_TINY)
+                steps = steps / peak
+                log_scale = log_scale + peak.log().sum((1, 2, 3))
+            first = (first.unsqueeze(1) @ steps[:, 0]).squeeze(1)
+        end_shift = self.end.detach().max()
+        final = (first * (self.end - end_shift).exp()).sum(1)
+        return log_scale + end_shift + final.clamp_min(_TINY).log()
+
+    @full_precision
     def path_score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Unnormalised score of the given tag paths: ``[batch]``."""
-        emissions = emissions.float()
         mask_f = mask.float()
         emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)
         score = self.start[tags[:, 0]] + (emitted * mask_f).sum(1)
@@ -89,9 +137,9 @@ class CRF(nn.Module):
         return (self.log_partition(emissions, mask) - self.path_score(emissions, tags, mask)).sum()
 
     @torch.no_grad()
+    @full_precision
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """P(tag at t) for every position (forward-backward, scaled): ``[B, T, K]``, zeros on padding."""
-        emissions = emissions.float()
         alphas, _, transitions = self._forward(emissions)
         probabilities, _, _, _ = self._scaled(emissions)
         end = (self.end - self.end.max()).exp().expand(emissions.size(0), -1)
@@ -108,10 +156,10 @@ class CRF(nn.Module):
         return product * mask.unsqueeze(2)
 
     @torch.no_grad()
+    @full_precision
     def best_paths(self, emissions: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
         """The best tag path of each sequence (Viterbi) as ``[B, T]`` tag ids; positions past a
         sequence's length hold nothing meaningful."""
-        emissions = emissions.float()
         batch, width, _ = emissions.shape
         score = self.start + emissions[:, 0]
         scores, pointers = [score], []

@@ -54,6 +54,7 @@ CHOICES = {
     "rnn": ("auto", "gru", "lstm"),
     "char_encoder": ("auto", "cnn", "rnn", "none"),
     "optimizer": ("auto", "adam", "rmsprop", "sgd"),
+    "crf_scan": ("auto", "steps", "tree"),
 }
 
 
@@ -64,6 +65,9 @@ class NeuralSettings:
     architecture: str = "bigru"
     scheme: str = "BIO"
     output: str = "auto"  # "crf" (own torch CRF layer) or "softmax"
+    # How the CRF output takes log Z in training: "steps" (one small product per position, cheapest on
+    # a CPU), "tree" (log2(T) batched products, for a GPU), "auto" (the tree on CUDA). Same value.
+    crf_scan: str = "auto"
     rnn: str = "auto"  # "gru" or "lstm"
     # Token representation.
     word_dim: int = 100  # TS-GRU paper: 150; CEDI: 100; Elman/Jordan (001 Table 4): 100 random, 80 RNNLM, 300 CBOW
