@@ -589,7 +589,7 @@ def _risk(args: argparse.Namespace) -> int:
     from hybriddeid.risk import plot_reliability
 
     settings = NoteSettings(phi_set=args.phi_set)
-    pipeline = load_model(args.model)
+    pipeline = load_model(args.model, device=args.device)
     notes, _, failed = read_folder(pipeline, args.notes_dir, settings, args.encoding)
     if not notes:
         log.error("%s: no notes could be read", args.notes_dir)
@@ -631,7 +631,7 @@ def _review(args: argparse.Namespace) -> int:
         return 2
     corrections_dir = args.corrections or args.notes_dir.with_name(args.notes_dir.name + "-corrections")
     corrections = Corrections(corrections_dir, args.notes_dir)
-    pipeline = load_model(args.model)
+    pipeline = load_model(args.model, device=args.device)
     notes, _, failed = read_folder(pipeline, args.notes_dir, NoteSettings(phi_set=args.phi_set), args.encoding)
     if not notes:
         log.error("%s: no notes could be read", args.notes_dir)
@@ -982,6 +982,7 @@ def build_parser() -> argparse.ArgumentParser:
     risk.add_argument("--json", action="store_true", help="print the estimate as JSON")
     _add_phi_set(risk, "count only this PHI set's spans as found (default: the model's setting)")
     _add_encoding(risk)
+    _add_device(risk)
     risk.set_defaults(run=_risk)
 
     review = sub.add_parser("review", help="review and correct a model's spans in a local web page "
@@ -999,6 +1000,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how reviewed notes calibrate the risk estimate (default isotonic)")
     _add_phi_set(review, "show only this PHI set's spans (default: the model's setting)")
     _add_encoding(review)
+    _add_device(review)
     review.set_defaults(run=_review)
 
     report = sub.add_parser("report", help="write one static HTML file summarising a deid or annotate run")
