@@ -34,13 +34,14 @@ fi
 
 OUT="${OUT:-/tmp/neural-gpu-out}"
 mkdir -p "$OUT"
-if ls .gpu/whl/*.whl >/dev/null 2>&1; then  # the GPU image has torch, numpy, regex and tqdm already
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/neural-gpu-site \
-        .gpu/whl/*.whl
-    export PYTHONPATH="$PWD:/tmp/neural-gpu-site${PYTHONPATH:+:$PYTHONPATH}"
-else
-    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-fi
+# hybriddeid itself is installed (its components are found through entry points) beside the wheels of
+# what the GPU image lacks (it has torch, numpy, regex and tqdm); offline, with the image's setuptools.
+SITE=/tmp/neural-gpu-site
+rm -rf "$SITE"
+WHEELS=(); ls .gpu/whl/*.whl >/dev/null 2>&1 && WHEELS=(.gpu/whl/*.whl)
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --target "$SITE" \
+    . "${WHEELS[@]}"
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 DATA=.gpu/meddocan; [ -d "$DATA" ] || DATA=../shared/corpora/meddocan
 CLUSTERS=(); [ -d .gpu/clusters ] && CLUSTERS=(--clusters .gpu/clusters)
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
