@@ -311,6 +311,10 @@ def test_vectorised_crf_matches_the_plain_recursions_on_long_padded_batches(devi
     (gradient,) = torch.autograd.grad(expected.sum(), leaf)
     assert torch.allclose(new_z.double(), expected.detach(), rtol=1e-6, atol=1e-3)
     assert torch.allclose(new_marginals.double(), gradient * mask.unsqueeze(2), atol=1e-5)
+    crf.scan = "tree"  # marginals as the tree's gradient
+    assert torch.allclose(crf.to(device).marginals(emissions.to(device), mask.to(device)).cpu().double(),
+                          gradient * mask.unsqueeze(2), atol=1e-5)
+    crf.cpu()
     for scan in ("steps", "tree"):  # either way of taking log Z, and its gradient (training), is the exact one
         crf.scan = scan
         leaf_new = emissions.to(device).requires_grad_(True)

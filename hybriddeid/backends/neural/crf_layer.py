@@ -17,8 +17,8 @@ once, outside the loop:
   the whole batch;
 - marginals come from that forward-backward pass, without autograd.
 
-For training on a GPU, where each of those small steps costs a kernel launch, ``log Z`` can instead
-be taken by a tree (``scan = "tree"``, the default on CUDA): the per-position transfer matrices are
+On a GPU, where each of those small steps costs a kernel launch, ``log Z`` (training) and the
+marginals (its gradient, tagging) can instead be taken by a tree (``scan = "tree"``, the default on CUDA): the per-position transfer matrices are
 multiplied pairwise, halving their number at each level, so a note of T positions costs log2(T)
 batched matrix products (T K^3 work instead of T K^2, which the CPU pays for, so it keeps the steps).
 """
@@ -90,7 +90,7 @@ class CRF(nn.Module):
     @full_precision
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """log Z of each sequence by the forward algorithm: ``[batch]``."""
-        if self.scan == "tree" or (self.scan == "auto" and emissions.device.type == "cuda"):
+        if self._tree(emissions):
             return self._log_partition_tree(emissions, mask)
         alphas, log_scales, _ = self._forward(emissions)
         last = (mask.long().sum(1) - 1).clamp(min=0)
@@ -136,10 +136,19 @@ class CRF(nn.Module):
         """Training loss: the summed negative log-likelihood of the gold paths."""
         return (self.log_partition(emissions, mask) - self.path_score(emissions, tags, mask)).sum()
 
+    def _tree(self, emissions: torch.Tensor) -> bool:
+        return self.scan == "tree" or (self.scan == "auto" and emissions.device.type == "cuda")
+
     @torch.no_grad()
     @full_precision
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """P(tag at t) for every position (forward-backward, scaled): ``[B, T, K]``, zeros on padding."""
+        """P(tag at t) for every position: ``[B, T, K]``, zeros on padding. By the scaled
+        forward-backward pass, or with the tree as the gradient of its log Z (few launches on a GPU)."""
+        if self._tree(emissions):
+            with torch.enable_grad():
+                leaf = emissions.detach().requires_grad_(True)
+                (gradient,) = torch.autograd.grad(self._log_partition_tree(leaf, mask).sum(), leaf)
+            return gradient * mask.unsqueeze(2)
         alphas, _, transitions = self._forward(emissions)
         probabilities, _, _, _ = self._scaled(emissions)
         end = (self.end - self.end.max()).exp().expand(emissions.size(0), -1)
@@ -171,8 +180,10 @@ class CRF(nn.Module):
         rows = torch.arange(batch, device=emissions.device)
         last = mask.long().sum(1) - 1
         last_tags = (torch.stack(scores, dim=1)[rows, last] + self.end).argmax(dim=1)
-        # Back-pointers on the host: one pass over positions, the whole batch at each.
-        table = torch.stack(pointers, dim=1).cpu().numpy() if pointers else np.zeros((batch, 0, 0), np.int64)
+        # Back-pointers on the host (as int16: a quarter of the copy from a GPU): one pass over
+        # positions, the whole batch at each.
+        table = (torch.stack(pointers, dim=1).to(torch.int16).cpu().numpy() if pointers
+                 else np.zeros((batch, 0, 0), np.int16))
         ends, last_tags = last.cpu().numpy(), last_tags.cpu().numpy()
         paths = np.zeros((batch, width), dtype=np.int64)
         index = np.arange(batch)
@@ -181,7 +192,7 @@ class CRF(nn.Module):
             tag = np.where(ends == t, last_tags, tag)  # a sequence's path starts at its own end
             paths[:, t] = tag
             if t:
-                tag = table[index, t - 1, tag]
+                tag = table[index, t - 1, tag].astype(np.int64)
         return paths
 
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:

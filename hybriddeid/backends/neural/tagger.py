@@ -203,7 +203,8 @@ class NeuralTagger:
                 if torch.cuda._is_in_bad_fork():
                     raise DeviceError("CUDA was started in the process this worker was forked from, and cannot be "
                                       "used after a fork; load the model without tagging before the workers start")
-                torch.cuda.set_device(self.device_)
+                if self.device_.index is not None:
+                    torch.cuda.set_device(self.device_.index)
             self.model_.to(self.device_)
             self._ready_in = pid
         return self.device_
