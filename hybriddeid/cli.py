@@ -471,7 +471,7 @@ def _serve(args: argparse.Namespace) -> int:
     if not len(keys):
         log.warning("%s: no live API keys, so every /v1 request is refused; add one with: hybriddeid serve keys "
                     "add NAME --api-keys %s", keys.path, keys.path)
-    pipeline = load_model(args.model, args.engine)  # once: the workers are forked from this process
+    pipeline = load_model(args.model, args.engine, args.device)  # once: the workers are forked from this process
     warm_up(pipeline)
     settings = WorkSettings(args.max_note_chars, args.max_notes, options)
     pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, args.max_waiting)
@@ -742,6 +742,7 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ssl-certfile", type=Path, help="serve HTTPS with this certificate (PEM)")
     parser.add_argument("--ssl-keyfile", type=Path, help="the certificate's private key (PEM)")
     parser.add_argument("--engine", choices=("fast", "crfsuite"), help="how the CRFs tag (default: the model's config)")
+    _add_device(parser)
     _add_replacement_options(parser)
 
 
