@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from hybriddeid.classifiers.base import ComponentError
 from hybriddeid.document import Document
 from hybriddeid.io import InputError, Inputs, output_path, remove_temp_files, scan_inputs, write_documents
 from hybriddeid.io._common import shown_path
@@ -288,11 +289,12 @@ class AnnotateProcessor:
     settings: NoteSettings = NoteSettings()
     pipeline: Any = field(default=None, repr=False)
     engine: str | None = None  # how the CRFs tag ("fast", "crfsuite"); None: the model's config
+    device: str | None = None  # where neural components run ("auto", "cpu", "cuda[:N]"); None: the model's config
     needs_spans = False  # the model's spans replace the inputs' own
 
     def setup(self) -> None:
         if self.pipeline is None:
-            self.pipeline = load_model(self.model, self.engine)
+            self.pipeline = load_model(self.model, self.engine, self.device)
 
     def unit_key(self, path: Path, doc: Document) -> str:
         return str(path)
@@ -334,11 +336,13 @@ class BatchResult:
 def describe_error(exc: BaseException) -> str:
     """A one-line description of a failure that never quotes note text.
 
-    Messages of our own ``InputError`` are written to be safe; any other exception may carry PHI in
+    Messages of our own ``InputError`` and ``ComponentError`` are written to be safe; any other exception may carry PHI in
     its message (a ``KeyError`` of a name, a ``ValueError`` quoting a date), so only its type is told.
     """
     if isinstance(exc, InputError):
         return exc.problem
+    if isinstance(exc, ComponentError):  # written to be shown (e.g. the neural tagger's device)
+        return f"{type(exc).__name__}: {exc}"
     if isinstance(exc, MemoryError):
         return "out of memory (raise --memory-limit-mb if the note is legitimately large)"
     if isinstance(exc, OSError) and exc.strerror:  # file names and the system's words only

@@ -77,7 +77,7 @@ def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline 
     if args.recall_target is None:
         return None, None
     sweep = Sweep.load(args.sweep_file)
-    pipeline = load_model(args.model, args.engine)
+    pipeline = load_model(args.model, args.engine, args.device)
     sweep.check_model(pipeline, args.model)
     threshold = sweep.threshold_for(args.recall_target)  # warns when the point costs too much precision
     log.info("recall target %s: threshold %s, from %s", shown_probability(args.recall_target),
@@ -99,7 +99,7 @@ def _annotate(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 2
     # The model is loaded once: by this process (jobs 1) or by each worker, unless loaded above already.
-    processor = AnnotateProcessor(args.model, args.format, settings, pipeline, engine=args.engine)
+    processor = AnnotateProcessor(args.model, args.format, settings, pipeline, engine=args.engine, device=args.device)
     result = run_batch(args.in_dir, args.out_dir, processor, in_format=args.input_format, overwrite=args.overwrite,
                        progress=_progress(args), jobs=args.jobs, limits=args.limits, encoding=args.encoding,
                        follow_symlinks=args.follow_symlinks)
@@ -189,7 +189,7 @@ def _sweep(args: argparse.Namespace) -> int:
         log.error("%s: no documents found", args.gold_dir)
         return 2
     model = args.model or "default"
-    sweep = run_sweep(load_model(model), gold, thresholds, model=model, progress=_progress(args),
+    sweep = run_sweep(load_model(model, device=args.device), gold, thresholds, model=model, progress=_progress(args),
                       phi_set=args.phi_set)
     log.info("read %d notes in %.1f s, applied %d thresholds in %.1f s", sweep.documents, sweep.read_seconds,
              len(sweep.points) - 1, sweep.apply_seconds)
@@ -319,7 +319,7 @@ def _deid(args: argparse.Namespace) -> int:
             processor_class = FhirDeidProcessor
         processor = processor_class(options, patients, None if args.use_annotations else args.model,
                                     args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
-                                    pipeline=pipeline, engine=args.engine, renamer=renamer)
+                                    pipeline=pipeline, engine=args.engine, device=args.device, renamer=renamer)
     except ValueError as exc:
         log.error("%s", exc)
         return 2
@@ -386,7 +386,7 @@ def _deid_table(args: argparse.Namespace) -> int:
         return 2
     processor = TableDeidProcessor(
         DeidProcessor(options, patients, args.model, phi_set=args.phi_set, threshold=threshold, pipeline=pipeline,
-                      engine=args.engine), columns, sink, spans=args.spans, audit=args.audit)
+                      engine=args.engine, device=args.device), columns, sink, spans=args.spans, audit=args.audit)
     result = run_table_deid(TableInputs(source, columns), processor, overwrite=args.overwrite,
                             progress=_progress(args), jobs=args.jobs, limits=args.limits)
     log.log(logging.ERROR if result.batch.problems else logging.INFO, "%s: %s", sink.name, result.summary())
@@ -471,7 +471,7 @@ def _serve(args: argparse.Namespace) -> int:
     if not len(keys):
         log.warning("%s: no live API keys, so every /v1 request is refused; add one with: hybriddeid serve keys "
                     "add NAME --api-keys %s", keys.path, keys.path)
-    pipeline = load_model(args.model, args.engine)  # once: the workers are forked from this process
+    pipeline = load_model(args.model, args.engine, args.device)  # once: the workers are forked from this process
     warm_up(pipeline)
     settings = WorkSettings(args.max_note_chars, args.max_notes, options)
     pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, args.max_waiting)
@@ -589,7 +589,7 @@ def _risk(args: argparse.Namespace) -> int:
     from hybriddeid.risk import plot_reliability
 
     settings = NoteSettings(phi_set=args.phi_set)
-    pipeline = load_model(args.model)
+    pipeline = load_model(args.model, device=args.device)
     notes, _, failed = read_folder(pipeline, args.notes_dir, settings, args.encoding)
     if not notes:
         log.error("%s: no notes could be read", args.notes_dir)
@@ -631,7 +631,7 @@ def _review(args: argparse.Namespace) -> int:
         return 2
     corrections_dir = args.corrections or args.notes_dir.with_name(args.notes_dir.name + "-corrections")
     corrections = Corrections(corrections_dir, args.notes_dir)
-    pipeline = load_model(args.model)
+    pipeline = load_model(args.model, device=args.device)
     notes, _, failed = read_folder(pipeline, args.notes_dir, NoteSettings(phi_set=args.phi_set), args.encoding)
     if not notes:
         log.error("%s: no notes could be read", args.notes_dir)
@@ -742,6 +742,7 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ssl-certfile", type=Path, help="serve HTTPS with this certificate (PEM)")
     parser.add_argument("--ssl-keyfile", type=Path, help="the certificate's private key (PEM)")
     parser.add_argument("--engine", choices=("fast", "crfsuite"), help="how the CRFs tag (default: the model's config)")
+    _add_device(parser)
     _add_replacement_options(parser)
 
 
@@ -761,6 +762,25 @@ def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
                             "binary token recall or more (a warning tells the cost of a target near 1 or of a "
                             "threshold that loses more than half the precision)")
     parser.add_argument("--sweep-file", type=Path, help="sweep JSON of this model (evaluate --sweep --sweep-out)")
+    _add_device(parser)
+
+
+def _device(value: str) -> str:
+    from hybriddeid.backends.neural.settings import check_device
+
+    try:
+        return check_device(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_device(parser: argparse.ArgumentParser) -> None:
+    """Where a model's neural components tag (``Pipeline.load(device=...)``), for commands that tag."""
+    parser.add_argument("--device", type=_device, metavar="auto|cpu|cuda[:N]",
+                        help="where the model's neural components tag: auto (CUDA when present), cpu, cuda or "
+                             "cuda:N (an error if this machine lacks it); default: the model's config, which "
+                             "keeps where it was trained, on the CPU where that CUDA device is missing. "
+                             "CRF-only models ignore it")
 
 
 def _add_encoding(parser: argparse.ArgumentParser) -> None:
@@ -845,6 +865,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="run --model over GOLD_DIR once and print binary token and strict P/R/F1 at a grid "
                                "of P(O) thresholds")
     evaluate.add_argument("--model", help='--sweep: model folder, or a bundled model: "en" (the default) or "es"')
+    _add_device(evaluate)
     evaluate.add_argument("--thresholds", help="--sweep: comma-separated grid (default "
                                                f"{','.join(f'{t:g}' for t in DEFAULT_THRESHOLDS)})")
     evaluate.add_argument("--plot", type=Path, help="--sweep: draw the precision/recall curve into this PNG "
@@ -962,6 +983,7 @@ def build_parser() -> argparse.ArgumentParser:
     risk.add_argument("--json", action="store_true", help="print the estimate as JSON")
     _add_phi_set(risk, "count only this PHI set's spans as found (default: the model's setting)")
     _add_encoding(risk)
+    _add_device(risk)
     risk.set_defaults(run=_risk)
 
     review = sub.add_parser("review", help="review and correct a model's spans in a local web page "
@@ -979,6 +1001,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how reviewed notes calibrate the risk estimate (default isotonic)")
     _add_phi_set(review, "show only this PHI set's spans (default: the model's setting)")
     _add_encoding(review)
+    _add_device(review)
     review.set_defaults(run=_review)
 
     report = sub.add_parser("report", help="write one static HTML file summarising a deid or annotate run")

@@ -79,6 +79,7 @@ class DeidProcessor:
     threshold: float | None = None
     pipeline: Any = field(default=None, repr=False)
     engine: str | None = None  # how the model's CRFs tag ("fast", "crfsuite"); None: its config
+    device: str | None = None  # where its neural components run ("auto", "cpu", "cuda[:N]"); None: its config
     renamer: Renamer | None = None
 
     def __post_init__(self) -> None:
@@ -97,7 +98,7 @@ class DeidProcessor:
 
     def setup(self) -> None:
         if self.model is not None and self.pipeline is None:
-            self.pipeline = load_model(self.model, self.engine)
+            self.pipeline = load_model(self.model, self.engine, self.device)
 
     def unit_key(self, path: Path, doc: Document) -> str:
         """The note's patient, found from its original name (patterns and maps are written for those)."""

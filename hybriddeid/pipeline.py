@@ -216,9 +216,14 @@ def build_component(name: str, config: Mapping[str, Any]) -> Any:
     return get_component(name).component_class()(**component_params(name, config))
 
 
-def load_component(name: str, config: Mapping[str, Any], folder: Path) -> Any:
-    """Component ``name`` as saved in ``folder`` (its native files), built with ``config``'s parameters."""
-    return get_component(name).component_class().from_disk(Path(folder), component_params(name, config))
+def load_component(name: str, config: Mapping[str, Any], folder: Path, device: str | None = None) -> Any:
+    """Component ``name`` as saved in ``folder`` (its native files), built with ``config``'s parameters;
+    ``device`` goes to components that have a ``device`` setting (where they run, chosen at load)."""
+    spec = get_component(name)
+    params = component_params(name, config)
+    if device is not None and "device" in spec.defaults:
+        return spec.component_class().from_disk(Path(folder), params, device=device)
+    return spec.component_class().from_disk(Path(folder), params)
 
 
 def _fit_and_save(name: str, config: dict[str, Any], docs: list[Document], out_dir: str) -> float:
@@ -553,11 +558,15 @@ class Pipeline:
         return config
 
     @classmethod
-    def load(cls, path_or_name: str | Path = DEFAULT_MODEL, engine: str | None = None) -> "Pipeline":
+    def load(cls, path_or_name: str | Path = DEFAULT_MODEL, engine: str | None = None,
+             device: str | None = None) -> "Pipeline":
         """Load a saved pipeline from a folder, or a bundled model by name: "en" (English, also
         "default"), "es" (Spanish, MEDDOCAN). A folder of that name with a model in it wins.
         ``engine`` ("fast" or "crfsuite") sets how every CRF component tags, whatever the saved
-        config says (both give the same spans; see ``classifiers.crf.ENGINES``)."""
+        config says (both give the same spans; see ``classifiers.crf.ENGINES``). ``device``
+        ("auto", "cpu", "cuda", "cuda:N") is where components with a device (the neural tagger)
+        run; None: each one's config, which keeps where it was trained (a CUDA device this machine
+        lacks means the CPU). The config itself is left as saved."""
         path = model_folder(path_or_name)
         config = load_config(path / CONFIG_FILE)
         if engine is not None:
@@ -572,7 +581,7 @@ class Pipeline:
         for name in pipeline.config["pipeline"]["components"]:
             if not (path / name).is_dir():
                 raise FileNotFoundError(f"{path}: the config lists component {name!r} but its folder is missing")
-            pipeline.components[name] = load_component(name, pipeline.config, path / name)
+            pipeline.components[name] = load_component(name, pipeline.config, path / name, device)
         if pipeline.meta.get("labels"):
             warn_unseen_labels(pipeline.components, pipeline.meta["labels"], f"{path}'s training corpus",
                                taxonomy_aware=True)

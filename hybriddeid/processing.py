@@ -118,9 +118,10 @@ def _find_phi(pipeline: Any, doc: Document, settings: NoteSettings) -> Document:
     return doc.with_spans(pipeline.predict(doc, **chosen))
 
 
-def load_model(model: "str | Path", engine: str | None = None) -> "Pipeline":
+def load_model(model: "str | Path", engine: str | None = None, device: str | None = None) -> "Pipeline":
     """The saved or bundled model ``model`` (``Pipeline.load``): the one place runs load a model.
-    ``engine`` ("fast" or "crfsuite") overrides how its CRFs tag (None: the model's config)."""
+    ``engine`` ("fast" or "crfsuite") overrides how its CRFs tag, ``device`` ("auto", "cpu",
+    "cuda[:N]") where its neural components run (None: the model's config)."""
     from hybriddeid.pipeline import Pipeline
 
-    return Pipeline.load(model, engine=engine)
+    return Pipeline.load(model, engine=engine, device=device)

@@ -517,7 +517,7 @@ def test_a_note_that_kills_its_worker_fails_alone(kind, jobs, tmp_path, capsys, 
 def test_a_model_that_cannot_load_is_told_once(tmp_path, capsys, caplog, monkeypatch):
     from hybriddeid import batch, processing
 
-    def broken(model, engine=None):
+    def broken(model, engine=None, device=None):
         raise OSError(5, "Input/output error", "model/char/char.crfsuite")
 
     monkeypatch.setattr(processing, "load_model", broken)

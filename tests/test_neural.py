@@ -19,6 +19,17 @@ TINY = {"epochs": 40, "patience": 40, "dev_fraction": 0.0, "word_dim": 16, "hidd
         "char_hidden": 8, "context_dim": 8, "prefix_min_count": 2, "prefix_dim": 8, "attention_dim": 8, "ngram": 3,
         "window": 3, "skeleton_ratio": 0.3, "learning_rate": 0.02, "batch_size": 4, "dropout": 0.0,
         "singleton_unk": 0.0, "num_threads": 1, "device": "cpu"}
+# Every device this machine has: the CPU in CI, CUDA too where present (counted without starting it).
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.device_count() else [])]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
+def spans_of(spans: list[Span]) -> list[tuple[int, int, str]]:
+    return [(span.start, span.end, span.label) for span in spans]
 
 
 def make_corpus() -> list[Document]:
@@ -52,7 +63,7 @@ def brute_force(crf: CRF, emissions: torch.Tensor, length: int):
 
 
 @torch.no_grad()
-def test_crf_layer_matches_brute_force_on_padded_batches():
+def test_crf_layer_matches_brute_force_on_padded_batches(device):
     torch.manual_seed(0)
     crf = CRF(3)
     for parameter in crf.parameters():
@@ -60,16 +71,21 @@ def test_crf_layer_matches_brute_force_on_padded_batches():
     emissions = torch.randn(3, 4, 3)
     lengths = [4, 2, 1]
     mask = torch.arange(4).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    crf, emissions, mask = crf.to(device), emissions.to(device), mask.to(device)
     log_z = crf.log_partition(emissions, mask)
+    crf.scan = "tree"
+    assert torch.allclose(crf.log_partition(emissions, mask), log_z, atol=1e-5)
+    crf.scan = "auto"
     paths = crf.decode(emissions, mask)
     marginals = crf.marginals(emissions, mask)
-    tags = torch.randint(0, 3, (3, 4))
+    tags = torch.randint(0, 3, (3, 4), device=device)
     path_scores = crf.path_score(emissions, tags, mask)
     for b, length in enumerate(lengths):
-        expected_z, expected_path, expected_marginals = brute_force(crf, emissions[b], length)
+        expected_z, expected_path, expected_marginals = brute_force(crf.cpu(), emissions[b].cpu(), length)
+        crf.to(device)
         assert float(log_z[b]) == pytest.approx(expected_z, abs=1e-4)
         assert paths[b] == expected_path
-        assert torch.allclose(marginals[b, :length], expected_marginals, atol=1e-4)
+        assert torch.allclose(marginals[b, :length].cpu(), expected_marginals, atol=1e-4)
         one = tags[b, :length].tolist()
         by_hand = crf.start[one[0]] + crf.end[one[-1]] + sum(emissions[b, t, tag] for t, tag in enumerate(one))
         by_hand = by_hand + sum(crf.transitions[x, y] for x, y in zip(one, one[1:]))
@@ -101,8 +117,9 @@ def corpus() -> list[Document]:
 # Elman and Jordan default to paper 001's plain SGD, far too slow a learner for six notes and 40 epochs.
 @pytest.mark.parametrize("architecture, extra", [("bigru", {}), ("tsgru", {}), ("cedi", {}), ("cedi", {"suffixes": True}),
                                                  ("elman", {"optimizer": "adam"}), ("jordan", {"optimizer": "adam"})])
-def test_tiny_model_fits_saves_loads_and_predicts(architecture, extra, corpus, tmp_path):
-    tagger = NeuralTagger(language="es", architecture=architecture, **TINY, **extra).fit(corpus[:6])
+def test_tiny_model_fits_saves_loads_and_predicts(architecture, extra, corpus, tmp_path, device):
+    tagger = NeuralTagger(language="es", architecture=architecture, **{**TINY, "device": device}, **extra).fit(corpus[:6])
+    assert tagger.device_.type == device and next(tagger.model_.parameters()).device.type == device
     assert set(tagger.labels) == {"NOMBRE_SUJETO_ASISTENCIA", "ID_SUJETO_ASISTENCIA"}
     found = {(s.start, s.end, s.label) for doc in corpus[:6] for s in tagger.predict(doc)}
     gold = {(s.start, s.end, s.label) for doc in corpus[:6] for s in doc.spans}
@@ -137,7 +154,7 @@ def test_word_clusters_are_embedded_and_saved_with_the_model(corpus, tmp_path):
     assert reloaded.predict(corpus[7]) == tagger.predict(corpus[7])
 
 
-def test_training_is_deterministic(corpus):
+def test_training_is_deterministic(corpus):  # on the CPU (cuDNN's recurrent gradients are not deterministic)
     settings = {**TINY, "epochs": 3, "dropout": 0.3, "singleton_unk": 0.3}
     first = NeuralTagger(language="es", **settings).fit(corpus[:4])
     second = NeuralTagger(language="es", **settings).fit(corpus[:4])
@@ -152,10 +169,10 @@ def test_early_stopping_keeps_the_best_epoch(corpus):
     assert len(hurried.history_) == 1  # no epoch starts that would end past the time limit
 
 
-def test_pipeline_merges_the_neural_component(corpus, tmp_path):
+def test_pipeline_merges_the_neural_component(corpus, tmp_path, device):
     config = {"pipeline": {"language": "es", "components": ["rule", "neural"], "precedence": ["neural", "rule"],
                            "min_score": {"neural": 0.0}},
-              "neural": TINY}
+              "neural": {**TINY, "device": device}}
     pipeline = Pipeline(config).fit(corpus[:6], n_jobs=1)
     by_source = pipeline.predict_by_source(corpus[7])
     assert set(by_source) == {"rule", "neural"}
@@ -163,6 +180,10 @@ def test_pipeline_merges_the_neural_component(corpus, tmp_path):
     assert {s.source for s in merged} <= {"rule", "neural"} and merged
     pipeline.to_disk(tmp_path / "model")
     assert Pipeline.load(tmp_path / "model").predict(corpus[7]) == merged
+    for elsewhere in DEVICES:  # the device is chosen at load; the saved config keeps the one it trained on
+        loaded = Pipeline.load(tmp_path / "model", device=elsewhere)
+        assert loaded.components["neural"].device_.type == elsewhere and loaded.config["neural"]["device"] == device
+        assert spans_of(loaded.predict(corpus[7])) == spans_of(merged)
     assert not list(Path(tmp_path / "model").rglob("*.pkl"))
 
 
@@ -210,19 +231,19 @@ def test_cedi_deep_suffixes_are_embedded_saved_and_reloaded(corpus, tmp_path):
 
 
 @pytest.mark.parametrize("architecture", ["elman", "jordan"])
-def test_elman_and_jordan_feed_back_across_tokens_with_a_one_word_window(architecture, corpus):
+def test_elman_and_jordan_feed_back_across_tokens_with_a_one_word_window(architecture, corpus, device):
     """With a window of one word, a later token's scores depend on an earlier token only through the
     recurrence: Elman's previous hidden state, Jordan's previous output posteriors."""
     from hybriddeid.analysis import analyse
     from hybriddeid.backends.neural.encoding import note_tokens
     from hybriddeid.backends.neural.models import Batch, NoteTensors
 
-    tagger = NeuralTagger(language="es", architecture=architecture, **{**TINY, "window": 1, "epochs": 1})
+    tagger = NeuralTagger(language="es", architecture=architecture, **{**TINY, "window": 1, "epochs": 1, "device": device})
     tagger.fit(corpus[:4])
     model = tagger.model_.eval()
     note = NoteTensors.of(tagger.vocabularies_.encode(note_tokens(analyse(corpus[7], "es"))))
-    batch = Batch.collate([note], torch.device("cpu"))
-    changed = Batch.collate([note], torch.device("cpu"))
+    batch = Batch.collate([note], tagger.device_)  # built on the model's device
+    changed = Batch.collate([note], tagger.device_)
     changed.features["words"] = batch.features["words"].clone()
     changed.features["words"][0, 0] = 2 if int(batch.features["words"][0, 0]) != 2 else 3
     with torch.no_grad():
@@ -237,3 +258,100 @@ def test_elman_and_jordan_feed_back_across_tokens_with_a_one_word_window(archite
             assert torch.equal(model.emissions(batch)[0, 1:], model.emissions(changed)[0, 1:])
     else:
         assert model.recurrent.weight_hh_l0.shape == (tagger.settings.hidden_dim, tagger.settings.hidden_dim)
+
+
+# -- the vectorised CRF against the plain log-space recursions it replaced -------------------
+def plain_log_partition(crf: CRF, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The forward algorithm with a log-sum-exp per step and padding masked per step (the old layer)."""
+    alpha = crf.start + emissions[:, 0]
+    for t in range(1, emissions.size(1)):
+        step = torch.logsumexp(alpha.unsqueeze(2) + crf.transitions, dim=1) + emissions[:, t]
+        alpha = torch.where(mask[:, t].unsqueeze(1), step, alpha)
+    return torch.logsumexp(alpha + crf.end, dim=1)
+
+
+def plain_viterbi(crf: CRF, emissions: torch.Tensor, length: int) -> list[int]:
+    """One sequence's best path by the textbook recursion, back-pointers followed one by one."""
+    score, pointers = crf.start + emissions[0], []
+    for t in range(1, length):
+        best, pointer = (score.unsqueeze(1) + crf.transitions).max(dim=0)
+        score = best + emissions[t]
+        pointers.append(pointer.tolist())
+    path = [int((score + crf.end).argmax())]
+    for pointer in reversed(pointers):
+        path.append(pointer[path[-1]])
+    return path[::-1]
+
+
+def test_vectorised_crf_matches_the_plain_recursions_on_long_padded_batches(device):
+    """Notes as long as MEDDOCAN's (hundreds of positions), MEDDOCAN's tag count, learned-looking
+    scales: the same Viterbi paths, log Z within float32 rounding, marginals as autograd gives them."""
+    torch.manual_seed(1)
+    crf = CRF(43)
+    with torch.no_grad():
+        crf.transitions.normal_(0, 3)
+        crf.transitions[0, 5:] -= 25  # forbidden-looking transitions, as BIO training learns them
+        crf.start.normal_()
+        crf.end.normal_()
+    lengths = [600, 557, 301, 40, 1]
+    emissions = torch.randn(len(lengths), max(lengths), 43) * 8
+    mask = torch.arange(max(lengths)).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    paths = crf.to(device).decode(emissions.to(device), mask.to(device))
+    new_z = crf.log_partition(emissions.to(device), mask.to(device)).cpu()
+    new_marginals = crf.marginals(emissions.to(device), mask.to(device)).cpu()
+    crf.cpu()
+    for b, length in enumerate(lengths):
+        assert paths[b] == plain_viterbi(crf, emissions[b], length)
+    # The plain recursion in float64 is the reference: in float32 its per-step log-sum-exp drifts
+    # (marginals off by up to 3e-3 at 600 positions), the scaled recursion stays within 1e-6.
+    crf64 = CRF(43).double()
+    crf64.load_state_dict({key: value.double() for key, value in crf.state_dict().items()})
+    leaf = emissions.double().requires_grad_(True)
+    expected = plain_log_partition(crf64, leaf, mask)
+    (gradient,) = torch.autograd.grad(expected.sum(), leaf)
+    assert torch.allclose(new_z.double(), expected.detach(), rtol=1e-6, atol=1e-3)
+    assert torch.allclose(new_marginals.double(), gradient * mask.unsqueeze(2), atol=1e-5)
+    crf.scan = "tree"  # marginals as the tree's gradient
+    assert torch.allclose(crf.to(device).marginals(emissions.to(device), mask.to(device)).cpu().double(),
+                          gradient * mask.unsqueeze(2), atol=1e-5)
+    crf.cpu()
+    for scan in ("steps", "tree"):  # either way of taking log Z, and its gradient (training), is the exact one
+        crf.scan = scan
+        leaf_new = emissions.to(device).requires_grad_(True)
+        log_z = crf.to(device).log_partition(leaf_new, mask.to(device))
+        (new_gradient,) = torch.autograd.grad(log_z.sum(), leaf_new)
+        crf.cpu()
+        assert torch.allclose(log_z.detach().cpu().double(), expected.detach(), rtol=1e-6, atol=1e-3), scan
+        assert torch.allclose(new_gradient.cpu().double(), gradient, atol=1e-5), scan
+
+
+def test_batches_by_tokens_keep_lengths_together_within_the_budget():
+    from hybriddeid.backends.neural.tagger import bucketed
+
+    lengths = [500, 20, 480, 30, 25, 900, 35]
+    batches = bucketed(lengths, batch_size=2, max_tokens=1000)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        assert len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= 1000
+    assert [1, 4, 3, 6] in batches and [5] in batches  # the short notes share one batch, more than batch_size
+    assert bucketed(lengths, batch_size=2) == [[1, 4], [3, 6], [2, 0], [5]]  # by notes when no budget
+
+
+@pytest.mark.skipif(torch.cuda.device_count() > 0, reason="needs a machine without CUDA")
+def test_a_model_trained_on_cuda_tags_on_a_cpu_only_machine(corpus, tmp_path, caplog):
+    """Its config keeps device "cuda" (where it trained); loaded here it tags on the CPU, with a
+    warning, unless CUDA is asked for at load: then the error says so in words."""
+    from hybriddeid.backends.neural.tagger import DeviceError
+    from hybriddeid.pipeline import CONFIG_FILE
+
+    config = {"pipeline": {"language": "es", "components": ["neural"], "precedence": ["neural"]}, "neural": TINY}
+    pipeline = Pipeline(config).fit(corpus[:6], n_jobs=1)
+    pipeline.to_disk(tmp_path / "model")
+    saved = tmp_path / "model" / CONFIG_FILE
+    saved.write_text(saved.read_text(encoding="utf-8").replace('device = "cpu"', 'device = "cuda"'), encoding="utf-8")
+    loaded = Pipeline.load(tmp_path / "model")
+    assert loaded.config["neural"]["device"] == "cuda" and loaded.components["neural"].device_.type == "cpu"
+    assert "names device 'cuda', but this machine has" in caplog.text
+    assert spans_of(loaded.predict(corpus[7])) == spans_of(pipeline.predict(corpus[7]))
+    with pytest.raises(DeviceError, match="device 'cuda:1' was asked for, but this machine has"):
+        Pipeline.load(tmp_path / "model", device="cuda:1")

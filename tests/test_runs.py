@@ -72,10 +72,10 @@ def loads(monkeypatch, tmp_path):
     log = tmp_path / "loads.log"
     original = Pipeline.load.__func__
 
-    def counting(cls, path_or_name="default", engine=None):
+    def counting(cls, path_or_name="default", engine=None, device=None):
         with open(log, "a", encoding="utf-8") as out:
             out.write(f"{os.getpid()}\n")
-        return original(cls, path_or_name, engine)
+        return original(cls, path_or_name, engine, device)
 
     monkeypatch.setattr(Pipeline, "load", classmethod(counting))
 

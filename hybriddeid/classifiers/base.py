@@ -62,5 +62,10 @@ class SequenceTagger(Classifier, Protocol):
     def finish(self, note: "AnalysedNote", spans: list[Span]) -> list[Span]: ...
 
 
+class ComponentError(RuntimeError):
+    """A component's failure told in words that never quote note text (settings, devices, files,
+    the library's own words), so batch runs show its message, not only its type."""
+
+
 class NotFittedError(RuntimeError):
     """Raised when ``predict`` or ``to_disk`` is called before ``fit``/``from_disk``."""

@@ -2,35 +2,128 @@
 
 Emissions are ``[batch, time, tags]``; ``mask`` marks the real positions of each sequence, which
 must be a prefix (left-aligned padding). Computed in float32 even under mixed precision.
+
+Every recursion steps over positions with a few tensor operations over the whole batch, and all
+that does not depend on the previous step (exponentials of the emissions, masks, sums of logs,
+gathering each sequence's last step, backtracking the Viterbi path) is done for all positions at
+once, outside the loop:
+
+- the forward and backward algorithms run in scaled probability space: one ``[B, K] x [K, K]``
+  product per step, each step's vector renormalised to sum 1 and the logs of the scales summed
+  after the loop (no log-sum-exp per step);
+- Viterbi stays in log space (exact max-plus, so its paths are those of the plain recursion) and
+  runs every sequence to the batch's width; each sequence's final scores are read at its own
+  last position, and the back-pointers are followed on the host in one pass over positions for
+  the whole batch;
+- marginals come from that forward-backward pass, without autograd.
+
+On a GPU, where each of those small steps costs a kernel launch, ``log Z`` (training) and the
+marginals (its gradient, tagging) can instead be taken by a tree (``scan = "tree"``, the default on CUDA): the per-position transfer matrices are
+multiplied pairwise, halving their number at each level, so a note of T positions costs log2(T)
+batched matrix products (T K^3 work instead of T K^2, which the CPU pays for, so it keeps the steps).
 """
 from __future__ import annotations
 
+import functools
+from typing import Callable, TypeVar
+
+import numpy as np
 import torch
 from torch import nn
+
+_TINY = 1e-30  # floor of exp(transition - max transition): a transition 69 nats below the best counts as that
+SCANS = ("auto", "steps", "tree")
+F = TypeVar("F", bound=Callable)
+
+
+def full_precision(method: F) -> F:
+    """Run a CRF method with autocast off: its sums and products of probabilities need float32."""
+    @functools.wraps(method)
+    def wrapped(self: "CRF", emissions: torch.Tensor, *args, **kwargs):
+        with torch.autocast(emissions.device.type, enabled=False):
+            return method(self, emissions.float(), *args, **kwargs)
+    return wrapped  # type: ignore[return-value]
 
 
 class CRF(nn.Module):
     """Transition scores between tags, plus start and end scores, learned jointly with the encoder."""
 
-    def __init__(self, num_tags: int) -> None:
+    def __init__(self, num_tags: int, scan: str = "auto") -> None:
         super().__init__()
+        if scan not in SCANS:
+            raise ValueError(f"scan must be one of {list(SCANS)}, not {scan!r}")
         self.num_tags = num_tags
+        self.scan = scan  # how log Z is taken: "steps", "tree", or "auto" (the tree on CUDA)
         self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))  # [from, to]
         self.start = nn.Parameter(torch.zeros(num_tags))
         self.end = nn.Parameter(torch.zeros(num_tags))
 
+    def _scaled(self, emissions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """exp of the emissions and transitions, each shifted by its maximum (per position, and once),
+        with those shifts: ``(probabilities [B, T, K], shifts [B, T], exp transitions [K, K], shift)``."""
+        shift = emissions.detach().amax(dim=2)
+        probabilities = (emissions - shift.unsqueeze(2)).exp()
+        transition_shift = self.transitions.detach().max()
+        transitions = (self.transitions - transition_shift).exp().clamp_min(_TINY)
+        return probabilities, shift, transitions, transition_shift
+
+    def _forward(self, emissions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Scaled forward vectors ``[B, T, K]`` (each sums to 1), the log of each step's scale
+        including its shifts ``[B, T]``, and the exp transitions."""
+        probabilities, shift, transitions, transition_shift = self._scaled(emissions)
+        start_shift = self.start.detach().max()
+        alpha = (self.start - start_shift).exp() * probabilities[:, 0]
+        total = alpha.sum(1, keepdim=True)
+        alpha = alpha / total
+        alphas, totals = [alpha], [total]
+        for t in range(1, emissions.size(1)):
+            alpha = (alpha @ transitions) * probabilities[:, t]
+            total = alpha.sum(1, keepdim=True)
+            alpha = alpha / total
+            alphas.append(alpha)
+            totals.append(total)
+        log_scales = torch.cat(totals, dim=1).log() + shift
+        log_scales = log_scales + torch.cat([start_shift.view(1, 1), transition_shift.expand(1, emissions.size(1) - 1)],
+                                            dim=1)
+        return torch.stack(alphas, dim=1), log_scales, transitions
+
+    @full_precision
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """log Z of each sequence by the forward algorithm: ``[batch]``."""
-        emissions = emissions.float()
-        alpha = self.start + emissions[:, 0]
-        for t in range(1, emissions.size(1)):
-            step = torch.logsumexp(alpha.unsqueeze(2) + self.transitions, dim=1) + emissions[:, t]
-            alpha = torch.where(mask[:, t].unsqueeze(1), step, alpha)
-        return torch.logsumexp(alpha + self.end, dim=1)
+        if self._tree(emissions):
+            return self._log_partition_tree(emissions, mask)
+        alphas, log_scales, _ = self._forward(emissions)
+        last = (mask.long().sum(1) - 1).clamp(min=0)
+        final = alphas[torch.arange(alphas.size(0), device=alphas.device), last]  # [B, K] at each sequence's end
+        return (log_scales * mask).sum(1) + torch.logsumexp(final.clamp_min(_TINY).log() + self.end, dim=1)
 
+    def _log_partition_tree(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log Z by multiplying the transfer matrices M_t = exp(transitions) * exp(emissions_t)
+        pairwise (identity past a sequence's end), each product rescaled by its largest entry."""
+        probabilities, shift, transitions, transition_shift = self._scaled(emissions)
+        batch, width, tags = probabilities.shape
+        start_shift = self.start.detach().max()
+        first = (self.start - start_shift).exp() * probabilities[:, 0]  # [B, K]
+        log_scale = start_shift + (shift * mask).sum(1) + transition_shift * (mask[:, 1:].sum(1))
+        if width > 1:
+            steps = transitions * probabilities[:, 1:].unsqueeze(2)  # [B, T-1, from, to]
+            eye = torch.eye(tags, device=emissions.device, dtype=steps.dtype)
+            steps = torch.where(mask[:, 1:, None, None], steps, eye)
+            while steps.size(1) > 1:
+                if steps.size(1) % 2:
+                    steps = torch.cat([steps, eye.expand(batch, 1, tags, tags)], dim=1)
+                steps = steps[:, 0::2] @ steps[:, 1::2]
+                peak = steps.detach().amax(dim=(2, 3), keepdim=True).clamp_min(_TINY)
+                steps = steps / peak
+                log_scale = log_scale + peak.log().sum((1, 2, 3))
+            first = (first.unsqueeze(1) @ steps[:, 0]).squeeze(1)
+        end_shift = self.end.detach().max()
+        final = (first * (self.end - end_shift).exp()).sum(1)
+        return log_scale + end_shift + final.clamp_min(_TINY).log()
+
+    @full_precision
     def path_score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Unnormalised score of the given tag paths: ``[batch]``."""
-        emissions = emissions.float()
         mask_f = mask.float()
         emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)
         score = self.start[tags[:, 0]] + (emitted * mask_f).sum(1)
@@ -43,31 +136,66 @@ class CRF(nn.Module):
         """Training loss: the summed negative log-likelihood of the gold paths."""
         return (self.log_partition(emissions, mask) - self.path_score(emissions, tags, mask)).sum()
 
+    def _tree(self, emissions: torch.Tensor) -> bool:
+        return self.scan == "tree" or (self.scan == "auto" and emissions.device.type == "cuda")
+
+    @torch.no_grad()
+    @full_precision
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """P(tag at t) for every position: the gradient of log Z with respect to the emissions."""
-        with torch.enable_grad():
-            leaf = emissions.detach().float().requires_grad_(True)
-            (gradient,) = torch.autograd.grad(self.log_partition(leaf, mask).sum(), leaf)
-        return gradient * mask.unsqueeze(2)
+        """P(tag at t) for every position: ``[B, T, K]``, zeros on padding. By the scaled
+        forward-backward pass, or with the tree as the gradient of its log Z (few launches on a GPU)."""
+        if self._tree(emissions):
+            with torch.enable_grad():
+                leaf = emissions.detach().requires_grad_(True)
+                (gradient,) = torch.autograd.grad(self._log_partition_tree(leaf, mask).sum(), leaf)
+            return gradient * mask.unsqueeze(2)
+        alphas, _, transitions = self._forward(emissions)
+        probabilities, _, _, _ = self._scaled(emissions)
+        end = (self.end - self.end.max()).exp().expand(emissions.size(0), -1)
+        beta = end
+        betas = [beta]
+        backward = transitions.t()
+        for t in range(emissions.size(1) - 2, -1, -1):
+            step = (probabilities[:, t + 1] * beta) @ backward
+            step = step / step.sum(1, keepdim=True)
+            beta = torch.where(mask[:, t + 1].unsqueeze(1), step, end)  # a sequence ending at t starts here
+            betas.append(beta)
+        product = alphas * torch.stack(betas[::-1], dim=1)
+        product = product / product.sum(2, keepdim=True).clamp_min(_TINY)
+        return product * mask.unsqueeze(2)
+
+    @torch.no_grad()
+    @full_precision
+    def best_paths(self, emissions: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
+        """The best tag path of each sequence (Viterbi) as ``[B, T]`` tag ids; positions past a
+        sequence's length hold nothing meaningful."""
+        batch, width, _ = emissions.shape
+        score = self.start + emissions[:, 0]
+        scores, pointers = [score], []
+        for t in range(1, width):
+            best, pointer = (score.unsqueeze(2) + self.transitions).max(dim=1)  # over the previous tag
+            score = best + emissions[:, t]
+            scores.append(score)
+            pointers.append(pointer)
+        rows = torch.arange(batch, device=emissions.device)
+        last = mask.long().sum(1) - 1
+        last_tags = (torch.stack(scores, dim=1)[rows, last] + self.end).argmax(dim=1)
+        # Back-pointers on the host (as int16: a quarter of the copy from a GPU): one pass over
+        # positions, the whole batch at each.
+        table = (torch.stack(pointers, dim=1).to(torch.int16).cpu().numpy() if pointers
+                 else np.zeros((batch, 0, 0), np.int16))
+        ends, last_tags = last.cpu().numpy(), last_tags.cpu().numpy()
+        paths = np.zeros((batch, width), dtype=np.int64)
+        index = np.arange(batch)
+        tag = last_tags.copy()
+        for t in range(width - 1, -1, -1):
+            tag = np.where(ends == t, last_tags, tag)  # a sequence's path starts at its own end
+            paths[:, t] = tag
+            if t:
+                tag = table[index, t - 1, tag].astype(np.int64)
+        return paths
 
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
         """The best tag path of each sequence (Viterbi), cut to its length."""
-        emissions = emissions.float()
-        lengths = mask.long().sum(1).tolist()
-        score = self.start + emissions[:, 0]
-        backpointers = []
-        for t in range(1, emissions.size(1)):
-            candidates = score.unsqueeze(2) + self.transitions  # [batch, from, to]
-            best, pointer = candidates.max(dim=1)
-            score = torch.where(mask[:, t].unsqueeze(1), best + emissions[:, t], score)
-            backpointers.append(pointer)
-        last_tags = (score + self.end).argmax(dim=1).tolist()
-        table = torch.stack(backpointers, dim=1).tolist() if backpointers else [[] for _ in lengths]  # [batch][t-1][to]
-        paths = []
-        for pointers, tag, length in zip(table, last_tags, lengths):
-            path = [tag]
-            for t in range(length - 1, 0, -1):
-                tag = pointers[t - 1][tag]
-                path.append(tag)
-            paths.append(path[::-1])
-        return paths
+        paths = self.best_paths(emissions, mask)
+        return [row[:length].tolist() for row, length in zip(paths, mask.long().sum(1).tolist())]

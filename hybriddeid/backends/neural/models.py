@@ -48,6 +48,11 @@ class NoteTensors:
         tags = torch.tensor(note.tags, dtype=torch.long) if note.tags is not None else None
         return cls(features, tags, len(note))
 
+    def to(self, device: torch.device) -> "NoteTensors":
+        """The same note with its tensors on ``device`` (training notes go to a GPU once)."""
+        return NoteTensors({name: values.to(device) for name, values in self.features.items()},
+                           None if self.tags is None else self.tags.to(device), self.length)
+
 
 @dataclass
 class Batch:
@@ -55,31 +60,43 @@ class Batch:
 
     features: dict[str, torch.Tensor]  # "words", "skeleton", "prefixes", "suffixes": [B, T]; "chars", "clusters": [B, T, L]
     mask: torch.Tensor  # [B, T] bool
-    lengths: torch.Tensor  # [B]
+    lengths: torch.Tensor  # [B], on the CPU
     tags: torch.Tensor | None = None  # [B, T]
 
     @classmethod
     def collate(cls, notes: list[NoteTensors], device: torch.device) -> "Batch":
+        """The notes padded into one batch on ``device`` (the model's): built where the notes' tensors
+        are, then copied (from pinned memory, without waiting, when the notes are on the CPU and
+        ``device`` is a GPU)."""
+        source = notes[0].features["words"].device
         lengths = torch.tensor([note.length for note in notes])
         width = int(lengths.max())
+
+        def moved(tensor: torch.Tensor) -> torch.Tensor:
+            if tensor.device == device:
+                return tensor
+            if device.type == "cuda" and tensor.device.type == "cpu":
+                return tensor.pin_memory().to(device, non_blocking=True)
+            return tensor.to(device)
+
         features: dict[str, torch.Tensor] = {}
         for name, first in notes[0].features.items():
             depth = (max(note.features[name].size(1) for note in notes),) if first.dim() == 2 else ()
-            tensor = torch.full((len(notes), width, *depth), PAD_ID, dtype=torch.long)
+            tensor = torch.full((len(notes), width, *depth), PAD_ID, dtype=torch.long, device=source)
             for b, note in enumerate(notes):
                 values = note.features[name]
                 if values.dim() == 2:
                     tensor[b, : note.length, : values.size(1)] = values
                 else:
                     tensor[b, : note.length] = values
-            features[name] = tensor.to(device)
-        mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).to(device)
+            features[name] = moved(tensor)
+        mask = moved(torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1))
         tags = None
         if notes[0].tags is not None:
-            tags = torch.zeros((len(notes), width), dtype=torch.long)
+            tags = torch.zeros((len(notes), width), dtype=torch.long, device=source)
             for b, note in enumerate(notes):
                 tags[b, : note.length] = note.tags
-            tags = tags.to(device)
+            tags = moved(tags)
         return cls(features, mask, lengths, tags)
 
 
@@ -198,7 +215,7 @@ class TaggerModel(nn.Module):
         super().__init__()
         self.num_tags = len(vocabularies.tags)
         self.dropout = nn.Dropout(settings.dropout)
-        self.crf = CRF(self.num_tags) if settings.resolved("output") == "crf" else None
+        self.crf = CRF(self.num_tags, settings.crf_scan) if settings.resolved("output") == "crf" else None
         self.chars = None
         if vocabularies.chars is not None:
             self.chars = CharEncoder(settings.resolved("char_encoder"), settings.resolved("rnn"), len(vocabularies.chars),
@@ -235,19 +252,19 @@ class TaggerModel(nn.Module):
         return nn.functional.cross_entropy(emissions[batch.mask].float(), batch.tags[batch.mask])
 
     def tag(self, batch: Batch) -> list[tuple[list[int], list[float]]]:
-        """Each note's best tags and each tag's probability (CRF marginal or softmax)."""
+        """Each note's best tags and each tag's probability (CRF marginal or softmax), computed for
+        the whole batch at once and copied to the host once."""
         emissions = self.emissions(batch)
         if self.crf is not None:
-            paths = self.crf.decode(emissions, batch.mask)
+            paths = torch.from_numpy(self.crf.best_paths(emissions, batch.mask)).to(emissions.device)
             probabilities = self.crf.marginals(emissions, batch.mask)
         else:
             probabilities = torch.softmax(emissions.float(), dim=-1)
-            paths = [row[:length] for row, length in zip(probabilities.argmax(-1).tolist(), batch.lengths.tolist())]
-        results = []
-        for b, path in enumerate(paths):
-            index = torch.tensor(path, device=probabilities.device).unsqueeze(1)
-            results.append((path, probabilities[b, : len(path)].gather(1, index).squeeze(1).tolist()))
-        return results
+            paths = probabilities.argmax(-1)
+        chosen = probabilities.gather(2, paths.unsqueeze(2)).squeeze(2)
+        lengths = batch.lengths.tolist()
+        return [(path[:length], scores[:length])
+                for path, scores, length in zip(paths.tolist(), chosen.tolist(), lengths)]
 
 
 class BiRNNTagger(TaggerModel):

@@ -6,6 +6,7 @@ Defaults are sized for a 2-core CPU; the papers' own sizes are noted where they 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -33,6 +34,19 @@ SIZED_BY_ARCHITECTURE: dict[str, dict[str, Any]] = {
     "elman": {"hidden_dim": 100, "window": 11, "learning_rate": 0.01, "optimizer": "sgd"},
     "jordan": {"hidden_dim": 150, "window": 9, "learning_rate": 0.01, "optimizer": "sgd"},
 }
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")  # what ``device`` and ``--device`` accept
+# Tagging batches on CUDA when ``predict_batch_tokens`` is 0: padded tokens per batch (a GPU is
+# used well only by large batches; a few hundred MEDDOCAN notes at a time).
+CUDA_PREDICT_TOKENS = 131_072
+
+
+def check_device(name: str) -> str:
+    """``name`` if it is a device the neural backend accepts ("auto", "cpu", "cuda", "cuda:N"), else a ValueError."""
+    if not DEVICE.fullmatch(name):
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, not {name!r}")
+    return name
+
+
 CHOICES = {
     "architecture": ARCHITECTURES,
     "scheme": ("BIO", "BIOES"),
@@ -40,6 +54,7 @@ CHOICES = {
     "rnn": ("auto", "gru", "lstm"),
     "char_encoder": ("auto", "cnn", "rnn", "none"),
     "optimizer": ("auto", "adam", "rmsprop", "sgd"),
+    "crf_scan": ("auto", "steps", "tree"),
 }
 
 
@@ -50,6 +65,9 @@ class NeuralSettings:
     architecture: str = "bigru"
     scheme: str = "BIO"
     output: str = "auto"  # "crf" (own torch CRF layer) or "softmax"
+    # How the CRF output takes log Z in training: "steps" (one small product per position, cheapest on
+    # a CPU), "tree" (log2(T) batched products, for a GPU), "auto" (the tree on CUDA). Same value.
+    crf_scan: str = "auto"
     rnn: str = "auto"  # "gru" or "lstm"
     # Token representation.
     word_dim: int = 100  # TS-GRU paper: 150; CEDI: 100; Elman/Jordan (001 Table 4): 100 random, 80 RNNLM, 300 CBOW
@@ -99,7 +117,13 @@ class NeuralSettings:
     # four times the updates, so the held-out F1 peaks in far fewer epochs (README, neural section).
     # On a GPU, larger batches use the device better.
     batch_size: int = 2
-    predict_batch_size: int = 16  # notes per batch when tagging (no gradients, so larger is cheaper)
+    # Training batches by tokens instead: when > 0, length-bucketed batches take notes while their
+    # padded size (notes x longest note) stays within this many tokens (at least one note each);
+    # batch_size is then unused. For a GPU (fewer, larger updates per epoch: see the README).
+    batch_tokens: int = 0
+    predict_batch_size: int = 16  # notes per batch when tagging on the CPU (no gradients, so larger is cheaper)
+    # Tagging batches by padded tokens; 0 = predict_batch_size notes on the CPU, CUDA_PREDICT_TOKENS on CUDA.
+    predict_batch_tokens: int = 0
     epochs: int = 30
     patience: int = 3  # epochs without a better held-out F1 before stopping
     dev_fraction: float = 0.1  # training notes held out for early stopping
@@ -107,9 +131,15 @@ class NeuralSettings:
     grad_clip: float = 5.0
     seed: int = 13
     # Hardware.
-    device: str = "auto"  # "auto" (CUDA when available), "cpu", "cuda", "cuda:1"
-    mixed_precision: bool = True  # on CUDA only; CPU always trains in float32
-    num_threads: int = 0  # torch CPU threads; 0 = torch's default
+    # Where it trains, and where it tags unless the loader chooses (Pipeline.load(device=...),
+    # --device): "auto" (CUDA when available), "cpu", "cuda", "cuda:1". A saved model whose config
+    # names a CUDA device this machine lacks tags on the CPU (with a warning).
+    device: str = "auto"
+    mixed_precision: bool = True  # training on CUDA only (bfloat16 where supported); the CPU always trains in float32
+    # Tagging in bfloat16 on CUDA: faster, but it moved 2-7 spans of 250 MEDDOCAN notes against float32
+    # (issue 25), so tagging stays in float32 unless this is set.
+    tag_mixed_precision: bool = False
+    num_threads: int = 0  # torch CPU threads; 0 = torch's default (1 in a worker forked after several ran)
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -127,6 +157,12 @@ class NeuralSettings:
             raise ValueError("[neural] skeleton_ratio must lie in (0, 1) (paper 000, Eq. 4)")
         if min(self.ngram, self.batch_size, self.predict_batch_size, self.epochs, self.hidden_dim) < 1 or self.learning_rate <= 0:
             raise ValueError("[neural] ngram, batch_size, predict_batch_size, epochs, hidden_dim and learning_rate must be positive")
+        if min(self.batch_tokens, self.predict_batch_tokens, self.num_threads) < 0:
+            raise ValueError("[neural] batch_tokens, predict_batch_tokens and num_threads must be 0 or more")
+        try:
+            check_device(self.device)
+        except ValueError as exc:
+            raise ValueError(f"[neural] {exc}") from None
         if not 0.0 <= self.dev_fraction < 1.0 or not 0.0 <= self.dropout < 1.0:
             raise ValueError("[neural] dev_fraction and dropout must lie in [0, 1)")
 

@@ -5,24 +5,35 @@ project's evaluator); ``predict(note)`` returns character-offset spans scored by
 confident token's tag probability; ``to_disk`` writes ``vocabularies.json`` (words hashed) and
 ``model.pt`` (a state dict, loaded with ``weights_only=True``), never a pickled object; its
 parameters are the pipeline config's ``[neural]`` section.
+
+Devices and processes: ``from_disk`` chooses the device (the loader's choice, else the config's,
+which falls back to the CPU on a machine without that CUDA device) but leaves the weights on the
+CPU and never runs a parallel torch operation, so that batch runs can fork workers from the
+process that loaded it: the model moves to its device, and torch's threads are set, in the
+process that tags (``_ready``). Neither OpenMP's thread pool nor CUDA survives a fork, so the
+loading process starts neither, CUDA is counted through NVML only, and a process forked after its
+parent ran torch on several threads tags on one.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
+import os
+import queue
 import random
+import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
 from hybriddeid.backends.neural.encoding import UNK_ID, NoteTokens, Vocabularies, note_tokens
 from hybriddeid.backends.neural.models import Batch, NoteTensors, TaggerModel, build_model
-from hybriddeid.backends.neural.settings import NeuralSettings
-from hybriddeid.classifiers.base import NotFittedError
+from hybriddeid.backends.neural.settings import CUDA_PREDICT_TOKENS, NeuralSettings, check_device
+from hybriddeid.classifiers.base import ComponentError, NotFittedError
 from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.crf import CLUSTERS_DIR
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
@@ -38,22 +49,126 @@ WEIGHTS_FILE = "model.pt"
 TRAINING_FILE = "training.json"  # fit seconds and per-epoch loss, held-out F1, seconds (no text)
 
 
-def resolve_device(name: str) -> torch.device:
-    """``"auto"``: CUDA when available, else the CPU; anything else as torch spells it."""
+class DeviceError(ComponentError):
+    """The device asked for cannot be used here (no such CUDA device, CUDA started before a fork)."""
+
+
+def cuda_devices() -> int:
+    """CUDA devices on this machine, counted without starting CUDA (NVML), so processes forked
+    afterwards can still use it; 0 with a CPU-only torch."""
+    return torch.cuda.device_count()
+
+
+def resolve_device(name: str, strict: bool = True) -> torch.device:
+    """The device ``name`` ("auto": CUDA when available, else the CPU; "cpu"; "cuda"; "cuda:N")
+    means on this machine. A CUDA device this machine lacks is a ``DeviceError`` when ``strict``
+    (asked for now), else the CPU with a warning (named by a config written elsewhere)."""
+    check_device(name)
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+        return torch.device("cuda" if cuda_devices() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and (device.index or 0) >= cuda_devices():
+        found = f"{cuda_devices()} CUDA device(s)" if torch.backends.cuda.is_built() else "a CPU-only build of torch"
+        if strict:
+            raise DeviceError(f"device {name!r} was asked for, but this machine has {found}; "
+                              "choose --device cpu or auto")
+        log.warning("the neural model's config names device %r, but this machine has %s: tagging on the CPU "
+                    "(--device chooses)", name, found)
+        return torch.device("cpu")
+    return device
 
 
-def bucketed(lengths: Sequence[int], batch_size: int, rng: random.Random | None = None) -> list[list[int]]:
-    """Indices grouped into batches of similar length (less padding); with ``rng``, lengths are
-    jittered and the batch order shuffled, so each epoch sees different batches."""
+# The process whose torch last ran with several CPU threads. GNU OpenMP's thread pool does not
+# survive a fork: in a process forked after it was started, a second thread would wait forever.
+_THREADED_PID: int | None = None
+
+
+def use_threads(requested: int) -> int:
+    """Set and return torch's CPU threads for this process: ``requested`` (0: torch's default), or
+    1 in a process forked from one whose torch ran on several (the fork cannot use OpenMP's pool)."""
+    global _THREADED_PID
+    threads = requested or torch.get_num_threads()
+    if threads > 1 and _THREADED_PID not in (None, os.getpid()):
+        log.debug("torch ran on several threads before this process was forked: tagging on one")
+        threads = 1
+    torch.set_num_threads(threads)
+    if threads > 1:
+        _THREADED_PID = os.getpid()
+    return threads
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one CPU thread for the block (no OpenMP pool is started), then as it was."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def bucketed(lengths: Sequence[int], batch_size: int, rng: random.Random | None = None,
+             max_tokens: int = 0) -> list[list[int]]:
+    """Indices grouped into batches of similar length (less padding): ``batch_size`` notes each, or
+    with ``max_tokens`` > 0 as many as keep the padded batch (notes x longest) within that many
+    tokens, at least one. With ``rng``, lengths are jittered and the batch order shuffled, so each
+    epoch sees different batches."""
     jitter = (lambda: rng.uniform(-0.1, 0.1)) if rng else (lambda: 0.0)
     order = sorted(range(len(lengths)), key=lambda i: lengths[i] * (1.0 + jitter()))
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if max_tokens <= 0:
+        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    else:
+        batches, current, longest = [], [], 0
+        for i in order:
+            if current and (len(current) + 1) * max(longest, lengths[i]) > max_tokens:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, lengths[i])
+        if current:
+            batches.append(current)
     if rng:
         rng.shuffle(batches)
     return batches
+
+
+def prefetched(make: Iterable[Any], depth: int = 2) -> Iterator[Any]:
+    """The items of ``make`` produced by a background thread, up to ``depth`` ahead, so that the
+    next batches are built (and copied to the device) while the current one trains."""
+    items: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in make:
+                while not stop.is_set():
+                    try:
+                        items.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+        except BaseException as exc:  # noqa: BLE001 - raised again in the consumer
+            items.put(exc)
+            return
+        items.put(done)
+
+    worker = threading.Thread(target=produce, name="neural-batches", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = items.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
 
 
 class NeuralTagger:
@@ -78,14 +193,27 @@ class NeuralTagger:
         if not hasattr(self, "model_"):
             raise NotFittedError("NeuralTagger is not fitted; call fit() or from_disk()")
 
-    def _prepare_torch(self) -> torch.device:
-        if self.settings.num_threads > 0:
-            torch.set_num_threads(self.settings.num_threads)
-        return resolve_device(self.settings.device)
+    def _ready(self) -> torch.device:
+        """The device this tagger runs on, ready in this process: torch's threads set and the model
+        moved there (once per process: after a fork, the worker does it)."""
+        pid = os.getpid()
+        if getattr(self, "_ready_in", None) != pid:
+            use_threads(self.settings.num_threads)
+            if self.device_.type == "cuda":
+                if torch.cuda._is_in_bad_fork():
+                    raise DeviceError("CUDA was started in the process this worker was forked from, and cannot be "
+                                      "used after a fork; load the model without tagging before the workers start")
+                if self.device_.index is not None:
+                    torch.cuda.set_device(self.device_.index)
+            self.model_.to(self.device_)
+            self._ready_in = pid
+        return self.device_
 
-    def _autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
-        """Mixed precision on CUDA only (bfloat16 where supported); the CPU stays in float32."""
-        if device.type != "cuda" or not self.settings.mixed_precision:
+    def _autocast(self, device: torch.device, training: bool) -> contextlib.AbstractContextManager:
+        """Mixed precision on CUDA only (bfloat16 where supported): for training with
+        ``mixed_precision``, for tagging only with ``tag_mixed_precision``; the CPU stays in float32."""
+        wanted = self.settings.mixed_precision if training else self.settings.tag_mixed_precision
+        if device.type != "cuda" or not wanted:
             return contextlib.nullcontext()
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.autocast("cuda", dtype=dtype)
@@ -95,7 +223,7 @@ class NeuralTagger:
         """Train on ``docs``, holding out ``dev_fraction`` of them for early stopping."""
         settings = self.settings
         fit_started = time.perf_counter()
-        device = self._prepare_torch()
+        self.device_ = resolve_device(settings.device)
         torch.manual_seed(settings.seed)
         rng = random.Random(settings.seed)
         docs = list(docs)
@@ -109,7 +237,11 @@ class NeuralTagger:
         self.vocabularies_ = Vocabularies.build(notes, tag_strings, settings, clusters)
         train = [NoteTensors.of(self.vocabularies_.encode(note, doc.spans, settings.scheme))
                  for note, doc in zip(notes, train_docs)]
-        model = self.model_ = build_model(settings, self.vocabularies_).to(device)
+        self.model_ = build_model(settings, self.vocabularies_)
+        device = self._ready()
+        model = self.model_
+        if device.type == "cuda":  # the notes go to the GPU once; batches are built there
+            train = [note.to(device) for note in train]
         singletons = self._singletons(train, device)
         optimizer = self._optimizer(model)
         scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda" and settings.mixed_precision
@@ -144,14 +276,18 @@ class NeuralTagger:
 
     def _train_epoch(self, train: list[NoteTensors], optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
                      singletons: torch.Tensor, rng: random.Random, device: torch.device) -> float:
-        """One pass over the training notes in length buckets; returns the mean batch loss."""
+        """One pass over the training notes in length buckets (on a GPU, built by a background thread
+        while the previous batch trains); returns the mean batch loss."""
         self.model_.train()
         total, batches = 0.0, 0
-        for indices in bucketed([note.length for note in train], self.settings.batch_size, rng):
-            batch = Batch.collate([train[i] for i in indices], device)
+        order = bucketed([note.length for note in train], self.settings.batch_size, rng, self.settings.batch_tokens)
+        built = (Batch.collate([train[i] for i in indices], device) for indices in order)
+        # On a GPU the next batches are built while this one trains; on the CPU a second thread only
+        # competes with torch's own (measured no faster), so batches are built in turn.
+        for batch in prefetched(built) if device.type == "cuda" else built:
             self._hide_singletons(batch, singletons)
             optimizer.zero_grad(set_to_none=True)
-            with self._autocast(device):
+            with self._autocast(device, training=True):
                 loss = self.model_.loss(batch)
             scaler.scale(loss).backward()
             scaler.unscale_(optimizer)
@@ -192,20 +328,28 @@ class NeuralTagger:
         return self.predict_many([note])[0]
 
     def predict_many(self, docs: Sequence[AnalysedNote | Document], batch_size: int = 0) -> list[list[Span]]:
-        """Spans of each note, tagged in length-bucketed batches (order kept)."""
+        """Spans of each note, tagged in length-bucketed batches (order kept): ``batch_size`` notes
+        each when given, else as the settings say (``predict_batch_tokens``, ``predict_batch_size``)."""
         self._check_fitted()
-        device = self._prepare_torch()
+        device = self._ready()
         notes = [note_tokens(analyse(doc, self.language)) for doc in docs]
         results: list[list[Span]] = [[] for _ in docs]
+        tokens = 0 if batch_size else self.settings.predict_batch_tokens or (
+            CUDA_PREDICT_TOKENS if device.type == "cuda" else 0)
         self.model_.eval()
-        with torch.no_grad():  # not inference_mode: CRF marginals take a gradient of log Z
-            for indices in bucketed([len(note.words) for note in notes], batch_size or self.settings.predict_batch_size):
+        with torch.no_grad():
+            for indices in bucketed([len(note.words) for note in notes], batch_size or self.settings.predict_batch_size,
+                                    max_tokens=tokens):
                 present = [i for i in indices if notes[i].words]
                 if not present:
                     continue
                 batch = Batch.collate([NoteTensors.of(self.vocabularies_.encode(notes[i])) for i in present], device)
-                with self._autocast(device):
-                    tagged = self.model_.tag(batch)
+                try:
+                    with self._autocast(device, training=False):
+                        tagged = self.model_.tag(batch)
+                except RuntimeError as exc:  # torch's words (devices, memory, shapes): never note text
+                    raise ComponentError(f"the neural tagger failed on {device}: "
+                                         f"{(str(exc).strip().splitlines() or [''])[0][:300]}") from None
                 for i, (path, probabilities) in zip(present, tagged):
                     results[i] = self._spans(notes[i], path, probabilities)
         return results
@@ -229,18 +373,23 @@ class NeuralTagger:
         (path / TRAINING_FILE).write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "NeuralTagger":
+    def from_disk(cls, path: Path, params: Mapping[str, Any], device: str | None = None) -> "NeuralTagger":
         """The tagger saved in ``path`` by ``to_disk``, with ``params`` (its config section); word
-        clusters are read from the copy saved with the model."""
+        clusters are read from the copy saved with the model. ``device`` ("auto", "cpu", "cuda",
+        "cuda:N") is where it tags, a ``DeviceError`` if this machine lacks it; None: the config's
+        device, or the CPU where that CUDA device is missing. The weights stay on the CPU, and torch
+        on one thread, until the first tagging (in a worker forked after this, in batch runs)."""
         path = Path(path)
         tagger = cls(**params)
-        device = tagger._prepare_torch()
+        tagger.device_ = resolve_device(device, strict=True) if device is not None else resolve_device(
+            tagger.settings.device, strict=False)
         tagger.vocabularies_ = Vocabularies.from_json(json.loads((path / VOCABULARIES_FILE).read_text(encoding="utf-8")))
         if tagger.vocabularies_.clusters is not None:
             tagger.vocabularies_.cluster_features = ClusterFeatures(WordClusters.from_disk(path / CLUSTERS_DIR))
-        model = build_model(tagger.settings, tagger.vocabularies_)
-        model.load_state_dict(torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True))
-        tagger.model_ = model.to(device).eval()
+        with one_thread():
+            model = build_model(tagger.settings, tagger.vocabularies_)
+            model.load_state_dict(torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+        tagger.model_ = model.eval()
         training = json.loads((path / TRAINING_FILE).read_text(encoding="utf-8")) if (path / TRAINING_FILE).is_file() else {}
         tagger.history_, tagger.fit_seconds_ = training.get("epochs", []), training.get("fit_seconds")
         return tagger

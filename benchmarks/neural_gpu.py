@@ -1,0 +1,161 @@
+"""Issue 25's GPU figures in one run: MEDDOCAN train -> dev for the bi-GRU and CEDI on a GPU.
+
+For each run of ``--runs`` (ARCHITECTURE:BATCHING, the architecture a table of
+``benchmarks/neural_meddocan.toml``; BATCHING "notes2" = 2 notes per batch as on the CPU, "tokensN"
+= N padded tokens per batch, "+steps" after it = the CRF's log Z by steps instead of the tree), it trains on the GPU within ``--train-minutes``, then prints: seconds per epoch and the held-out F1
+of each epoch; tagging notes/s on the GPU in float32 and bfloat16 and on the CPU
+(``--cpu-notes`` notes, ``--cpu-threads`` threads); how many notes get the same spans on the GPU
+(float32, and bfloat16) as on the CPU; MEDDOCAN dev strict F1; peak GPU memory. Then
+``hybriddeid annotate --model M --device DEVICE --jobs J`` over the dev notes, timed, for each
+``--jobs``. Everything also goes to OUT/neural_gpu.json. Run by ``benchmarks/neural_gpu.sh``;
+``--device cpu`` with a few notes rehearses it on a machine without a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import torch
+
+from hybriddeid.backends.neural.tagger import NeuralTagger
+from hybriddeid.document import Document, Span
+from hybriddeid.evaluation import evaluate
+from hybriddeid.io import read_corpus, write_document
+from neural_meddocan import save_tagger  # noqa: E402 - beside this script
+
+HERE = Path(__file__).resolve().parent
+SHARED = HERE.parents[1] / "shared" / "corpora" / "meddocan"
+
+
+def strict_f1(gold: list[Document], spans: list[list[Span]]) -> float:
+    return round(evaluate(gold, [doc.with_spans(found) for doc, found in zip(gold, spans)]).score("strict").f1, 4)
+
+
+def keys(spans: list[list[Span]]) -> list[list[tuple[int, int, str]]]:
+    return [[(s.start, s.end, s.label) for s in found] for found in spans]
+
+
+def timed_tagging(tagger: NeuralTagger, docs: list[Document]) -> tuple[list[list[Span]], float]:
+    """Spans of ``docs`` and notes per second (after a warm-up batch; the device synchronised)."""
+    tagger.predict_many(docs[:8])
+    if tagger.device_.type == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    spans = tagger.predict_many(docs)
+    if tagger.device_.type == "cuda":
+        torch.cuda.synchronize()
+    return spans, round(len(docs) / (time.perf_counter() - started), 1)
+
+
+def batching(name: str) -> dict:
+    """The settings a BATCHING of ``--runs`` stands for."""
+    name, _, scan = name.partition("+")
+    chosen = {"crf_scan": scan} if scan else {}
+    if name.startswith("notes"):
+        return {**chosen, "batch_size": int(name[5:]), "batch_tokens": 0}
+    if name.startswith("tokens"):
+        return {**chosen, "batch_tokens": int(name[6:])}
+    raise SystemExit(f"--runs: {name!r} is neither notesN nor tokensN")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=SHARED, help="MEDDOCAN: train/brat and dev/brat inside")
+    parser.add_argument("--clusters", type=Path, help="word clusters to embed (the tables name meddocan-clusters)")
+    parser.add_argument("--neural-config", type=Path, default=HERE / "neural_meddocan.toml")
+    parser.add_argument("--runs", default="bigru:notes2,bigru:tokens8192,cedi:notes2,cedi:tokens8192,bigru:notes2+steps")
+    parser.add_argument("--train-minutes", type=float, default=1.0, help="cap per training (no epoch starts past it)")
+    parser.add_argument("--train-notes", type=int, default=0, help="0: all")
+    parser.add_argument("--dev-notes", type=int, default=0, help="0: all")
+    parser.add_argument("--cpu-notes", type=int, default=50, help="dev notes also tagged on the CPU")
+    parser.add_argument("--cpu-threads", type=int, default=8)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--jobs", default="1,4", help="annotate --jobs values to time")
+    parser.add_argument("--out", type=Path, required=True, help="neural_gpu.json goes here")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/neural-gpu-work"), help="saved models, annotate outputs")
+    args = parser.parse_args()
+    logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO)
+    args.out.mkdir(parents=True, exist_ok=True)
+    args.work.mkdir(parents=True, exist_ok=True)
+    tables = tomllib.loads(args.neural_config.read_text(encoding="utf-8"))
+    train = sorted(read_corpus(args.data / "train" / "brat"), key=lambda doc: doc.name)
+    dev = sorted(read_corpus(args.data / "dev" / "brat"), key=lambda doc: doc.name)
+    train, dev = train[: args.train_notes or None], dev[: args.dev_notes or None]
+    cpu_docs = dev[: args.cpu_notes]
+    gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "none"
+    print(f"torch {torch.__version__}, device {args.device} ({gpu}); train {len(train)} notes, dev {len(dev)}; "
+          f"clusters {'yes' if args.clusters else 'no'}", flush=True)
+    report: dict = {"torch": torch.__version__, "gpu": gpu, "train_notes": len(train), "dev_notes": len(dev), "runs": []}
+    best: dict[str, tuple[Path, float]] = {}
+    for spec in [spec for spec in args.runs.split(",") if spec]:
+        architecture, _, name = spec.partition(":")
+        settings = {**tables[architecture], "device": args.device, "num_threads": args.cpu_threads, "verbose": True,
+                    "max_train_minutes": args.train_minutes, "epochs": 40, "patience": 4, **batching(name)}
+        settings.pop("clusters", None)
+        if args.clusters:
+            settings["clusters"] = str(args.clusters)
+        if args.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        tagger = NeuralTagger(language="es", **settings).fit(train)
+        cumulative = [record["seconds"] for record in tagger.history_]
+        epochs = [round(b - a, 2) for a, b in zip([0.0, *cumulative], cumulative)]
+        memory = round(torch.cuda.max_memory_allocated() / 2**20) if args.device.startswith("cuda") else 0
+        spans, rate = timed_tagging(tagger, dev)
+        folder = args.work / f"model-{architecture}-{name.replace('+', '-')}"
+        save_tagger(tagger, folder)
+        half = NeuralTagger.from_disk(folder / "neural", {**tagger.get_params(), "tag_mixed_precision": True},
+                                      device=args.device)
+        half_spans, half_rate = timed_tagging(half, dev)
+        cpu = NeuralTagger.from_disk(folder / "neural", tagger.get_params(), device="cpu")
+        cpu_spans, cpu_rate = timed_tagging(cpu, cpu_docs)
+        run = {
+            "architecture": architecture, "batching": name, "epochs": len(epochs), "epoch_seconds": epochs,
+            "mean_epoch_seconds": round(sum(epochs) / len(epochs), 2),
+            "held_out_f1": [record.get("dev_f1") for record in tagger.history_],
+            "dev_strict_f1": strict_f1(dev, spans), "dev_strict_f1_bf16": strict_f1(dev, half_spans),
+            "tag_notes_per_s_fp32": rate, "tag_notes_per_s_bf16": half_rate, "tag_notes_per_s_cpu": cpu_rate,
+            "cpu_threads": args.cpu_threads, "cpu_notes": len(cpu_docs),
+            "same_spans_fp32_vs_cpu": sum(a == b for a, b in zip(keys(spans), keys(cpu_spans))),
+            "same_spans_bf16_vs_cpu": sum(a == b for a, b in zip(keys(half_spans), keys(cpu_spans))),
+            "spans_differing_fp32_vs_cpu": sum(len(set(a) ^ set(b)) for a, b in zip(keys(spans), keys(cpu_spans))),
+            "spans_differing_bf16_vs_fp32": sum(len(set(a) ^ set(b)) for a, b in zip(keys(half_spans), keys(spans))),
+            "peak_gpu_mb": memory,
+        }
+        report["runs"].append(run)
+        print(json.dumps(run), flush=True)
+        if architecture not in best or run["dev_strict_f1"] > best[architecture][1]:
+            best[architecture] = (folder, run["dev_strict_f1"])
+        del tagger, half, cpu
+        (args.out / "neural_gpu.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    # annotate over the dev notes with each architecture's best model, on the device, timed.
+    notes = args.work / "annotate-in"
+    shutil.rmtree(notes, ignore_errors=True)
+    for doc in dev:
+        write_document(Document(doc.name, doc.text), notes, "text")
+    report["annotate"] = []
+    for architecture, (folder, _) in best.items():
+        for jobs in [int(j) for j in args.jobs.split(",") if j]:
+            out = args.work / f"annotate-{architecture}-{jobs}"
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "annotate", "--model", str(folder),
+                                   "--device", args.device, "--jobs", str(jobs), str(notes), str(out)],
+                                  capture_output=True, text=True)
+            seconds = round(time.perf_counter() - started, 1)
+            written = len(list(out.glob("*.ann"))) if out.is_dir() else 0
+            row = {"architecture": architecture, "jobs": jobs, "exit": done.returncode, "notes_written": written,
+                   "seconds": seconds, "notes_per_s": round(written / seconds, 1), "stderr_tail": done.stderr[-400:]}
+            report["annotate"].append(row)
+            print(json.dumps(row), flush=True)
+    (args.out / "neural_gpu.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
