@@ -28,6 +28,7 @@ NOTES = 20
 # 4000-dimensional word vectors: the embedding's copy at load is above torch's grain for running in
 # parallel, which is what started OpenMP's pool in the parent before the workers were forked.
 LARGE = {**TINY, "epochs": 2, "word_dim": 4000}
+# Run from a temporary folder (cwd=tmp_path), so the installed package is imported, not ./hybriddeid.
 CLI = [sys.executable, "-c", "import sys; from hybriddeid.cli import main; sys.exit(main())"]
 
 
@@ -66,7 +67,7 @@ def test_batch_runs_with_a_neural_model_and_two_workers_finish_in_seconds(traine
     started = time.perf_counter()
     try:
         done = subprocess.run([*CLI, "-q", command, "--model", str(copy), "--jobs", "2", *extra, str(notes), str(out)],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{command} with num_threads = {threads} and --jobs 2 did not finish in 120 s (a deadlock)")
     seconds = time.perf_counter() - started
@@ -88,7 +89,7 @@ def test_batch_runs_with_a_neural_model_and_two_workers_finish_in_seconds(traine
 def test_annotate_takes_the_device_at_load(trained, tmp_path, device):
     model, notes, _ = trained
     done = subprocess.run([*CLI, "-q", "annotate", "--model", str(model), "--device", device, "--jobs", "2",
-                           str(notes), str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+                           str(notes), str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(list((tmp_path / "out").glob("note*.ann"))) == NOTES
 
@@ -97,7 +98,7 @@ def test_annotate_takes_the_device_at_load(trained, tmp_path, device):
 def test_asking_for_cuda_on_a_cpu_only_machine_is_told_once_in_words(trained, tmp_path):
     model, notes, _ = trained
     done = subprocess.run([*CLI, "annotate", "--model", str(model), "--device", "cuda", str(notes), str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2
     assert "device 'cuda' was asked for, but this machine has" in done.stderr
     assert "choose --device cpu or auto" in done.stderr
