@@ -103,6 +103,29 @@ class Example:
     phi: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """One ``lookup`` entry: ``group`` must be an entry of some dictionary in ``kinds`` and of none in
+    ``not_kinds`` (case-insensitive, blanks normalised); when ``optional``, failing ends the span."""
+
+    group: str
+    kinds: tuple[str, ...]
+    not_kinds: tuple[str, ...] = ()
+    optional: bool = False
+
+    @classmethod
+    def parse(cls, group: str, spec: str) -> "Lookup":
+        """``spec`` as a rule file writes it: "cities,!states", "last_names?"."""
+        kinds = [kind.strip() for kind in spec.rstrip("?").split(",")]
+        return cls(group, tuple(k for k in kinds if not k.startswith("!")), tuple(k[1:] for k in kinds if k.startswith("!")),
+                   spec.endswith("?"))
+
+    def passes(self, language: str, text: str) -> bool:
+        key = " ".join(text.split()).casefold()
+        return (any(key in dictionary_set(language, kind) for kind in self.kinds)
+                and not any(key in dictionary_set(language, kind) for kind in self.not_kinds))
+
+
 @dataclass(frozen=True, eq=False)
 class Rule:
     """One compiled rule. ``spans(text)`` gives the (start, end) of its accepted PHI hits."""
@@ -117,7 +140,7 @@ class Rule:
     validator: str | None = None
     examples: tuple[Example, ...] = ()
     counter_examples: tuple[str, ...] = ()
-    lookup: tuple[tuple[str, str], ...] = ()  # (group, dictionary spec; "?" at its end when optional)
+    lookup: tuple[Lookup, ...] = ()
     language: str | None = None
     fallback: bool = False
     _regex: "regex.Pattern[str]" = field(init=False, repr=False)
@@ -167,14 +190,16 @@ class Rule:
     def _looked_up(self, match: "regex.Match[str]", parts: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """``parts`` when every ``lookup`` group that took part passes its dictionaries; a failed
         optional group cuts the parts before it; a failed required group drops the hit ([])."""
-        for group, spec in self.lookup:
-            optional = spec.endswith("?")
-            for start, end in match.spans(group):
-                if looked_up(self.language or "", spec.rstrip("?"), match.string[start:end]):
+        text = match.string
+        for lookup in self.lookup:
+            for start, end in match.spans(lookup.group):
+                if lookup.passes(self.language or "", text[start:end]):
                     continue
-                if not optional:
+                if not lookup.optional:
                     return []
-                cut = len(match.string[:start].rstrip())
+                cut = start
+                while cut > 0 and text[cut - 1].isspace():  # not text[:start].rstrip(): no copy of a long note
+                    cut -= 1
                 parts = [(s, min(e, cut)) for s, e in parts if s < cut]
         return [(s, e) for s, e in parts if e > s]
 
@@ -316,30 +341,21 @@ def dictionary_set(language: str, kind: str) -> frozenset[str]:
     return frozenset(" ".join(entry.split()).casefold() for entry in bundled_entries(language, kind))
 
 
-def looked_up(language: str, spec: str, text: str) -> bool:
-    """Whether ``text`` passes a lookup ``spec``: "cities,!states" = an entry of some plain kind and
-    of no "!" kind (case-insensitive, blanks normalised)."""
-    key = " ".join(text.split()).casefold()
-    kinds = [kind.strip() for kind in spec.split(",")]
-    return (any(key in dictionary_set(language, kind) for kind in kinds if not kind.startswith("!"))
-            and not any(key in dictionary_set(language, kind[1:]) for kind in kinds if kind.startswith("!")))
-
-
-def _parse_lookup(value: Any, pattern: str, language: str | None, fail: Callable[[str], RuleFileError]) -> tuple[tuple[str, str], ...]:
-    """The ``lookup`` table as (group, kind) pairs, checked: the groups exist, the kinds are bundled."""
+def _parse_lookup(value: Any, pattern: str, language: str | None, fail: Callable[[str], RuleFileError]) -> tuple[Lookup, ...]:
+    """The ``lookup`` table, checked: the groups exist, the kinds are the language's dictionaries."""
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise fail("lookup must be a table of group = dictionary kind")
     if value and not language:
         raise fail("lookup needs the file's language (language = ...), whose dictionaries it reads")
     groups = set(regex.compile(pattern).groupindex) if value else set()
-    for group, spec in value.items():
-        if group not in groups:
-            raise fail(f"lookup names group {group!r}, which the pattern does not have")
-        kinds = [kind.strip().lstrip("!") for kind in spec.rstrip("?").split(",")]
-        unknown = [kind for kind in kinds if kind not in bundled_kinds(str(language))]
+    lookups = tuple(Lookup.parse(group, spec) for group, spec in value.items())
+    for lookup in lookups:
+        if lookup.group not in groups:
+            raise fail(f"lookup names group {lookup.group!r}, which the pattern does not have")
+        unknown = [kind for kind in lookup.kinds + lookup.not_kinds if kind not in bundled_kinds(str(language))]
         if unknown:
             raise fail(f"lookup kind(s) {unknown} are not dictionaries of {language!r}: {list(bundled_kinds(str(language)))}")
-    return tuple(value.items())
+    return lookups
 
 
 def _parse_rule(
