@@ -65,15 +65,13 @@ class ReviewState:
         reviewed = [note for note in self.notes if self.corrections.reviewed(note.name)]
         sample = Reviewed.collect([(note.chances, note.doc.spans, self.saved(note) or []) for note in reviewed])
         self.risk = folder_risk(self.notes, sample if reviewed else None, self.calibration)
+        self.note_risks = {n.name: n for n in self.risk.notes}
         if not self.queue:
-            order = sorted(self.notes, key=lambda note: -self._note_risk(note.name))
+            order = sorted(self.notes, key=lambda note: -self.note_risks[note.name].expected_missed)
             self.queue = [note.name for note in order]
 
-    def _note_risk(self, name: str) -> float:
-        return next((n.expected_missed for n in self.risk.notes if n.name == name), 0.0)
-
     def queue_view(self) -> dict[str, Any]:
-        risks = {n.name: n for n in self.risk.notes}
+        risks = self.note_risks
         items = []
         for name in self.queue:
             note = self.by_name[name]
@@ -106,13 +104,13 @@ class ReviewState:
                     view = _span_view(s, "added")
                 spans.append(view)
             for s in model:
-                if (s.start, s.end) not in {(x.start, x.end) for x in saved} and not any(s.overlaps(x) for x in saved):
+                if not any(s.overlaps(x) for x in saved):  # a span kept as it was overlaps itself
                     spans.append(_span_view(s, "rejected"))
             spans.sort(key=lambda view: view["start"])
         chances = [{"start": c.start, "end": c.end, "p_o": 1.0 - c.p_phi, "label": c.label}
                    for c in note.untagged() if c.p_phi >= MIN_SHOWN_CHANCE]
         record = self.corrections.reviews.get(name, {})
-        risk = next(n for n in self.risk.notes if n.name == name)
+        risk = self.note_risks[name]
         return {"name": name, "text": note.doc.text, "spans": spans, "chances": chances,
                 "reviewed": bool(record.get("reviewed")), "record": record,
                 "risk": {"expected_missed": risk.expected_missed, "per_1000": risk.per_1000, "per_type": risk.per_type}}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from hybriddeid.document import Document, Span
-from hybriddeid.io import InputError, atomic_write_text, scan_inputs, write_document
+from hybriddeid.io import InputError, atomic_write_text, read_document, scan_inputs, write_document
 from hybriddeid.processing import NoteSettings, ProcessedNote, process_notes
 from hybriddeid.risk import Reviewed, RiskEstimate, TokenChance, estimate, untagged
 
@@ -106,6 +106,7 @@ class Corrections:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.reviews: dict[str, Any] = self._read_reviews()
+        self._read: dict[str, tuple[str, list[Span]]] = {}  # name -> (saved text, spans): read from disk once
 
     def _read_reviews(self) -> dict[str, Any]:
         path = self.folder / REVIEWS_FILE
@@ -123,14 +124,15 @@ class Corrections:
         """The corrected spans of ``doc`` saved before (None: never saved). The saved text must be the
         note's, else its offsets would point elsewhere."""
         txt = self.folder / f"{doc.name}.txt"
-        if not txt.exists():
-            return None
-        from hybriddeid.io import read_document
-
-        saved = read_document(txt, "brat")[0]
-        if saved.text != doc.text:
+        if doc.name not in self._read:  # every save re-estimates the risk from all reviewed notes' spans
+            if not txt.exists():
+                return None
+            saved = read_document(txt, "brat")[0]
+            self._read[doc.name] = (saved.text, list(saved.spans))
+        text, spans = self._read[doc.name]
+        if text != doc.text:
             raise InputError(txt, "holds another text than the note of the same name; move it away to review anew")
-        return list(saved.spans)
+        return list(spans)
 
     def save(self, doc: Document, spans: Sequence[Span], reviewer: str, done: bool,
              decisions: dict[str, int] | None = None) -> dict[str, Any]:
@@ -138,6 +140,7 @@ class Corrections:
         the whole note is reviewed (``done``); returns the note's record."""
         kept = Document(doc.name, doc.text, tuple(Span(s.start, s.end, s.label, "review", 1.0) for s in spans))
         write_document(kept, self.folder, "brat")
+        self._read.pop(doc.name, None)  # read back as written on the next ``spans``
         record = {"reviewer": reviewer, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "reviewed": bool(done), "spans": len(spans)}
         if decisions:

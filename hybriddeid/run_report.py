@@ -37,18 +37,19 @@ class RunSpan:
 
 
 def _deid_run(out_dir: Path) -> tuple[list[RunSpan], dict[str, str], str]:
+    from hybriddeid.surrogates.audit import AUDIT_FORMATS, audit_rows
+
     spans: list[RunSpan] = []
     texts: dict[str, str] = {}
-    for path in sorted((out_dir / "audit").glob("*.jsonl")):
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise InputError(path, f"line {lineno}: not JSON") from None
-            if "label" not in record or "out_start" not in record:
-                continue  # the run record
-            spans.append(RunSpan(str(record["note"]), int(record["out_start"]), int(record["out_end"]),
-                                 str(record["label"]), str(record.get("source", "?")), float(record.get("score", 1.0))))
+    audits = sorted(path for fmt in AUDIT_FORMATS for path in (out_dir / "audit").glob(f"*.{fmt}"))
+    for path in audits:  # the audit's own reader: JSONL or CSV (--audit-format), the run record skipped
+        try:
+            for record in audit_rows(path):
+                spans.append(RunSpan(str(record["note"]), int(record["out_start"]), int(record["out_end"]),
+                                     str(record["label"]), str(record.get("source", "?")),
+                                     float(record.get("score", 1.0))))
+        except (ValueError, KeyError, TypeError) as exc:  # the type only: a message could quote a row
+            raise InputError(path, f"is not an audit file ({type(exc).__name__})") from None
     for name in {span.note for span in spans}:
         output = out_dir / f"{name}.txt"
         if output.is_file():
