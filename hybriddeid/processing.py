@@ -92,14 +92,16 @@ def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], s
 def token_chances(pipeline: "Pipeline", doc: Document, settings: NoteSettings) -> tuple[list, tuple[TokenChance, ...]]:
     """The spans ``pipeline.predict`` gives ``doc`` under ``settings`` (the same tagging, read once)
     and the P(PHI) of every token its token-unit CRF (highest in precedence) read."""
+    from hybriddeid.pipeline import ConfigError  # the model's problem, not the note's: callers stop on it
+
     if pipeline is None or not hasattr(pipeline, "read"):
-        raise ValueError("token chances need a loaded model (hybriddeid.pipeline.Pipeline)")
+        raise ConfigError("token chances need a loaded model (hybriddeid.pipeline.Pipeline)")
     threshold = pipeline.threshold_for(settings.threshold)
     reading = pipeline.read(doc, threshold if threshold is not None else MIN_READ_THRESHOLD, keep_below=1.0)
     spans = pipeline.within_phi_set(reading.doc, reading.spans(threshold), settings.phi_set)
     source = next((source for source in reading.candidates if source.words is None), None)
     if source is None:
-        raise ValueError("this model has no token CRF whose marginals could be read")
+        raise ConfigError("this model has no token CRF whose marginals could be read")
     kept: dict[tuple[int, int], TokenChance] = {}
     for _, sequences in source.reads:
         for units in sequences:

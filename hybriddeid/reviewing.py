@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from hybriddeid.batch import describe_error
 from hybriddeid.document import Document, Span
+from hybriddeid.pipeline import ConfigError
 from hybriddeid.io import InputError, atomic_write_text, read_document, scan_inputs, write_document
 from hybriddeid.processing import NoteSettings, ProcessedNote, process_notes
 from hybriddeid.risk import Reviewed, RiskEstimate, TokenChance, estimate, untagged
@@ -61,7 +63,9 @@ def read_folder(pipeline: "Pipeline", folder: Path, settings: NoteSettings = Not
                 encoding: str = "utf-8", gold: bool = False) -> tuple[list[ReadNote], list[Document], int]:
     """Every note of ``folder`` read by ``pipeline`` (``process_notes`` with token chances), its gold
     or reviewed spans alongside when ``gold`` (else the files' annotations are not read), and the
-    number of files that could not be read (each named in a log line, the rest carry on)."""
+    number of files that could not be read or processed (each named in a log line with a description
+    that never quotes note text, ``batch.describe_error``; the rest carry on). A problem of the model
+    itself (``ConfigError``) stops the reading."""
     settings = NoteSettings(settings.phi_set, settings.threshold, None, chances=True)
     read, given, failed = [], [], 0
     for path, docs in scan_inputs(folder, encoding=encoding, spans=gold):
@@ -70,7 +74,14 @@ def read_folder(pipeline: "Pipeline", folder: Path, settings: NoteSettings = Not
             failed += 1
             continue
         for doc in docs:
-            note: ProcessedNote = process_notes(pipeline, [doc.with_spans(())], settings)[0]
+            try:
+                note: ProcessedNote = process_notes(pipeline, [doc.with_spans(())], settings)[0]
+            except ConfigError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one note's failure; its message may quote the note
+                log.error("%s: %s", path, describe_error(exc))
+                failed += 1
+                continue
             read.append(ReadNote(note.document, note.chances or ()))
             given.append(doc)
     return read, given, failed
