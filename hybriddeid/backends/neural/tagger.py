@@ -140,21 +140,26 @@ def prefetched(make: Iterable[Any], depth: int = 2) -> Iterator[Any]:
     done = object()
     stop = threading.Event()
 
+    def put(item: Any) -> bool:
+        """Queue ``item`` unless the consumer has stopped (then nothing takes it: a blocking put would
+        hang the join below); whether it was queued."""
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for item in make:
-                while not stop.is_set():
-                    try:
-                        items.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not put(item):
                     return
         except BaseException as exc:  # noqa: BLE001 - raised again in the consumer
-            items.put(exc)
+            put(exc)
             return
-        items.put(done)
+        put(done)
 
     worker = threading.Thread(target=produce, name="neural-batches", daemon=True)
     worker.start()
