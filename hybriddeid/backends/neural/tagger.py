@@ -245,9 +245,9 @@ class NeuralTagger:
         self.model_ = build_model(settings, self.vocabularies_)
         device = self._ready()
         model = self.model_
+        singletons = self._singletons(train, device)  # counted on the host, before the notes move
         if device.type == "cuda":  # the notes go to the GPU once; batches are built there
             train = [note.to(device) for note in train]
-        singletons = self._singletons(train, device)
         optimizer = self._optimizer(model)
         scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda" and settings.mixed_precision
                                       and not torch.cuda.is_bf16_supported())
