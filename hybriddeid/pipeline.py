@@ -390,7 +390,7 @@ class Pipeline:
         the config's). ``threshold`` (default: the config's ``phi_threshold``, usually none; 0: none)
         also makes PHI every CRF unit whose P(O) is below it (``hybriddeid.operating_point``); the
         PHI set applies last, to those too. A long note is read piece by piece (``pieces``)."""
-        doc = doc_or_text.doc if isinstance(doc_or_text, AnalysedNote) else self._as_document(doc_or_text)
+        doc = self._as_document(doc_or_text)
         threshold = self.threshold_for(threshold)
         if threshold is None:
             return self.combine(doc, self.predict_by_source(doc_or_text, precedence), precedence, phi_set)

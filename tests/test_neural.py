@@ -355,3 +355,30 @@ def test_a_model_trained_on_cuda_tags_on_a_cpu_only_machine(corpus, tmp_path, ca
     assert spans_of(loaded.predict(corpus[7])) == spans_of(pipeline.predict(corpus[7]))
     with pytest.raises(DeviceError, match="device 'cuda:1' was asked for, but this machine has"):
         Pipeline.load(tmp_path / "model", device="cuda:1")
+
+
+def test_prefetched_batches_stop_when_the_consumer_stops_early():
+    # A training step that raises (out of memory, interrupted) closes the generator while the
+    # producer may already have queued its last items: closing must not wait on it forever.
+    import threading
+    import time
+
+    from hybriddeid.backends.neural.tagger import prefetched
+
+    seen: list[list[int]] = []
+
+    def close_after_one(items: list[int]) -> None:
+        got = prefetched(iter(items))
+        first = next(got)
+        time.sleep(0.3)  # the producer fills the queue and reaches its end
+        got.close()
+        seen.append([first])
+
+    for items in ([0, 1, 2], list(range(10))):
+        consumer = threading.Thread(target=close_after_one, args=(items,), daemon=True)
+        consumer.start()
+        consumer.join(timeout=10)
+        assert not consumer.is_alive(), f"closing the batches of {len(items)} items hung"
+    assert seen == [[0], [0]]
+    assert not any(thread.name == "neural-batches" for thread in threading.enumerate())  # each producer ended
+    assert list(prefetched(iter(range(5)))) == [0, 1, 2, 3, 4]

@@ -31,8 +31,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from hybriddeid.backends.neural.settings import CRF_SCANS as SCANS
+
 _TINY = 1e-30  # floor of exp(transition - max transition): a transition 69 nats below the best counts as that
-SCANS = ("auto", "steps", "tree")
 F = TypeVar("F", bound=Callable)
 
 
@@ -67,9 +68,10 @@ class CRF(nn.Module):
         transitions = (self.transitions - transition_shift).exp().clamp_min(_TINY)
         return probabilities, shift, transitions, transition_shift
 
-    def _forward(self, emissions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _forward(self, emissions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Scaled forward vectors ``[B, T, K]`` (each sums to 1), the log of each step's scale
-        including its shifts ``[B, T]``, and the exp transitions."""
+        including its shifts ``[B, T]``, and the shifted exp emissions and transitions it used
+        (``_scaled``'s, for the backward pass)."""
         probabilities, shift, transitions, transition_shift = self._scaled(emissions)
         start_shift = self.start.detach().max()
         alpha = (self.start - start_shift).exp() * probabilities[:, 0]
@@ -85,14 +87,14 @@ class CRF(nn.Module):
         log_scales = torch.cat(totals, dim=1).log() + shift
         log_scales = log_scales + torch.cat([start_shift.view(1, 1), transition_shift.expand(1, emissions.size(1) - 1)],
                                             dim=1)
-        return torch.stack(alphas, dim=1), log_scales, transitions
+        return torch.stack(alphas, dim=1), log_scales, probabilities, transitions
 
     @full_precision
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """log Z of each sequence by the forward algorithm: ``[batch]``."""
         if self._tree(emissions):
             return self._log_partition_tree(emissions, mask)
-        alphas, log_scales, _ = self._forward(emissions)
+        alphas, log_scales, _, _ = self._forward(emissions)
         last = (mask.long().sum(1) - 1).clamp(min=0)
         final = alphas[torch.arange(alphas.size(0), device=alphas.device), last]  # [B, K] at each sequence's end
         return (log_scales * mask).sum(1) + torch.logsumexp(final.clamp_min(_TINY).log() + self.end, dim=1)
@@ -149,8 +151,7 @@ class CRF(nn.Module):
                 leaf = emissions.detach().requires_grad_(True)
                 (gradient,) = torch.autograd.grad(self._log_partition_tree(leaf, mask).sum(), leaf)
             return gradient * mask.unsqueeze(2)
-        alphas, _, transitions = self._forward(emissions)
-        probabilities, _, _, _ = self._scaled(emissions)
+        alphas, _, probabilities, transitions = self._forward(emissions)
         end = (self.end - self.end.max()).exp().expand(emissions.size(0), -1)
         beta = end
         betas = [beta]

@@ -47,6 +47,7 @@ def check_device(name: str) -> str:
     return name
 
 
+CRF_SCANS = ("auto", "steps", "tree")  # how the CRF output takes log Z (``crf_layer.CRF``'s ``scan``)
 CHOICES = {
     "architecture": ARCHITECTURES,
     "scheme": ("BIO", "BIOES"),
@@ -54,7 +55,7 @@ CHOICES = {
     "rnn": ("auto", "gru", "lstm"),
     "char_encoder": ("auto", "cnn", "rnn", "none"),
     "optimizer": ("auto", "adam", "rmsprop", "sgd"),
-    "crf_scan": ("auto", "steps", "tree"),
+    "crf_scan": CRF_SCANS,
 }
 
 

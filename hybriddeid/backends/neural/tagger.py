@@ -140,21 +140,26 @@ def prefetched(make: Iterable[Any], depth: int = 2) -> Iterator[Any]:
     done = object()
     stop = threading.Event()
 
+    def put(item: Any) -> bool:
+        """Queue ``item`` unless the consumer has stopped (then nothing takes it: a blocking put would
+        hang the join below); whether it was queued."""
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for item in make:
-                while not stop.is_set():
-                    try:
-                        items.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not put(item):
                     return
         except BaseException as exc:  # noqa: BLE001 - raised again in the consumer
-            items.put(exc)
+            put(exc)
             return
-        items.put(done)
+        put(done)
 
     worker = threading.Thread(target=produce, name="neural-batches", daemon=True)
     worker.start()
@@ -240,9 +245,9 @@ class NeuralTagger:
         self.model_ = build_model(settings, self.vocabularies_)
         device = self._ready()
         model = self.model_
+        singletons = self._singletons(train, device)  # counted on the host, before the notes move
         if device.type == "cuda":  # the notes go to the GPU once; batches are built there
             train = [note.to(device) for note in train]
-        singletons = self._singletons(train, device)
         optimizer = self._optimizer(model)
         scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda" and settings.mixed_precision
                                       and not torch.cuda.is_bf16_supported())
