@@ -81,6 +81,9 @@ class DeidProcessor:
     engine: str | None = None  # how the model's CRFs tag ("fast", "crfsuite"); None: its config
     device: str | None = None  # where its neural components run ("auto", "cpu", "cuda[:N]"); None: its config
     renamer: Renamer | None = None
+    # the note texts of the output file last read by ``output_text``, with its (mtime, size)
+    _outputs: dict[Path, tuple[tuple[int, int], dict[str, str | None]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.phi_set is not None:
@@ -138,15 +141,29 @@ class DeidProcessor:
             if read_audit_run(audit) != self.run_record:  # made with another key or other settings
                 return False
             written_text = self.output_text(output, fmt, name)
-            # the audit read row by row and checked as it comes: a 20 MB note's is 200 MB of rows
-            return written_text is not None and matches_replacements(doc.text, written_text, audit_rows(audit))
+            return written_text is not None and self.output_matches(doc, written_text, audit)
         except (InputError, ValueError, OSError, KeyError, TypeError):
             return False
 
+    def output_matches(self, doc: Document, written_text: str, audit: Path) -> bool:
+        """Whether ``written_text`` is ``doc``'s text with ``audit``'s replacements applied (the audit read
+        row by row and checked as it comes: a 20 MB note's is 200 MB of rows)."""
+        return matches_replacements(doc.text, written_text, audit_rows(audit))
+
     def output_text(self, output: Path, fmt: str, name: str) -> str | None:
-        """The text of note ``name`` in the output file ``output``; None unless it holds that note once."""
-        outputs = [d for d in read_document(output, fmt) if d.name == name]
-        return outputs[0].text if len(outputs) == 1 else None
+        """The text of note ``name`` in the output file ``output``; None unless it holds that note once.
+        Each file is read once while it stays unchanged: a resume asks for every note of a file that
+        holds many (JSON Lines, FHIR), which would otherwise read it once per note."""
+        info = output.stat()
+        stamp = (info.st_mtime_ns, info.st_size)
+        cached = self._outputs.get(output)
+        if cached is None or cached[0] != stamp:
+            texts: dict[str, str | None] = {}
+            for written in read_document(output, fmt):
+                texts[written.name] = None if written.name in texts else written.text  # twice: not done
+            cached = stamp, texts
+            self._outputs = {output: cached}  # one file at a time: planning goes file by file
+        return cached[1].get(name)
 
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
         out_dir = Path(out_dir)

@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from hybriddeid.deid_batch import DeidProcessor, audit_path, mapping_path
+from hybriddeid.deid_batch import DeidProcessor
 from hybriddeid.document import Document
-from hybriddeid.io import FHIR_FORMAT, InputError, output_path, read_document
+from hybriddeid.io import FHIR_FORMAT
 from hybriddeid.io.fhir import INSTALL_HINT, is_elements, part_of, require_models, with_output
 from hybriddeid.processing import NoteSettings, ProcessedNote, process_notes
 from hybriddeid.profiles import filter_document
-from hybriddeid.surrogates.audit import read_audit_run
 
 
 @dataclass
@@ -38,7 +37,6 @@ class FhirDeidProcessor(DeidProcessor):
     are named by their resources, so neither a patient map nor ``--rename`` applies."""
 
     _rejected: dict[Path, tuple[tuple[str, str, str], ...]] = field(default_factory=dict, init=False, repr=False)
-    _outputs: dict[Path, tuple[tuple[int, int], dict[str, str]]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -83,31 +81,10 @@ class FhirDeidProcessor(DeidProcessor):
                     note.deid.document, [(r.start, r.end, r.replacement) for r in note.deid.replacements], mode)))
                 for note in [*found, *together[len(found):]] if note.deid is not None]
 
-    def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
-        """``DeidProcessor.is_done`` for notes; a resource's elements are done when their audit was made
-        by this run's settings and the output holds the resource (a date may have been left out there)."""
-        if not is_elements(doc):
-            return super().is_done(doc, out_dir, fmt)
-        audit, output = audit_path(out_dir, doc.name, self.audit_format), output_path(doc, out_dir, fmt)
-        if not (audit.is_file() and output.is_file()):
-            return False
-        if self.mapping_dir is not None and not mapping_path(self.mapping_dir, doc.name).is_file():
-            return False
-        try:
-            return read_audit_run(audit) == self.run_record and self.output_text(output, fmt, doc.name) is not None
-        except (InputError, ValueError, OSError, KeyError, TypeError):
-            return False
-
-    def output_text(self, output: Path, fmt: str, name: str) -> str | None:
-        """The text of note ``name`` in ``output``; each output file is read once while it stays unchanged
-        (a resume asks for every note of a file)."""
-        info = output.stat()
-        stamp = (info.st_mtime_ns, info.st_size)
-        cached = self._outputs.get(output)
-        if cached is None or cached[0] != stamp:
-            cached = stamp, {doc.name: doc.text for doc in read_document(output, fmt)}
-            self._outputs = {output: cached}  # one file at a time: planning goes file by file
-        return cached[1].get(name)
+    def output_matches(self, doc: Document, written_text: str, audit: Path) -> bool:
+        """``DeidProcessor.output_matches`` for notes; a resource's elements are done once their audit
+        (made by this run's settings) and its output exist: a date may have been left out there."""
+        return is_elements(doc) or super().output_matches(doc, written_text, audit)
 
     def settings(self) -> dict[str, Any]:
         """``DeidProcessor.settings`` and the input format: FHIR outputs are resources, not notes."""

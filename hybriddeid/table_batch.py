@@ -16,8 +16,8 @@ Outputs, in the input's format (or ``--format``):
   holds, its size and the run record: a rerun skips those parts) and ``summary.json``. Readers of
   Parquet datasets (pyarrow, Spark) ignore ``_``-prefixed folders.
 * a database table: each unit's rows inserted in one transaction that first deletes their ids; a rerun
-  skips ids already there. The run's lock is a folder under the user's cache
-  (``$XDG_CACHE_HOME/hybriddeid/runs/``), named by a digest of the output table.
+  skips ids already there. The run's lock is a folder under the user's cache (``recipes.cache_dir()``:
+  ``$HYBRIDDEID_CACHE_DIR``, else ``$XDG_CACHE_HOME/hybriddeid``), ``runs/`` and a digest of the output table.
 
 Bad rows (no id, an id used twice, no text, no patient, a row of the wrong width) are reported by row
 number, never by value, and the others go on.
@@ -28,7 +28,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -219,8 +218,9 @@ class TableDeidProcessor:
 
 def state_folder(sink: SqlSink) -> Path:
     """Where a run into a database table keeps its lock: a folder of the user's cache named by the table."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "hybriddeid" / "runs" / hashlib.sha256(sink.name.encode("utf-8")).hexdigest()[:16]
+    from hybriddeid.recipes import cache_dir  # imports the pipeline: only for database runs, which load a model
+
+    return cache_dir() / "runs" / hashlib.sha256(sink.name.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass

@@ -200,6 +200,19 @@ def test_wrong_columns_and_passwords_in_urls_are_refused_clearly(setting, tmp_pa
     assert "s3cret-pw" not in caplog.text and "holds a password" in caplog.text
 
 
+def test_a_csv_without_a_header_row_is_refused_without_quoting_its_first_note(tmp_path):
+    from hybriddeid.io import InputError
+    from hybriddeid.io.tables import Columns, open_table
+
+    path = tmp_path / "headerless.csv"
+    path.write_text("n1,Seen by Dr Zibbinshaw at Pellworth,4417920\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        open_table(path, "csv", Columns())
+    message = str(caught.value)
+    assert "has no column 'note_id', 'text'" in message and "first row has 3 fields" in message
+    assert not any(value in message for value in PHI_STRINGS + ["n1"])
+
+
 def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
     table = write_csv(tmp_path / "notes.csv", setting["rows"])
     options = ["deid", "--model", "en", *setting["options"], "--patient-col", "patient", "--part-rows", "3",

@@ -65,12 +65,16 @@ class Columns:
         the spans and audit columns when asked for."""
         return [*self.read, *([SPANS_COLUMN] if spans else []), *([AUDIT_COLUMN] if audit else [])]
 
-    def check(self, where: str | Path, available: Sequence[str]) -> None:
-        """An ``InputError`` naming ``where`` when a needed column is not among ``available``."""
+    def check(self, where: str | Path, available: Sequence[str], shown: bool = True) -> None:
+        """An ``InputError`` naming ``where`` when a needed column is not among ``available``, which it
+        lists when ``shown`` (a schema's names); a file's header row is counted, never quoted: in a file
+        without one, the first note's cells stand there."""
         missing = [name for name in self.read if name not in available]
         if missing:
-            raise InputError(where, f"has no column {', '.join(map(repr, missing))} (it has "
-                                    f"{', '.join(map(repr, available)) or 'none'}); name them with --id-col, "
+            has = (f"it has {', '.join(map(repr, available)) or 'none'}" if shown else
+                   f"its first row has {len(available)} fields, not shown: in a file without a header row they are "
+                   "a note's values")
+            raise InputError(where, f"has no column {', '.join(map(repr, missing))} ({has}); name them with --id-col, "
                                     "--text-col, --patient-col, --keep-cols")
 
 
@@ -214,7 +218,7 @@ class DelimitedTable(_LineTable):
             self.data_start = (lines.offset, lines.number)
         if len(set(header)) < len(header):
             raise InputError(path, "header names a column twice")
-        columns.check(path, header)
+        columns.check(path, header, shown=False)  # a headerless file's first row is a note's
         self.header = header
 
     def _reader(self, lines: _Lines) -> Iterator[list[str]]:
