@@ -17,6 +17,7 @@ pytest.importorskip("fhir.resources", reason="FHIR input needs fhir.resources (p
 
 from cli_runs import FAST_CLI, TEMP, files, kill_9_after, run, slow_cli  # noqa: E402
 from hybriddeid.cli import main  # noqa: E402
+from hybriddeid.surrogates.keys import render_key  # noqa: E402
 from hybriddeid.io.fhir import (DATA_ABSENT_REASON, SECURITY_SYSTEM, html_text, html_with_edits, read_fhir,  # noqa: E402
                                 validation_problem)
 
@@ -86,7 +87,14 @@ def deid(in_dir: Path, out_dir: Path, *options: str) -> int:
 
 
 def surrogate(tmp_path: Path) -> list[str]:
-    return ["--mode", "surrogate", "--key-file", str(tmp_path / "deid.key")]
+    """Surrogate mode with a fixed key, so that what two patients draw is the same in every run (a fresh
+    random key let two patients draw one name now and then, and the assertions that keep them apart
+    failed by chance)."""
+    key = tmp_path / "deid.key"
+    if not key.exists():
+        key.write_text(render_key(bytes(range(32))), encoding="utf-8")
+        key.chmod(0o600)
+    return ["--mode", "surrogate", "--key-file", str(key)]
 
 
 def resources(path: Path) -> list[dict]:
