@@ -648,3 +648,29 @@ def test_long_notes_are_searched_in_windows_with_the_whole_texts_hits(language, 
     windowed = {rule.name: rule.spans(text) for rule in classifier.rules}
     assert sum(map(len, whole.values())) > 100
     assert windowed == whole
+
+
+@pytest.mark.parametrize("text, possible", [
+    ("40/1000/15", False), ("70-84", False), ("41-53", False), ("40/17-24", False), ("178-224", False),
+    ("10/3", True), ("2/31", True), ("12/93", True), ("7/81", True), ("15.4", True), ("2030", True), ("'84", True),
+    ("1970-84", True), ("14/14/2014", True), ("16/018/1961", True), ("Mar 40-50", True),
+])
+def test_numeric_date_possible_rejects_only_numbers_no_date_writing_reads(text, possible):
+    from hybriddeid.classifiers.validators import numeric_date_possible
+
+    assert numeric_date_possible(text) is possible
+
+
+def test_the_pipeline_drops_dates_no_calendar_reads_whoever_found_them():
+    """A vent setting read as a date is dropped from every output path (with and without a
+    threshold); ``drop_impossible_dates = false`` keeps it."""
+    from hybriddeid import Pipeline
+    from hybriddeid.document import Document, Span
+
+    pipeline = Pipeline.load("en")
+    text = "VENT SETTINGS 40/1000/15 A/C, extubated 10/3."
+    doc = Document("vent", text)
+    found = [Span(14, 24, "DATE", "token"), Span(40, 44, "DATE", "token")]
+    assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["10/3"]
+    pipeline.config["pipeline"]["drop_impossible_dates"] = False
+    assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["40/1000/15", "10/3"]
