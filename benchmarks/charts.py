@@ -163,10 +163,10 @@ def draw_peers(data: dict[str, Any], plt: Any) -> Any:
     left.set_xticks(range(len(CATEGORIES)), CATEGORIES)
     left.set_ylabel("binary token recall")
     left.set_title("Recall per category, same notes")
-    left.legend()
-    right.bar(names, [tools[n]["notes_per_s"] for n in names], color=[f"C{i}" for i in range(len(names))])
+    left.legend(loc="lower left", fontsize=8)
+    right.bar(names, [tools[n]["notes_per_second"] for n in names], color=[f"C{i}" for i in range(len(names))])
     right.set_ylabel("notes/s")
-    right.set_title("Speed, same run")
+    right.set_title("notes/s, same run")
     return fig
 
 
@@ -212,10 +212,18 @@ def table_per_type(data: dict[str, Any]) -> list[str]:
 
 
 def table_peers(data: dict[str, Any]) -> list[str]:
-    tools = {name: row for name, row in data["result"]["results"].items() if "recall_by_category" in row}
-    lines = ["| tool | notes/s | " + " | ".join(CATEGORIES) + " |", "| --- | ---: |" + " ---: |" * len(CATEGORIES)]
+    result = data["result"]
+    tools = {name: row for name, row in result["results"].items() if "recall_by_category" in row}
+    base = tools.get("hybriddeid", {}).get("notes_per_second")
+    lines = [f"{result['notes']} held-out generated English notes ({result['megabytes']:.2f} MB, test mix, seed "
+             f"{result['seed']}), one process per tool; binary token scores:", "",
+             "| tool | notes/s | load s | peak MB | token P | token R | HIPAA token R | hybriddeid speed / tool | "
+             + " | ".join(f"{c} R" for c in CATEGORIES) + " |",
+             "| --- |" + " ---: |" * (7 + len(CATEGORIES))]
     for name, row in tools.items():
-        lines.append(f"| {name} | {row['notes_per_second']:.1f} | "
+        ratio = f"{base / row['notes_per_second']:.2f}" if base else ""
+        lines.append(f"| {name} | {row['notes_per_second']:.1f} | {row['load_seconds']:.1f} | {row['peak_rss_mb']:.0f} | "
+                     f"{row['precision']:.4f} | {row['recall']:.4f} | {row['hipaa_recall']:.4f} | {ratio} | "
                      + " | ".join(f"{row['recall_by_category'].get(c, 0.0):.3f}" for c in CATEGORIES) + " |")
     return lines
 
