@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -205,9 +206,12 @@ def on_pre_build(config: Any, **_: Any) -> None:
     """mkdocs hook: refuse to build the site from stale reference pages."""
     from mkdocs.exceptions import PluginError
 
-    stale = stale_pages()
-    if stale:
-        raise PluginError(f"stale generated reference: {', '.join(stale)}; run python tools/docs_reference.py")
+    # In a process of its own with this checkout first on the path: mkdocs' process may have imported
+    # another hybriddeid (an editable install of another checkout) before this hook ran.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, __file__, "--check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PluginError(f"stale generated reference: {done.stderr.strip() or done.stdout.strip()}")
 
 
 def main(argv: list[str] | None = None) -> int:
