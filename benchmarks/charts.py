@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -44,10 +43,8 @@ def commit() -> str:
 
 
 def _run(command: list[str]) -> None:
-    """Run a step of a benchmark with this checkout's hybriddeid first on the path."""
     print("$", " ".join(command), flush=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    subprocess.run(command, cwd=ROOT, check=True, env=env)
+    subprocess.run(command, cwd=ROOT, check=True)
 
 
 def run_operating_point(work: Path) -> tuple[str, Any]:
@@ -82,6 +79,10 @@ RUNS: dict[str, Callable[[Path], tuple[str, Any]]] = {
 
 def run(chart: str) -> Path:
     """Run the chart's benchmark and keep its output with the command and commit."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from docs_reference import check_checkout
+
+    check_checkout()  # the commit recorded must be the code that ran
     at = commit()
     with tempfile.TemporaryDirectory(prefix="hybriddeid-chart-") as work:
         command, result = RUNS[chart](Path(work))

@@ -186,8 +186,25 @@ def render(page: Path, generated: str) -> str:
     return f"{head}{BEGIN}\n\n{generated}\n{END}{tail}"
 
 
+def _sources(package: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(package)): path.read_bytes() for path in sorted(package.rglob("*.py"))}
+
+
+def check_checkout() -> None:
+    """Refuse to describe another checkout's code: the hybriddeid imported must be this one's (installed
+    from it, or first on PYTHONPATH: the same Python files), else a page would be compared with code it
+    does not document."""
+    import hybriddeid
+
+    here = Path(hybriddeid.__file__).resolve().parent
+    if here != ROOT / "hybriddeid" and _sources(here) != _sources(ROOT / "hybriddeid"):
+        raise SystemExit(f"the hybriddeid imported ({here}) is not this checkout's ({ROOT}): pip install . "
+                         f"here, or run with PYTHONPATH={ROOT}")
+
+
 def stale_pages() -> list[str]:
     """The reference pages whose generated block is not what the code gives now."""
+    check_checkout()
     stale = []
     for name, make in PAGES.items():
         page = REFERENCE / name
@@ -197,6 +214,7 @@ def stale_pages() -> list[str]:
 
 
 def write_pages() -> None:
+    check_checkout()
     for name, make in PAGES.items():
         page = REFERENCE / name
         page.write_text(render(page, make()), encoding="utf-8", newline="\n")
@@ -206,12 +224,10 @@ def on_pre_build(config: Any, **_: Any) -> None:
     """mkdocs hook: refuse to build the site from stale reference pages."""
     from mkdocs.exceptions import PluginError
 
-    # In a process of its own with this checkout first on the path: mkdocs' process may have imported
-    # another hybriddeid (an editable install of another checkout) before this hook ran.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    done = subprocess.run([sys.executable, __file__, "--check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    # In a process of its own, which imports hybriddeid afresh: mkdocs' process may hold another one.
+    done = subprocess.run([sys.executable, __file__, "--check"], cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
-        raise PluginError(f"stale generated reference: {done.stderr.strip() or done.stdout.strip()}")
+        raise PluginError(f"tools/docs_reference.py --check: {done.stderr.strip() or done.stdout.strip()}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,9 +242,6 @@ def main(argv: list[str] | None = None) -> int:
     write_pages()
     return 0
 
-
-if str(ROOT) not in sys.path:  # the checkout's hybriddeid, also when mkdocs loads this file as a hook
-    sys.path.insert(0, str(ROOT))
 
 if __name__ == "__main__":
     sys.exit(main())
