@@ -187,7 +187,12 @@ def render(page: Path, generated: str) -> str:
 
 
 def _sources(package: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(package)): path.read_bytes() for path in sorted(package.rglob("*.py"))}
+    """The package's Python files by path; installed, ``hybriddeid/resources`` is the checkout's ``resources/``."""
+    files = {str(path.relative_to(package)): path.read_bytes() for path in sorted(package.rglob("*.py"))}
+    if package == ROOT / "hybriddeid":
+        files.update({f"resources/{path.relative_to(ROOT / 'resources')}": path.read_bytes()
+                      for path in sorted((ROOT / "resources").rglob("*.py"))})
+    return files
 
 
 def check_checkout() -> None:
