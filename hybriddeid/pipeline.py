@@ -68,7 +68,7 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # the token CRF is unsure about (probability of O below focus_below, or tagged as PHI),
     # widened by focus_margin tokens. Elsewhere the focused tagger's spans could only fill gaps
     # the others leave where they are sure; on MEDDOCAN dev this kept F1 and made the pipeline
-    # 1.5x faster (README, Benchmark). A CRF's marginals change near the end of a cut-off
+    # 1.5x faster (docs/explanation/meddocan.md). A CRF's marginals change near the end of a cut-off
     # sequence: with a margin of 2 a run ending two tokens after a doubt gave false positives.
     # {} = every component reads the whole note. Which components can focus or be focused is
     # their spec's (reads_marginals, accepts_regions).
@@ -88,7 +88,7 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # config.toml): no threshold.
     "phi_threshold": None,
     # A note longer than piece_chars characters is read in pieces of at most that many, overlapping
-    # by piece_overlap (README, *Long notes*): what a note costs is bounded by a piece, and every
+    # by piece_overlap (docs/explanation/long-notes.md): what a note costs is bounded by a piece, and every
     # component reads a piece as a note. Spans starting in a piece's core are kept, then merged,
     # propagated and filtered over the whole note. Shorter notes are read whole, as always.
     "piece_chars": 1_000_000,
