@@ -11,8 +11,12 @@ case-insensitive; "cities,!states": an entry of one plain kind and of no "!" kin
 fails is dropped, or, for a spec ending in "?", ends before that group, so an optional surname that
 is no name is left out), ``fallback = true`` for a rule whose spans only fill gaps (they rank after
 every classifier in the merger, ``merge.FALLBACK_SUFFIX``, so a CRF's longer span of the same name
-wins over a rule that found its first word), and ``examples`` / ``counter_examples`` that the test
-suite checks. Files are validated when they load, so a broken
+wins over a rule that found its first word), ``needs``: a pattern without lookarounds that matches
+inside the text every hit reads (its match or a lookahead after it: a digit class for a rule whose hits hold
+a digit), so that a note, or a 200,000-character window of a long one, where it does not match is
+not searched at all (a speed hint that never changes the spans: each example must hold a match of
+it, and the bundled models' spans are checked with and without it), and ``examples`` /
+``counter_examples`` that the test suite checks. Files are validated when they load, so a broken
 rule fails with its file and name instead of silently never matching.
 
 A file may name subpatterns that several rules share in a ``[define]`` table (``field_label =
@@ -83,11 +87,13 @@ MAP_MIN_SHARE = 0.5  # ...that are at least this share of all its hits
 _FILE_KEYS = frozenset({"taxonomy", "language", "description", "define", "rule"})
 _RULE_KEYS = frozenset(
     {"name", "label", "pattern", "flags", "context", "context_window", "validator", "lookup", "fallback",
-     "examples", "counter_examples"}
+     "needs", "examples", "counter_examples"}
 )
 _EXAMPLE_KEYS = frozenset({"text", "phi"})
 _NAME = regex.compile(r"[A-Za-z0-9_.-]+")
 _DEFINE_NAME = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# in a needs pattern: lookarounds (?= (?! (?<= (?<!, anchors ^ $ \b \B \A \Z \G, not escaped
+_LOOKAROUND = regex.compile(r"(?<!\\)(?:\\\\)*(?:\(\?<?[=!]|(?<!\[)\^|\$|\\[bBAZG])")
 _CALL = regex.compile(r"(?<!\\)\(\?(?:&|P>)(\w+)\)")  # (?&name) and (?P>name), not escaped
 
 
@@ -143,7 +149,9 @@ class Rule:
     lookup: tuple[Lookup, ...] = ()
     language: str | None = None
     fallback: bool = False
+    needs: str | None = None
     _regex: "regex.Pattern[str]" = field(init=False, repr=False)
+    _needs: "regex.Pattern[str] | None" = field(init=False, repr=False)
     _context_regex: "regex.Pattern[str] | None" = field(init=False, repr=False)
     _validate: Validator | None = field(init=False, repr=False)
     _has_phi_group: bool = field(init=False, repr=False)
@@ -158,6 +166,7 @@ class Rule:
             words = "|".join(regex.escape(word) for word in sorted(self.context, key=len, reverse=True))
             context = regex.compile(rf"(?<!\w)(?:{words})(?!\w)", regex.IGNORECASE)
         object.__setattr__(self, "_regex", compiled)
+        object.__setattr__(self, "_needs", regex.compile(self.needs, flags) if self.needs else None)
         object.__setattr__(self, "_context_regex", context)
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         object.__setattr__(self, "_has_phi_group", "phi" in compiled.groupindex)
@@ -210,14 +219,18 @@ class Rule:
         the context read the real text before it), from where the last match ended, reading
         ``SEARCH_OVERLAP`` past its end; a match that reaches that reading limit is matched again on the
         whole text, where it may be longer. Each window gets ``timeout``, so a 20 MB note costs each rule
-        a bounded time per window rather than one search that must finish in ``timeout``."""
+        a bounded time per window rather than one search that must finish in ``timeout``. A text, or a
+        window's reading, where ``needs`` does not match holds no match and is not searched."""
         if len(text) <= SEARCH_WINDOW + SEARCH_OVERLAP:
-            yield from self._regex.finditer(text, timeout=timeout)
+            if self._may_match(text, 0, len(text), timeout):
+                yield from self._regex.finditer(text, timeout=timeout)
             return
         resume = 0
         for window_start in range(0, len(text), SEARCH_WINDOW):
             window_end = min(len(text), window_start + SEARCH_WINDOW)
             reading_end = min(len(text), window_end + SEARCH_OVERLAP)
+            if not self._may_match(text, max(resume, window_start), reading_end, timeout):
+                continue
             for match in self._regex.finditer(text, max(resume, window_start), reading_end, timeout=timeout):
                 if match.start() >= window_end:
                     break
@@ -230,10 +243,18 @@ class Rule:
                 resume = max(match.end(), match.start() + 1)
                 yield match
 
+    def _may_match(self, text: str, start: int, end: int, timeout: float | None) -> bool:
+        """False when ``needs`` finds nothing in ``text[start:end]``: a search there finds no match
+        (every match, and what its lookaheads read, lies inside and holds a match of ``needs``)."""
+        return self._needs is None or self._needs.search(text, start, end, timeout=timeout) is not None
+
     def example_problems(self) -> list[str]:
-        """What is wrong with this rule's own examples and counter-examples (empty when none)."""
+        """What is wrong with this rule's own examples and counter-examples (empty when none); an
+        example whose text holds no match of ``needs`` is one: the hint would hide its hits."""
         problems = []
         for example in self.examples:
+            if self._needs is not None and self._needs.search(example.text) is None:
+                problems.append(f"{self.name}: example {example.text!r} holds no match of needs {self.needs!r}")
             got = tuple(example.text[s:e] for s, e in self.spans(example.text))
             if got != example.phi:
                 problems.append(f"{self.name}: example {example.text!r} gave {got}, expected {example.phi}")
@@ -407,8 +428,14 @@ def _parse_rule(
         fallback = entry.get("fallback", False)
         if not isinstance(fallback, bool):
             raise fail("fallback must be true or false")
+        needs = entry.get("needs")
+        if needs is not None and (not isinstance(needs, str) or not needs):
+            raise fail("needs must be a non-empty string pattern")
+        if needs is not None and _LOOKAROUND.search(needs):
+            raise fail("needs must not hold lookarounds or anchors: it is searched inside a stretch of text alone")
         return Rule(name, label, pattern, origin, tuple(flags), tuple(context), window, validator,
-                    examples, tuple(counter), lookup, language, fallback)
+                    examples, tuple(counter), lookup, language, fallback,
+                    _with_defines(needs, defines or {}, fail) if needs else None)
     except regex.error as exc:
         raise fail(f"pattern does not compile ({exc})") from None
 
