@@ -715,3 +715,26 @@ def test_bundled_needs_hints_change_no_rule_hit() -> None:
                 assert found == plain.spans(text), f"{language}:{rule.name}"
                 hits += len(found)
         assert not hinted or hits > 1_000
+
+
+def test_rules_sharing_a_needs_pattern_look_for_it_once_per_window_with_the_same_hits(monkeypatch) -> None:
+    """The first match of a needs pattern in a window is kept for the next rule with that pattern; a
+    rule whose search there starts later (after a hit that crossed into the window) looks again."""
+    from hybriddeid.classifiers import rules
+    from hybriddeid.synth import generate_corpus
+
+    (rule,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = '\\d'"), "inline.toml").rules
+    seen: dict = {}
+    assert rule._may_match("1" + "." * 9 + "2" + "." * 9, 0, 5, 20, None, seen) and seen == {("\\d", rule._needs.flags, 0, 20): 0}
+    assert not rule._may_match("1" + "." * 19, 0, 5, 20, None, {})
+    seen[("\\d", rule._needs.flags, 0, 20)] = 3  # where an earlier rule found it in this window
+    assert rule._may_match("." * 20, 0, 2, 20, None, seen)  # kept, so not looked for again
+    classifier = RuleClassifier("en")
+    plain = RuleClassifier("en")
+    plain._rules = tuple(dataclasses.replace(r, needs=None) for r in plain.rules)
+    doc = Document("long", "\n".join(doc.text for doc in generate_corpus(60, 4, "test")))
+    monkeypatch.setattr(rules, "SEARCH_WINDOW", 3_000)
+    monkeypatch.setattr(rules, "SEARCH_OVERLAP", 200)
+    assert len(doc.text) > 30_000 and sum(1 for rule in classifier.rules if rule.needs == "\\d") > 10
+    found = classifier.predict(doc)
+    assert len(found) > 300 and found == plain.predict(doc)

@@ -97,6 +97,10 @@ _LOOKAROUND = regex.compile(r"(?<!\\)(?:\\\\)*(?:\(\?<?[=!]|(?<!\[)\^|\$|\\[bBAZ
 _CALL = regex.compile(r"(?<!\\)\(\?(?:&|P>)(\w+)\)")  # (?&name) and (?P>name), not escaped
 
 
+# (needs pattern, its flags, window start, reading end) -> where its first match there starts, or -1
+NeedsSeen = dict[tuple[str, int, int, int], int]
+
+
 class RuleFileError(ValueError):
     """A rule file that cannot be used; the message names the file and the rule."""
 
@@ -171,13 +175,15 @@ class Rule:
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         object.__setattr__(self, "_has_phi_group", "phi" in compiled.groupindex)
 
-    def spans(self, text: str, timeout: float | None = None) -> list[tuple[int, int]]:
-        """PHI offsets of every hit that passes the context and validator checks.
+    def spans(self, text: str, timeout: float | None = None, needs_seen: NeedsSeen | None = None) -> list[tuple[int, int]]:
+        """PHI offsets of every hit that passes the context and validator checks. ``needs_seen``: where
+        each ``needs`` pattern was found in this ``text`` so far (several rules need a digit), shared
+        by the rules searching one text.
 
         Raises ``TimeoutError`` when the whole search takes longer than ``timeout`` seconds.
         """
         found = []
-        for match in self._matches(text, timeout):
+        for match in self._matches(text, timeout, needs_seen):
             # A pattern may capture "phi" more than once ("28036 Madrid": code and town).
             captures = match.spans("phi") if self._has_phi_group else [match.span()]
             parts = [(s, e) for s, e in captures if e > s]
@@ -212,7 +218,7 @@ class Rule:
                 parts = [(s, min(e, cut)) for s, e in parts if s < cut]
         return [(s, e) for s, e in parts if e > s]
 
-    def _matches(self, text: str, timeout: float | None) -> Iterator["regex.Match[str]"]:
+    def _matches(self, text: str, timeout: float | None, needs_seen: NeedsSeen | None = None) -> Iterator["regex.Match[str]"]:
         """The matches ``finditer`` gives on the whole text, found window by window in a long one.
 
         Each window is searched with ``pos``/``endpos`` on the whole string (so ``^``, lookbehinds and
@@ -222,14 +228,14 @@ class Rule:
         a bounded time per window rather than one search that must finish in ``timeout``. A text, or a
         window's reading, where ``needs`` does not match holds no match and is not searched."""
         if len(text) <= SEARCH_WINDOW + SEARCH_OVERLAP:
-            if self._may_match(text, 0, len(text), timeout):
+            if self._may_match(text, 0, 0, len(text), timeout, needs_seen):
                 yield from self._regex.finditer(text, timeout=timeout)
             return
         resume = 0
         for window_start in range(0, len(text), SEARCH_WINDOW):
             window_end = min(len(text), window_start + SEARCH_WINDOW)
             reading_end = min(len(text), window_end + SEARCH_OVERLAP)
-            if not self._may_match(text, max(resume, window_start), reading_end, timeout):
+            if not self._may_match(text, window_start, max(resume, window_start), reading_end, timeout, needs_seen):
                 continue
             for match in self._regex.finditer(text, max(resume, window_start), reading_end, timeout=timeout):
                 if match.start() >= window_end:
@@ -243,10 +249,23 @@ class Rule:
                 resume = max(match.end(), match.start() + 1)
                 yield match
 
-    def _may_match(self, text: str, start: int, end: int, timeout: float | None) -> bool:
+    def _may_match(self, text: str, window_start: int, start: int, end: int, timeout: float | None,
+                   needs_seen: NeedsSeen | None) -> bool:
         """False when ``needs`` finds nothing in ``text[start:end]``: a search there finds no match
-        (every match, and what its lookaheads read, lies inside and holds a match of ``needs``)."""
-        return self._needs is None or self._needs.search(text, start, end, timeout=timeout) is not None
+        (every match, and what its lookaheads read, lies inside and holds a match of ``needs``). The
+        first match from ``window_start`` is kept in ``needs_seen`` for the next rule with this ``needs``;
+        without lookarounds, a match found there that starts at or after ``start`` is one in the stretch."""
+        needs = self._needs
+        if needs is None:
+            return True
+        if needs_seen is None:
+            return needs.search(text, start, end, timeout=timeout) is not None
+        key = (needs.pattern, needs.flags, window_start, end)
+        first = needs_seen.get(key)
+        if first is None:
+            found = needs.search(text, window_start, end, timeout=timeout)
+            first = needs_seen[key] = -1 if found is None else found.start()
+        return first >= start or (first >= 0 and needs.search(text, start, end, timeout=timeout) is not None)
 
     def example_problems(self) -> list[str]:
         """What is wrong with this rule's own examples and counter-examples (empty when none); an
@@ -574,10 +593,11 @@ class RuleClassifier:
         return tuple(rules)
 
     # -- the protocol --------------------------------------------------------------------------
-    def _search(self, rule: Rule, doc: Document) -> list[tuple[int, int]]:
-        """``rule``'s hits in ``doc``; a search past ``timeout`` is logged (rule and note names) and skipped."""
+    def _search(self, rule: Rule, doc: Document, needs_seen: NeedsSeen | None = None) -> list[tuple[int, int]]:
+        """``rule``'s hits in ``doc``; a search past ``timeout`` is logged (rule and note names) and skipped.
+        ``needs_seen``: shared by the rules searching ``doc`` (``Rule.spans``)."""
         try:
-            return rule.spans(doc.text, timeout=self.timeout)
+            return rule.spans(doc.text, timeout=self.timeout, needs_seen=needs_seen)
         except TimeoutError:
             log.warning("rule %r timed out after %gs on document %r; skipped for this document",
                         rule.name, self.timeout, doc.name)
@@ -623,10 +643,11 @@ class RuleClassifier:
         """Non-overlapping rule spans of the note, sorted by offset (rules read the whole text)."""
         doc = note.doc if isinstance(note, AnalysedNote) else note
         fallback = self.source + FALLBACK_SUFFIX
+        needs_seen: NeedsSeen = {}
         candidates = [
             (start - end, order, start, end, self.label_of(rule), fallback if rule.fallback else self.source)
             for order, rule in enumerate(self.enabled_rules)
-            for start, end in self._search(rule, doc)
+            for start, end in self._search(rule, doc, needs_seen)
         ]
         candidates.sort()  # longest first, then rule order, then leftmost
         starts: list[int] = []
