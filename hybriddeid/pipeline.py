@@ -414,11 +414,15 @@ class Pipeline:
         skipped = lang.titles | lang.particles
         safelist = load_safelist(self.config["pipeline"]["safelist"]) if self.config["pipeline"]["safelist"] else None
 
+        found: dict[tuple[str, str], list[str]] = {}  # a long note repeats its names hundreds of thousands of times
+
         def words_of(span: Span, surface: str) -> list[str]:
-            if kinds.kind(span.label) != "person":
-                return []
-            return [word for word in NAME_WORD.findall(surface) if len(word) > 1 and fold(word) not in skipped
+            key = (span.label, surface)
+            if key not in found:
+                found[key] = [] if kinds.kind(span.label) != "person" else [
+                    word for word in NAME_WORD.findall(surface) if len(word) > 1 and fold(word) not in skipped
                     and (safelist is None or not safelist.is_safe_text(word))]
+            return found[key]
 
         linked = link_name_words([doc.text for doc in docs], [doc.spans for doc in docs], words_of)
         return [doc.with_spans(spans) for doc, spans in zip(docs, linked)]
