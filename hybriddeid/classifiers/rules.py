@@ -11,12 +11,12 @@ case-insensitive; "cities,!states": an entry of one plain kind and of no "!" kin
 fails is dropped, or, for a spec ending in "?", ends before that group, so an optional surname that
 is no name is left out), ``fallback = true`` for a rule whose spans only fill gaps (they rank after
 every classifier in the merger, ``merge.FALLBACK_SUFFIX``, so a CRF's longer span of the same name
-wins over a rule that found its first word), ``needs``: a pattern without lookarounds that matches
-inside the text every hit reads (its match or a lookahead after it: a digit class for a rule whose hits hold
-a digit), so that a note, or a 200,000-character window of a long one, where it does not match is
-not searched at all (a speed hint that never changes the spans: each example must hold a match of
-it, and the bundled models' spans are checked with and without it), and ``examples`` /
-``counter_examples`` that the test suite checks. Files are validated when they load, so a broken
+wins over a rule that found its first word), ``needs``: a pattern (under the rule's flags, without
+lookarounds or anchors) that matches inside the text every hit reads (its match or a lookahead after
+it: a digit class for a rule whose hits hold a digit), so that a note, or a 200,000-character window
+of a long one, where it does not match is not searched at all (a speed hint that never changes the
+spans: each example must hold a match of it, and the bundled models' spans are checked with and
+without it), and ``examples`` / ``counter_examples`` that the test suite checks. Files are validated when they load, so a broken
 rule fails with its file and name instead of silently never matching.
 
 A file may name subpatterns that several rules share in a ``[define]`` table (``field_label =
