@@ -6,6 +6,7 @@ does not match the code's feature names or whose files are missing. No pickles a
 """
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import logging
@@ -29,7 +30,7 @@ from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
 from hybriddeid.document import Document, Span
-from hybriddeid.languages import unread_pattern
+from hybriddeid.languages import unread_letters
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
 from hybriddeid.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
 from hybriddeid.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
@@ -432,8 +433,11 @@ class Pipeline:
         one holding text of a script the model does not read (``languages.unread_pattern``), where its
         features are meaningless (Arabic sentences were read as URLs)."""
         phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
-        unread = unread_pattern(self.language)
-        spans = [span for span in spans if not unread.search(doc.text, span.start, span.end)]
+        # the runs of unread characters, found once: a search per span cost seconds on a long note's million spans
+        runs = [match.span() for match in unread_letters(self.language).finditer(doc.text)]
+        if runs:
+            ends = [end for _, end in runs]
+            spans = [span for span in spans if not _meets(runs, ends, span.start, span.end)]
         return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, self.taxonomy, phi_set)
 
     def read(
@@ -590,6 +594,13 @@ class Pipeline:
             warn_unseen_labels(pipeline.components, pipeline.meta["labels"], f"{path}'s training corpus",
                                taxonomy_aware=True)
         return pipeline
+
+
+def _meets(runs: Sequence[tuple[int, int]], ends: Sequence[int], start: int, end: int) -> bool:
+    """Whether ``[start, end)`` shares a character with one of ``runs`` (sorted, disjoint; ``ends``
+    their ends): the first run ending after ``start`` begins before ``end``."""
+    at = bisect.bisect_right(ends, start)
+    return at < len(runs) and runs[at][0] < end
 
 
 def unseen_labels(components: Mapping[str, Any], labels: Iterable[str]) -> dict[str, list[str]]:
