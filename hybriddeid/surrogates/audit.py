@@ -73,19 +73,30 @@ def _json_row(note: str) -> "Callable[[Replacement], str]":
     ensure_ascii=False)`` and a newline would: every value is a scalar, written as ``json`` writes it,
     with no dictionary or encoder made per row (a 20 MB note has about a million rows)."""
     fields_ = AUDIT_FIELDS[1:]  # Replacement's, in to_dict's order
-    names = [json.dumps(name) for name in fields_]
-    getters = [attrgetter(name) for name in fields_]
+    values_of = attrgetter(*fields_)
     head = "{" + json.dumps("note") + ": " + json.dumps(note, ensure_ascii=False)
-    keys = [", " + name + ": " for name in names]
+    names = [json.dumps(name) for name in fields_]
+    text = _encode_string
 
     def row(rep: Replacement) -> str:
-        parts = [head]
-        for key, get in zip(keys, getters):
-            parts.append(key)
-            parts.append(_json_scalar(get(rep)))
-        parts.append("}\n")
-        return "".join(parts)
+        values = values_of(rep)
+        start, end, out_start, out_end, label, category, kind, method, source, score, replacement = values
+        if ((type(start), type(end), type(out_start), type(out_end), type(score)) == _USUAL_TYPES
+                and -_INFINITY < score < _INFINITY and fields_ == _USUAL_FIELDS):
+            try:  # json writes these ints and finite floats as repr does; text() refuses anything but a str
+                return (f'{head}, "start": {start!r}, "end": {end!r}, "out_start": {out_start!r}, "out_end": {out_end!r}, '
+                        f'"label": {text(label)}, "category": {text(category)}, "kind": {text(kind)}, '
+                        f'"method": {text(method)}, "source": {text(source)}, "score": {score!r}, '
+                        f'"replacement": {text(replacement)}}}\n')
+            except TypeError:
+                pass
+        return head + "".join(f", {name}: {_json_scalar(value)}" for name, value in zip(names, values)) + "}\n"
     return row
+
+
+_USUAL_FIELDS = ("start", "end", "out_start", "out_end", "label", "category", "kind", "method", "source", "score",
+                 "replacement")
+_USUAL_TYPES = (int, int, int, int, float)
 
 
 _encode_string = json.encoder.encode_basestring  # what json.dumps(..., ensure_ascii=False) writes a str with
