@@ -302,6 +302,8 @@ BAD_FILES = {  # id: (file text, expected message)
     "needs-boundary": (TAX + GOOD + "needs = '\\bx'\n", r"bad\.toml: rule 'r1': needs must not hold lookarounds"),
     "needs-empty": (TAX + GOOD + "needs = ''\n", r"bad\.toml: rule 'r1': needs must be a non-empty string pattern"),
     "needs-bad-regex": (TAX + GOOD + "needs = '(x'\n", r"bad\.toml: rule 'r1': pattern does not compile"),
+    "needs-not-strings": (TAX + GOOD + "needs = ['x', 3]\n", r"bad\.toml: rule 'r1': needs must be a non-empty string pattern or a list"),
+    "needs-empty-list": (TAX + GOOD + "needs = []\n", r"bad\.toml: rule 'r1': needs must be a non-empty string pattern or a list"),
 }
 
 
@@ -671,7 +673,9 @@ examples = [{ text = "MRN: 12", phi = "12" }]
 def test_needs_is_trusted_so_an_example_without_it_is_reported() -> None:
     (rule,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = 'x'"), "inline.toml").rules
     assert rule.spans("MRN: 12") == []  # a text where needs does not match is not searched
-    assert rule.example_problems() == ["mrn: example 'MRN: 12' holds no match of needs 'x'",
+    (listed,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = ['x', '(?i)mrn']"), "inline.toml").rules
+    assert listed.spans("MRN: 12") == [(5, 7)] and listed.spans("no: 12") == []  # one of the list is enough
+    assert rule.example_problems() == ["mrn: example 'MRN: 12' holds no match of needs ['x']",
                                        "mrn: example 'MRN: 12' gave (), expected ('12',)"]
 
 
@@ -681,7 +685,7 @@ def test_needs_skips_the_windows_of_a_long_note_without_it(monkeypatch) -> None:
     from hybriddeid.classifiers import rules
 
     (rule,) = parse_rule_file(NEEDS_RULE.replace("(?i:mrn)[: ]*(?P<phi>\\d+)", "\\d"), "inline.toml").rules
-    plain = dataclasses.replace(rule, needs=None)
+    plain = dataclasses.replace(rule, needs=())
     monkeypatch.setattr(rules, "SEARCH_WINDOW", 1_000)
     monkeypatch.setattr(rules, "SEARCH_OVERLAP", 50)
     text = list("." * 5_000)
@@ -709,7 +713,7 @@ def test_bundled_needs_hints_change_no_rule_hit() -> None:
         hinted = [rule for rule in classifier.rules if rule.needs]
         hits = 0
         for rule in hinted:
-            plain = dataclasses.replace(rule, needs=None)
+            plain = dataclasses.replace(rule, needs=())
             for text in texts:
                 found = rule.spans(text)
                 assert found == plain.spans(text), f"{language}:{rule.name}"
@@ -725,16 +729,16 @@ def test_rules_sharing_a_needs_pattern_look_for_it_once_per_window_with_the_same
 
     (rule,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = '\\d'"), "inline.toml").rules
     seen: dict = {}
-    assert rule._may_match("1" + "." * 9 + "2" + "." * 9, 0, 5, 20, None, seen) and seen == {("\\d", rule._needs.flags, 0, 20): 0}
+    assert rule._may_match("1" + "." * 9 + "2" + "." * 9, 0, 5, 20, None, seen) and seen == {("\\d", rule._needs[0].flags, 0, 20): 0}
     assert not rule._may_match("1" + "." * 19, 0, 5, 20, None, {})
-    seen[("\\d", rule._needs.flags, 0, 20)] = 3  # where an earlier rule found it in this window
+    seen[("\\d", rule._needs[0].flags, 0, 20)] = 3  # where an earlier rule found it in this window
     assert rule._may_match("." * 20, 0, 2, 20, None, seen)  # kept, so not looked for again
     classifier = RuleClassifier("en")
     plain = RuleClassifier("en")
-    plain._rules = tuple(dataclasses.replace(r, needs=None) for r in plain.rules)
+    plain._rules = tuple(dataclasses.replace(r, needs=()) for r in plain.rules)
     doc = Document("long", "\n".join(doc.text for doc in generate_corpus(60, 4, "test")))
     monkeypatch.setattr(rules, "SEARCH_WINDOW", 3_000)
     monkeypatch.setattr(rules, "SEARCH_OVERLAP", 200)
-    assert len(doc.text) > 30_000 and sum(1 for rule in classifier.rules if rule.needs == "\\d") > 10
+    assert len(doc.text) > 30_000 and sum(1 for rule in classifier.rules if rule.needs == ("\\d",)) > 10
     found = classifier.predict(doc)
     assert len(found) > 300 and found == plain.predict(doc)

@@ -11,12 +11,13 @@ case-insensitive; "cities,!states": an entry of one plain kind and of no "!" kin
 fails is dropped, or, for a spec ending in "?", ends before that group, so an optional surname that
 is no name is left out), ``fallback = true`` for a rule whose spans only fill gaps (they rank after
 every classifier in the merger, ``merge.FALLBACK_SUFFIX``, so a CRF's longer span of the same name
-wins over a rule that found its first word), ``needs``: a pattern (under the rule's flags, without
-lookarounds or anchors) that matches inside the text every hit reads (its match or a lookahead after
-it: a digit class for a rule whose hits hold a digit), so that a note, or a 200,000-character window
-of a long one, where it does not match is not searched at all (a speed hint that never changes the
-spans: each example must hold a match of it, and the bundled models' spans are checked with and
-without it), and ``examples`` / ``counter_examples`` that the test suite checks. Files are validated when they load, so a broken
+wins over a rule that found its first word), ``needs``: a pattern, or a list of patterns one of
+which (under the rule's flags, without lookarounds or anchors) matches inside the text every hit
+reads (its match or a lookahead after it: a digit class for a rule whose hits hold a digit), so that
+a note, or a 200,000-character window of a long one, where none matches is not searched at all (a
+speed hint that never changes the spans: each example must hold a match of one, and the bundled
+models' spans are checked with and without it; a list of plain words is searched much faster than
+one pattern of alternatives), and ``examples`` / ``counter_examples`` that the test suite checks. Files are validated when they load, so a broken
 rule fails with its file and name instead of silently never matching.
 
 A file may name subpatterns that several rules share in a ``[define]`` table (``field_label =
@@ -153,9 +154,9 @@ class Rule:
     lookup: tuple[Lookup, ...] = ()
     language: str | None = None
     fallback: bool = False
-    needs: str | None = None
+    needs: tuple[str, ...] = ()
     _regex: "regex.Pattern[str]" = field(init=False, repr=False)
-    _needs: "regex.Pattern[str] | None" = field(init=False, repr=False)
+    _needs: "tuple[regex.Pattern[str], ...]" = field(init=False, repr=False)
     _context_regex: "regex.Pattern[str] | None" = field(init=False, repr=False)
     _validate: Validator | None = field(init=False, repr=False)
     _has_phi_group: bool = field(init=False, repr=False)
@@ -170,7 +171,7 @@ class Rule:
             words = "|".join(regex.escape(word) for word in sorted(self.context, key=len, reverse=True))
             context = regex.compile(rf"(?<!\w)(?:{words})(?!\w)", regex.IGNORECASE)
         object.__setattr__(self, "_regex", compiled)
-        object.__setattr__(self, "_needs", regex.compile(self.needs, flags) if self.needs else None)
+        object.__setattr__(self, "_needs", tuple(regex.compile(needs, flags) for needs in self.needs))
         object.__setattr__(self, "_context_regex", context)
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         object.__setattr__(self, "_has_phi_group", "phi" in compiled.groupindex)
@@ -251,29 +252,18 @@ class Rule:
 
     def _may_match(self, text: str, window_start: int, start: int, end: int, timeout: float | None,
                    needs_seen: NeedsSeen | None) -> bool:
-        """False when ``needs`` finds nothing in ``text[start:end]``: a search there finds no match
-        (every match, and what its lookaheads read, lies inside and holds a match of ``needs``). The
-        first match from ``window_start`` is kept in ``needs_seen`` for the next rule with this ``needs``;
-        without lookarounds, a match found there that starts at or after ``start`` is one in the stretch."""
-        needs = self._needs
-        if needs is None:
-            return True
-        if needs_seen is None:
-            return needs.search(text, start, end, timeout=timeout) is not None
-        key = (needs.pattern, needs.flags, window_start, end)
-        first = needs_seen.get(key)
-        if first is None:
-            found = needs.search(text, window_start, end, timeout=timeout)
-            first = needs_seen[key] = -1 if found is None else found.start()
-        return first >= start or (first >= 0 and needs.search(text, start, end, timeout=timeout) is not None)
+        """False when no pattern of ``needs`` finds anything in ``text[start:end]``: a search there finds
+        no match (every match, and what its lookaheads read, lies inside and holds a match of one)."""
+        return not self._needs or any(_found(needs, text, window_start, start, end, timeout, needs_seen)
+                                      for needs in self._needs)
 
     def example_problems(self) -> list[str]:
         """What is wrong with this rule's own examples and counter-examples (empty when none); an
         example whose text holds no match of ``needs`` is one: the hint would hide its hits."""
         problems = []
         for example in self.examples:
-            if self._needs is not None and self._needs.search(example.text) is None:
-                problems.append(f"{self.name}: example {example.text!r} holds no match of needs {self.needs!r}")
+            if self._needs and not any(needs.search(example.text) for needs in self._needs):
+                problems.append(f"{self.name}: example {example.text!r} holds no match of needs {list(self.needs)!r}")
             got = tuple(example.text[s:e] for s, e in self.spans(example.text))
             if got != example.phi:
                 problems.append(f"{self.name}: example {example.text!r} gave {got}, expected {example.phi}")
@@ -282,6 +272,21 @@ class Rule:
             if got:
                 problems.append(f"{self.name}: counter-example {text!r} matched {got}")
         return problems
+
+
+def _found(needs: "regex.Pattern[str]", text: str, window_start: int, start: int, end: int, timeout: float | None,
+           needs_seen: NeedsSeen | None) -> bool:
+    """Whether ``needs`` matches in ``text[start:end]``. Its first match from ``window_start`` is kept
+    in ``needs_seen`` for the next rule needing it; without lookarounds, a match found there that
+    starts at or after ``start`` is one in the stretch."""
+    if needs_seen is None:
+        return needs.search(text, start, end, timeout=timeout) is not None
+    key = (needs.pattern, needs.flags, window_start, end)
+    first = needs_seen.get(key)
+    if first is None:
+        found = needs.search(text, window_start, end, timeout=timeout)
+        first = needs_seen[key] = -1 if found is None else found.start()
+    return first >= start or (first >= 0 and needs.search(text, start, end, timeout=timeout) is not None)
 
 
 @dataclass(frozen=True)
@@ -447,14 +452,16 @@ def _parse_rule(
         fallback = entry.get("fallback", False)
         if not isinstance(fallback, bool):
             raise fail("fallback must be true or false")
-        needs = entry.get("needs")
-        if needs is not None and (not isinstance(needs, str) or not needs):
-            raise fail("needs must be a non-empty string pattern")
-        if needs is not None and _LOOKAROUND.search(needs):
+        needs = entry.get("needs", [])
+        needs = [needs] if isinstance(needs, str) else needs
+        if "needs" in entry and (not isinstance(needs, list) or not needs
+                                 or not all(isinstance(item, str) and item for item in needs)):
+            raise fail("needs must be a non-empty string pattern or a list of them")
+        if any(_LOOKAROUND.search(item) for item in needs):
             raise fail("needs must not hold lookarounds or anchors: it is searched inside a stretch of text alone")
         return Rule(name, label, pattern, origin, tuple(flags), tuple(context), window, validator,
                     examples, tuple(counter), lookup, language, fallback,
-                    _with_defines(needs, defines or {}, fail) if needs else None)
+                    tuple(_with_defines(item, defines or {}, fail) for item in needs))
     except regex.error as exc:
         raise fail(f"pattern does not compile ({exc})") from None
 
