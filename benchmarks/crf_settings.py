@@ -3,7 +3,7 @@
 Each setting trains the token CRF of ``benchmarks/meddocan.toml`` (its features and clusters) on
 train and prints strict micro P/R/F1 on dev for the token CRF alone and for rules + token CRF
 merged with the config's score floor and propagation (on MEDDOCAN the character CRF adds nothing
-to that merge; README, Benchmark), plus training seconds. Settings run two at a time, one process
+to that merge; docs/explanation/meddocan.md), plus training seconds. Settings run two at a time, one process
 each, so their training times are comparable within a run.
 
     python benchmarks/crf_settings.py [--settings c1=0.05,c2=0.01,max_iterations=100 ...] [--json OUT]

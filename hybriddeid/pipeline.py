@@ -29,6 +29,7 @@ from hybriddeid.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
+from hybriddeid.classifiers.validators import numeric_date_possible
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import unread_letters
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
@@ -68,7 +69,7 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # the token CRF is unsure about (probability of O below focus_below, or tagged as PHI),
     # widened by focus_margin tokens. Elsewhere the focused tagger's spans could only fill gaps
     # the others leave where they are sure; on MEDDOCAN dev this kept F1 and made the pipeline
-    # 1.5x faster (README, Benchmark). A CRF's marginals change near the end of a cut-off
+    # 1.5x faster (docs/explanation/meddocan.md). A CRF's marginals change near the end of a cut-off
     # sequence: with a margin of 2 a run ending two tokens after a doubt gave false positives.
     # {} = every component reads the whole note. Which components can focus or be focused is
     # their spec's (reads_marginals, accepts_regions).
@@ -78,12 +79,17 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # Which merged spans are PHI (hybriddeid.profiles): "i2b2-2014", every span; "hipaa", only
     # HIPAA Safe Harbor's identifiers (no professions, states, countries; ages only over 89).
     "phi_set": DEFAULT_PHI_SET,
+    # Drop a DATE span that is only numbers no numeric date writing reads ("40/1000/15", "70-84":
+    # ventilator settings and pressure ranges; validators.numeric_date_possible), whichever
+    # component found it: in nursing notes such spans were most false DATEs, and surrogate mode
+    # would replace a clinical value with random numbers.
+    "drop_impossible_dates": True,
     # Operating point for recall (hybriddeid.operating_point): a CRF token or character whose
     # marginal P(O) is below this is PHI too, on top of the output above. None (not written to
     # config.toml): no threshold.
     "phi_threshold": None,
     # A note longer than piece_chars characters is read in pieces of at most that many, overlapping
-    # by piece_overlap (README, *Long notes*): what a note costs is bounded by a piece, and every
+    # by piece_overlap (docs/explanation/long-notes.md): what a note costs is bounded by a piece, and every
     # component reads a piece as a note. Spans starting in a piece's core are kept, then merged,
     # propagated and filtered over the whole note. Shorter notes are read whole, as always.
     "piece_chars": 1_000_000,
@@ -431,13 +437,17 @@ class Pipeline:
     def within_phi_set(self, doc: Document, spans: Sequence[Span], phi_set: str | None = None) -> list[Span]:
         """The spans inside ``phi_set`` (default: the config's), read through the model's taxonomy; never
         one holding text of a script the model does not read (``languages.unread_pattern``), where its
-        features are meaningless (Arabic sentences were read as URLs)."""
+        features are meaningless (Arabic sentences were read as URLs), nor (``drop_impossible_dates``) a
+        DATE of numbers no date writing reads."""
         phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
         # the runs of unread characters, found once: a search per span cost seconds on a long note's million spans
         runs = [match.span() for match in unread_letters(self.language).finditer(doc.text)]
         if runs:
             ends = [end for _, end in runs]
             spans = [span for span in spans if not _meets(runs, ends, span.start, span.end)]
+        if self.config["pipeline"]["drop_impossible_dates"]:
+            spans = [span for span in spans if self.taxonomy.category(span.label) != "DATE"
+                     or numeric_date_possible(doc.text[span.start:span.end])]
         return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, self.taxonomy, phi_set)
 
     def read(

@@ -3,7 +3,7 @@
 The server runs in this process on a free loopback port over three generated notes and the bundled
 English model. Skipped, with the reason, only where Playwright or a Chromium binary is missing
 (``.ci/run`` installs both: ``apt-get install chromium``; Playwright never downloads a browser here).
-With ``HYBRIDDEID_SCREENSHOTS=1`` the screenshots go to ``docs/images/`` for the README.
+With ``HYBRIDDEID_SCREENSHOTS=1`` the screenshots go to ``docs/images/`` for the documentation (docs/how-to/review.md).
 """
 from __future__ import annotations
 

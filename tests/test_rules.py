@@ -91,7 +91,7 @@ def test_unknown_language_names_the_bundled_ones() -> None:
         ("en", NOTE_EN, {
             ("2094-03-12", "DATE"), ("7788123", "MEDICALRECORD"), ("92", "AGE"), ("3/4/2094", "DATE"),
             ("(617) 555-0142", "PHONE"), ("617-555-0199", "FAX"), ("123-45-6789", "SSN"),
-            ("jdoe@example.org", "EMAIL"), ("10.1.2.3", "IPADDR"),
+            ("jdoe@example.org", "EMAIL"), ("10.1.2.3", "IPADDR"), ("Doe", "PATIENT"),
         }),
     ],
 )
@@ -99,7 +99,7 @@ def test_pack_on_a_note(language: str, note: str, expected: set[tuple[str, str]]
     spans = RuleClassifier(language).predict(Document("note", note))
     found = {(note[s.start:s.end], s.label) for s in spans}
     assert expected <= found
-    assert all(s.source == "rule" for s in spans)
+    assert all(s.source in ("rule", "rule+fallback") for s in spans)
 
 
 # Hand-written Spanish header and signature lines (issue 23, item 7): each line's rule spans, exactly.
@@ -742,3 +742,30 @@ def test_rules_sharing_a_needs_pattern_look_for_it_once_per_window_with_the_same
     assert len(doc.text) > 30_000 and sum(1 for rule in classifier.rules if rule.needs == ("\\d",)) > 10
     found = classifier.predict(doc)
     assert len(found) > 300 and found == plain.predict(doc)
+
+
+@pytest.mark.parametrize("text, possible", [
+    ("40/1000/15", False), ("70-84", False), ("41-53", False), ("40/17-24", False), ("178-224", False),
+    ("10/3", True), ("2/31", True), ("12/93", True), ("7/81", True), ("15.4", False), ("2030", True), ("'84", True),
+    ("1970-84", True), ("14/14/2014", True), ("16/018/1961", True), ("Mar 40-50", True),
+    ("29.3", False), ("07-1530", False), ("1000-1200", False), ("3.15", True), ("15.4.2019", True), ("2019-2020", True),
+])
+def test_numeric_date_possible_rejects_only_numbers_no_date_writing_reads(text, possible):
+    from hybriddeid.classifiers.validators import numeric_date_possible
+
+    assert numeric_date_possible(text) is possible
+
+
+def test_the_pipeline_drops_dates_no_calendar_reads_whoever_found_them():
+    """A vent setting read as a date is dropped from every output path (with and without a
+    threshold); ``drop_impossible_dates = false`` keeps it."""
+    from hybriddeid import Pipeline
+    from hybriddeid.document import Document, Span
+
+    pipeline = Pipeline.load("en")
+    text = "VENT SETTINGS 40/1000/15 A/C, extubated 10/3."
+    doc = Document("vent", text)
+    found = [Span(14, 24, "DATE", "token"), Span(40, 44, "DATE", "token")]
+    assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["10/3"]
+    pipeline.config["pipeline"]["drop_impossible_dates"] = False
+    assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["40/1000/15", "10/3"]

@@ -1,6 +1,6 @@
 """Character-level CRF (BIOES), paper section 3.2.3, made fast enough to train in minutes.
 
-Design (measured choices are in the README's benchmark section):
+Design (measured choices are in docs/explanation/meddocan.md, "Character CRF design choices"):
 - The CRF learns *boundaries*: with ``label_level="phi"`` every span trains as one label, so
   crfsuite has 5 states instead of 4x21+1, which cuts an L-BFGS iteration about 15-fold.
 - A ``SpanTyper`` (a maximum-entropy model, trained with crfsuite on one-item sequences) then

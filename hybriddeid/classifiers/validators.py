@@ -80,6 +80,34 @@ def _valid_date(match: "regex.Match[str]", two_digit_year_ok: bool) -> bool:
     return True
 
 
+_NUMERIC_ONLY = regex.compile(r"[\d\s/.\-'’]+")
+_NUMBER = regex.compile(r"\d+")
+_DECIMAL = regex.compile(r"\d+\.\d")
+
+
+def numeric_date_possible(text: str) -> bool:
+    """Whether ``text`` could be a date as far as its numbers tell. False only for a run of numbers
+    that no numeric date writing reads, when none of its numbers is a year of 1900-2099:
+    - its first two numbers are neither month/day, day/month nor month/two-digit year
+      ("40/1000/15" ventilator settings, "70-84" a pressure range, "07-1530" a shift's hours);
+    - or it is a decimal: two numbers joined by a point, one digit after it ("HCT 27.9 (29.3)").
+    Text with a letter, a lone number ("2030", "'84"), or a typo around a year ("14/14/2014",
+    "16/018/1961": MEDDOCAN dev writes birth dates so) or in a day ("2/31") is left to the
+    taggers: a mistyped date is still a date."""
+    if not _NUMERIC_ONLY.fullmatch(text):
+        return True
+    numbers = _NUMBER.findall(text)
+    if len(numbers) < 2:
+        return True
+    if any(len(n) == 4 and _MIN_YEAR <= int(n) <= _MAX_YEAR for n in numbers):
+        return True
+    if len(numbers) == 2 and len(numbers[1]) == 1 and _DECIMAL.fullmatch(text.strip()):
+        return False
+    first, second = numbers[0], numbers[1]
+    a, b = int(first), int(second)
+    return (1 <= a <= 12 and (b <= 31 or len(second) == 2)) or (1 <= a <= 31 and 1 <= b <= 12)
+
+
 @register_validator("date")
 def valid_date(match: "regex.Match[str]") -> bool:
     """Numeric groups ``day``/``month``/``year`` form a real calendar date in 1900-2099."""

@@ -129,8 +129,8 @@ class EvaluationReport:
         return {label: PRF.from_counts(*_totals(rows[label])) for label in sorted(rows)}
 
     def to_dict(self) -> dict[str, Any]:
-        """All results as JSON types: scores[criterion][level][all|hipaa][micro|macro] -> PRF dict,
-        per_label[criterion][level][all|hipaa][label] -> PRF dict, plus counts and unmatched names."""
+        """All results as JSON types: ``scores[criterion][level][all|hipaa][micro|macro]`` -> PRF dict,
+        ``per_label[criterion][level][all|hipaa][label]`` -> PRF dict, plus counts and unmatched names."""
         subsets = (("all", False), ("hipaa", True))
         return {
             "taxonomy": self.taxonomy.name,

@@ -115,12 +115,12 @@ class NeuralSettings:
     learning_rate: float = 0.0  # 0 = the architecture's: 0.002; 0.01 for Elman and Jordan (001 Table 3)
     # Notes per training batch. Small on purpose: on a CPU an epoch with 2 notes per batch takes only
     # somewhat longer than with 8 (the window RNNs and the CRF batch over tokens, not notes) but makes
-    # four times the updates, so the held-out F1 peaks in far fewer epochs (README, neural section).
+    # four times the updates, so the held-out F1 peaks in far fewer epochs (docs/explanation/neural-results.md).
     # On a GPU, larger batches use the device better.
     batch_size: int = 2
     # Training batches by tokens instead: when > 0, length-bucketed batches take notes while their
     # padded size (notes x longest note) stays within this many tokens (at least one note each);
-    # batch_size is then unused. For a GPU (fewer, larger updates per epoch: see the README).
+    # batch_size is then unused. For a GPU (fewer, larger updates per epoch: see docs/how-to/neural.md).
     batch_tokens: int = 0
     predict_batch_size: int = 16  # notes per batch when tagging on the CPU (no gradients, so larger is cheaper)
     # Tagging batches by padded tokens; 0 = predict_batch_size notes on the CPU, CUDA_PREDICT_TOKENS on CUDA.

@@ -1,0 +1,177 @@
+"""The documentation's claims that cannot drift: its runnable examples run, its generated reference
+is current, its figures name what produced them, and CI runs README's set-up commands as written.
+
+A fenced ``bash`` or ``python`` block right after a line ``<!-- runnable -->`` in README.md or a page
+of ``docs/`` is run here (docs/reference/docs.md says how): the blocks of one page in order, in one
+fresh folder holding a copy of ``examples/``, with this checkout's hybriddeid first on the path.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+MARKER = "<!-- runnable -->"
+FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+BLOCK_TIMEOUT_S = 300
+
+
+def markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def runnable_blocks(path: Path) -> list[tuple[int, str, str]]:
+    """(line, language, code) of each block marked runnable in ``path``, in order."""
+    text = path.read_text(encoding="utf-8")
+    blocks = []
+    for match in FENCE.finditer(text):
+        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        if before.strip() == MARKER:
+            blocks.append((text.count("\n", 0, match.start()) + 1, match.group(1), match.group(2)))
+    return blocks
+
+
+def test_runnable_blocks_are_bash_or_python():
+    """A marked block in another language would be silently skipped: name it."""
+    found = [(str(path.relative_to(ROOT)), line, language) for path in markdown_files()
+             for line, language, _ in runnable_blocks(path) if language not in ("bash", "python")]
+    assert not found, f"runnable blocks neither bash nor python: {found}"
+
+
+def test_a_marker_always_precedes_a_fence():
+    """A marker followed by prose (a typo, a blank line too many) would leave its block unchecked."""
+    stray = []
+    for path in markdown_files():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if line.strip() == MARKER and not (number + 1 < len(lines) and lines[number + 1].startswith("```")):
+                stray.append(f"{path.relative_to(ROOT)}:{number + 1}")
+    assert not stray, f"{MARKER} not directly above a fenced block: {stray}"
+
+
+PAGES = [path for path in markdown_files() if runnable_blocks(path)]
+
+
+def _environment(work: Path) -> dict[str, str]:
+    env = dict(os.environ)  # the hybriddeid under test: installed, or this checkout's by PYTHONPATH
+    env["HYBRIDDEID_CACHE_DIR"] = str(work / ".cache")
+    env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env.get("PATH", "")))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("HYBRIDDEID_LANGUAGE_PATH", None)
+    return env
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_runnable_blocks_run(page: Path, tmp_path: Path):
+    if shutil.which("hybriddeid") is None and not (Path(sys.executable).parent / "hybriddeid").exists():
+        pytest.skip("the hybriddeid command is not installed (pip install .)")
+    shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("*.ipynb", "spark"))
+    env = _environment(tmp_path)
+    for line, language, code in runnable_blocks(page):
+        where = f"{page.relative_to(ROOT)}, block at line {line}"
+        if language == "bash":
+            command = ["bash", "-c", "set -euo pipefail\n" + code]
+        else:
+            command = [sys.executable, "-c", code]
+        try:
+            done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                  timeout=BLOCK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{where}: still running after {BLOCK_TIMEOUT_S} s")
+        assert done.returncode == 0, (f"{where} exited {done.returncode}\n--- block\n{code}\n--- stdout\n"
+                                      f"{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}")
+
+
+def test_ci_runs_readmes_two_setup_commands_as_written():
+    """README's first two bash blocks are what a new user copies; .ci/run must run exactly those."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [code.strip() for language, code in FENCE.findall(readme) if language == "bash"][:2]
+    assert len(blocks) == 2 and blocks[0].startswith("pip install . ") and blocks[1].startswith('pip install ".[test]"')
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    for command in blocks:
+        assert command in ci, f".ci/run does not run README's command as written: {command}"
+
+
+def test_readme_is_short():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) < 150
+
+
+def test_generated_reference_pages_are_current():
+    done = subprocess.run([sys.executable, "tools/docs_reference.py", "--check"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_cli_reference_lists_every_command_and_option():
+    """The generator itself: every option of every subcommand shows up on the page."""
+    import argparse
+
+    from hybriddeid.cli import build_parser
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from docs_reference import cli_reference
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+
+    page = cli_reference()
+
+    def walk(parser: argparse.ArgumentParser, path: list[str]):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    assert f"## `{' '.join([*path, name])}`" in page
+                    yield from walk(sub, [*path, name])
+            elif action.option_strings and action.help != argparse.SUPPRESS and action.dest != "help":
+                yield " ".join(path), action.option_strings[-1]
+
+    missing = [(command, option) for command, option in walk(build_parser(), ["hybriddeid"]) if option not in page]
+    assert not missing
+
+
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+\.png)\)")
+
+
+def test_every_figure_names_the_command_and_commit_that_made_it():
+    """Charts drawn from benchmark data carry its command and commit beside them (the included caption);
+    other images (screenshots, diagrams) name the command that made them in the paragraphs around them."""
+    problems = []
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for match in IMAGE.finditer(text):
+            image = (page.parent / match.group(1)).resolve()
+            if not image.exists():
+                problems.append(f"{page.relative_to(ROOT)}: {match.group(1)} does not exist")
+                continue
+            data = DOCS / "images" / "data" / f"{image.stem.replace('_', '-')}.json"
+            around = text[max(0, match.start() - 1500):match.end() + 600]
+            if data.exists():
+                recorded = json.loads(data.read_text(encoding="utf-8"))
+                snippet = f'--8<-- "docs/images/data/{data.stem}.md"'
+                caption = (DOCS / "images" / "data" / f"{data.stem}.md").read_text(encoding="utf-8")
+                if snippet not in around or recorded["commit"] not in caption or recorded["command"] not in caption:
+                    problems.append(f"{page.relative_to(ROOT)}: {match.group(1)} without its caption {snippet}")
+            elif not re.search(r"`(python |hybriddeid |HYBRIDDEID_SCREENSHOTS)", around):
+                problems.append(f"{page.relative_to(ROOT)}: {match.group(1)} names no command that made it")
+    assert not problems, problems
+
+
+def test_chart_captions_and_tables_are_what_the_data_gives():
+    """The included caption and table files are the drawing script's output for the data kept beside them."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import charts
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    for data_file in sorted((DOCS / "images" / "data").glob("*.json")):
+        data = json.loads(data_file.read_text(encoding="utf-8"))
+        expected = "\n".join([charts.caption(data), "", *charts.TABLES[data["chart"]](data)]) + "\n"
+        assert data_file.with_suffix(".md").read_text(encoding="utf-8") == expected, data_file.name
