@@ -50,7 +50,7 @@ class AnalysedNote:
         lines = []
         for context in line_contexts(text, language) if contexts is None else contexts:
             tokens = tuple(tokenize(text, context.start, context.end))
-            lines.append(AnalysedLine(context, tokens, tuple(tok.text.lower() for tok in tokens)))
+            lines.append(AnalysedLine(context, tokens, tuple([tok.text.lower() for tok in tokens])))
         self.lines: tuple[AnalysedLine, ...] = tuple(lines)
         # Tokens never cross a line break, so the note's tokens are its lines' tokens in order.
         self.tokens: tuple[Token, ...] = tuple(tok for line in lines for tok in line.tokens)

@@ -305,14 +305,28 @@ def clear_caches() -> None:
         func.cache_clear()
 
 
+def _unread_char(code: str) -> str:
+    """One character language ``code``'s models do not read: a letter of a script its pack does not
+    list, or an emoji."""
+    scripts = "".join(rf"\p{{Script={name}}}" for name in language_pack(code).scripts)
+    return rf"(?:[^\P{{L}}{scripts}]|\p{{Emoji_Presentation}})"
+
+
 @register_cache
 @lru_cache(maxsize=None)
 def unread_pattern(code: str) -> "regex.Pattern[str]":
     """Runs of text that language ``code``'s models do not read: letters of scripts its pack does not
     list, and emoji (with the spaces, digits and punctuation between them)."""
-    scripts = "".join(rf"\p{{Script={name}}}" for name in language_pack(code).scripts)
-    char = rf"(?:[^\P{{L}}{scripts}]|\p{{Emoji_Presentation}})"
+    char = _unread_char(code)
     return regex.compile(rf"{char}+(?:[\s\p{{P}}\p{{N}}]*{char}+)*")
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def unread_letters(code: str) -> "regex.Pattern[str]":
+    """Runs of ``unread_pattern``'s characters alone (no spaces, digits or punctuation between them):
+    a stretch holds text language ``code``'s models do not read exactly when it meets one of these."""
+    return regex.compile(rf"{_unread_char(code)}+")
 
 
 def unread_characters(text: str, code: str) -> int:

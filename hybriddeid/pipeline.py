@@ -6,6 +6,7 @@ does not match the code's feature names or whose files are missing. No pickles a
 """
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import logging
@@ -30,7 +31,7 @@ from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
 from hybriddeid.classifiers.validators import numeric_date_possible
 from hybriddeid.document import Document, Span
-from hybriddeid.languages import unread_pattern
+from hybriddeid.languages import unread_letters
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
 from hybriddeid.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
 from hybriddeid.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
@@ -420,11 +421,15 @@ class Pipeline:
         skipped = lang.titles | lang.particles
         safelist = load_safelist(self.config["pipeline"]["safelist"]) if self.config["pipeline"]["safelist"] else None
 
+        found: dict[tuple[str, str], list[str]] = {}  # a long note repeats its names hundreds of thousands of times
+
         def words_of(span: Span, surface: str) -> list[str]:
-            if kinds.kind(span.label) != "person":
-                return []
-            return [word for word in NAME_WORD.findall(surface) if len(word) > 1 and fold(word) not in skipped
+            key = (span.label, surface)
+            if key not in found:
+                found[key] = [] if kinds.kind(span.label) != "person" else [
+                    word for word in NAME_WORD.findall(surface) if len(word) > 1 and fold(word) not in skipped
                     and (safelist is None or not safelist.is_safe_text(word))]
+            return found[key]
 
         linked = link_name_words([doc.text for doc in docs], [doc.spans for doc in docs], words_of)
         return [doc.with_spans(spans) for doc, spans in zip(docs, linked)]
@@ -435,8 +440,11 @@ class Pipeline:
         features are meaningless (Arabic sentences were read as URLs), nor (``drop_impossible_dates``) a
         DATE of numbers no date writing reads."""
         phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
-        unread = unread_pattern(self.language)
-        spans = [span for span in spans if not unread.search(doc.text, span.start, span.end)]
+        # the runs of unread characters, found once: a search per span cost seconds on a long note's million spans
+        runs = [match.span() for match in unread_letters(self.language).finditer(doc.text)]
+        if runs:
+            ends = [end for _, end in runs]
+            spans = [span for span in spans if not _meets(runs, ends, span.start, span.end)]
         if self.config["pipeline"]["drop_impossible_dates"]:
             spans = [span for span in spans if self.taxonomy.category(span.label) != "DATE"
                      or numeric_date_possible(doc.text[span.start:span.end])]
@@ -596,6 +604,13 @@ class Pipeline:
             warn_unseen_labels(pipeline.components, pipeline.meta["labels"], f"{path}'s training corpus",
                                taxonomy_aware=True)
         return pipeline
+
+
+def _meets(runs: Sequence[tuple[int, int]], ends: Sequence[int], start: int, end: int) -> bool:
+    """Whether ``[start, end)`` shares a character with one of ``runs`` (sorted, disjoint; ``ends``
+    their ends): the first run ending after ``start`` begins before ``end``."""
+    at = bisect.bisect_right(ends, start)
+    return at < len(runs) and runs[at][0] < end
 
 
 def unseen_labels(components: Mapping[str, Any], labels: Iterable[str]) -> dict[str, list[str]]:

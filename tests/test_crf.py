@@ -145,6 +145,32 @@ def test_runs_in_regions_group_the_tokens_a_stretch_touches():
     assert runs_in_regions(tokens, [], []) == []
 
 
+def test_runs_in_regions_are_the_runs_of_tokens_overlapping_a_stretch_on_random_lines():
+    """Against the definition: a token is in a run when it shares a character with a stretch; runs
+    are the maximal runs of such tokens (random lines and sorted, disjoint stretches, some empty)."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(2_000):
+        text = "".join(rng.choice("ab 1.,") for _ in range(rng.randint(0, 40)))
+        offset = rng.randint(0, 5)
+        tokens = tokenize(" " * offset + text, offset)
+        places = range(0, len(text) + offset + 8)
+        cuts = sorted(rng.sample(places, min(len(places) // 2 * 2, rng.randint(0, 8) * 2)))
+        regions = [(cuts[i], cuts[i + 1] + rng.choice((0, 0, 1))) for i in range(0, len(cuts), 2)]
+        regions = [r for i, r in enumerate(regions) if i == 0 or r[0] >= regions[i - 1][1]]  # disjoint
+        touched = [any(start < tok.end and tok.start < end for start, end in regions) for tok in tokens]
+        expected, index = [], 0
+        while index < len(tokens):
+            if touched[index]:
+                first = index
+                while index < len(tokens) and touched[index]:
+                    index += 1
+                expected.append((first, index))
+            index += 1
+        assert runs_in_regions(tokens, regions, [start for start, _ in regions]) == expected, (text, regions)
+
+
 def test_char_features_of_a_run_equal_those_of_the_whole_line():
     from hybriddeid.features.char import CharWindow, char_features, token_projections
     from hybriddeid.features.context import line_contexts

@@ -280,3 +280,29 @@ def test_a_pack_names_the_scripts_its_models_read(tmp_path):
     assert language_pack("en").scripts == ("Latin", "Greek")
     assert unread_characters("β-blocker, café, naïve", "en") == 0
     assert unread_characters("note: 你好 😀 done", "es") == len("你好 😀")
+
+
+def test_a_stretch_meets_unread_letters_exactly_where_the_unread_pattern_finds_text_in_it():
+    """``Pipeline.within_phi_set`` finds the runs of unread letters once and bisects them per span: the
+    same answer as ``unread_pattern`` searched inside each span, on random mixes of scripts."""
+    import random
+
+    from hybriddeid.languages import unread_letters, unread_pattern
+    from hybriddeid.pipeline import _meets
+
+    rng = random.Random(3)
+    alphabet = "ab 1,.\n\u00e9\u03b2" + "\u0417\u0434\u0440\u0430\u0432" + "\u0645\u0631\u062d" + "\U0001F600" + "\u6f22"
+    checked = met = 0
+    for code in ("en", "es"):
+        pattern, letters = unread_pattern(code), unread_letters(code)
+        for _ in range(500):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+            runs = [match.span() for match in letters.finditer(text)]
+            ends = [end for _, end in runs]
+            for _ in range(10):
+                start = rng.randrange(len(text))
+                end = rng.randint(start + 1, len(text))
+                found = pattern.search(text, start, end) is not None
+                assert _meets(runs, ends, start, end) == found, (code, text, start, end)
+                checked, met = checked + 1, met + found
+    assert checked == 10_000 and 1_000 < met < 9_000

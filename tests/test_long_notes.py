@@ -166,6 +166,28 @@ def test_a_long_audit_is_written_line_by_line_with_every_row(tmp_path: Path, fmt
         [asdict(rep) for rep in result.replacements]  # every field, as the dataclass holds it
 
 
+def test_jsonl_audit_rows_are_what_json_dumps_writes() -> None:
+    """The audit writes its rows without a dictionary and an encoder per row, byte for byte as
+    ``json.dumps(..., ensure_ascii=False)`` of the row would: quotes, controls, non-ASCII and lone
+    surrogates in names and replacements, scores of every float kind, integer scores."""
+    import json
+
+    from hybriddeid.io._common import record_name
+    from hybriddeid.surrogates.audit import audit_lines
+    from hybriddeid.surrogates.deid import Replacement
+
+    texts = ["[**NAME**]", 'say "x"\\ \n\t\x00\x1f\x7f', "caf\u00e9 \u6f22 \u2028", "", "\udce9"]
+    scores = [1.0, 0.97312345678901, 1e-9, 1e300, -0.0, float("nan"), float("inf"), -float("inf"), 1, 0.1 + 0.2]
+    replacements = [Replacement(i, i + 1, 2 * i, 2 * i + 3, "NAME", "NAME", "person", method, "char", score, text)
+                    for i, (text, score, method) in enumerate((t, s, m) for t in texts for s in scores for m in ("tag", "m\u00e4sk"))]
+    replacements.append(Replacement(9, 10, 9, 10, "NAME", "NAME", "person", "tag", "char", 0.5, None))  # type: ignore[arg-type]
+    for note in ("n", 'caf\u00e9 "7".txt', "a\\b\udce9"):
+        lines = list(audit_lines(note, replacements, "jsonl", {"settings": "x"}))
+        name = record_name(note)  # a file name's undecodable byte is written \\xNN, as in every record
+        assert lines[1:] == [json.dumps({"note": name, **rep.to_dict()}, ensure_ascii=False) + "\n" for rep in replacements]
+        assert len(lines) == 2 + len(texts) * len(scores) * 2
+
+
 def test_an_output_is_checked_against_its_audit_row_by_row() -> None:
     from hybriddeid.surrogates.deid import apply_replacements, matches_replacements
 

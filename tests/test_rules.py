@@ -1,6 +1,7 @@
 """The regex rule classifier: bundled rule packs, rule-file validation, timeouts, fit, persistence."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import tomllib
@@ -296,6 +297,13 @@ BAD_FILES = {  # id: (file text, expected message)
                              r"bad\.toml: rule 'r1': lookup names group 'w', which the pattern does not have"),
     "lookup-unknown-kind": (TAX + 'language = "es"\n' + GOOD.replace("\\d+", "(?P<w>\\w+)") + 'lookup = { w = "planets" }\n',
                             r"bad\.toml: rule 'r1': lookup kind\(s\) \['planets'\] are not dictionaries of 'es'"),
+    "needs-lookahead": (TAX + GOOD + "needs = '(?=\\d)'\n",
+                        r"bad\.toml: rule 'r1': needs must not hold lookarounds or anchors"),
+    "needs-boundary": (TAX + GOOD + "needs = '\\bx'\n", r"bad\.toml: rule 'r1': needs must not hold lookarounds"),
+    "needs-empty": (TAX + GOOD + "needs = ''\n", r"bad\.toml: rule 'r1': needs must be a non-empty string pattern"),
+    "needs-bad-regex": (TAX + GOOD + "needs = '(x'\n", r"bad\.toml: rule 'r1': pattern does not compile"),
+    "needs-not-strings": (TAX + GOOD + "needs = ['x', 3]\n", r"bad\.toml: rule 'r1': needs must be a non-empty string pattern or a list"),
+    "needs-empty-list": (TAX + GOOD + "needs = []\n", r"bad\.toml: rule 'r1': needs must be a non-empty string pattern or a list"),
 }
 
 
@@ -648,6 +656,92 @@ def test_long_notes_are_searched_in_windows_with_the_whole_texts_hits(language, 
     windowed = {rule.name: rule.spans(text) for rule in classifier.rules}
     assert sum(map(len, whole.values())) > 100
     assert windowed == whole
+
+
+# ---- the needs hint -----------------------------------------------------------------------------
+
+NEEDS_RULE = """taxonomy = "i2b2-2014"
+[[rule]]
+name = "mrn"
+label = "MEDICALRECORD"
+pattern = '(?i:mrn)[: ]*(?P<phi>\\d+)'
+needs = '(?i:mrn)'
+examples = [{ text = "MRN: 12", phi = "12" }]
+"""
+
+
+def test_needs_is_trusted_so_an_example_without_it_is_reported() -> None:
+    (rule,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = 'x'"), "inline.toml").rules
+    assert rule.spans("MRN: 12") == []  # a text where needs does not match is not searched
+    (listed,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = ['x', '(?i)mrn']"), "inline.toml").rules
+    assert listed.spans("MRN: 12") == [(5, 7)] and listed.spans("no: 12") == []  # one of the list is enough
+    assert rule.example_problems() == ["mrn: example 'MRN: 12' holds no match of needs ['x']",
+                                       "mrn: example 'MRN: 12' gave (), expected ('12',)"]
+
+
+def test_needs_skips_the_windows_of_a_long_note_without_it(monkeypatch) -> None:
+    """A window is searched only when its reading (the window and the overlap after it) holds a match
+    of needs: a hint that is wrong on purpose (digits need "mrn") shows which windows were read."""
+    from hybriddeid.classifiers import rules
+
+    (rule,) = parse_rule_file(NEEDS_RULE.replace("(?i:mrn)[: ]*(?P<phi>\\d+)", "\\d"), "inline.toml").rules
+    plain = dataclasses.replace(rule, needs=())
+    monkeypatch.setattr(rules, "SEARCH_WINDOW", 1_000)
+    monkeypatch.setattr(rules, "SEARCH_OVERLAP", 50)
+    text = list("." * 5_000)
+    for at, char in {10: "5", 1200: "7", 2100: "8", 3500: "9", 4500: "6"}.items():
+        text[at] = char
+    for at in (1500, 3020):  # one inside window 1, one in the overlap read after window 2
+        text[at:at + 3] = "mrn"
+    text = "".join(text)
+    assert [text[s] for s, _ in plain.spans(text)] == ["5", "7", "8", "9", "6"]
+    assert [text[s] for s, _ in rule.spans(text)] == ["7", "8", "9"]
+
+
+def test_bundled_needs_hints_change_no_rule_hit() -> None:
+    """Each bundled rule finds the same hits with and without its needs hint, on the rules' examples
+    and counter-examples and on generated notes, note by note and joined into one long note."""
+    from hybriddeid.synth import generate_corpus
+
+    for language in bundled_languages():
+        classifier = RuleClassifier(language)
+        texts = [example.text for rule in classifier.rules for example in rule.examples]
+        texts += [text for rule in classifier.rules for text in rule.counter_examples]
+        if language == "en":
+            texts += [doc.text for doc in generate_corpus(100, 5, "test")]
+        texts.append("\n".join(texts * 3))
+        hinted = [rule for rule in classifier.rules if rule.needs]
+        hits = 0
+        for rule in hinted:
+            plain = dataclasses.replace(rule, needs=())
+            for text in texts:
+                found = rule.spans(text)
+                assert found == plain.spans(text), f"{language}:{rule.name}"
+                hits += len(found)
+        assert not hinted or hits > 1_000
+
+
+def test_rules_sharing_a_needs_pattern_look_for_it_once_per_window_with_the_same_hits(monkeypatch) -> None:
+    """The first match of a needs pattern in a window is kept for the next rule with that pattern; a
+    rule whose search there starts later (after a hit that crossed into the window) looks again."""
+    from hybriddeid.classifiers import rules
+    from hybriddeid.synth import generate_corpus
+
+    (rule,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = '\\d'"), "inline.toml").rules
+    seen: dict = {}
+    assert rule._may_match("1" + "." * 9 + "2" + "." * 9, 0, 5, 20, None, seen) and seen == {("\\d", rule._needs[0].flags, 0, 20): 0}
+    assert not rule._may_match("1" + "." * 19, 0, 5, 20, None, {})
+    seen[("\\d", rule._needs[0].flags, 0, 20)] = 3  # where an earlier rule found it in this window
+    assert rule._may_match("." * 20, 0, 2, 20, None, seen)  # kept, so not looked for again
+    classifier = RuleClassifier("en")
+    plain = RuleClassifier("en")
+    plain._rules = tuple(dataclasses.replace(r, needs=()) for r in plain.rules)
+    doc = Document("long", "\n".join(doc.text for doc in generate_corpus(60, 4, "test")))
+    monkeypatch.setattr(rules, "SEARCH_WINDOW", 3_000)
+    monkeypatch.setattr(rules, "SEARCH_OVERLAP", 200)
+    assert len(doc.text) > 30_000 and sum(1 for rule in classifier.rules if rule.needs == ("\\d",)) > 10
+    found = classifier.predict(doc)
+    assert len(found) > 300 and found == plain.predict(doc)
 
 
 @pytest.mark.parametrize("text, possible", [

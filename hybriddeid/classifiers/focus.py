@@ -75,16 +75,20 @@ def runs_in_regions(
     at = bisect.bisect_left(region_starts, tokens[-1].end)
     if at == 0 or regions[at - 1][1] <= tokens[0].start:
         return runs
-    for index, tok in enumerate(tokens):
-        at = bisect.bisect_right(region_starts, tok.start) - 1  # the last stretch starting at or before it
-        touched = (at >= 0 and regions[at][1] > tok.start) or (
-            at + 1 < len(regions) and regions[at + 1][0] < tok.end)
-        if not touched:
+    # Each stretch that may reach the tokens (from the last one starting at or before the first token)
+    # touches one range of them, found by bisection: not a bisection per token (a long line has
+    # hundreds of thousands). Ranges come in order; touching or adjacent ones make one run.
+    starts = [tok.start for tok in tokens]
+    ends = [tok.end for tok in tokens]
+    for region_start, region_end in regions[max(0, bisect.bisect_right(region_starts, tokens[0].start) - 1):at]:
+        first = bisect.bisect_right(ends, region_start)  # the first token ending after the stretch starts
+        end = bisect.bisect_left(starts, region_end)  # past the last token starting before it ends
+        if first >= end:
             continue
-        if runs and runs[-1][1] == index:
-            runs[-1] = (runs[-1][0], index + 1)
+        if runs and runs[-1][1] >= first:
+            runs[-1] = (runs[-1][0], max(runs[-1][1], end))
         else:
-            runs.append((index, index + 1))
+            runs.append((first, end))
     return runs
 
 

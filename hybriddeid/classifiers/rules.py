@@ -11,8 +11,13 @@ case-insensitive; "cities,!states": an entry of one plain kind and of no "!" kin
 fails is dropped, or, for a spec ending in "?", ends before that group, so an optional surname that
 is no name is left out), ``fallback = true`` for a rule whose spans only fill gaps (they rank after
 every classifier in the merger, ``merge.FALLBACK_SUFFIX``, so a CRF's longer span of the same name
-wins over a rule that found its first word), and ``examples`` / ``counter_examples`` that the test
-suite checks. Files are validated when they load, so a broken
+wins over a rule that found its first word), ``needs``: a pattern, or a list of patterns one of
+which (under the rule's flags, without lookarounds or anchors) matches inside the text every hit
+reads (its match or a lookahead after it: a digit class for a rule whose hits hold a digit), so that
+a note, or a 200,000-character window of a long one, where none matches is not searched at all (a
+speed hint that never changes the spans: each example must hold a match of one, and the bundled
+models' spans are checked with and without it; a list of plain words is searched much faster than
+one pattern of alternatives), and ``examples`` / ``counter_examples`` that the test suite checks. Files are validated when they load, so a broken
 rule fails with its file and name instead of silently never matching.
 
 A file may name subpatterns that several rules share in a ``[define]`` table (``field_label =
@@ -83,12 +88,18 @@ MAP_MIN_SHARE = 0.5  # ...that are at least this share of all its hits
 _FILE_KEYS = frozenset({"taxonomy", "language", "description", "define", "rule"})
 _RULE_KEYS = frozenset(
     {"name", "label", "pattern", "flags", "context", "context_window", "validator", "lookup", "fallback",
-     "examples", "counter_examples"}
+     "needs", "examples", "counter_examples"}
 )
 _EXAMPLE_KEYS = frozenset({"text", "phi"})
 _NAME = regex.compile(r"[A-Za-z0-9_.-]+")
 _DEFINE_NAME = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# in a needs pattern: lookarounds (?= (?! (?<= (?<!, anchors ^ $ \b \B \A \Z \G, not escaped
+_LOOKAROUND = regex.compile(r"(?<!\\)(?:\\\\)*(?:\(\?<?[=!]|(?<!\[)\^|\$|\\[bBAZG])")
 _CALL = regex.compile(r"(?<!\\)\(\?(?:&|P>)(\w+)\)")  # (?&name) and (?P>name), not escaped
+
+
+# (needs pattern, its flags, window start, reading end) -> where its first match there starts, or -1
+NeedsSeen = dict[tuple[str, int, int, int], int]
 
 
 class RuleFileError(ValueError):
@@ -143,7 +154,9 @@ class Rule:
     lookup: tuple[Lookup, ...] = ()
     language: str | None = None
     fallback: bool = False
+    needs: tuple[str, ...] = ()
     _regex: "regex.Pattern[str]" = field(init=False, repr=False)
+    _needs: "tuple[regex.Pattern[str], ...]" = field(init=False, repr=False)
     _context_regex: "regex.Pattern[str] | None" = field(init=False, repr=False)
     _validate: Validator | None = field(init=False, repr=False)
     _has_phi_group: bool = field(init=False, repr=False)
@@ -158,17 +171,20 @@ class Rule:
             words = "|".join(regex.escape(word) for word in sorted(self.context, key=len, reverse=True))
             context = regex.compile(rf"(?<!\w)(?:{words})(?!\w)", regex.IGNORECASE)
         object.__setattr__(self, "_regex", compiled)
+        object.__setattr__(self, "_needs", tuple(regex.compile(needs, flags) for needs in self.needs))
         object.__setattr__(self, "_context_regex", context)
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         object.__setattr__(self, "_has_phi_group", "phi" in compiled.groupindex)
 
-    def spans(self, text: str, timeout: float | None = None) -> list[tuple[int, int]]:
-        """PHI offsets of every hit that passes the context and validator checks.
+    def spans(self, text: str, timeout: float | None = None, needs_seen: NeedsSeen | None = None) -> list[tuple[int, int]]:
+        """PHI offsets of every hit that passes the context and validator checks. ``needs_seen``: where
+        each ``needs`` pattern was found in this ``text`` so far (several rules need a digit), shared
+        by the rules searching one text.
 
         Raises ``TimeoutError`` when the whole search takes longer than ``timeout`` seconds.
         """
         found = []
-        for match in self._matches(text, timeout):
+        for match in self._matches(text, timeout, needs_seen):
             # A pattern may capture "phi" more than once ("28036 Madrid": code and town).
             captures = match.spans("phi") if self._has_phi_group else [match.span()]
             parts = [(s, e) for s, e in captures if e > s]
@@ -203,21 +219,25 @@ class Rule:
                 parts = [(s, min(e, cut)) for s, e in parts if s < cut]
         return [(s, e) for s, e in parts if e > s]
 
-    def _matches(self, text: str, timeout: float | None) -> Iterator["regex.Match[str]"]:
+    def _matches(self, text: str, timeout: float | None, needs_seen: NeedsSeen | None = None) -> Iterator["regex.Match[str]"]:
         """The matches ``finditer`` gives on the whole text, found window by window in a long one.
 
         Each window is searched with ``pos``/``endpos`` on the whole string (so ``^``, lookbehinds and
         the context read the real text before it), from where the last match ended, reading
         ``SEARCH_OVERLAP`` past its end; a match that reaches that reading limit is matched again on the
         whole text, where it may be longer. Each window gets ``timeout``, so a 20 MB note costs each rule
-        a bounded time per window rather than one search that must finish in ``timeout``."""
+        a bounded time per window rather than one search that must finish in ``timeout``. A text, or a
+        window's reading, where ``needs`` does not match holds no match and is not searched."""
         if len(text) <= SEARCH_WINDOW + SEARCH_OVERLAP:
-            yield from self._regex.finditer(text, timeout=timeout)
+            if self._may_match(text, 0, 0, len(text), timeout, needs_seen):
+                yield from self._regex.finditer(text, timeout=timeout)
             return
         resume = 0
         for window_start in range(0, len(text), SEARCH_WINDOW):
             window_end = min(len(text), window_start + SEARCH_WINDOW)
             reading_end = min(len(text), window_end + SEARCH_OVERLAP)
+            if not self._may_match(text, window_start, max(resume, window_start), reading_end, timeout, needs_seen):
+                continue
             for match in self._regex.finditer(text, max(resume, window_start), reading_end, timeout=timeout):
                 if match.start() >= window_end:
                     break
@@ -230,10 +250,20 @@ class Rule:
                 resume = max(match.end(), match.start() + 1)
                 yield match
 
+    def _may_match(self, text: str, window_start: int, start: int, end: int, timeout: float | None,
+                   needs_seen: NeedsSeen | None) -> bool:
+        """False when no pattern of ``needs`` finds anything in ``text[start:end]``: a search there finds
+        no match (every match, and what its lookaheads read, lies inside and holds a match of one)."""
+        return not self._needs or any(_found(needs, text, window_start, start, end, timeout, needs_seen)
+                                      for needs in self._needs)
+
     def example_problems(self) -> list[str]:
-        """What is wrong with this rule's own examples and counter-examples (empty when none)."""
+        """What is wrong with this rule's own examples and counter-examples (empty when none); an
+        example whose text holds no match of ``needs`` is one: the hint would hide its hits."""
         problems = []
         for example in self.examples:
+            if self._needs and not any(needs.search(example.text) for needs in self._needs):
+                problems.append(f"{self.name}: example {example.text!r} holds no match of needs {list(self.needs)!r}")
             got = tuple(example.text[s:e] for s, e in self.spans(example.text))
             if got != example.phi:
                 problems.append(f"{self.name}: example {example.text!r} gave {got}, expected {example.phi}")
@@ -242,6 +272,21 @@ class Rule:
             if got:
                 problems.append(f"{self.name}: counter-example {text!r} matched {got}")
         return problems
+
+
+def _found(needs: "regex.Pattern[str]", text: str, window_start: int, start: int, end: int, timeout: float | None,
+           needs_seen: NeedsSeen | None) -> bool:
+    """Whether ``needs`` matches in ``text[start:end]``. Its first match from ``window_start`` is kept
+    in ``needs_seen`` for the next rule needing it; without lookarounds, a match found there that
+    starts at or after ``start`` is one in the stretch."""
+    if needs_seen is None:
+        return needs.search(text, start, end, timeout=timeout) is not None
+    key = (needs.pattern, needs.flags, window_start, end)
+    first = needs_seen.get(key)
+    if first is None:
+        found = needs.search(text, window_start, end, timeout=timeout)
+        first = needs_seen[key] = -1 if found is None else found.start()
+    return first >= start or (first >= 0 and needs.search(text, start, end, timeout=timeout) is not None)
 
 
 @dataclass(frozen=True)
@@ -407,8 +452,16 @@ def _parse_rule(
         fallback = entry.get("fallback", False)
         if not isinstance(fallback, bool):
             raise fail("fallback must be true or false")
+        needs = entry.get("needs", [])
+        needs = [needs] if isinstance(needs, str) else needs
+        if "needs" in entry and (not isinstance(needs, list) or not needs
+                                 or not all(isinstance(item, str) and item for item in needs)):
+            raise fail("needs must be a non-empty string pattern or a list of them")
+        if any(_LOOKAROUND.search(item) for item in needs):
+            raise fail("needs must not hold lookarounds or anchors: it is searched inside a stretch of text alone")
         return Rule(name, label, pattern, origin, tuple(flags), tuple(context), window, validator,
-                    examples, tuple(counter), lookup, language, fallback)
+                    examples, tuple(counter), lookup, language, fallback,
+                    tuple(_with_defines(item, defines or {}, fail) for item in needs))
     except regex.error as exc:
         raise fail(f"pattern does not compile ({exc})") from None
 
@@ -547,10 +600,11 @@ class RuleClassifier:
         return tuple(rules)
 
     # -- the protocol --------------------------------------------------------------------------
-    def _search(self, rule: Rule, doc: Document) -> list[tuple[int, int]]:
-        """``rule``'s hits in ``doc``; a search past ``timeout`` is logged (rule and note names) and skipped."""
+    def _search(self, rule: Rule, doc: Document, needs_seen: NeedsSeen | None = None) -> list[tuple[int, int]]:
+        """``rule``'s hits in ``doc``; a search past ``timeout`` is logged (rule and note names) and skipped.
+        ``needs_seen``: shared by the rules searching ``doc`` (``Rule.spans``)."""
         try:
-            return rule.spans(doc.text, timeout=self.timeout)
+            return rule.spans(doc.text, timeout=self.timeout, needs_seen=needs_seen)
         except TimeoutError:
             log.warning("rule %r timed out after %gs on document %r; skipped for this document",
                         rule.name, self.timeout, doc.name)
@@ -596,10 +650,11 @@ class RuleClassifier:
         """Non-overlapping rule spans of the note, sorted by offset (rules read the whole text)."""
         doc = note.doc if isinstance(note, AnalysedNote) else note
         fallback = self.source + FALLBACK_SUFFIX
+        needs_seen: NeedsSeen = {}
         candidates = [
             (start - end, order, start, end, self.label_of(rule), fallback if rule.fallback else self.source)
             for order, rule in enumerate(self.enabled_rules)
-            for start, end in self._search(rule, doc)
+            for start, end in self._search(rule, doc, needs_seen)
         ]
         candidates.sort()  # longest first, then rule order, then leftmost
         starts: list[int] = []

@@ -60,9 +60,10 @@ def decode_tags(
             spans.append(Span(open_start, open_end, open_label, source, open_score))
 
     for i, ((start, end), tag) in enumerate(zip(units, tags)):
-        if tag == OUTSIDE:
-            close()
-            open_label = None
+        if tag == OUTSIDE:  # most units: no call when nothing is open (a long note has millions)
+            if open_label is not None:
+                close()
+                open_label = None
             continue
         prefix, label = tag[0], tag[2:]
         if prefix in "BS" or label != open_label:

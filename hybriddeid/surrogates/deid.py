@@ -204,21 +204,22 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
     cursor = out_length = 0
     unread = [Span(m.start(), m.end(), UNREAD_LABEL, UNREAD_METHOD) for m in unread_pattern(options.language).finditer(doc.text)]
     masked_unread = unread if options.unsupported_script == "mask" else []
+    kinds_of: dict[str, tuple[str, str]] = {}  # label -> (category, kind): asked once per span
     for span in disjoint([*doc.spans, *masked_unread]):
-        value = doc.span_text(span)
-        category = kinds.category(span.label)
-        kind = kinds.kind(span.label)
+        if span.label not in kinds_of:
+            kinds_of[span.label] = kinds.category(span.label), kinds.kind(span.label)
+        category, kind = kinds_of[span.label]
         if span.label == UNREAD_LABEL:
-            new, method, category, kind = _masked(value, options.mask_char), UNREAD_METHOD, "OTHER", "shape"
+            new, method, category, kind = _masked(doc.span_text(span), options.mask_char), UNREAD_METHOD, "OTHER", "shape"
         elif options.mode == "tag":
             shown = category if options.tag_level == "category" else span.label
             if shown not in tags:  # one string per tag, not per span (a long note has hundreds of thousands)
                 tags[shown] = lang.tag_format.format(label=shown)
             new, method = tags[shown], "tag"
         elif options.mode == "mask":
-            new, method = _masked(value, options.mask_char), "mask"
+            new, method = _masked(doc.span_text(span), options.mask_char), "mask"
         else:
-            new, method = surrogates.replace(kind, value)
+            new, method = surrogates.replace(kind, doc.span_text(span))
         kept = doc.text[cursor:span.start]
         pieces += [kept, new]
         out_start = out_length + len(kept)
