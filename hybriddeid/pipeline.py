@@ -436,7 +436,7 @@ class Pipeline:
 
     def within_phi_set(self, doc: Document, spans: Sequence[Span], phi_set: str | None = None) -> list[Span]:
         """The spans inside ``phi_set`` (default: the config's), read through the model's taxonomy; never
-        one holding text of a script the model does not read (``languages.unread_pattern``), where its
+        one holding text of a script the model does not read (``languages.unread_letters``), where its
         features are meaningless (Arabic sentences were read as URLs), nor (``drop_impossible_dates``) a
         DATE of numbers no date writing reads."""
         phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
@@ -446,8 +446,18 @@ class Pipeline:
             ends = [end for _, end in runs]
             spans = [span for span in spans if not _meets(runs, ends, span.start, span.end)]
         if self.config["pipeline"]["drop_impossible_dates"]:
-            spans = [span for span in spans if self.taxonomy.category(span.label) != "DATE"
-                     or numeric_date_possible(doc.text[span.start:span.end])]
+            dates = {label for label in {span.label for span in spans} if self.taxonomy.category(label) == "DATE"}
+            possible: dict[str, bool] = {}  # a long note repeats its date surfaces many times
+            kept = []
+            for span in spans:
+                if span.label in dates:
+                    surface = doc.text[span.start:span.end]
+                    if surface not in possible:
+                        possible[surface] = numeric_date_possible(surface)
+                    if not possible[surface]:
+                        continue
+                kept.append(span)
+            spans = kept
         return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, self.taxonomy, phi_set)
 
     def read(
