@@ -4,7 +4,8 @@ A pack is a folder named by its language code (``en``, ``es``) that holds a ``pa
 and label taxonomy) and the language's resource files: ``regex.toml`` (rules), ``sections.txt``
 (section headers), ``surrogates.toml`` (what de-identified output needs), ``safelist.txt``,
 ``synth.toml`` (synthetic notes), ``numbers.toml`` (number words for ages), ``stopwords.txt``
-(common words, to detect a corpus's language: :func:`detect_language`) and
+(common words, to detect a corpus's language: :func:`detect_language`), ``words.txt`` (optional:
+a long common-word list, the rules' lookup kind "unknown" is what it lacks) and
 ``dictionaries/<kind>.txt``. Only ``pack.toml`` makes a
 folder a pack; a missing resource is an error when something needs it, naming the language and
 the file. ``resources/languages/README.md`` describes the files.
@@ -47,6 +48,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "synth": ("synth.toml", "synthetic-note resources"),
     "numbers": ("numbers.toml", "number words"),
     "stopwords": ("stopwords.txt", "stop words"),
+    "words": ("words.txt", "common-word list"),
     "dictionaries": ("dictionaries", "dictionaries"),
 }
 _PACK_KEYS = frozenset({"name", "taxonomy", "description", "scripts"})

@@ -7,7 +7,9 @@ pattern may capture ``phi`` several times, one span each), and optionally ``flag
 words required within ``context_window`` characters before the PHI, a ``validator`` from
 :mod:`hybriddeid.classifiers.validators`, a ``lookup`` table of named groups that must be entries of
 the file's language's bundled dictionaries (``{ first = "first_names", last = "last_names?" }``:
-case-insensitive; "cities,!states": an entry of one plain kind and of no "!" kind; a hit whose group
+case-insensitive; "cities,!states": an entry of one plain kind and of no "!" kind; the kind ``unknown``
+holds every word the pack's common-word list (``words.txt``), safe-list and stop words lack, so
+"first_names,unknown" takes "grace" and "dudak" but not "aware"; a hit whose group
 fails is dropped, or, for a spec ending in "?", ends before that group, so an optional surname that
 is no name is left out), ``fallback = true`` for a rule whose spans only fill gaps (they rank after
 every classifier in the merger, ``merge.FALLBACK_SUFFIX``, so a CRF's longer span of the same name
@@ -56,8 +58,8 @@ from hybriddeid.analysis import AnalysedNote
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
 from hybriddeid.document import Document, Span
 from hybriddeid.io import atomic_write_text
-from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds
-from hybriddeid.languages import available_languages, language_pack
+from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, read_entries
+from hybriddeid.languages import available_languages, language_pack, register_cache
 from hybriddeid.merge import FALLBACK_SUFFIX
 from hybriddeid.registry import ComponentSpec
 from hybriddeid.taxonomy import load_taxonomy
@@ -133,8 +135,20 @@ class Lookup:
 
     def passes(self, language: str, text: str) -> bool:
         key = " ".join(text.split()).casefold()
-        return (any(key in dictionary_set(language, kind) for kind in self.kinds)
-                and not any(key in dictionary_set(language, kind) for kind in self.not_kinds))
+        return (any(_in_kind(language, kind, key) for kind in self.kinds)
+                and not any(_in_kind(language, kind, key) for kind in self.not_kinds))
+
+
+UNKNOWN_KIND = "unknown"  # the lookup kind of words no word list of the language holds
+
+
+def _in_kind(language: str, kind: str, key: str) -> bool:
+    """Whether the case-folded ``key`` belongs to lookup ``kind``: a bundled dictionary's entry, or,
+    for ``unknown``, a text none of whose words the language knows as an ordinary word."""
+    if kind == UNKNOWN_KIND:
+        known = known_words(language)
+        return not any(word in known for word in regex.split(r"[\s'’-]+", key) if word)
+    return key in dictionary_set(language, kind)
 
 
 @dataclass(frozen=True, eq=False)
@@ -386,6 +400,16 @@ def dictionary_set(language: str, kind: str) -> frozenset[str]:
     return frozenset(" ".join(entry.split()).casefold() for entry in bundled_entries(language, kind))
 
 
+@register_cache
+@lru_cache(maxsize=None)
+def known_words(language: str) -> frozenset[str]:
+    """The ordinary words of ``language``, case-folded: its pack's common-word list (``words.txt``),
+    safe-list (drugs, eponyms, abbreviations) and stop words. What lookup kind ``unknown`` is not."""
+    pack = language_pack(language)
+    return frozenset(entry.casefold() for resource in ("words", "safelist", "stopwords") if pack.has(resource)
+                     for entry in read_entries(pack.read_text(resource)))
+
+
 def _parse_lookup(value: Any, pattern: str, language: str | None, fail: Callable[[str], RuleFileError]) -> tuple[Lookup, ...]:
     """The ``lookup`` table, checked: the groups exist, the kinds are the language's dictionaries."""
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
@@ -397,9 +421,13 @@ def _parse_lookup(value: Any, pattern: str, language: str | None, fail: Callable
     for lookup in lookups:
         if lookup.group not in groups:
             raise fail(f"lookup names group {lookup.group!r}, which the pattern does not have")
-        unknown = [kind for kind in lookup.kinds + lookup.not_kinds if kind not in bundled_kinds(str(language))]
+        unknown = [kind for kind in lookup.kinds + lookup.not_kinds
+                   if kind not in bundled_kinds(str(language)) and kind != UNKNOWN_KIND]
         if unknown:
-            raise fail(f"lookup kind(s) {unknown} are not dictionaries of {language!r}: {list(bundled_kinds(str(language)))}")
+            raise fail(f"lookup kind(s) {unknown} are not dictionaries of {language!r} (nor {UNKNOWN_KIND!r}): "
+                       f"{list(bundled_kinds(str(language)))}")
+        if UNKNOWN_KIND in lookup.kinds + lookup.not_kinds and not language_pack(str(language)).has("words"):
+            raise fail(f"lookup kind {UNKNOWN_KIND!r} needs the common-word list words.txt in the {language!r} pack")
     return lookups
 
 
