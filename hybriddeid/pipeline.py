@@ -29,7 +29,7 @@ from hybriddeid.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
-from hybriddeid.classifiers.validators import numeric_date_possible
+from hybriddeid.classifiers.validators import ip_address_possible, numeric_date_possible
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import unread_letters
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
@@ -82,7 +82,8 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # Drop a DATE span that is only numbers no numeric date writing reads ("40/1000/15", "70-84":
     # ventilator settings and pressure ranges; validators.numeric_date_possible), whichever
     # component found it: in nursing notes such spans were most false DATEs, and surrogate mode
-    # would replace a clinical value with random numbers.
+    # would replace a clinical value with random numbers. An IPADDR span with no address shape
+    # ("7.45", a pH; validators.ip_address_possible) is dropped too.
     "drop_impossible_dates": True,
     # Operating point for recall (hybriddeid.operating_point): a CRF token or character whose
     # marginal P(O) is below this is PHI too, on top of the output above. None (not written to
@@ -438,7 +439,7 @@ class Pipeline:
         """The spans inside ``phi_set`` (default: the config's), read through the model's taxonomy; never
         one holding text of a script the model does not read (``languages.unread_letters``), where its
         features are meaningless (Arabic sentences were read as URLs), nor (``drop_impossible_dates``) a
-        DATE of numbers no date writing reads."""
+        DATE of numbers no date writing reads or an IPADDR with no address in it."""
         phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
         # the runs of unread characters, found once: a search per span cost seconds on a long note's million spans
         runs = [match.span() for match in unread_letters(self.language).finditer(doc.text)]
@@ -446,15 +447,19 @@ class Pipeline:
             ends = [end for _, end in runs]
             spans = [span for span in spans if not _meets(runs, ends, span.start, span.end)]
         if self.config["pipeline"]["drop_impossible_dates"]:
-            dates = {label for label in {span.label for span in spans} if self.taxonomy.category(label) == "DATE"}
-            possible: dict[str, bool] = {}  # a long note repeats its date surfaces many times
+            labels = {span.label for span in spans}
+            checks = {label: numeric_date_possible for label in labels if self.taxonomy.category(label) == "DATE"}
+            checks.update({label: ip_address_possible for label in labels if label == "IPADDR"})
+            possible: dict[str, bool] = {}  # a long note repeats its surfaces many times
             kept = []
             for span in spans:
-                if span.label in dates:
+                check = checks.get(span.label)
+                if check is not None:
                     surface = doc.text[span.start:span.end]
-                    if surface not in possible:
-                        possible[surface] = numeric_date_possible(surface)
-                    if not possible[surface]:
+                    key = f"{span.label}\0{surface}"
+                    if key not in possible:
+                        possible[key] = check(surface)
+                    if not possible[key]:
                         continue
                 kept.append(span)
             spans = kept

@@ -749,6 +749,7 @@ def test_rules_sharing_a_needs_pattern_look_for_it_once_per_window_with_the_same
     ("10/3", True), ("2/31", True), ("12/93", True), ("7/81", True), ("15.4", False), ("2030", True), ("'84", True),
     ("1970-84", True), ("14/14/2014", True), ("16/018/1961", True), ("Mar 40-50", True),
     ("29.3", False), ("07-1530", False), ("1000-1200", False), ("3.15", True), ("15.4.2019", True), ("2019-2020", True),
+    ("5/3.27/928", False), ("7.36/42/100", False), ("8/1-8/3", True), ("03.12.19", True),
 ])
 def test_numeric_date_possible_rejects_only_numbers_no_date_writing_reads(text, possible):
     from hybriddeid.classifiers.validators import numeric_date_possible
@@ -769,3 +770,17 @@ def test_the_pipeline_drops_dates_no_calendar_reads_whoever_found_them():
     assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["10/3"]
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
     assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["40/1000/15", "10/3"]
+
+
+def test_the_pipeline_drops_an_ip_address_with_no_address_shape():
+    """A pH read as an IP address is dropped (surrogate mode would change the value); a real one stays."""
+    from hybriddeid import Pipeline
+    from hybriddeid.document import Document, Span
+
+    pipeline = Pipeline.load("en")
+    text = "ABG pH 7.45, from 10.0.12.7 and fe80::1:2"
+    doc = Document("ip", text)
+    found = [Span(7, 11, "IPADDR", "token"), Span(18, 27, "IPADDR", "token"), Span(32, 41, "IPADDR", "token")]
+    assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["10.0.12.7", "fe80::1:2"]
+    pipeline.config["pipeline"]["drop_impossible_dates"] = False
+    assert len(pipeline.within_phi_set(doc, found)) == 3

@@ -90,7 +90,8 @@ def numeric_date_possible(text: str) -> bool:
     that no numeric date writing reads, when none of its numbers is a year of 1900-2099:
     - its first two numbers are neither month/day, day/month nor month/two-digit year
       ("40/1000/15" ventilator settings, "70-84" a pressure range, "07-1530" a shift's hours);
-    - or it is a decimal: two numbers joined by a point, one digit after it ("HCT 27.9 (29.3)").
+    - or it is a decimal: two numbers joined by a point, one digit after it ("HCT 27.9 (29.3)");
+    - or it mixes a decimal with slashes or dashes ("5/3.27/928": cardiac output, index, resistance).
     Text with a letter, a lone number ("2030", "'84"), or a typo around a year ("14/14/2014",
     "16/018/1961": MEDDOCAN dev writes birth dates so) or in a day ("2/31") is left to the
     taggers: a mistyped date is still a date."""
@@ -103,9 +104,20 @@ def numeric_date_possible(text: str) -> bool:
         return True
     if len(numbers) == 2 and len(numbers[1]) == 1 and _DECIMAL.fullmatch(text.strip()):
         return False
+    if "." in text and ("/" in text or "-" in text) and _DECIMAL.search(text):
+        return False  # a decimal among slashes or dashes: "5/3.27/928" (CO/CI/SVR), "7.36/42/-1"
     first, second = numbers[0], numbers[1]
     a, b = int(first), int(second)
     return (1 <= a <= 12 and (b <= 31 or len(second) == 2)) or (1 <= a <= 31 and 1 <= b <= 12)
+
+
+_IPV4 = regex.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+
+
+def ip_address_possible(text: str) -> bool:
+    """Whether ``text`` could hold an IP address: four dotted numbers or an IPv6 run of colons.
+    "7.45" (a blood pH) tagged IPADDR is not one, and surrogate mode would replace the value."""
+    return bool(_IPV4.search(text)) or text.count(":") >= 2
 
 
 @register_validator("date")
