@@ -3,11 +3,13 @@
 Spans that overlap no other span are all kept. Where spans overlap, the one from the source
 earliest in ``precedence`` wins and the spans it overlaps are dropped. Ablations are simply other
 precedence lists (or fewer sources). A span whose own ``source`` ends in ``FALLBACK_SUFFIX`` (a
-rule marked ``fallback``) ranks after every source: it fills a gap the classifiers left and never
-cuts a longer span of theirs.
+rule marked ``fallback``) ranks after every source: it fills a gap the classifiers left, or widens
+their shorter spans that lie inside it ("Bernard" to "Bernard Foley"), and never cuts a longer span
+of theirs.
 """
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -27,17 +29,53 @@ def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[st
     order = list(precedence) + [source for source in spans_by_source if source not in precedence]
     rank = {source: i for i, source in enumerate(order)}
     candidates = sorted(
-        ((len(order) if span.source.endswith(FALLBACK_SUFFIX) else rank[source], span)
-         for source, spans in spans_by_source.items() for span in spans),
+        ((rank[source], span) for source, spans in spans_by_source.items() for span in spans
+         if not span.source.endswith(FALLBACK_SUFFIX)),
         key=lambda item: (item[0], -(item[1].end - item[1].start), item[1].start),
     )
+    fallbacks = sorted((span for spans in spans_by_source.values() for span in spans if span.source.endswith(FALLBACK_SUFFIX)),
+                       key=lambda span: (-(span.end - span.start), span.start))
     kept: list[Span] = []
-    taken = _Taken(max((span.end for _, span in candidates), default=0))
+    taken = _Taken(max((span.end for spans in spans_by_source.values() for span in spans), default=0))
     for _, span in candidates:
         if not taken.overlaps(span.start, span.end):
             kept.append(span)
             taken.take(span.start, span.end)
+    if fallbacks:
+        kept = _fill_with_fallbacks(kept, fallbacks, taken)
     return sorted(kept, key=span_order)
+
+
+def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: "_Taken") -> list[Span]:
+    """``kept`` with the fallback spans (longest first) that overlap none of it, or whose overlap is
+    only shorter spans lying inside them: a rule that read "Bernard Foley CRT" widens a classifier's
+    "Bernard" to the whole name, but never cuts a classifier's longer span."""
+    kept = sorted(kept, key=span_order)
+    starts = [span.start for span in kept]
+    replaced: set[int] = set()
+    added: list[Span] = []
+    taken_by_fallbacks = _Taken(len(taken))
+    for span in fallbacks:
+        if taken_by_fallbacks.overlaps(span.start, span.end):
+            continue
+        if taken.overlaps(span.start, span.end):
+            # kept spans do not overlap one another, so at most one starts before span.start and reaches into it
+            first = max(0, bisect.bisect_left(starts, span.start) - 1)
+            inside = []
+            for i in range(first, len(kept)):
+                if kept[i].start >= span.end:
+                    break
+                if kept[i].end > span.start and i not in replaced:
+                    inside.append(i)
+            length = span.end - span.start
+            if not all(span.start <= kept[i].start and kept[i].end <= span.end and kept[i].end - kept[i].start < length
+                       for i in inside):
+                continue  # a classifier's span as long as it, or crossing its edge, stays
+            replaced.update(inside)
+        added.append(span)
+        taken.take(span.start, span.end)
+        taken_by_fallbacks.take(span.start, span.end)
+    return [span for i, span in enumerate(kept) if i not in replaced] + added
 
 
 def filter_scores(spans_by_source: Mapping[str, Sequence[Span]], min_score: Mapping[str, float]) -> dict[str, list[Span]]:
@@ -119,6 +157,9 @@ class _Taken:
         self._covered = bytearray(length)
         for span in spans:
             self.take(span.start, span.end)
+
+    def __len__(self) -> int:
+        return len(self._covered)
 
     def overlaps(self, start: int, end: int) -> bool:
         return self._covered.find(1, start, end) != -1

@@ -123,3 +123,21 @@ def test_name_words_are_linked_across_a_patients_notes_as_whole_capitalised_word
         ("Beatrice", "PATIENT", "linked"), ("BEATRICE", "PATIENT", "linked")]  # not lower case, not inside words
     again = link_name_words(["Beatrice Harlowe came. Later Beatrice left."], [[Span(0, 16, "PATIENT", "char")]], words_of)[0]
     assert [(s.start, s.end) for s in again] == [(0, 16), (29, 37)]  # a first name alone, later in the same note
+
+
+def test_a_fallback_widens_shorter_spans_inside_it_but_never_cuts_a_longer_one():
+    """"Bernard Foley CRT": a rule read the whole name where the token CRF found "Bernard"."""
+    from hybriddeid.merge import FALLBACK_SUFFIX
+
+    fallback = "rule" + FALLBACK_SUFFIX
+    token = [Span(0, 7, "PATIENT", "token"), Span(20, 30, "DOCTOR", "token")]
+    rule = [Span(0, 13, "DOCTOR", fallback), Span(22, 26, "DOCTOR", fallback), Span(28, 34, "DOCTOR", fallback),
+            Span(40, 45, "CITY", fallback), Span(50, 55, "CITY", fallback)]
+    token.append(Span(50, 55, "CITY", "token"))
+    merged = merge({"token": token, "rule": rule})
+    assert [(s.start, s.end, s.source) for s in merged] == [
+        (0, 13, fallback),       # widened: the CRF's "Bernard" lay inside it
+        (20, 30, "token"),       # the CRF's longer span is never cut, by the span inside it or the one crossing it
+        (40, 45, fallback),      # a gap filled
+        (50, 55, "token"),       # the same extent: the classifier's span stays
+    ]
