@@ -6,6 +6,7 @@ server's event loop. Messages name fields, ids and sizes, never note text.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -91,9 +92,14 @@ def handle(kind: str, body: bytes, pipeline: Any, settings: WorkSettings, error_
 def warm_up(pipeline: Any) -> None:
     """Run one made-up note through ``pipeline`` before the workers are forked, so that the caches built
     on a first note are built once, shared by every worker (replacements included), and not charged to
-    the first request of each."""
+    the first request of each; then move every object alive (the model) out of the cycle collector's
+    reach (``gc.freeze``). The model never becomes garbage in a server, but each full collection walked
+    all of it: 80-110 ms, once every ~150 requests in a worker, the p99 of small notes; and its walk
+    wrote to every object, copying the forked workers' shared pages."""
     process_notes(pipeline, [Document("warm-up", "Seen by Dr. Alder Quill on 03/04/2021 at Fenmoor Clinic, "
                                                  "Boston MA 02115; call 617-555-0142.\n")])
+    gc.collect()
+    gc.freeze()
 
 
 def invalid(errors: Sequence[dict[str, Any]]) -> Answer:
