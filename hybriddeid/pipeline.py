@@ -445,8 +445,9 @@ class Pipeline:
         if runs:
             ends = [end for _, end in runs]
             spans = [span for span in spans if not _meets(runs, ends, span.start, span.end)]
+        taxonomy = self.taxonomy  # once: it reads every component's labels
         if self.config["pipeline"]["drop_impossible_dates"]:
-            dates = {label for label in {span.label for span in spans} if self.taxonomy.category(label) == "DATE"}
+            dates = {label for label in {span.label for span in spans} if taxonomy.category(label) == "DATE"}
             possible: dict[str, bool] = {}  # a long note repeats its date surfaces many times
             kept = []
             for span in spans:
@@ -458,7 +459,7 @@ class Pipeline:
                         continue
                 kept.append(span)
             spans = kept
-        return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, self.taxonomy, phi_set)
+        return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, taxonomy, phi_set)
 
     def read(
         self, doc_or_text: Document | str, max_threshold: float, precedence: Sequence[str] | None = None,

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from pydantic import ValidationError
 
 from hybriddeid.batch import describe_error
-from hybriddeid.document import Document
+from hybriddeid.document import Document, Span
 from hybriddeid.operating_point import NO_THRESHOLD
 from hybriddeid.processing import NoteSettings, process_notes
 from hybriddeid.service.schemas import AnnotateRequest, DeidRequest, Note
@@ -131,9 +131,13 @@ def _note_settings(request: AnnotateRequest, settings: WorkSettings) -> NoteSett
     return NoteSettings(phi_set=request.phi_set, threshold=threshold, deid=deid)
 
 
+_SPAN_FIELDS = tuple(field.name for field in dataclasses.fields(Span))
+
+
 def _spans(doc: Document) -> list[dict[str, Any]]:
-    """A note's spans as ``hybriddeid annotate --format jsonl`` writes them (a ``Span``'s fields in order)."""
-    return [dataclasses.asdict(span) for span in doc.spans]
+    """A note's spans as ``hybriddeid annotate --format jsonl`` writes them (a ``Span``'s fields in order;
+    read directly: ``dataclasses.asdict`` copies each value recursively, for the same values)."""
+    return [{name: getattr(span, name) for name in _SPAN_FIELDS} for span in doc.spans]
 
 
 def _annotate(pipeline: Any, notes: Sequence[Note], settings: NoteSettings) -> list[dict[str, Any]]:
