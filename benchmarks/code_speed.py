@@ -60,12 +60,34 @@ def write_sets(folder: Path, names: list[str], long_size: int) -> dict[str, tupl
     return sets
 
 
+def export_ref(ref: str, folder: Path) -> str:
+    """Commit ``ref``'s ``hybriddeid`` and ``resources`` folders written into ``folder`` (``git archive``);
+    returns its short hash."""
+    folder.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "hybriddeid", "resources"], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return short_hash(ref)
+
+
+def short_hash(ref: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def code_env(code: Path) -> dict[str, str]:
+    """The environment of a process that runs ``code``'s hybriddeid with its own language packs. Start it
+    in ``code`` (``cwd=code``): ``python -c`` and ``-m`` put their working folder before PYTHONPATH, so a
+    child started in a checkout imports that checkout's code, whatever PYTHONPATH says."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")])),
+            "HYBRIDDEID_LANGUAGE_PATH": str(code / "resources" / "languages")}
+
+
 def run(code: Path, args: list[str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one CLI run with ``code`` first on the path."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")])),
-           "HYBRIDDEID_LANGUAGE_PATH": str(code / "resources" / "languages")}
+    env = code_env(code)
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", CHILD, *args], env=env, stdout=subprocess.DEVNULL,
+    child = subprocess.Popen([sys.executable, "-c", CHILD, *args], env=env, cwd=code, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - started
@@ -93,14 +115,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="code-speed-") as temp:
         folder = Path(temp)
         baseline = folder / "baseline"
-        baseline.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline_ref, "hybriddeid", "resources"],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.baseline_ref], capture_output=True,
-                                text=True, check=True).stdout.strip()
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        commit = export_ref(args.baseline_ref, baseline)
+        head = short_hash("HEAD")
         print(f"baseline {args.baseline_ref} ({commit}) against this checkout ({head}, uncommitted changes included); "
               f"best of {args.rounds}, codes alternating; load average {os.getloadavg()[0]:.2f}", flush=True)
         print("| set | command | notes | characters | baseline s | this s | ratio | baseline CPU s | this CPU s | CPU ratio "

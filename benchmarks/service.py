@@ -1,7 +1,7 @@
 """A bounded load run of ``hybriddeid serve`` on 127.0.0.1 against ``hybriddeid annotate --jobs 2``.
 
     python benchmarks/service.py [--requests-1k 400] [--requests-10k 60] [--soak 3000] [--big-mb 20]
-                                 [--workers 2] [--model en] [--json F]
+                                 [--workers 2] [--model en] [--baseline-ref REF] [--parts ...] [--json F]
 
 One server (``--workers`` forked workers, no rate limit) and an async httpx client in this process,
 both on this machine: the client's CPU is taken from the same cores, as it would be for a caller on
@@ -10,9 +10,13 @@ Notes are generated English notes (``hybriddeid.synth``, test mix) cut at a word
 about 1,000 and 10,000 characters, a pool of distinct notes sent in turn, one note per request to
 ``POST /v1/annotate``. The script prints, measured in this one run:
 
-1. notes/s and p50/p95/p99 latency at concurrency 1, 8 and 32, for 1 kB and 10 kB notes;
-   and, before each size, the same notes through ``processing.process_notes`` in this process, one at
-   a time without HTTP (the floor a request's latency sits on);
+1. notes/s and p50/p95/p99 latency at concurrency 1, 8 and 32, for 1 kB and 10 kB notes, with the CPU
+   milliseconds per request of the server process, of its workers and of this client (figures the load
+   of other jobs moves far less than latencies); and, before each size, the same notes through
+   ``processing.process_notes`` in this process, one at a time without HTTP (the floor a request's
+   latency sits on). With ``--baseline-ref REF``, a second server runs that commit's code (exported by
+   ``git archive``, as ``code_speed.py`` does) and every row is run with both servers, one after the
+   other (the order alternating), with the ratios baseline/this (above 1: this checkout is faster);
 2. throughput at concurrency 8 against ``hybriddeid annotate --jobs 2`` (JSONL out) on the same 1 kB
    notes as files, timed whole and less its model load (measured in its own process), as ratios to a
    service run just before and one just after it (the load on a shared machine drifts);
@@ -20,7 +24,10 @@ about 1,000 and 10,000 characters, a pool of distinct notes sent in turn, one no
    (each held by a worker until the server's time limit, 30 s here, then replaced), against the run
    just before and one just after;
 4. the resident memory of the server and its workers sampled every second over a soak of ``--soak``
-   requests at concurrency 8 (first and last tenth's mean, peak), with the run's request count.
+   requests at concurrency 8 (the mean of the first, middle and last tenth of the samples, peak), with
+   the run's request count.
+
+``--parts`` picks among ``latency``, ``batch``, ``big`` and ``soak`` (default: all).
 """
 from __future__ import annotations
 
@@ -41,7 +48,13 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from code_speed import code_env, export_ref, short_hash  # noqa: E402
+
+PARTS = ("latency", "batch", "big", "soak")
 BIG_TIMEOUT = 30  # the server's --request-timeout here: a 20 MB note (about 5 min of work) ends in a 504
 
 
@@ -81,6 +94,24 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return one(pid), sum(one(c) for c in children)
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 once gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pid: int) -> tuple[float, dict[int, float]]:
+    """CPU seconds of the server ``pid`` and of each of its workers."""
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        children = []
+    return cpu_s(pid), {child: cpu_s(child) for child in children}
+
+
 class Sampler(threading.Thread):
     """RSS of the server and its workers, every second, with the number of requests done by then."""
 
@@ -98,8 +129,9 @@ class Sampler(threading.Thread):
 
 
 async def load(url: str, key: str, notes: list[str], requests: int, concurrency: int,
-               sampler: Sampler | None = None) -> dict[str, float]:
-    """``requests`` POSTs of one note each by ``concurrency`` concurrent callers: notes/s, latency percentiles."""
+               sampler: Sampler | None = None, server_pid: int | None = None) -> dict[str, float]:
+    """``requests`` POSTs of one note each by ``concurrency`` concurrent callers: notes/s, latency percentiles,
+    and with ``server_pid`` the CPU ms per request of the server, of its workers and of this client."""
     latencies: list[float] = []
     failures: dict[int, int] = {}
     counter = iter(range(requests))
@@ -116,14 +148,23 @@ async def load(url: str, key: str, notes: list[str], requests: int, concurrency:
                 if sampler is not None:
                     sampler.done += 1
 
+        before = tree_cpu(server_pid) if server_pid else None
+        client_before = time.process_time()
         started, load_before = time.perf_counter(), os.getloadavg()[0]
         await asyncio.gather(*(caller() for _ in range(concurrency)))
         wall = time.perf_counter() - started
+        client = time.process_time() - client_before
+        after = tree_cpu(server_pid) if server_pid else None
     ms = np.array(latencies) * 1000
-    return {"requests": requests, "concurrency": concurrency, "notes_per_s": requests / wall, "wall_s": wall,
-            "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
-            "p99_ms": float(np.percentile(ms, 99)), "failed": sum(failures.values()), "failures": failures,
-            "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"}
+    result = {"requests": requests, "concurrency": concurrency, "notes_per_s": requests / wall, "wall_s": wall,
+              "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+              "p99_ms": float(np.percentile(ms, 99)), "failed": sum(failures.values()), "failures": failures,
+              "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"}
+    if before is not None and after is not None:  # a worker replaced meanwhile counts from its fork
+        workers = sum(seconds - before[1].get(pid, 0.0) for pid, seconds in after[1].items())
+        result.update({"cpu_ms_server": (after[0] - before[0]) / requests * 1000,
+                       "cpu_ms_workers": workers / requests * 1000, "cpu_ms_client": client / requests * 1000})
+    return result
 
 
 async def big_stream(url: str, key: str, mb: float, stop: asyncio.Event) -> list[int]:
@@ -207,16 +248,21 @@ def batch_annotate(notes: list[str], model: str, work: Path) -> dict[str, float]
             "notes_per_s_less_load": len(notes) / max(1e-9, wall - load_s)}
 
 
-def start_server(work: Path, model: str, workers: int) -> tuple[subprocess.Popen, str, str]:
-    keys = work / "keys.json"
+def start_server(work: Path, model: str, workers: int, code: Path = ROOT,
+                 name: str = "server") -> tuple[subprocess.Popen, str, str]:
+    """A server running ``code``'s hybriddeid, its log in ``work/NAME.log``: (process, url, API key)."""
+    keys = work / f"{name}-keys.json"
+    env = code_env(code)
     key = subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "serve", "keys", "add", "bench",
-                          "--api-keys", str(keys)], check=True, capture_output=True, text=True).stdout.strip()
+                          "--api-keys", str(keys)], check=True, capture_output=True, text=True, env=env,
+                         cwd=code).stdout.strip()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    log = work / f"{name}.log"
     server = subprocess.Popen([sys.executable, "-m", "hybriddeid.cli", "serve", "--model", model, "--port", str(port),
                                "--workers", str(workers), "--api-keys", str(keys), "--rate-limit", "0",
                                "--request-timeout", str(BIG_TIMEOUT), "--max-waiting", "1000"],
-                              stdout=subprocess.DEVNULL, stderr=(work / "server.log").open("wb"))
+                              stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env, cwd=code)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -227,7 +273,7 @@ def start_server(work: Path, model: str, workers: int) -> tuple[subprocess.Popen
         if server.poll() is not None:
             break
         time.sleep(0.2)
-    raise SystemExit(f"the server did not start: {(work / 'server.log').read_text()[-2000:]}")
+    raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
 
 
 def settle(url: str) -> None:
@@ -242,8 +288,21 @@ def settle(url: str) -> None:
 
 def row(label: str, r: dict) -> str:
     failed = f"  ({r['failed']} failed: {r['failures']})" if r["failed"] else ""
+    cpu = (f"  CPU ms/req server {r['cpu_ms_server']:.2f} workers {r['cpu_ms_workers']:.2f} client {r['cpu_ms_client']:.2f}"
+           if "cpu_ms_server" in r else "")
     return (f"{label:<10} c={r['concurrency']:<3} {r['requests']:>6} req  {r['notes_per_s']:7.1f} notes/s  "
-            f"p50 {r['p50_ms']:7.1f} ms  p95 {r['p95_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  load {r['load']}{failed}")
+            f"p50 {r['p50_ms']:7.1f} ms  p95 {r['p95_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  load {r['load']}{cpu}{failed}")
+
+
+def ratios(baseline: dict, this: dict) -> str:
+    """baseline/this of the figures where lower is better, this/baseline of notes/s: above 1, this is faster."""
+    parts = [f"notes/s x{this['notes_per_s'] / baseline['notes_per_s']:.2f}"]
+    parts += [f"{p} x{baseline[f'{p}_ms'] / this[f'{p}_ms']:.2f}" for p in ("p50", "p95", "p99")]
+    if "cpu_ms_workers" in this and "cpu_ms_workers" in baseline:
+        parts.append(f"worker CPU x{baseline['cpu_ms_workers'] / this['cpu_ms_workers']:.2f}")
+        total = lambda r: r["cpu_ms_server"] + r["cpu_ms_workers"] + r["cpu_ms_client"]  # noqa: E731
+        parts.append(f"all CPU x{total(baseline) / total(this):.2f}")
+    return "baseline/this: " + ", ".join(parts)
 
 
 def main() -> None:
@@ -254,45 +313,74 @@ def main() -> None:
     parser.add_argument("--big-mb", type=float, default=20, help="size of the streamed big notes (0: skip)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--model", default="en")
+    parser.add_argument("--baseline-ref", help="also run this commit's server, row by row beside this checkout's")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to run (default: all)")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args()
 
     small, large = make_notes(200, 1000, 1), make_notes(40, 10000, 2)
-    results: dict = {"cores": os.cpu_count(), "workers": args.workers}
+    results: dict = {"cores": os.cpu_count(), "workers": args.workers, "this": short_hash("HEAD")}
+    soak: list = []
     with tempfile.TemporaryDirectory(prefix="hybriddeid-service-bench-") as tmp:
         work = Path(tmp)
-        server, url, key = start_server(work, args.model, args.workers)
+        servers = {}
+        if args.baseline_ref and "latency" in args.parts:
+            results["baseline"] = export_ref(args.baseline_ref, work / "baseline")
+            servers["baseline"] = start_server(work, args.model, args.workers, work / "baseline", "baseline")
+        servers["this"] = start_server(work, args.model, args.workers)
+        server, url, key = servers["this"]
         sampler = Sampler(server.pid)
         sampler.start()
         try:
-            asyncio.run(load(url, key, small, 40, 2))  # connections and first requests: not measured
+            for _, base_url, base_key in servers.values():  # connections and first requests: not measured
+                asyncio.run(load(base_url, base_key, small, 40, 2))
             print(f"hybriddeid serve, {args.workers} workers, {os.cpu_count()} cores shared with the client; "
-                  "POST /v1/annotate, one note per request")
-            for label, notes, count in (("1 kB", small, args.requests_1k), ("10 kB", large, args.requests_10k)):
-                r = direct(args.model, notes, count)
-                results[f"{label} in-process"] = r
-                print(row(label, r) + "  (process_notes in this process, no HTTP: the floor)", flush=True)
-                for concurrency in (1, 8, 32):
-                    r = asyncio.run(load(url, key, notes, count, concurrency))
-                    results[f"{label} c={concurrency}"] = r
-                    print(row(label, r), flush=True)
-            # Throughput against the batch command, back to back (the load on a shared machine drifts):
-            # service, batch (the server idle meanwhile), service again.
-            pair = [asyncio.run(load(url, key, small, args.requests_1k, 8))]
-            print(row("1 kB", pair[0]) + "  (before the batch run)", flush=True)
-            batch = batch_annotate(small[:200] * (args.requests_1k // 200 or 1), args.model, work)
-            results["batch"] = batch
-            print(f"hybriddeid annotate --jobs 2 on {batch['notes']} of the same 1 kB notes as files: "
-                  f"{batch['wall_s']:.1f} s whole ({batch['notes_per_s']:.1f} notes/s), "
-                  f"{batch['notes_per_s_less_load']:.1f} notes/s less its {batch['load_s']:.1f} s model load "
-                  f"(load {batch['load']})", flush=True)
-            pair.append(asyncio.run(load(url, key, small, args.requests_1k, 8)))
-            print(row("1 kB", pair[1]) + "  (after the batch run)", flush=True)
-            results["1 kB c=8 around batch"] = pair
-            for when, r in zip(("before", "after"), pair):
-                print(f"service c=8 ({when}) / batch: x{r['notes_per_s'] / batch['notes_per_s']:.2f} whole batch run, "
-                      f"x{r['notes_per_s'] / batch['notes_per_s_less_load']:.2f} less its model load")
-            if args.big_mb:
+                  f"POST /v1/annotate, one note per request; this checkout {results['this']}"
+                  + (f", baseline {args.baseline_ref} ({results['baseline']})" if "baseline" in servers else "")
+                  + f"; load average {os.getloadavg()[0]:.2f}", flush=True)
+            if "latency" in args.parts:
+                turn = 0
+                for label, notes, count in (("1 kB", small, args.requests_1k), ("10 kB", large, args.requests_10k)):
+                    r = direct(args.model, notes, count)
+                    results[f"{label} in-process"] = r
+                    print(row(label, r) + "  (process_notes in this process, no HTTP: the floor)", flush=True)
+                    for concurrency in (1, 8, 32):
+                        names = list(servers) if turn % 2 == 0 else list(reversed(servers))
+                        turn += 1
+                        got = {}
+                        for name in names:
+                            process, server_url, server_key = servers[name]
+                            got[name] = asyncio.run(load(server_url, server_key, notes, count, concurrency,
+                                                         server_pid=process.pid))
+                            print(row(label, got[name]) + (f"  ({name})" if len(servers) > 1 else ""), flush=True)
+                        results[f"{label} c={concurrency}"] = got["this"]
+                        if "baseline" in got:
+                            results[f"{label} c={concurrency} baseline"] = got["baseline"]
+                            print("    " + ratios(got["baseline"], got["this"]), flush=True)
+            if "baseline" in servers:  # the rest is this checkout's alone
+                servers["baseline"][0].send_signal(signal.SIGTERM)
+                servers["baseline"][0].wait(timeout=120)
+            if "batch" in args.parts:
+                # Throughput against the batch command, back to back (the load on a shared machine drifts):
+                # service, batch (the server idle meanwhile), service again.
+                pair = [asyncio.run(load(url, key, small, args.requests_1k, 8, server_pid=server.pid))]
+                print(row("1 kB", pair[0]) + "  (before the batch run)", flush=True)
+                batch = batch_annotate(small[:200] * (args.requests_1k // 200 or 1), args.model, work)
+                results["batch"] = batch
+                print(f"hybriddeid annotate --jobs 2 on {batch['notes']} of the same 1 kB notes as files: "
+                      f"{batch['wall_s']:.1f} s whole ({batch['notes_per_s']:.1f} notes/s), "
+                      f"{batch['notes_per_s_less_load']:.1f} notes/s less its {batch['load_s']:.1f} s model load "
+                      f"(load {batch['load']})", flush=True)
+                pair.append(asyncio.run(load(url, key, small, args.requests_1k, 8, server_pid=server.pid)))
+                print(row("1 kB", pair[1]) + "  (after the batch run)", flush=True)
+                results["1 kB c=8 around batch"] = pair
+                for when, r in zip(("before", "after"), pair):
+                    print(f"service c=8 ({when}) / batch: x{r['notes_per_s'] / batch['notes_per_s']:.2f} whole batch "
+                          f"run, x{r['notes_per_s'] / batch['notes_per_s_less_load']:.2f} less its model load")
+            if "big" in args.parts and args.big_mb:
+                before = asyncio.run(load(url, key, small, args.requests_1k, 8))
+                results["1 kB c=8 before big notes"] = before
+                print(row("1 kB", before) + "  (before the big notes)", flush=True)
                 r = asyncio.run(with_big_stream(url, key, small, args.requests_1k, args.big_mb))
                 results["1 kB c=8 beside big notes"] = r
                 settle(url)
@@ -301,28 +389,34 @@ def main() -> None:
                 print(row("1 kB+big", r) + f"  (a {args.big_mb:g} MB note stream on another connection, "
                       f"{r['big_in_flight']} in a worker when the small notes ended; statuses {r['big_statuses']})")
                 print(row("1 kB", after) + "  (after the big notes ended)")
-                print(f"p99 beside big notes / without: x{r['p99_ms'] / pair[1]['p99_ms']:.2f} (run before), "
+                print(f"p99 beside big notes / without: x{r['p99_ms'] / before['p99_ms']:.2f} (run before), "
                       f"x{r['p99_ms'] / after['p99_ms']:.2f} (run after)", flush=True)
                 settle(url)
-            sampler.done = 0
-            before = len(sampler.samples)
-            r = asyncio.run(load(url, key, small, args.soak, 8, sampler))
-            results["soak"] = r
-            soak = sampler.samples[before:]
-            print(row("soak 1 kB", r))
+            if "soak" in args.parts:
+                sampler.done = 0
+                first = len(sampler.samples)
+                r = asyncio.run(load(url, key, small, args.soak, 8, sampler, server_pid=server.pid))
+                results["soak"] = r
+                soak = sampler.samples[first:]
+                print(row("soak 1 kB", r))
         finally:
             sampler.stop()
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=120)
+            for process, _, _ in servers.values():
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+                    process.wait(timeout=120)
         if soak:
             tenth = max(1, len(soak) // 10)
-            first = np.mean([s[1] + s[2] for s in soak[:tenth]])
-            last = np.mean([s[1] + s[2] for s in soak[-tenth:]])
+            middle = len(soak) // 2 - tenth // 2
+            mean = lambda part: float(np.mean([s[1] + s[2] for s in part]))  # noqa: E731
+            first_mb, middle_mb, last_mb = mean(soak[:tenth]), mean(soak[middle:middle + tenth]), mean(soak[-tenth:])
             peak = max(s[1] + s[2] for s in soak)
-            results["rss"] = {"samples": soak, "first_tenth_mb": first, "last_tenth_mb": last, "peak_mb": peak}
-            print(f"RSS over the soak ({args.soak} requests, {len(soak)} samples), server + workers: first tenth "
-                  f"{first:.0f} MB, last tenth {last:.0f} MB ({last - first:+.0f} MB), peak {peak:.0f} MB; server "
-                  f"alone {soak[0][1]:.0f} -> {soak[-1][1]:.0f} MB")
+            results["rss"] = {"samples": soak, "first_tenth_mb": first_mb, "middle_tenth_mb": middle_mb,
+                              "last_tenth_mb": last_mb, "peak_mb": peak}
+            print(f"RSS over the soak ({soak[-1][0]} of {args.soak} requests at the last sample, {len(soak)} samples "
+                  f"a second apart), server + workers: first tenth {first_mb:.0f} MB, middle tenth {middle_mb:.0f} MB, "
+                  f"last tenth {last_mb:.0f} MB ({last_mb - first_mb:+.0f} MB), peak {peak:.0f} MB; server alone "
+                  f"{soak[0][1]:.0f} -> {soak[-1][1]:.0f} MB, workers {soak[0][2]:.0f} -> {soak[-1][2]:.0f} MB")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=float))
 

@@ -446,9 +446,10 @@ class Pipeline:
         if runs:
             ends = [end for _, end in runs]
             spans = [span for span in spans if not _meets(runs, ends, span.start, span.end)]
+        taxonomy = self.taxonomy  # once: it reads every component's labels
         if self.config["pipeline"]["drop_impossible_dates"]:
             labels = {span.label for span in spans}
-            checks = {label: numeric_date_possible for label in labels if self.taxonomy.category(label) == "DATE"}
+            checks = {label: numeric_date_possible for label in labels if taxonomy.category(label) == "DATE"}
             checks.update({label: ip_address_possible for label in labels if label == "IPADDR"})
             possible: dict[str, bool] = {}  # a long note repeats its surfaces many times
             kept = []
@@ -463,7 +464,7 @@ class Pipeline:
                         continue
                 kept.append(span)
             spans = kept
-        return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, self.taxonomy, phi_set)
+        return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, taxonomy, phi_set)
 
     def read(
         self, doc_or_text: Document | str, max_threshold: float, precedence: Sequence[str] | None = None,

@@ -138,10 +138,6 @@ class _TableMarginals:
         return [1.0 if tag == OUTSIDE else p for tag, p in zip(window, own)]
 
 
-def _address(pointer: ctypes._Pointer) -> int:
-    return ctypes.cast(pointer, ctypes.c_void_p).value or 0
-
-
 class Decoder:
     """Decodes emission scores (units x labels, in ``weights.labels`` order) of one model."""
 
@@ -159,6 +155,7 @@ class Decoder:
             if self._context is not None:
                 self._fields = self._context.contents  # a live view of crfsuite's struct
                 self._path = (ctypes.c_int * self._fields.cap_items)()
+                self._arrays_cap = -1  # the capacity ``_arrays`` were made for
             if not self._agrees_with_crfsuite(tagger):
                 log.warning("crfsuite's decoding functions do not behave as expected in this python-crfsuite "
                             "build; the fast engine decodes through crfsuite's tagger instead (slower, same results)")
@@ -202,33 +199,40 @@ class Decoder:
         if self._context is None:
             return self._decode_with_tagger(emissions)
         context, fields = self._context, self._fields
-        n_items, n_labels = emissions.shape
+        n_items = len(emissions)
         if _LIBRARY.crf1dc_set_num_items(context, n_items) != 0:  # grows the arrays when needed
             raise MemoryError("crfsuite could not allocate a sequence this long")
-        if len(self._path) < fields.cap_items:
-            self._path = (ctypes.c_int * fields.cap_items)()
-        emissions = np.ascontiguousarray(emissions, dtype=np.float64)
-        size = emissions.nbytes
-        ctypes.memmove(_address(fields.state), emissions.__array_interface__["data"][0], size)
+        if self._arrays_cap != fields.cap_items:
+            self._new_arrays()
+        self._state[:n_items] = emissions  # into crfsuite's state scores, as float64
         path = self._path
         _LIBRARY.crf1dc_viterbi(context, path)
         labels = self.labels
         tags = [labels[i] for i in path[:n_items]]
-        return tags, _TableMarginals(lambda: self._state_marginals(n_items, n_labels, size), self.columns)
+        return tags, _TableMarginals(lambda: self._state_marginals(n_items), self.columns)
 
-    def _state_marginals(self, n_items: int, n_labels: int, size: int) -> np.ndarray:
+    def _new_arrays(self) -> None:
+        """Numpy views of the context's state, alpha, beta and scale arrays (and a path as long), made
+        again whenever ``crf1dc_set_num_items`` has grown them (the only time they move): a sequence then
+        costs no copies in or out but the scores and the marginals' product."""
+        fields = self._fields
+        cap, n_labels = fields.cap_items, fields.num_labels
+        if len(self._path) < cap:
+            self._path = (ctypes.c_int * cap)()
+        self._state, self._alpha, self._beta = (np.ctypeslib.as_array(pointer, shape=(cap, n_labels)) for pointer in
+                                                (fields.state, fields.alpha_score, fields.beta_score))
+        self._scale = np.ctypeslib.as_array(fields.scale_factor, shape=(cap,))
+        self._arrays_cap = cap
+
+    def _state_marginals(self, n_items: int) -> np.ndarray:
         """P(label at t) for every t, as crfsuite's crf1dc_marginals computes it (alpha x beta x
         1 / scale, in that order, so the same bits), without its transition marginals, which
         cost as much again and are never read."""
-        context, fields = self._context, self._fields
+        context = self._context
         for step in (_LIBRARY.crf1dc_exp_state, _LIBRARY.crf1dc_alpha_score, _LIBRARY.crf1dc_beta_score):
             step(context)
-        alpha, beta, scale = np.empty((n_items, n_labels)), np.empty((n_items, n_labels)), np.empty(n_items)
-        ctypes.memmove(alpha.__array_interface__["data"][0], _address(fields.alpha_score), size)
-        ctypes.memmove(beta.__array_interface__["data"][0], _address(fields.beta_score), size)
-        ctypes.memmove(scale.__array_interface__["data"][0], _address(fields.scale_factor), scale.nbytes)
-        alpha *= beta
-        alpha *= (1.0 / scale)[:, None]
+        alpha = self._alpha[:n_items] * self._beta[:n_items]
+        alpha *= (1.0 / self._scale[:n_items])[:, None]
         return alpha
 
     def _decode_with_tagger(self, emissions: np.ndarray) -> tuple[list[str], Marginals]:
