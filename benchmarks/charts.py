@@ -10,12 +10,14 @@ which the pages include (``--8<--``), so no page holds a number typed from the c
     python benchmarks/charts.py run operating-point   # 200 held-out generated notes: evaluate --sweep (~15 s)
     python benchmarks/charts.py run per-type          # benchmarks/en_synthetic.py --json (~1-2 min)
     python benchmarks/charts.py run peers             # benchmarks/peers.py --json (needs bash benchmarks/setup_peers.sh)
+    python benchmarks/charts.py run spark-scaling     # benchmarks/spark_scaling.py --json (needs the spark extra, Java; ~10 min)
     python benchmarks/charts.py draw                  # every chart with data (needs matplotlib)
 
 Charts: ``operating-point`` (binary token precision and recall of the bundled English model against
 the P(O) threshold, and precision against recall), ``per-type`` (the bundled English model's token
 recall per i2b2 2014 category, held-out test mix), ``peers`` (hybriddeid, Philter and Presidio on
-the same notes: binary token recall per category and notes/s).
+the same notes: binary token recall per category and notes/s), ``spark-scaling`` (``spark-deid``'s job
+in local[1] and local[2] on the same notes: notes/s and CPU seconds per run).
 """
 from __future__ import annotations
 
@@ -70,10 +72,17 @@ def run_peers(work: Path) -> tuple[str, Any]:
     return "bash benchmarks/setup_peers.sh && python benchmarks/peers.py --json OUT", json.loads(out.read_text(encoding="utf-8"))
 
 
+def run_spark_scaling(work: Path) -> tuple[str, Any]:
+    out = work / "spark_scaling.json"
+    _run([sys.executable, "benchmarks/spark_scaling.py", "--json", str(out), "--work", str(work / "spark")])
+    return "python benchmarks/spark_scaling.py --json OUT", json.loads(out.read_text(encoding="utf-8"))
+
+
 RUNS: dict[str, Callable[[Path], tuple[str, Any]]] = {
     "operating-point": run_operating_point,
     "per-type": run_per_type,
     "peers": run_peers,
+    "spark-scaling": run_spark_scaling,
 }
 
 
@@ -171,6 +180,29 @@ def draw_peers(data: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
+def draw_spark_scaling(data: dict[str, Any], plt: Any) -> Any:
+    result = data["result"]
+    runs = result["runs"]
+    cores = sorted({r["cores"] for r in runs})
+    median = [result["median_notes_per_s"][f"local[{c}]"] for c in cores]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.bar(cores, median, width=0.5, color="C0", label="median of the rounds")
+    left.plot([r["cores"] for r in runs], [r["notes_per_s"] for r in runs], "ko", markersize=4, label="each run")
+    left.plot(cores, [median[0] * c for c in cores], "--", color="C1", label="linear from local[1]")
+    left.set_xticks(cores, [f"local[{c}]" for c in cores])
+    left.set_ylabel("notes/s (job, start-up excluded)")
+    left.set_title(f"spark-deid: {result['notes']:,} notes, local[2] {result['speedup']:.2f}x local[1]")
+    left.legend(loc="upper left", fontsize=8)
+    left.grid(axis="y", alpha=0.3)
+    labels = [f"local[{r['cores']}]\nround {r['round']}" for r in runs]
+    right.bar(range(len(runs)), [r["cpu_s"] for r in runs], color=[f"C{r['cores'] - 1}" for r in runs])
+    right.set_xticks(range(len(runs)), labels, fontsize=8)
+    right.set_ylabel("CPU s (JVM and Python workers)")
+    right.set_title(f"The same work's CPU seconds ({result['cpus']}-CPU machine)")
+    right.grid(axis="y", alpha=0.3)
+    return fig
+
+
 def caption(data: dict[str, Any]) -> str:
     """Where a chart's numbers come from, for the page that shows it."""
     return (f"Drawn by `python benchmarks/charts.py run {data['chart']}` and `draw` from `{data['command']}`, "
@@ -229,10 +261,26 @@ def table_peers(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def table_spark_scaling(data: dict[str, Any]) -> list[str]:
+    result = data["result"]
+    lines = [f"{result['notes']:,} notes of {result['patients']:,} patients ({result['bytes_per_note']:,} bytes/note, "
+             f"recombined from MEDDOCAN dev), model `{result['model']}`, surrogate mode with `--patient-pattern`, "
+             f"Parquet out; each run in its own process and JVM, {result['rounds']} rounds, on a {result['cpus']}-CPU machine:", "",
+             "| run | round | start-up s | job s | notes/s | CPU s | load before, after |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in result["runs"]:
+        lines.append(f"| local[{r['cores']}] | {r['round']} | {r['session_s']:.1f} | {r['job_s']:.1f} | "
+                     f"{r['notes_per_s']:.2f} | {r['cpu_s']:.0f} | {r['load_before']:.1f}, {r['load_after']:.1f} |")
+    lines += ["", f"local[2] / local[1], median notes/s of the rounds: **{result['speedup']:.2f}x** "
+                  f"(efficiency {result['efficiency']:.0%})."]
+    return lines
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "operating-point": table_operating_point,
     "per-type": table_per_type,
     "peers": table_peers,
+    "spark-scaling": table_spark_scaling,
 }
 
 
@@ -240,6 +288,7 @@ DRAWS: dict[str, Callable[[dict[str, Any], Any], Any]] = {
     "operating-point": draw_operating_point,
     "per-type": draw_per_type,
     "peers": draw_peers,
+    "spark-scaling": draw_spark_scaling,
 }
 
 

@@ -86,6 +86,10 @@ def filter_scores(spans_by_source: Mapping[str, Sequence[Span]], min_score: Mapp
     }
 
 
+# An alphanumeric run: re's [^\W_] is exactly str.isalnum, character by character.
+_ALNUM_RUN = re.compile(r"[^\W_]*")
+
+
 def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str = "propagated") -> list[Span]:
     """Also mark other whole-word occurrences of a string already found as PHI in the same note.
 
@@ -108,7 +112,9 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
             if whole_word and not taken.overlaps(start, end):
                 out.append(Span(start, end, label, source))
                 taken.take(start, end)
-            start = text.find(surface, start + 1)
+            # A whole word starts after a character that is not alphanumeric, so none starts inside the
+            # alphanumeric run from here: skip it (a repeat inside a megabyte of digits was found at every digit).
+            start = text.find(surface, _ALNUM_RUN.match(text, start).end() + 1)
     return sorted(out, key=span_order)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybriddeid.document import Span
+from hybriddeid.document import Span, span_order
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
 
 
@@ -108,6 +108,43 @@ def test_propagate_marks_whole_word_repeats_and_respects_existing_spans():
     assert out == [Span(0, 8, "NAME", "token"), Span(15, 23, "NAME", "propagated")]
     # a repeat overlapping an existing span is left alone; short strings are not propagated
     assert propagate("Dr. Li and Li", [Span(4, 6, "NAME", "token")]) == [Span(4, 6, "NAME", "token")]
+
+
+def _propagate_at_every_position(text, spans, min_length=3):
+    """propagate as first written: every occurrence tried, one character further each time."""
+    labels = {}
+    for span in spans:
+        surface = text[span.start:span.end]
+        if len(surface) >= min_length and any(ch.isalnum() for ch in surface):
+            labels.setdefault(surface, span.label)
+    out, taken = list(spans), [False] * len(text)
+    for span in spans:
+        taken[span.start:span.end] = [True] * (span.end - span.start)
+    for surface, label in labels.items():
+        for start in range(len(text) - len(surface) + 1):
+            end = start + len(surface)
+            if text.startswith(surface, start) and (start == 0 or not text[start - 1].isalnum()) \
+                    and (end == len(text) or not text[end].isalnum()) and not any(taken[start:end]):
+                out.append(Span(start, end, label, "propagated"))
+                taken[start:end] = [True] * (end - start)
+    return sorted(out, key=span_order)
+
+
+def test_propagate_skipping_alphanumeric_runs_finds_what_trying_every_position_finds():
+    import random
+
+    rng = random.Random(7)
+    words = ["111", "1111", "a11", "Ana", "ANA", "é11", "11²", "٣٣٣", "(11)"]
+    for _ in range(400):  # repeats of a few words, glued into alphanumeric runs or apart
+        text = "".join(rng.choice(words) + rng.choice(["", "", " ", "-", "_", "\n"]) for _ in range(rng.randint(2, 25)))
+        spans = []
+        for _ in range(rng.randint(1, 4)):
+            start = rng.randrange(len(text))
+            end = min(len(text), start + rng.randint(3, 6))
+            if not any(s.start < end and start < s.end for s in spans):
+                spans.append(Span(start, end, rng.choice(["ID", "NAME"]), "rule"))
+        spans.sort(key=span_order)
+        assert propagate(text, spans) == _propagate_at_every_position(text, spans), (text, spans)
 
 
 def test_name_words_are_linked_across_a_patients_notes_as_whole_capitalised_words():
