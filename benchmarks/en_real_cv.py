@@ -77,7 +77,7 @@ def main() -> int:
             if args.thresholds:
                 reading = pipeline.read(doc, max(args.thresholds))
                 for threshold in args.thresholds:
-                    write_document(doc.with_spans(reading.spans(threshold)),
+                    write_document(doc.with_spans(pipeline.within_phi_set(doc, reading.spans(threshold))),
                                    args.out / f"threshold-{threshold:g}" / doc.meta["corpus"], "brat")
         timings.append(round(fit_s, 1))
         print(f"fold {fold}/{args.folds}: {'rules refitted' if args.from_models else 'trained'} on {len(synthetic)} generated + {len(train)} dev notes "

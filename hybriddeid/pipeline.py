@@ -471,8 +471,8 @@ class Pipeline:
         keep_below: float | None = None,
     ) -> NoteReading:
         """Run the components over a note once, keeping each CRF unit whose P(O) is below
-        ``max_threshold``: ``reading.spans(t)`` is ``predict(doc, precedence, threshold=t)`` for
-        any t up to it (or None), without tagging again (what a threshold sweep needs).
+        ``max_threshold``: ``within_phi_set(doc, reading.spans(t))`` is ``predict(doc, precedence,
+        threshold=t)`` for any t up to it (or None), without tagging again (what a threshold sweep needs).
         ``keep_below`` (at least ``max_threshold``) keeps more units, with their label
         probabilities, than the threshold needs, without reading more (the residual-risk
         estimate reads every token's P(O): ``hybriddeid.risk``).
