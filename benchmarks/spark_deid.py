@@ -87,8 +87,8 @@ def run_batch(notes: Path, out: Path, model: str, key_file: Path) -> dict[str, f
     return {"wall_s": wall, "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}
 
 
-def run_spark(notes: Path, out: Path, model: str, key_file: Path) -> dict[str, float]:
-    """Seconds to start Spark in local[2] and to run the job (read, de-identify, write Parquet), and the
+def run_spark(notes: Path, out: Path, model: str, key_file: Path, cores: int = CORES) -> dict[str, float]:
+    """Seconds to start Spark in local[cores] and to run the job (read, de-identify, write Parquet), and the
     CPU seconds of the JVM and its Python workers during the job."""
     from hybriddeid.integrations.spark import local_session, run_job
     from hybriddeid.pipeline import Pipeline
@@ -96,7 +96,7 @@ def run_spark(notes: Path, out: Path, model: str, key_file: Path) -> dict[str, f
 
     options = DeidOptions(mode="surrogate", language=Pipeline.load(model).language, key=read_key(key_file))
     started = time.perf_counter()
-    spark = local_session(f"local[{CORES}]", "hybriddeid spark_deid benchmark")
+    spark = local_session(f"local[{cores}]", "hybriddeid spark_deid benchmark")
     spark.sparkContext.setLogLevel("ERROR")
     session_s = time.perf_counter() - started
     jvm = spark.sparkContext._gateway.proc.pid  # the JVM this process started; the workers are its children

@@ -22,36 +22,21 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from spark_deid import PATIENT_PATTERN, generate, tree_cpu_seconds  # benchmarks/ is this script's folder
+from spark_deid import generate, run_spark  # benchmarks/ is this script's folder
 
 CORES = (1, 2)
 
 
-def run_once(cores: int, notes: Path, out: Path, model: str, key: bytes) -> dict[str, float]:
-    """One fresh session in local[cores]: its start-up and job seconds, and the job's CPU seconds."""
-    from hybriddeid.integrations.spark import local_session, run_job
-    from hybriddeid.pipeline import Pipeline
-    from hybriddeid.surrogates import DeidOptions
-
-    options = DeidOptions(mode="surrogate", language=Pipeline.load(model).language, key=key)
+def run_once(cores: int, notes: Path, out: Path, model: str, key_file: Path) -> dict[str, float]:
+    """One Spark session in local[cores] (``spark_deid.run_spark``): start-up and job seconds, the job's
+    CPU seconds, and the load average before and after."""
     load_before = os.getloadavg()[0]
-    started = time.perf_counter()
-    spark = local_session(f"local[{cores}]", f"hybriddeid spark_scaling local[{cores}]")
-    spark.sparkContext.setLogLevel("ERROR")
-    session_s = time.perf_counter() - started
-    jvm = spark.sparkContext._gateway.proc.pid  # the JVM this process started; the workers are its children
-    cpu_before = tree_cpu_seconds(jvm)
-    started = time.perf_counter()
-    counts = run_job(spark, str(notes), str(out), options, model, input_format="text", patient_pattern=PATIENT_PATTERN)
-    job_s = time.perf_counter() - started
-    cpu_s = tree_cpu_seconds(jvm) - cpu_before  # the Python workers are still alive (reused), so all counted
-    spark.stop()
-    return {"cores": cores, "session_s": round(session_s, 2), "job_s": round(job_s, 2), "cpu_s": round(cpu_s, 1),
-            "notes_per_s": round(counts["notes"] / job_s, 2), "failed": counts["failed"],
-            "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
+    run = run_spark(notes, out, model, key_file, cores=cores)
+    return {"cores": cores, "session_s": round(run["session_s"], 2), "job_s": round(run["job_s"], 2),
+            "cpu_s": round(run["cpu_s"], 1), "notes_per_s": round(run["notes"] / run["job_s"], 2),
+            "failed": run["failed"], "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
 def run_in_child(cores: int, notes: Path, out: Path, model: str, key_file: Path) -> dict[str, float]:
@@ -82,9 +67,7 @@ def main() -> None:
     parser.add_argument("--key-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        from hybriddeid.surrogates import read_key
-
-        print(json.dumps(run_once(args.one, args.notes_dir, args.out, args.model, read_key(args.key_file))))
+        print(json.dumps(run_once(args.one, args.notes_dir, args.out, args.model, args.key_file)))
         return
     if args.work.exists():
         shutil.rmtree(args.work)
