@@ -103,7 +103,9 @@ def test_workers_end_with_their_parent_and_the_run_resumes(sig, reference, tmp_p
         assert code == 143
         assert re.search(r"stopped by SIGTERM \(\d+ written, 0 already done, 0 failed\); the same command resumes",
                          victim.stderr.read().decode())
-        assert json.loads((out / "audit" / "summary.json").read_text())["files"]["written"] >= 2
+        # >= 1, not 2: the second output may be renamed into place a moment before the tally counts it, and
+        # the signal can land in between (seen under xdist); the resumed run below must then redo nothing wrong
+        assert json.loads((out / "audit" / "summary.json").read_text())["files"]["written"] >= 1
         assert not [p for p in out.rglob("*") if TEMP.fullmatch(p.name)]
         assert not (out / ".hybriddeid.lock").exists()
     resumed = run(FAST_CLI, [*surrogate_run(key), str(notes), str(out)], tmp_path)
