@@ -28,13 +28,16 @@ def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[st
     """
     order = list(precedence) + [source for source in spans_by_source if source not in precedence]
     rank = {source: i for i, source in enumerate(order)}
-    candidates = sorted(
-        ((rank[source], span) for source, spans in spans_by_source.items() for span in spans
-         if not span.source.endswith(FALLBACK_SUFFIX)),
-        key=lambda item: (item[0], -(item[1].end - item[1].start), item[1].start),
-    )
-    fallbacks = sorted((span for spans in spans_by_source.values() for span in spans if span.source.endswith(FALLBACK_SUFFIX)),
-                       key=lambda span: (-(span.end - span.start), span.start))
+    candidates: list[tuple[int, Span]] = []
+    fallbacks: list[Span] = []
+    for source, spans in spans_by_source.items():
+        for span in spans:
+            if span.source.endswith(FALLBACK_SUFFIX):
+                fallbacks.append(span)
+            else:
+                candidates.append((rank[source], span))
+    candidates.sort(key=lambda item: (item[0], -(item[1].end - item[1].start), item[1].start))
+    fallbacks.sort(key=lambda span: (-(span.end - span.start), span.start))
     kept: list[Span] = []
     taken = _Taken(max((span.end for spans in spans_by_source.values() for span in spans), default=0))
     for _, span in candidates:
@@ -65,7 +68,7 @@ def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: "_T
             for i in range(first, len(kept)):
                 if kept[i].start >= span.end:
                     break
-                if kept[i].end > span.start and i not in replaced:
+                if kept[i].end > span.start:  # never one replaced already: a fallback kept covers it
                     inside.append(i)
             length = span.end - span.start
             if not all(span.start <= kept[i].start and kept[i].end <= span.end and kept[i].end - kept[i].start < length

@@ -451,13 +451,13 @@ class Pipeline:
             labels = {span.label for span in spans}
             checks = {label: numeric_date_possible for label in labels if taxonomy.category(label) == "DATE"}
             checks.update({label: ip_address_possible for label in labels if label == "IPADDR"})
-            possible: dict[str, bool] = {}  # a long note repeats its surfaces many times
+            possible: dict[tuple[str, str], bool] = {}  # a long note repeats its surfaces many times
             kept = []
             for span in spans:
                 check = checks.get(span.label)
                 if check is not None:
                     surface = doc.text[span.start:span.end]
-                    key = f"{span.label}\0{surface}"
+                    key = (span.label, surface)
                     if key not in possible:
                         possible[key] = check(surface)
                     if not possible[key]:

@@ -140,6 +140,7 @@ class Lookup:
 
 
 UNKNOWN_KIND = "unknown"  # the lookup kind of words no word list of the language holds
+_WORD_BREAK = regex.compile(r"[\s'’-]+")
 
 
 def _in_kind(language: str, kind: str, key: str) -> bool:
@@ -147,7 +148,7 @@ def _in_kind(language: str, kind: str, key: str) -> bool:
     for ``unknown``, a text none of whose words the language knows as an ordinary word."""
     if kind == UNKNOWN_KIND:
         known = known_words(language)
-        return not any(word in known for word in regex.split(r"[\s'’-]+", key) if word)
+        return not any(word in known for word in _WORD_BREAK.split(key) if word)
     return key in dictionary_set(language, kind)
 
 
