@@ -145,6 +145,8 @@ TINY_CONFIGS = {
     "twice": dict(features=["words", "ngrams", "words", "orthography", "context", "line", "extra"], window=1),
     # no window: no n-grams, context reaches nothing
     "narrow": dict(features=["words", "ngrams", "context", "shapes", "extra"], window=0),
+    # the known-word feature of the bundled English recipe
+    "vocabulary": dict(features=[*DEFAULT_TOKEN_FEATURES, "vocabulary"], window=2),
 }
 
 

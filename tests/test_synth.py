@@ -41,6 +41,17 @@ def test_layout_variants_are_all_exercised(corpus: list[Document]) -> None:
     assert len({doc.text for doc in corpus}) == N
 
 
+def test_training_notes_come_flattened_too_and_the_test_mix_is_drawn_as_before(corpus: list[Document]) -> None:
+    """The train mix writes some multi-line notes on one line (flatten_rate), offsets exact; the test
+    mix has no flatten_rate and so keeps its notes, line breaks and all."""
+    flat = [doc for doc in corpus if "\n" not in doc.text and len(doc.text) > 400]
+    if corpus[0].meta["mix"] == "train":
+        assert len(flat) >= 0.05 * N
+        assert all(check_offsets(doc) == [] and "\r" not in doc.text for doc in flat)
+    else:
+        assert flat == []
+
+
 def test_every_i2b2_category_occurs(corpus: list[Document]) -> None:
     taxonomy = load_taxonomy("i2b2-2014")
     categories = Counter(taxonomy.category(s.label) for doc in corpus for s in doc.spans)

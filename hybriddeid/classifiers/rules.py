@@ -58,7 +58,7 @@ from hybriddeid.analysis import AnalysedNote
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
 from hybriddeid.document import Document, Span
 from hybriddeid.io import atomic_write_text
-from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, read_entries
+from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, known_words, read_entries
 from hybriddeid.languages import available_languages, language_pack, register_cache
 from hybriddeid.merge import FALLBACK_SUFFIX
 from hybriddeid.registry import ComponentSpec
@@ -399,16 +399,6 @@ def dictionary_set(language: str, kind: str) -> frozenset[str]:
     """``language``'s bundled dictionary ``kind``, case-folded with blanks normalised: what a rule's
     ``lookup`` compares a group with."""
     return frozenset(" ".join(entry.split()).casefold() for entry in bundled_entries(language, kind))
-
-
-@register_cache
-@lru_cache(maxsize=None)
-def known_words(language: str) -> frozenset[str]:
-    """The ordinary words of ``language``, case-folded: its pack's common-word list (``words.txt``),
-    safe-list (drugs, eponyms, abbreviations) and stop words. What lookup kind ``unknown`` is not."""
-    pack = language_pack(language)
-    return frozenset(entry.casefold() for resource in ("words", "safelist", "stopwords") if pack.has(resource)
-                     for entry in read_entries(pack.read_text(resource)))
 
 
 def _parse_lookup(value: Any, pattern: str, language: str | None, fail: Callable[[str], RuleFileError]) -> tuple[Lookup, ...]:

@@ -11,6 +11,7 @@ from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.pos import NoteTags, note_tags
 from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, extract_token_features
 from hybriddeid.features.token_ids import Dictionary, LineInput, TokenIds
+from hybriddeid.knowledge.dictionaries import known_words
 from hybriddeid.registry import ComponentSpec
 from hybriddeid.text.tokenize import Token
 
@@ -51,6 +52,12 @@ class TokenCRF(CRFTagger):
             "tag_source": self.tag_source,
         }
 
+    @property
+    def vocabulary(self) -> frozenset[str] | None:
+        """The language pack's known words when the "vocabulary" extractor is on (read from the pack,
+        cached per language), else None."""
+        return known_words(self.language) if "vocabulary" in self.features else None
+
     def token_sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
         """One ``TokenSequence`` per non-empty line of the note (per segment of a line longer than
         ``segment_chars``), tagged by ``lexicon`` if given and by the POS/NER tag source if one is
@@ -67,7 +74,8 @@ class TokenCRF(CRFTagger):
             line = segment.line
             tokens = line.tokens
             if tokens:
-                seq = TokenSequence(tokens, line.context, self.window, lowers=list(line.lowers), clusters=self.clusters_)
+                seq = TokenSequence(tokens, line.context, self.window, lowers=list(line.lowers), clusters=self.clusters_,
+                                    vocabulary=self.vocabulary)
                 seq.extra.update(self.resource_tags(tokens, seq.lowers, lexicon))
                 if tags is not None:
                     seq.pos, seq.extra["ner"] = tags.align(tokens)
@@ -151,7 +159,7 @@ class TokenCRF(CRFTagger):
             def own_tags(tokens: Sequence[Token], lowers: Sequence[str]) -> dict[str, list[str]]:
                 return self.resource_tags(tokens, lowers, lexicon)
         return TokenIds(self.weights_, self.features, self.window, self.safe_words_, self.clusters_,
-                        dictionaries, own_tags)
+                        dictionaries, own_tags, vocabulary=self.vocabulary)
 
 
 def _check_section(section: Mapping[str, Any]) -> list[str]:

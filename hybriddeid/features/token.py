@@ -26,6 +26,7 @@ class TokenSequence:
     pos: list[str] | None = None  # filled by a POS source when one is configured
     extra: dict[str, list[str]] = field(default_factory=dict)  # per-token tags from resources
     clusters: ClusterFeatures | None = None  # word clusters, when the model has them
+    vocabulary: frozenset[str] | None = None  # the language's known words, for the "vocabulary" extractor
 
     def __post_init__(self) -> None:
         if not self.lowers:
@@ -211,6 +212,27 @@ def _clusters(seq: TokenSequence, feats: list[list[str]]) -> None:
         out.extend(clusters.own(word))
         out.append("bc[-1]=" + left)
         out.append("bc[1]=" + right)
+
+
+def vocabulary_features(text: str, vocabulary: frozenset[str]) -> list[str]:
+    """Whether a word of two or more letters is one the language's word lists know, alone and with
+    its case: a name from a locale no gazetteer holds ("Nguyen", "Andravi") or a lower-case surname
+    in a terse note is unknown, most clinical words are known. Other tokens get nothing."""
+    if len(text) < 2 or not text.isalpha():
+        return []
+    state = "known" if text.casefold() in vocabulary else "unk"
+    case = "upper" if text.isupper() else "title" if text.istitle() else "lower" if text.islower() else "mixed"
+    return ["voc=" + state, f"voc={state}|{case}"]
+
+
+@token_extractor("vocabulary")
+def _vocabulary(seq: TokenSequence, feats: list[list[str]]) -> None:
+    """Known or unknown word (``vocabulary_features``); no-op without the language's word list."""
+    vocabulary = seq.vocabulary
+    if not vocabulary:
+        return
+    for out, tok in zip(feats, seq.tokens):
+        out.extend(vocabulary_features(tok.text, vocabulary))
 
 
 @token_extractor("extra")

@@ -35,7 +35,8 @@ from hybriddeid.features import token as token_features
 from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, keys_of_words
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
 from hybriddeid.features.resources import ClusterFeatures, case_marked
-from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, check_token_features, extract_token_features
+from hybriddeid.features.token import (TOKEN_EXTRACTORS, TokenSequence, check_token_features, extract_token_features,
+                                       vocabulary_features)
 from hybriddeid.text.tokenize import Token
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ LINE_CACHE_SIZE = 1 << 12
 # The extractors computed from ids, by the function each name must still be registered as.
 ID_EXTRACTORS: dict[str, Callable[..., None]] = {
     name: getattr(token_features, "_" + name)
-    for name in ("words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "clusters", "extra")
+    for name in ("words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "clusters", "vocabulary",
+                 "extra")
 }
 _POS = token_features._pos  # no id version: read as strings on lines a tag source tagged
 _LEFT, _RIGHT = "<s>", "</s>"  # the string path's pads, and the two pad forms (ids 0 and 1)
@@ -175,6 +177,7 @@ class TokenIds:
         dictionaries: Sequence[Dictionary] = (),
         resource_tags: Callable[[Sequence[Token], Sequence[str]], dict[str, list[str]]] | None = None,
         cache_size: int = FORM_CACHE_SIZE,
+        vocabulary: frozenset[str] | None = None,
     ) -> None:
         self.weights = weights
         self.features = list(features)
@@ -184,6 +187,7 @@ class TokenIds:
         self.dictionaries = list(dictionaries)
         self.resource_tags = resource_tags  # overrides ``dictionaries``: a subclass's own tags, line by line
         self.cache_size = cache_size
+        self.vocabulary = vocabulary
         self.none = weights.none
         self._aid = weights.attribute_id
         # Which extractors run from ids: the first listing of a built-in name still registered as
@@ -200,6 +204,8 @@ class TokenIds:
         self.words_first = bool(self.features) and self.features[0] == "words" and "words" in on
         if clusters is None:
             on.discard("clusters")
+        if not vocabulary:
+            on.discard("vocabulary")
         self.on = on
         self.pad = max(window, 1)
         self.reach = 2 * window if "context" in on else 0
@@ -297,6 +303,8 @@ class TokenIds:
             names += ["sh=" + shape(text), "ss=" + short]
         if "clusters" in on:
             names.extend(self.clusters.own(text))
+        if "vocabulary" in on:
+            names.extend(vocabulary_features(text, self.vocabulary))
         known = [i for i in map(aid, names) if i != none]
         self._own[form] = self.state[known].sum(axis=0) if known else 0.0
         base = 2 * self.window + 1
@@ -657,7 +665,8 @@ class TokenIds:
     def _token_sequence(self, item: LineInput) -> TokenSequence:
         """The string path's ``TokenSequence`` of a line, for extractors read as strings."""
         line = item.line
-        seq = TokenSequence(line.tokens, line.context, self.window, list(line.lowers), clusters=self.clusters)
+        seq = TokenSequence(line.tokens, line.context, self.window, list(line.lowers), clusters=self.clusters,
+                            vocabulary=self.vocabulary)
         seq.extra.update(self._line_tags(item))
         seq.pos = item.pos
         return seq

@@ -71,3 +71,14 @@ def load_gazetteers(
     chosen = None if kinds is None else tuple(sorted(set(kinds)))
     extras = tuple(str(Path(path).resolve()) for path in extra_files)
     return dict(_load(language, chosen, extras))
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def known_words(language: str) -> frozenset[str]:
+    """The ordinary words of ``language``, case-folded: its pack's common-word list (``words.txt``),
+    safe-list (drugs, eponyms, abbreviations) and stop words: what rule lookup kind ``unknown`` is
+    not, and what the token CRF's ``vocabulary`` feature calls known."""
+    pack = language_pack(language)
+    return frozenset(entry.casefold() for resource in ("words", "safelist", "stopwords") if pack.has(resource)
+                     for entry in read_entries(pack.read_text(resource)))

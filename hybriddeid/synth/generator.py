@@ -409,6 +409,9 @@ def generate_note(res: SynthResources, mix_name: str, rng: random.Random, name: 
         text, values = _case_safe_upper(text), [_case_safe_upper(v) for v in values]
     if rng.random() < float(mix["crlf_rate"]):
         text, spans = _crlf(text, spans)
+    # drawn last, so a mix without flattened notes draws as before: a note exported on one line
+    if float(mix.get("flatten_rate", 0)) and rng.random() < float(mix["flatten_rate"]):
+        text = text.replace("\r", " ").replace("\n", " ")
     return Document(name, text, tuple(spans), {"note_type": note_type, "mix": mix_name, "values": tuple(values)})
 
 
