@@ -14,7 +14,8 @@ On generated English test-mix notes (and MEDDOCAN dev for Spanish, when ``../sha
 - **neighbours**: probe notes that give one name beside varied dates and numbers; the share of
   names found, and of names whose finding flips with the neighbour.
 
-    python benchmarks/output_quality.py [--n 500] [--seed 23] [--json out.json]
+    python benchmarks/output_quality.py [--n 500] [--seed 23] [--json out.json] [--languages en es]
+        [--en-model DIR] [--es-model DIR]
 """
 from __future__ import annotations
 
@@ -282,26 +283,32 @@ def main() -> int:
     parser.add_argument("--probes", type=int, default=100, help="names in each probe set")
     parser.add_argument("--no-model", action="store_true", help="surrogate forms from gold spans only")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--en-model", default="en", help="English model folder (default: the bundled one)")
+    parser.add_argument("--es-model", default="es", help="Spanish model folder (default: the bundled one)")
+    parser.add_argument("--languages", nargs="+", default=["en", "es"], choices=["en", "es"])
     args = parser.parse_args()
     started = time.perf_counter()
     results: dict = {}
-    english = list(generate_corpus(args.n, args.seed, "test"))
-    results["en"] = {"forms": surrogate_forms(english, "en")}
-    if not args.no_model:
-        english_model = Pipeline.load("en")
-        results["en"]["model"] = model_run(english_model, english, "en")
-        results["en"]["probes"] = name_probes(english_model, args.probes, args.seed)
-    print_part(f"English: {args.n} generated test-mix notes (seed {args.seed})", results["en"]["forms"], results["en"].get("model"))
-    if "probes" in results["en"]:
-        probes = results["en"]["probes"]
-        print(f"first names alone replaced in a patient's other note: {_share(probes['first_names_replaced'], probes['first_name_probes'])}")
-        print(f"names beside varied dates and numbers found: {_share(probes['names_found'], probes['name_probes'])}; "
-              f"names whose finding flips with the neighbour: {probes['names_flipping']} of {probes['names']}")
-    if MEDDOCAN_DEV.is_dir():
+    if "en" in args.languages:
+        english = list(generate_corpus(args.n, args.seed, "test"))
+        results["en"] = {"forms": surrogate_forms(english, "en")}
+        if not args.no_model:
+            english_model = Pipeline.load(args.en_model)
+            results["en"]["model"] = model_run(english_model, english, "en")
+            results["en"]["probes"] = name_probes(english_model, args.probes, args.seed)
+        print_part(f"English: {args.n} generated test-mix notes (seed {args.seed})", results["en"]["forms"],
+                   results["en"].get("model"))
+        if "probes" in results["en"]:
+            probes = results["en"]["probes"]
+            print("first names alone replaced in a patient's other note: "
+                  f"{_share(probes['first_names_replaced'], probes['first_name_probes'])}")
+            print(f"names beside varied dates and numbers found: {_share(probes['names_found'], probes['name_probes'])}; "
+                  f"names whose finding flips with the neighbour: {probes['names_flipping']} of {probes['names']}")
+    if MEDDOCAN_DEV.is_dir() and "es" in args.languages:
         spanish = read_corpus(MEDDOCAN_DEV)
         results["es"] = {"forms": surrogate_forms(spanish, "es")}
         if not args.no_model:
-            results["es"]["model"] = model_run(Pipeline.load("es"), spanish, "es")
+            results["es"]["model"] = model_run(Pipeline.load(args.es_model), spanish, "es")
         print_part(f"Spanish: MEDDOCAN dev ({len(spanish)} notes)", results["es"]["forms"], results["es"].get("model"))
     print(f"\n{time.perf_counter() - started:.0f} s")
     if args.json:
