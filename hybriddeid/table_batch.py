@@ -108,6 +108,8 @@ class TableInputs:
         note_id, text = values.get(self.columns.id), values.get(self.columns.text)
         if note_id is None or note_id == "":
             return InputError(row, f"no id (column {self.columns.id!r} is empty)")
+        if not _is_key(note_id):
+            return InputError(row, f"its id (column {self.columns.id!r}) is {_kind(note_id)}, not text or a number")
         if not isinstance(text, str):
             return InputError(row, f"no text (column {self.columns.text!r} is {'empty' if text is None else 'not text'})")
         try:
@@ -119,8 +121,22 @@ class TableInputs:
             patient = values.get(self.columns.patient)
             if patient is None or patient == "":
                 return InputError(row, f"no patient (column {self.columns.patient!r} is empty)")
+            if not _is_key(patient):
+                return InputError(row, f"its patient (column {self.columns.patient!r}) is {_kind(patient)}, not text "
+                                       "or a number")
             meta["patient"] = str(patient)
         return Document(str(note_id), text, (), meta)
+
+
+def _is_key(value: Any) -> bool:
+    """Whether a note's id or patient can name it: text or a number (a list, an object or a boolean cannot)."""
+    return not isinstance(value, (bool, list, tuple, dict, bytes, bytearray))
+
+
+def _kind(value: Any) -> str:
+    """What a value is, told without the value: "a list", "an object", "true or false", "bytes"."""
+    return ("true or false" if isinstance(value, bool) else "an object" if isinstance(value, dict)
+            else "bytes" if isinstance(value, (bytes, bytearray)) else "a list")
 
 
 @dataclass
