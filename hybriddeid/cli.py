@@ -869,14 +869,15 @@ def _add_input_format(parser: argparse.ArgumentParser, fhir: bool) -> None:
                              f"Notes: {', '.join(FORMATS)}; table files: {', '.join(TABLE_FILE_FORMATS)}{fhir_help}")
 
 
-def _add_table_options(parser: argparse.ArgumentParser, patient: "argparse._ActionsContainer"
+def _add_table_options(parser: argparse.ArgumentParser, patient: "argparse._ActionsContainer | None" = None
                        ) -> "argparse._ArgumentGroup":
     """The options ``deid`` and ``annotate`` share for tables and databases (``--patient-col`` goes into
-    ``patient``: deid's group of ways to find a note's patient); returns the group, for a command's own."""
+    ``patient`` when given: deid's group of ways to find a note's patient); returns the group, for a
+    command's own."""
     from hybriddeid.io.sql import PASSWORD_ENV
 
-    patient.add_argument("--patient-col", help="tables: the column holding each note's patient id")
     table = parser.add_argument_group("tables and databases")
+    (patient or table).add_argument("--patient-col", help="tables: the column holding each note's patient id")
     table.add_argument("--id-col", default="note_id", help="note id column (default note_id)")
     table.add_argument("--text-col", default="text", help="note text column (default text)")
     table.add_argument("--keep-cols", help="comma-separated columns copied to the output as they are (other "
@@ -938,7 +939,7 @@ def build_parser() -> argparse.ArgumentParser:
     annotate.add_argument("--overwrite", action="store_true", help="redo inputs whose outputs exist")
     annotate.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     _add_batch_options(annotate)
-    _add_table_options(annotate, annotate)
+    _add_table_options(annotate)
     _add_phi_set(annotate, "write only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
                            "ages only over 89); default: the model's setting")
     _add_operating_point_options(annotate)
