@@ -8,6 +8,7 @@ use; otherwise the ``postgres`` fixture starts a private one with the installed 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Iterator
 
 import pytest
 
+from cli_runs import FAST_CLI, TEMP, files, kill_9_after, run, slow_cli
 from pg_server import NoServer, private_server
 from hybriddeid.io.tables import read_table
 
@@ -70,6 +72,26 @@ def table_rows(out: Path, fmt: str) -> list[dict]:
             for row in read_table(part, fmt)]
 
 
+def kill_9_then_resume(options: list[str], tmp_path: Path) -> Path:
+    """Run the CLI with ``options`` (a command reading a CSV table in parts of 3 rows, ending with its input)
+    into ``reference``, then into ``out`` killed with ``kill -9`` after three parts and run again: ``out``
+    must end as ``reference`` is, some parts skipped, no temporary file left. Returns ``out``."""
+    reference = run(FAST_CLI, [*options, str(tmp_path / "reference")], tmp_path)
+    assert reference.wait(timeout=300) == 0, reference.stderr.read()
+    out = tmp_path / "out"
+    kill_9_after(slow_cli(0.3), [*options, str(out)], tmp_path, lambda: len(list(out.glob("part-*.csv"))), 3)
+    assert 3 <= len(list(out.glob("part-*.csv"))) < 10
+    resumed = run(FAST_CLI, [*options, str(out)], tmp_path)
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    got, want = files(out), files(tmp_path / "reference")
+    summary = json.loads(got.pop("_hybriddeid/summary.json"))
+    want.pop("_hybriddeid/summary.json")
+    assert 0 < summary["notes"]["skipped"] < NOTES and summary["notes"]["failed"] == 0
+    assert got == want
+    assert not [p for p in out.rglob("*") if TEMP.fullmatch(p.name)]
+    return out
+
+
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[tuple[str, str]]:
     """(URL without password, password) of a PostgreSQL server: the one ``HYBRIDDEID_TEST_POSTGRES_URL``
@@ -101,3 +123,11 @@ def pg_load(url: str, password: str, table: str, rows: list[dict]) -> None:
         conn.execute(f"CREATE TABLE {table} (note_id TEXT PRIMARY KEY, patient TEXT, text TEXT, author TEXT)")
         with conn.cursor() as cur:
             cur.executemany(f"INSERT INTO {table} VALUES (%(note_id)s, %(patient)s, %(text)s, %(author)s)", rows)
+
+
+def pg_count(url: str, password: str, table: str) -> int:
+    """The rows of ``table`` (0 while it does not exist yet): how far a run being killed has got."""
+    try:
+        return pg_rows(url, password, f"SELECT count(*) FROM {table}")[0][0]
+    except Exception:  # noqa: BLE001 - the table is not created yet
+        return 0

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_runs import FAST_CLI, TEMP, files, kill_9_after, run, slow_cli
-from table_notes import (NOTES, PHI_STRINGS, note_rows, pg_load, pg_rows, postgres, table_rows,  # noqa: F401 - a fixture
-                         write_csv, write_folder, write_sqlite)
+from cli_runs import FAST_CLI, files, kill_9_after, run, slow_cli
+from table_notes import (NOTES, PHI_STRINGS, kill_9_then_resume, note_rows, pg_count, pg_load,
+                         pg_rows, postgres, table_rows, write_csv, write_folder, write_sqlite)  # noqa: F401 - postgres: a fixture
 from hybriddeid.cli import main
 from hybriddeid.io.tables import read_table
 
@@ -171,21 +171,9 @@ def test_a_csv_without_a_header_row_is_refused_without_quoting_its_first_note(tm
 
 def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
     table = write_csv(tmp_path / "notes.csv", setting["rows"])
-    options = ["deid", "--model", "en", *setting["options"], "--patient-col", "patient", "--part-rows", "3",
-               "--jobs", "2", str(table)]
-    reference = run(FAST_CLI, [*options, str(tmp_path / "reference")], tmp_path)
-    assert reference.wait(timeout=300) == 0, reference.stderr.read()
-    out = tmp_path / "out"
-    kill_9_after(slow_cli(0.3), [*options, str(out)], tmp_path, lambda: len(list(out.glob("part-*.csv"))), 3)
-    assert 3 <= len(list(out.glob("part-*.csv"))) < 10
-    resumed = run(FAST_CLI, [*options, str(out)], tmp_path)
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
-    got, want = files(out), files(tmp_path / "reference")
-    summary = json.loads(got.pop("_hybriddeid/summary.json"))
-    want.pop("_hybriddeid/summary.json")
-    assert 0 < summary["notes"]["skipped"] < NOTES and summary["notes"]["failed"] == 0
-    assert got == want
-    assert not [p for p in out.rglob("*") if TEMP.fullmatch(p.name)]
+    out = kill_9_then_resume(["deid", "--model", "en", *setting["options"], "--patient-col", "patient",
+                              "--part-rows", "3", "--jobs", "2", str(table)], tmp_path)
+    assert table_texts(out, "csv") == setting["expected"]
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------------------
@@ -222,13 +210,7 @@ def test_postgresql_kill_9_then_resume_gives_the_uninterrupted_table(setting, po
     reference = run(FAST_CLI, options("notes_k_reference"), tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
 
-    def written() -> int:
-        try:
-            return pg_rows(url, password, "SELECT count(*) FROM notes_k_out")[0][0]
-        except Exception:  # noqa: BLE001 - the table is not created yet
-            return 0
-
-    kill_9_after(slow_cli(0.3), options("notes_k_out"), tmp_path, written, 6)
+    kill_9_after(slow_cli(0.3), options("notes_k_out"), tmp_path, lambda: pg_count(url, password, "notes_k_out"), 6)
     kept = pg_rows(url, password, "SELECT patient, count(*) FROM notes_k_out GROUP BY patient")
     patients = {}
     for row in setting["rows"]:

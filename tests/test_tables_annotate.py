@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_runs import FAST_CLI, TEMP, files, kill_9_after, run, slow_cli
-from table_notes import (NOTES, PHI_STRINGS, note_rows, pg_load, pg_rows, postgres, table_rows,  # noqa: F401 - a fixture
-                         write_csv, write_folder, write_sqlite)
+from cli_runs import FAST_CLI, files, kill_9_after, run, slow_cli
+from table_notes import (NOTES, PHI_STRINGS, kill_9_then_resume, note_rows, pg_count, pg_load,
+                         pg_rows, postgres, table_rows, write_csv, write_folder, write_sqlite)  # noqa: F401 - postgres: a fixture
 from hybriddeid.cli import main
 
 pa = pytest.importorskip("pyarrow")
@@ -213,21 +213,9 @@ def test_options_that_do_not_fit_the_input_are_refused(setting, tmp_path, caplog
 
 def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
     table = write_csv(tmp_path / "notes.csv", setting["rows"])
-    options = ["annotate", "--model", "en", "--patient-col", "patient", "--part-rows", "3", "--jobs", "2", str(table)]
-    reference = run(FAST_CLI, [*options, str(tmp_path / "reference")], tmp_path)
-    assert reference.wait(timeout=300) == 0, reference.stderr.read()
-    out = tmp_path / "out"
-    kill_9_after(slow_cli(0.3), [*options, str(out)], tmp_path, lambda: len(list(out.glob("part-*.csv"))), 3)
-    assert 3 <= len(list(out.glob("part-*.csv"))) < 10
-    resumed = run(FAST_CLI, [*options, str(out)], tmp_path)
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
-    got, want = files(out), files(tmp_path / "reference")
-    summary = json.loads(got.pop("_hybriddeid/summary.json"))
-    want.pop("_hybriddeid/summary.json")
-    assert 0 < summary["notes"]["skipped"] < NOTES and summary["notes"]["failed"] == 0
-    assert got == want
+    out = kill_9_then_resume(["annotate", "--model", "en", "--patient-col", "patient", "--part-rows", "3",
+                              "--jobs", "2", str(table)], tmp_path)
     assert table_spans(out, "csv") == setting["expected"]
-    assert not [p for p in out.rglob("*") if TEMP.fullmatch(p.name)]
 
 
 def test_postgresql_gives_the_folder_runs_spans_and_resumes_after_kill_9(setting, postgres, tmp_path, monkeypatch):
@@ -249,13 +237,7 @@ def test_postgresql_gives_the_folder_runs_spans_and_resumes_after_kill_9(setting
     want = pg_rows(url, password, query.format("notes_n_reference"))
     assert {note: json.loads(found) for note, _, _, found in want} == setting["expected"]
 
-    def written() -> int:
-        try:
-            return pg_rows(url, password, "SELECT count(*) FROM notes_n_out")[0][0]
-        except Exception:  # noqa: BLE001 - the table is not created yet
-            return 0
-
-    kill_9_after(slow_cli(0.3), options("notes_n_out"), tmp_path, written, 6)
+    kill_9_after(slow_cli(0.3), options("notes_n_out"), tmp_path, lambda: pg_count(url, password, "notes_n_out"), 6)
     kept = pg_rows(url, password, "SELECT count(*) FROM notes_n_out")[0][0]
     assert 6 <= kept < NOTES and kept % 3 == 0  # whole parts only: no half batch
     resumed = run(FAST_CLI, options("notes_n_out"), tmp_path)
