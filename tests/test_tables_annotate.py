@@ -6,6 +6,7 @@ the same command gives the uninterrupted run's output.
 """
 from __future__ import annotations
 
+import csv
 import json
 import sqlite3
 from pathlib import Path
@@ -97,6 +98,12 @@ def test_tsv_jsonl_and_parquet_tables_give_the_folder_runs_spans(setting, tmp_pa
     tsv = write_csv(tmp_path / "notes.tsv", rows, delimiter="\t")
     assert annotate(str(tsv), str(tmp_path / "tsv")) == 0
     assert table_spans(tmp_path / "tsv", "tsv") == expected
+    semicolons = write_csv(tmp_path / "notes.csv", rows, delimiter=";")
+    semicolons.write_bytes(semicolons.read_bytes().decode("utf-8").encode("cp1252"))  # "Café" as one byte
+    assert annotate(str(semicolons), str(tmp_path / "cp1252"), "--delimiter", ";", "--encoding", "cp1252") == 0
+    with open(tmp_path / "cp1252" / "part-00000.csv", newline="", encoding="utf-8") as handle:  # the delimiter kept
+        got = {row["note_id"]: json.loads(row["phi_spans"]) for row in csv.DictReader(handle, delimiter=";")}
+    assert got == expected  # offsets count characters, not bytes
     jsonl = tmp_path / "notes.jsonl"
     jsonl.write_text("".join(json.dumps({"id": r["visit"], "body": r["text"], "pid": r["patient"]}) + "\n"
                              for r in rows), encoding="utf-8")
