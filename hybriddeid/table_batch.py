@@ -41,11 +41,10 @@ from hybriddeid.batch import (AnnotateProcessor, BatchResult, Interrupted, Limit
 from hybriddeid.deid_batch import DeidProcessor, check_out_dir
 from hybriddeid.document import Document, Span
 from hybriddeid.io import InputError, atomic_write_text, remove_temp_files
-from hybriddeid.io._common import atomic_write_bytes
+from hybriddeid.io._common import atomic_write_bytes, settings_digest
 from hybriddeid.io.sql import SqlSink, SqlTable
 from hybriddeid.io.tables import (AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, Columns, Row, TableSource,
                                   render_table)
-from hybriddeid.processing import process_notes
 
 log = logging.getLogger(__name__)
 
@@ -299,12 +298,12 @@ class TableAnnotateProcessor(TableProcessor):
     @cached_property
     def run_record(self) -> dict[str, str]:
         """A digest of the settings, kept in each finished part's manifest: a part made otherwise is redone."""
-        return {"settings": hashlib.sha256(json.dumps(self.settings(), sort_keys=True).encode("utf-8")).hexdigest()[:16]}
+        return {"settings": settings_digest(self.settings())}
 
     def rows(self, docs: Sequence[Document]) -> list[dict[str, Any]]:
         """The output rows of ``docs``: the values read (the sink writes the columns it has) and the spans."""
-        found = process_notes(self.annotate.pipeline, docs, self.annotate.settings)
-        return [{**doc.meta["values"], SPANS_COLUMN: spans_json(note.document.spans)} for doc, note in zip(docs, found)]
+        found = self.annotate.annotated(docs)
+        return [{**doc.meta["values"], SPANS_COLUMN: spans_json(note.spans)} for doc, note in zip(docs, found)]
 
 
 def state_folder(sink: SqlSink) -> Path:
