@@ -302,9 +302,13 @@ class AnnotateProcessor:
     def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
         return output_path(doc, out_dir, self.out_format).exists()
 
+    def annotated(self, docs: Sequence[Document]) -> list[Document]:
+        """``docs`` with the model's spans, each note read on its own (``process_notes`` without a patient):
+        what every ``annotate`` run writes, of a folder or a table (``table_batch``)."""
+        return [note.document for note in process_notes(self.pipeline, docs, self.settings)]
+
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
-        write_documents([note.document for note in process_notes(self.pipeline, docs, self.settings)], out_dir,
-                        self.out_format)
+        write_documents(self.annotated(docs), out_dir, self.out_format)
 
 
 @dataclass

@@ -12,11 +12,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
     from hybriddeid.batch import BatchResult
     from hybriddeid.document import Document
+    from hybriddeid.io.sql import SqlSink
+    from hybriddeid.io.tables import Columns
+    from hybriddeid.table_batch import FolderSink, TableInputs, TableProcessor
     from hybriddeid.taxonomy import Taxonomy
     from hybriddeid.pipeline import Pipeline
     from hybriddeid.surrogates import DeidOptions
@@ -88,18 +91,34 @@ def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline 
 
 def _annotate(args: argparse.Namespace) -> int:
     from hybriddeid.batch import AnnotateProcessor, run_batch
+    from hybriddeid.io import ANNOTATION_FORMATS, InputError
     from hybriddeid.pipeline import model_folder
     from hybriddeid.processing import NoteSettings
 
     model_folder(args.model)  # a missing model is told now, before any input is read
+    table = _is_table_run(args)
     try:
+        given = [] if table else _table_options_given(args, TABLE_ONLY_OPTIONS)
+        if given:
+            raise ValueError(f"{', '.join(given)}: only for a table or database input (a .csv, .tsv, .parquet or "
+                             ".jsonl file, or a URL)")
+        if args.format is not None and (args.format in ANNOTATION_FORMATS) == table:
+            raise ValueError(f"--format {args.format}: a {'table' if table else 'folder'} run writes "
+                             f"{'a table (csv, tsv, parquet, jsonl-table)' if table else 'annotations'}")
         threshold, pipeline = _operating_point(args)
         settings = NoteSettings(phi_set=args.phi_set, threshold=threshold)
-    except ValueError as exc:
+        # The model is loaded once: by this process (jobs 1) or by each worker, unless loaded above already.
+        processor = AnnotateProcessor(args.model, args.format or "brat", settings, pipeline, engine=args.engine,
+                                      device=args.device)
+        if table:
+            from hybriddeid.table_batch import TableAnnotateProcessor
+
+            inputs, sink = _table_io(args, lambda columns: columns.output(spans=True, text=False))
+            return _run_table(args, inputs, TableAnnotateProcessor(processor, inputs.columns, sink))
+    except (InputError, ValueError) as exc:
         log.error("%s", exc)
         return 2
-    # The model is loaded once: by this process (jobs 1) or by each worker, unless loaded above already.
-    processor = AnnotateProcessor(args.model, args.format, settings, pipeline, engine=args.engine, device=args.device)
+    args.in_dir, args.out_dir = Path(args.in_dir), Path(args.out_dir)
     result = run_batch(args.in_dir, args.out_dir, processor, in_format=args.input_format, overwrite=args.overwrite,
                        progress=_progress(args), jobs=args.jobs, limits=args.limits, encoding=args.encoding,
                        follow_symlinks=args.follow_symlinks)
@@ -270,7 +289,8 @@ def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
 
 
 def _is_table_run(args: argparse.Namespace) -> bool:
-    """Whether ``deid``'s input is a table (a file, or a database URL) rather than a folder of notes."""
+    """Whether ``deid``'s or ``annotate``'s input is a table (a file, or a database URL) rather than a folder
+    of notes."""
     from hybriddeid.io.sql import is_database_url
     from hybriddeid.io.tables import TABLE_FILE_FORMATS
 
@@ -279,7 +299,12 @@ def _is_table_run(args: argparse.Namespace) -> bool:
 
 
 TABLE_ONLY_OPTIONS = ("query", "table", "output_table", "password_file", "patient_col", "keep_cols", "delimiter",
-                      "part_rows", "format")
+                      "part_rows")
+
+
+def _table_options_given(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """The flags among ``names`` (table and database options) given to a folder run."""
+    return [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is not None]
 
 
 def _deid(args: argparse.Namespace) -> int:
@@ -295,7 +320,7 @@ def _deid(args: argparse.Namespace) -> int:
                       "not a single file or a database", FHIR_FORMAT)
             return 2
         return _deid_table(args)
-    given = [f"--{name.replace('_', '-')}" for name in TABLE_ONLY_OPTIONS if getattr(args, name) is not None]
+    given = _table_options_given(args, (*TABLE_ONLY_OPTIONS, "format"))
     given += [flag for flag, on in (("--spans", args.spans), ("--audit", args.audit)) if on]
     if given:
         log.error("%s: only for a table or database input (a .csv, .tsv, .parquet or .jsonl file, or a URL)",
@@ -336,60 +361,78 @@ def _deid_table(args: argparse.Namespace) -> int:
     options as a folder run, the output a table."""
     from hybriddeid.deid_batch import DeidProcessor
     from hybriddeid.io import InputError
-    from hybriddeid.io.sql import Database, SqlSink, SqlTable, is_database_url
-    from hybriddeid.io.tables import Columns, detect_table_file_format, open_table
+    from hybriddeid.io.sql import is_database_url
     from hybriddeid.surrogates.patients import PatientMap
-    from hybriddeid.table_batch import FolderSink, TableDeidProcessor, TableInputs, run_table_deid
+    from hybriddeid.table_batch import TableDeidProcessor
 
     refused = [flag for flag, on in (("--use-annotations", args.use_annotations), ("--rename", args.rename != "none"),
                                      ("--mapping-dir", args.mapping_dir is not None)) if on]
-    from_db, to_db = is_database_url(args.in_dir), is_database_url(args.out_dir)
-    refused += [flag for flag, on in (("--query/--table", not from_db and (args.query or args.table)),
-                                      ("--output-table", not to_db and args.output_table)) if on]
     try:
         if refused:
-            raise ValueError(f"{', '.join(refused)}: not for this table run (tables have no annotations to replace; "
-                             "--query and --table read a database, --output-table writes one)")
-        if to_db and not args.output_table:
-            raise ValueError("a database output needs --output-table NAME")
-        folders = [Path(p) for p, db in ((args.in_dir, from_db), (args.out_dir, to_db)) if not db]
+            raise ValueError(f"{', '.join(refused)}: not for a table run (tables have no annotations to replace)")
+        inputs, sink = _table_io(args, lambda columns: columns.output(args.spans, args.audit))
+        folders = [Path(p) for p in (args.in_dir, args.out_dir) if not is_database_url(p)]
         key = _deid_key(args, folders)
         options = _deid_options(args, key)
         patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
         threshold, pipeline = _operating_point(args)
-        keep = tuple(name.strip() for name in (args.keep_cols or "").split(",") if name.strip())
-        columns = Columns(args.id_col, args.text_col, args.patient_col, keep)
-        part_rows = args.part_rows or 1000
-        if part_rows < 1:
-            raise ValueError("--part-rows must be at least 1")
-        if from_db:
-            source = SqlTable(Database(args.in_dir, args.password_file), columns, part_rows, args.query, args.table)
-            fmt = args.format or "csv"
-        else:
-            fmt_in = args.input_format if args.input_format != "auto" else detect_table_file_format(Path(args.in_dir))
-            source = open_table(Path(args.in_dir), fmt_in, columns, part_rows, args.encoding, args.delimiter)
-            fmt = args.format or fmt_in
-        out_columns = columns.output(args.spans, args.audit)
-        if to_db:
-            sink = SqlSink(Database(args.out_dir, args.password_file), args.output_table, out_columns, columns.id)
-            if from_db and args.in_dir == args.out_dir and args.table == args.output_table:
-                raise ValueError("--output-table is the input table; choose another")
-        else:
-            schema = getattr(source, "schema", None) if fmt == "parquet" else None
-            sink = FolderSink(Path(args.out_dir), fmt, out_columns, schema,
-                              args.delimiter if fmt == getattr(source, "format", None) else None)
-    except InputError as exc:
-        log.error("%s", exc)
-        return 2
-    except ValueError as exc:
+    except (InputError, ValueError) as exc:
         log.error("%s", exc)
         return 2
     processor = TableDeidProcessor(
         DeidProcessor(options, patients, args.model, phi_set=args.phi_set, threshold=threshold, pipeline=pipeline,
-                      engine=args.engine, device=args.device), columns, sink, spans=args.spans, audit=args.audit)
-    result = run_table_deid(TableInputs(source, columns), processor, overwrite=args.overwrite,
-                            progress=_progress(args), jobs=args.jobs, limits=args.limits)
-    log.log(logging.ERROR if result.batch.problems else logging.INFO, "%s: %s", sink.name, result.summary())
+                      engine=args.engine, device=args.device), inputs.columns, sink, spans=args.spans, audit=args.audit)
+    return _run_table(args, inputs, processor)
+
+
+def _table_io(args: argparse.Namespace, out_columns: "Callable[[Columns], list[str]]"
+              ) -> "tuple[TableInputs, FolderSink | SqlSink]":
+    """The table a ``deid`` or ``annotate`` run reads (a file, or a database's ``--table`` or ``--query``)
+    and where its rows go (a folder of parts, or a database's ``--output-table``) with the columns
+    ``out_columns`` gives; a ValueError or ``InputError`` naming what is unusable."""
+    from hybriddeid.io.sql import Database, SqlSink, SqlTable, is_database_url
+    from hybriddeid.io.tables import Columns, detect_table_file_format, open_table
+    from hybriddeid.table_batch import FolderSink, TableInputs
+
+    from_db, to_db = is_database_url(args.in_dir), is_database_url(args.out_dir)
+    refused = [flag for flag, on in (("--query/--table", not from_db and (args.query or args.table)),
+                                     ("--output-table", not to_db and args.output_table)) if on]
+    if refused:
+        raise ValueError(f"{', '.join(refused)}: not for this run (--query and --table read a database, "
+                         "--output-table writes one)")
+    if to_db and not args.output_table:
+        raise ValueError("a database output needs --output-table NAME")
+    keep = tuple(name.strip() for name in (args.keep_cols or "").split(",") if name.strip())
+    columns = Columns(args.id_col, args.text_col, args.patient_col, keep)
+    part_rows = args.part_rows or 1000
+    if part_rows < 1:
+        raise ValueError("--part-rows must be at least 1")
+    if from_db:
+        source = SqlTable(Database(args.in_dir, args.password_file), columns, part_rows, args.query, args.table)
+        fmt = args.format or "csv"
+    else:
+        fmt_in = args.input_format if args.input_format != "auto" else detect_table_file_format(Path(args.in_dir))
+        source = open_table(Path(args.in_dir), fmt_in, columns, part_rows, args.encoding, args.delimiter)
+        fmt = args.format or fmt_in
+    if to_db:
+        if from_db and args.in_dir == args.out_dir and args.table == args.output_table:
+            raise ValueError("--output-table is the input table; choose another")
+        sink: FolderSink | SqlSink = SqlSink(Database(args.out_dir, args.password_file), args.output_table,
+                                             out_columns(columns), columns.id)
+    else:
+        schema = getattr(source, "schema", None) if fmt == "parquet" else None
+        sink = FolderSink(Path(args.out_dir), fmt, out_columns(columns), schema,
+                          args.delimiter if fmt == getattr(source, "format", None) else None)
+    return TableInputs(source, columns), sink
+
+
+def _run_table(args: argparse.Namespace, inputs: "TableInputs", processor: "TableProcessor") -> int:
+    """Run a table's ``deid`` or ``annotate`` and tell its tally."""
+    from hybriddeid.table_batch import run_table
+
+    result = run_table(inputs, processor, overwrite=args.overwrite, progress=_progress(args), jobs=args.jobs,
+                       limits=args.limits)
+    log.log(logging.ERROR if result.batch.problems else logging.INFO, "%s: %s", processor.sink.name, result.summary())
     return result.exit_code
 
 
@@ -804,6 +847,53 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
                              f"(default {DEFAULT_MEMORY_MB}; 0: no limit)")
 
 
+def _add_in_out(parser: argparse.ArgumentParser) -> None:
+    """``deid``'s and ``annotate``'s input and output: folders, table files or database URLs."""
+    parser.add_argument("in_dir", metavar="IN", help="a folder of notes (deid: or of FHIR resources, --input-format "
+                                                     "fhir), a table file (.csv, .tsv, .parquet, .jsonl with --id-col/"
+                                                     "--text-col) or a database URL (with --query or --table)")
+    parser.add_argument("out_dir", metavar="OUT", help="a folder, or a database URL (with --output-table)")
+
+
+def _add_input_format(parser: argparse.ArgumentParser, fhir: bool) -> None:
+    """``--input-format`` of ``deid`` (with ``fhir``) and ``annotate``: note formats and table file formats."""
+    from hybriddeid.io import FHIR_FORMAT, FORMATS, INPUT_FORMATS
+    from hybriddeid.io.tables import TABLE_FILE_FORMATS
+
+    fhir_help = (f"; {FHIR_FORMAT}: a folder of FHIR R4 Bundles (.json) and Bulk Data NDJSON (.ndjson) of "
+                 "DocumentReference and DiagnosticReport resources, written back as resources "
+                 "(pip install 'hybriddeid[fhir]')") if fhir else ""
+    parser.add_argument("--input-format", choices=(*INPUT_FORMATS, *TABLE_FILE_FORMATS, *([FHIR_FORMAT] if fhir else [])),
+                        default="auto",
+                        help=f"auto (default): a folder's note format from its files, a table file's from its extension. "
+                             f"Notes: {', '.join(FORMATS)}; table files: {', '.join(TABLE_FILE_FORMATS)}{fhir_help}")
+
+
+def _add_table_options(parser: argparse.ArgumentParser, patient: "argparse._ActionsContainer | None" = None
+                       ) -> "argparse._ArgumentGroup":
+    """The options ``deid`` and ``annotate`` share for tables and databases (``--patient-col`` goes into
+    ``patient`` when given: deid's group of ways to find a note's patient); returns the group, for a
+    command's own."""
+    from hybriddeid.io.sql import PASSWORD_ENV
+
+    table = parser.add_argument_group("tables and databases")
+    (patient or table).add_argument("--patient-col", help="tables: the column holding each note's patient id")
+    table.add_argument("--id-col", default="note_id", help="note id column (default note_id)")
+    table.add_argument("--text-col", default="text", help="note text column (default text)")
+    table.add_argument("--keep-cols", help="comma-separated columns copied to the output as they are (other "
+                                            "columns are left out: they may hold PHI)")
+    table.add_argument("--delimiter", help="csv/tsv: the field delimiter (default , for csv, tab for tsv)")
+    table.add_argument("--part-rows", type=int, help="rows per part: the unit of output files and of resuming "
+                                                     "(default 1000)")
+    source = table.add_mutually_exclusive_group()
+    source.add_argument("--query", help="database input: the SELECT giving the notes")
+    source.add_argument("--table", help="database input: the table holding the notes")
+    table.add_argument("--output-table", help="database output: the table to write (created if missing)")
+    table.add_argument("--password-file", type=Path,
+                       help=f"database password: first line of this file (else ${PASSWORD_ENV}, or libpq's own)")
+    return table
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
@@ -837,16 +927,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_encoding(train)
     train.set_defaults(run=_train)
 
-    annotate = sub.add_parser("annotate", help="find PHI spans and write them as annotations")
-    annotate.add_argument("in_dir", type=Path)
-    annotate.add_argument("out_dir", type=Path)
+    annotate = sub.add_parser("annotate", help="find PHI spans and write them as annotations (or, for a table or "
+                                               "database, as a phi_spans column)")
+    _add_in_out(annotate)
     annotate.add_argument("--model", default="default",
                           help='model folder, or a bundled model: "en" (the default) or "es"')
-    annotate.add_argument("--format", choices=ANNOTATION_FORMATS, default="brat")
-    annotate.add_argument("--input-format", choices=INPUT_FORMATS, default="auto")
+    annotate.add_argument("--format", choices=(*ANNOTATION_FORMATS, *TABLE_FILE_FORMATS),
+                          help=f"output format: a folder's annotations {', '.join(ANNOTATION_FORMATS)} (default brat); "
+                               f"a table's {', '.join(TABLE_FILE_FORMATS)} (default: the input's; csv for a database)")
+    _add_input_format(annotate, fhir=False)
     annotate.add_argument("--overwrite", action="store_true", help="redo inputs whose outputs exist")
     annotate.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     _add_batch_options(annotate)
+    _add_table_options(annotate)
     _add_phi_set(annotate, "write only this PHI set's spans: i2b2-2014 (all) or hipaa (Safe Harbor identifiers; "
                            "ages only over 89); default: the model's setting")
     _add_operating_point_options(annotate)
@@ -877,33 +970,16 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(run=_evaluate)
 
     deid = sub.add_parser("deid", help="write de-identified notes (tags, masks or consistent surrogates) and an audit")
-    deid.add_argument("in_dir", metavar="IN", help="a folder of notes (or of FHIR resources: --input-format fhir), a "
-                                                   "table file (.csv, .tsv, .parquet, .jsonl with --id-col/--text-col) "
-                                                   "or a database URL (with --query or --table)")
-    deid.add_argument("out_dir", metavar="OUT", help="a folder, or a database URL (with --output-table)")
+    _add_in_out(deid)
     _add_deid_options(deid)
     patients = deid.add_mutually_exclusive_group()
     patients.add_argument("--patient-map", type=Path, help="CSV (note, patient) or JSON {note: patient}")
     patients.add_argument("--patient-pattern", help="regex over note names; group 'patient' (or 1) is the patient id")
-    patients.add_argument("--patient-col", help="tables: the column holding each note's patient id")
-    table = deid.add_argument_group("tables and databases")
-    table.add_argument("--id-col", default="note_id", help="note id column (default note_id)")
-    table.add_argument("--text-col", default="text", help="note text column (default text)")
-    table.add_argument("--keep-cols", help="comma-separated columns copied to the output as they are (other "
-                                            "columns are left out: they may hold PHI)")
-    table.add_argument("--delimiter", help="csv/tsv: the field delimiter (default , for csv, tab for tsv)")
+    table = _add_table_options(deid, patients)
     table.add_argument("--format", choices=TABLE_FILE_FORMATS,
                        help="output table format (default: the input's; csv for a database input)")
     table.add_argument("--spans", action="store_true", help="also write each note's PHI spans (JSON, input offsets)")
     table.add_argument("--audit", action="store_true", help="also write each note's replacements (JSON, no original values)")
-    table.add_argument("--part-rows", type=int, help="rows per part: the unit of output files and of resuming "
-                                                     "(default 1000)")
-    source = table.add_mutually_exclusive_group()
-    source.add_argument("--query", help="database input: the SELECT giving the notes")
-    source.add_argument("--table", help="database input: the table holding the notes")
-    table.add_argument("--output-table", help="database output: the table to write (created if missing)")
-    table.add_argument("--password-file", type=Path,
-                       help=f"database password: first line of this file (else ${PASSWORD_ENV}, or libpq's own)")
     deid.add_argument("--audit-format", choices=AUDIT_FORMATS, default="jsonl")
     deid.add_argument("--mapping-dir", type=Path,
                       help="also write original -> replacement files here (PHI! owner-only, outside OUT_DIR)")
@@ -914,12 +990,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "without that file")
     deid.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     _add_batch_options(deid)
-    deid.add_argument("--input-format", choices=(*INPUT_FORMATS, *TABLE_FILE_FORMATS, FHIR_FORMAT), default="auto",
-                      help=f"auto (default): a folder's note format from its files, a table file's from its extension. "
-                           f"Notes: {', '.join(FORMATS)}; table files: {', '.join(TABLE_FILE_FORMATS)}; "
-                           f"{FHIR_FORMAT}: a folder of FHIR R4 Bundles (.json) and Bulk Data NDJSON (.ndjson) of "
-                           "DocumentReference and DiagnosticReport resources, written back as resources "
-                           "(pip install 'hybriddeid[fhir]')")
+    _add_input_format(deid, fhir=True)
     deid.add_argument("--overwrite", action="store_true", help="redo notes whose outputs exist")
     _add_operating_point_options(deid)
     deid.set_defaults(run=_deid)

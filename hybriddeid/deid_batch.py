@@ -18,7 +18,6 @@ says so once.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from hybriddeid.batch import (BatchResult, Interrupted, Limits, check_folders, c
 from hybriddeid.document import Document
 from hybriddeid.io import (InputError, Inputs, atomic_write_text, output_path, read_document, remove_temp_files,
                            scan_inputs, write_documents)
-from hybriddeid.io._common import changed_settings, fit_file_name, name_problem
+from hybriddeid.io._common import changed_settings, fit_file_name, name_problem, settings_digest
 from hybriddeid.processing import NoteSettings, ProcessedNote, load_model, process_notes
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
@@ -213,8 +212,7 @@ class DeidProcessor:
         settings, so that a resumed run redoes any output made with another key or other settings, even
         when ``run.json`` was lost (computed once; ``is_done`` asks for every note)."""
         settings = self.settings()
-        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:16]
-        return {"key_fingerprint": settings["key_fingerprint"] or "none", "settings": digest}
+        return {"key_fingerprint": settings["key_fingerprint"] or "none", "settings": settings_digest(settings)}
 
     def settings(self) -> dict[str, Any]:
         """What makes the output what it is (recorded in run.json; the key only as a fingerprint)."""

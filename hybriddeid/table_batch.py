@@ -1,7 +1,8 @@
-"""``hybriddeid deid`` over a table of notes (CSV, TSV, Parquet, JSON Lines) or a database table or
-query, on top of ``batch.run_batch``: the same lock, stop signals, worker processes, limits and resume as
-a folder run, and each note through ``processing.process_notes`` (``DeidProcessor.deidentified``), so a
-note's de-identified text is byte-identical to what a folder run writes for it.
+"""``hybriddeid deid`` and ``annotate`` over a table of notes (CSV, TSV, Parquet, JSON Lines) or a database
+table or query, on top of ``batch.run_batch``: the same lock, stop signals, worker processes, limits and
+resume as a folder run, and each note through ``processing.process_notes`` (``DeidProcessor.deidentified``
+for ``deid``, as ``AnnotateProcessor`` calls it for ``annotate``), so a note's de-identified text, or its
+spans, are byte-identical to what a folder run writes for it.
 
 The table is read in *parts* of ``part_rows`` rows (``hybriddeid.io.tables``, ``hybriddeid.io.sql``);
 each part is one input of the batch run (a pseudo-file named ``part-00000``...). Planning reads the
@@ -9,7 +10,9 @@ table once; parts whose text does not fit the batch runner's budget are read aga
 the run holds a bounded amount of note text (ids are kept, a few dozen bytes a note). A patient's
 notes are de-identified together: parts sharing a patient run as one unit.
 
-Outputs, in the input's format (or ``--format``):
+Outputs, in the input's format (or ``--format``); ``deid`` writes the rows read with their text
+de-identified (``TableDeidProcessor``), ``annotate`` the rows read less their text, with each note's
+spans in ``phi_spans`` (``TableAnnotateProcessor``):
 
 * a folder: ``part-00000.csv``... (the same part numbers as the input's; each written atomically), and
   ``_hybriddeid/`` with ``run.json`` (the settings), ``parts/part-00000.json`` (the ids each finished part
@@ -29,14 +32,16 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from hybriddeid.batch import BatchResult, Interrupted, Limits, check_writable, output_lock, run_batch, stop_on_signals
+from hybriddeid.batch import (AnnotateProcessor, BatchResult, Interrupted, Limits, check_writable, output_lock,
+                              run_batch, stop_on_signals)
 from hybriddeid.deid_batch import DeidProcessor, check_out_dir
-from hybriddeid.document import Document
+from hybriddeid.document import Document, Span
 from hybriddeid.io import InputError, atomic_write_text, remove_temp_files
-from hybriddeid.io._common import atomic_write_bytes
+from hybriddeid.io._common import atomic_write_bytes, settings_digest
 from hybriddeid.io.sql import SqlSink, SqlTable
 from hybriddeid.io.tables import (AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, Columns, Row, TableSource,
                                   render_table)
@@ -102,6 +107,8 @@ class TableInputs:
         note_id, text = values.get(self.columns.id), values.get(self.columns.text)
         if note_id is None or note_id == "":
             return InputError(row, f"no id (column {self.columns.id!r} is empty)")
+        if not _is_key(note_id):
+            return InputError(row, f"its id (column {self.columns.id!r}) is {_kind(note_id)}, not text or a number")
         if not isinstance(text, str):
             return InputError(row, f"no text (column {self.columns.text!r} is {'empty' if text is None else 'not text'})")
         try:
@@ -113,8 +120,22 @@ class TableInputs:
             patient = values.get(self.columns.patient)
             if patient is None or patient == "":
                 return InputError(row, f"no patient (column {self.columns.patient!r} is empty)")
+            if not _is_key(patient):
+                return InputError(row, f"its patient (column {self.columns.patient!r}) is {_kind(patient)}, not text "
+                                       "or a number")
             meta["patient"] = str(patient)
         return Document(str(note_id), text, (), meta)
+
+
+def _is_key(value: Any) -> bool:
+    """Whether a note's id or patient can name it: text or a number (a list, an object or a boolean cannot)."""
+    return not isinstance(value, (bool, list, tuple, dict, bytes, bytearray))
+
+
+def _kind(value: Any) -> str:
+    """What a value is, told without the value: "a list", "an object", "true or false", "bytes"."""
+    return ("true or false" if isinstance(value, bool) else "an object" if isinstance(value, dict)
+            else "bytes" if isinstance(value, (bytes, bytearray)) else "a list")
 
 
 @dataclass
@@ -159,8 +180,54 @@ class FolderSink:
         atomic_write_text(self.manifest(part), json.dumps(entry) + "\n")
 
 
+def spans_json(spans: Sequence[Span]) -> str:
+    """A note's spans as the ``phi_spans`` column holds them: offsets in the input text, label, source and
+    score, never the text they cover."""
+    return json.dumps([{"start": s.start, "end": s.end, "label": s.label, "source": s.source, "score": s.score}
+                       for s in spans], ensure_ascii=False)
+
+
+class TableProcessor:
+    """What table runs share, as a ``BatchProcessor``: finished ids from the sink, each unit's rows written
+    to it (a folder's parts with their manifests, or one database transaction). A subclass says what a
+    unit's rows are (``rows``), what makes them what they are (``settings``, ``run_record``) and how units
+    are formed (``unit_key``); it has the fields ``columns`` and ``sink``."""
+
+    columns: Columns
+    sink: "FolderSink | SqlSink"
+    _done: set[str] | None = None
+
+    @property
+    def run_record(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def settings(self) -> dict[str, Any]:
+        """What makes the output what it is (recorded in ``run.json`` or the database's runs table)."""
+        raise NotImplementedError
+
+    def rows(self, docs: Sequence[Document]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
+        if self._done is None:  # read once, when planning
+            self._done = (self.sink.done(self.run_record) if isinstance(self.sink, FolderSink)
+                          else self.sink.done())
+        return doc.name in self._done
+
+    def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
+        rows = self.rows(docs)
+        if isinstance(self.sink, SqlSink):
+            self.sink.write(rows)  # the unit in one transaction
+            return
+        parts: dict[str, list[dict[str, Any]]] = {}
+        for doc, row in zip(docs, rows):
+            parts.setdefault(str(doc.meta["part"]), []).append(row)
+        for part, part_rows in sorted(parts.items()):
+            self.sink.write(part, part_rows, self.run_record)
+
+
 @dataclass
-class TableDeidProcessor:
+class TableDeidProcessor(TableProcessor):
     """De-identifies a table's notes (a ``BatchProcessor``): ``deid`` says how (model, options, patients
     by pattern or map when the table has no patient column), ``sink`` takes each unit's rows."""
 
@@ -174,6 +241,13 @@ class TableDeidProcessor:
     def setup(self) -> None:
         self.deid.setup()
 
+    @property
+    def run_record(self) -> dict[str, str]:
+        return self.deid.run_record
+
+    def settings(self) -> dict[str, Any]:
+        return self.deid.settings()
+
     def patient(self, doc: Document) -> str:
         if "patient" in doc.meta:
             return str(doc.meta["patient"])
@@ -181,12 +255,6 @@ class TableDeidProcessor:
 
     def unit_key(self, path: Path, doc: Document) -> str:
         return self.patient(doc)
-
-    def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
-        if self._done is None:  # read once, when planning
-            self._done = (self.sink.done(self.deid.run_record) if isinstance(self.sink, FolderSink)
-                          else self.sink.done())
-        return doc.name in self._done
 
     def rows(self, docs: Sequence[Document]) -> list[dict[str, Any]]:
         """The output rows of ``docs``: the values read, the text de-identified, spans and audit as JSON."""
@@ -197,23 +265,45 @@ class TableDeidProcessor:
             row = dict(doc.meta["values"])
             row[self.columns.text] = result.text
             if self.spans:
-                row[SPANS_COLUMN] = json.dumps([{"start": s.start, "end": s.end, "label": s.label, "source": s.source,
-                                                 "score": s.score} for s in found.spans], ensure_ascii=False)
+                row[SPANS_COLUMN] = spans_json(found.spans)
             if self.audit:
                 row[AUDIT_COLUMN] = json.dumps([r.to_dict() for r in result.replacements], ensure_ascii=False)
             rows.append(row)
         return rows
 
-    def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
-        rows = self.rows(docs)
-        if isinstance(self.sink, SqlSink):
-            self.sink.write(rows)  # the unit in one transaction
-            return
-        parts: dict[str, list[dict[str, Any]]] = {}
-        for doc, row in zip(docs, rows):
-            parts.setdefault(str(doc.meta["part"]), []).append(row)
-        for part, part_rows in sorted(parts.items()):
-            self.sink.write(part, part_rows, self.deid.run_record)
+
+@dataclass
+class TableAnnotateProcessor(TableProcessor):
+    """Finds the PHI spans of a table's notes (a ``BatchProcessor``): ``annotate`` says how (model, PHI set,
+    threshold), as for a folder; each output row holds the values read but the text, and ``phi_spans``.
+    A part is a unit: notes are annotated each on its own, as ``annotate`` does a folder's, so a note's
+    spans do not depend on the part, the patient or the other notes."""
+
+    annotate: AnnotateProcessor
+    columns: Columns
+    sink: FolderSink | SqlSink
+    _done: set[str] | None = field(default=None, repr=False)
+
+    def setup(self) -> None:
+        self.annotate.setup()
+
+    def unit_key(self, path: Path, doc: Document) -> str:
+        return str(path)
+
+    def settings(self) -> dict[str, Any]:
+        model = self.annotate.model
+        return {"run": "annotate", "spans": f"model {model}", "phi_set": self.annotate.settings.phi_set,
+                "phi_threshold": self.annotate.settings.threshold}
+
+    @cached_property
+    def run_record(self) -> dict[str, str]:
+        """A digest of the settings, kept in each finished part's manifest: a part made otherwise is redone."""
+        return {"settings": settings_digest(self.settings())}
+
+    def rows(self, docs: Sequence[Document]) -> list[dict[str, Any]]:
+        """The output rows of ``docs``: the values read (the sink writes the columns it has) and the spans."""
+        found = self.annotate.annotated(docs)
+        return [{**doc.meta["values"], SPANS_COLUMN: spans_json(note.spans)} for doc, note in zip(docs, found)]
 
 
 def state_folder(sink: SqlSink) -> Path:
@@ -240,9 +330,10 @@ class TableResult:
         return f"{self.written} notes written, {self.skipped} already done, {self.failed} failed"
 
 
-def run_table_deid(inputs: TableInputs, processor: TableDeidProcessor, overwrite: bool = False,
-                   progress: bool = True, jobs: int = 1, limits: Limits = Limits()) -> TableResult:
-    """De-identify a table into ``processor.sink`` through ``run_batch``; returns the tally in notes.
+def run_table(inputs: TableInputs, processor: TableProcessor, overwrite: bool = False, progress: bool = True,
+              jobs: int = 1, limits: Limits = Limits()) -> TableResult:
+    """De-identify or annotate a table (``processor``) into ``processor.sink`` through ``run_batch``; returns
+    the tally in notes.
 
     The output's lock is held for the whole run; settings are recorded (``_hybriddeid/run.json``, or
     the database's ``hybriddeid_runs`` table) and a run with other settings is refused unless
@@ -254,7 +345,7 @@ def run_table_deid(inputs: TableInputs, processor: TableDeidProcessor, overwrite
     with contextlib.ExitStack() as held:
         held.enter_context(output_lock(out_dir))
         held.enter_context(stop_on_signals())
-        settings = {**processor.deid.settings(), "table_columns": list(sink.columns),
+        settings = {**processor.settings(), "table_columns": list(sink.columns),
                     "part_rows": getattr(inputs.source, "part_rows", None)}
         if isinstance(sink, FolderSink):
             state = out_dir / STATE_DIR
@@ -276,7 +367,7 @@ def run_table_deid(inputs: TableInputs, processor: TableDeidProcessor, overwrite
         return _tally(inputs, result, sink)
 
 
-def _sample_row(inputs: TableInputs, processor: TableDeidProcessor) -> dict[str, Any]:
+def _sample_row(inputs: TableInputs, processor: TableProcessor) -> dict[str, Any]:
     """An output row's worth of values to type a new database table by: the first readable row's."""
     for _, rows in inputs.source.scan():
         for _, values in rows if not isinstance(rows, InputError) else ():

@@ -3,65 +3,26 @@ a 5-column Parquet file, a JSON Lines table, SQLite and a real PostgreSQL server
 byte-identical de-identified text a folder run gives it; bad rows are reported by row number and the
 others go on; ``kill -9`` mid-run then the same command gives the uninterrupted run's output.
 
-PostgreSQL: ``HYBRIDDEID_TEST_POSTGRES_URL`` (password in ``HYBRIDDEID_DB_PASSWORD``) names a server to
-use; otherwise the tests start a private one with the installed server binaries (``.ci/run`` installs
-Debian's ``postgresql``) and skip, saying why, only where none can be started.
+PostgreSQL: as ``table_notes.postgres`` finds or starts it (skipped, saying why, only where none can be had).
 """
 from __future__ import annotations
 
 import csv
 import json
-import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from cli_runs import FAST_CLI, TEMP, files, kill_9_after, run, slow_cli
-from pg_server import NoServer, private_server
+from cli_runs import FAST_CLI, files, kill_9_after, run, slow_cli
+from table_notes import (NOTES, PHI_STRINGS, kill_9_then_resume, note_rows, pg_count, pg_load,
+                         pg_rows, postgres, table_rows, write_csv, write_folder, write_sqlite)  # noqa: F401 - postgres: a fixture
 from hybriddeid.cli import main
 from hybriddeid.io.tables import read_table
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 sqlalchemy = pytest.importorskip("sqlalchemy")
-
-NOTES = 30
-FIRST = ["Quorvendale", "Ambrith", "Teodric", "Marisol", "Kestrel", "Oswin"]
-LAST = ["Zibbinshaw", "Pellworth", "Andravi", "Okonkwo", "Lindqvist"]
-PHI_STRINGS = ["Quorvendale", "Zibbinshaw", "Pellworth", "4417920"]
-
-
-def note_rows() -> list[dict]:
-    """30 notes of 10 patients: three contiguous notes each, but patient pt00's third note is the last row
-    (so its parts run as one unit). Texts hold quoted commas, doubled quotes, tabs, \\r\\n and \\n line
-    breaks, a blank line and accents: what a careless export would mangle."""
-    rows = []
-    for i in range(NOTES):
-        patient = "pt00" if i == NOTES - 1 else f"pt{min(i, NOTES - 2) // 3:02d}"
-        name = f"{FIRST[i % 6]} {LAST[i % 5]}"
-        text = (f"Patient {name} was seen on {1 + i % 12:02d}/{1 + i % 28:02d}/2023 by Dr. {LAST[(i + 2) % 5]}.\r\n"
-                f"MRN {4417920 + 37 * i}, phone (617) 555-{1000 + i:04d}.\n\n"
-                f"She said \"I feel fine\",\tthen left; lives in Boston, MA. Café visit.\n")
-        rows.append({"note_id": f"n{i:03d}", "patient": patient, "text": text, "author": f"Dr. {LAST[i % 5]}",
-                     "ward": f"W{i % 4}", "visit": i})
-    return rows
-
-
-def write_csv(path: Path, rows: list[dict], delimiter: str = ",") -> Path:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, ["note_id", "patient", "text", "author", "ward"], delimiter=delimiter,
-                                extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-def write_sqlite(path: Path, rows: list[dict], table: str = "notes") -> str:
-    with sqlite3.connect(path) as conn:
-        conn.execute(f"CREATE TABLE {table} (note_id TEXT PRIMARY KEY, patient TEXT, text TEXT, author TEXT, ward TEXT)")
-        conn.executemany(f"INSERT INTO {table} VALUES (:note_id, :patient, :text, :author, :ward)", rows)
-    return f"sqlite:///{path}"
 
 
 def deid(*args: str) -> int:
@@ -73,10 +34,7 @@ def setting(tmp_path_factory) -> dict:
     """The notes, a key, and the folder run they are compared with (patients from a patient map)."""
     root = tmp_path_factory.mktemp("tables")
     rows = note_rows()
-    folder = root / "folder"
-    folder.mkdir()
-    for row in rows:
-        (folder / f"{row['note_id']}.txt").write_bytes(row["text"].encode("utf-8"))
+    folder = write_folder(root / "folder", rows)
     patient_map = root / "patients.csv"
     patient_map.write_text("note,patient\n" + "".join(f"{r['note_id']},{r['patient']}\n" for r in rows), encoding="utf-8")
     key = root / "deid.key"
@@ -89,9 +47,7 @@ def setting(tmp_path_factory) -> dict:
 
 
 def table_texts(out: Path, fmt: str, id_col: str = "note_id", text_col: str = "text") -> dict[str, str]:
-    rows = [row for part in sorted(out.glob(f"part-*{'.jsonl' if fmt == 'jsonl-table' else '.' + fmt}"))
-            for row in read_table(part, fmt)]
-    return {str(row[id_col]): row[text_col] for row in rows}
+    return {str(row[id_col]): row[text_col] for row in table_rows(out, fmt)}
 
 
 def test_csv_with_quoted_line_breaks_gives_the_folder_runs_text(setting, tmp_path, caplog):
@@ -215,57 +171,12 @@ def test_a_csv_without_a_header_row_is_refused_without_quoting_its_first_note(tm
 
 def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
     table = write_csv(tmp_path / "notes.csv", setting["rows"])
-    options = ["deid", "--model", "en", *setting["options"], "--patient-col", "patient", "--part-rows", "3",
-               "--jobs", "2", str(table)]
-    reference = run(FAST_CLI, [*options, str(tmp_path / "reference")], tmp_path)
-    assert reference.wait(timeout=300) == 0, reference.stderr.read()
-    out = tmp_path / "out"
-    kill_9_after(slow_cli(0.3), [*options, str(out)], tmp_path, lambda: len(list(out.glob("part-*.csv"))), 3)
-    assert 3 <= len(list(out.glob("part-*.csv"))) < 10
-    resumed = run(FAST_CLI, [*options, str(out)], tmp_path)
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
-    got, want = files(out), files(tmp_path / "reference")
-    summary = json.loads(got.pop("_hybriddeid/summary.json"))
-    want.pop("_hybriddeid/summary.json")
-    assert 0 < summary["notes"]["skipped"] < NOTES and summary["notes"]["failed"] == 0
-    assert got == want
-    assert not [p for p in out.rglob("*") if TEMP.fullmatch(p.name)]
+    out = kill_9_then_resume(["deid", "--model", "en", *setting["options"], "--patient-col", "patient",
+                              "--part-rows", "3", "--jobs", "2", str(table)], tmp_path)
+    assert table_texts(out, "csv") == setting["expected"]
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def postgres() -> tuple[str, str]:
-    """(URL without password, password) of a PostgreSQL server: the one ``HYBRIDDEID_TEST_POSTGRES_URL``
-    names, else a private one started here (``pg_server``)."""
-    pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg: pip install 'hybriddeid[sql]'")
-    given = os.environ.get("HYBRIDDEID_TEST_POSTGRES_URL")
-    if given:
-        yield given, os.environ.get("HYBRIDDEID_DB_PASSWORD", "")
-        return
-    try:
-        with private_server() as server:
-            yield server
-    except NoServer as exc:
-        pytest.skip(f"{exc} (or set HYBRIDDEID_TEST_POSTGRES_URL)")
-
-
-def pg_rows(url: str, password: str, query: str) -> list[tuple]:
-    import psycopg
-
-    with psycopg.connect(url, password=password) as conn:
-        return [tuple(row) for row in conn.execute(query)]
-
-
-def pg_load(url: str, password: str, table: str, rows: list[dict]) -> None:
-    import psycopg
-
-    with psycopg.connect(url, password=password) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-        conn.execute(f"CREATE TABLE {table} (note_id TEXT PRIMARY KEY, patient TEXT, text TEXT, author TEXT)")
-        with conn.cursor() as cur:
-            cur.executemany(f"INSERT INTO {table} VALUES (%(note_id)s, %(patient)s, %(text)s, %(author)s)", rows)
-
-
 def test_postgresql_gives_the_folder_runs_text_with_the_password_from_a_file(setting, postgres, tmp_path, monkeypatch):
     url, password = postgres
     pg_load(url, password, "notes_a", setting["rows"])
@@ -299,13 +210,7 @@ def test_postgresql_kill_9_then_resume_gives_the_uninterrupted_table(setting, po
     reference = run(FAST_CLI, options("notes_k_reference"), tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
 
-    def written() -> int:
-        try:
-            return pg_rows(url, password, "SELECT count(*) FROM notes_k_out")[0][0]
-        except Exception:  # noqa: BLE001 - the table is not created yet
-            return 0
-
-    kill_9_after(slow_cli(0.3), options("notes_k_out"), tmp_path, written, 6)
+    kill_9_after(slow_cli(0.3), options("notes_k_out"), tmp_path, lambda: pg_count(url, password, "notes_k_out"), 6)
     kept = pg_rows(url, password, "SELECT patient, count(*) FROM notes_k_out GROUP BY patient")
     patients = {}
     for row in setting["rows"]:

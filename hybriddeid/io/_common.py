@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import json
 import logging
 import os
 import re
@@ -264,6 +265,12 @@ def make_document(path: Path, name: str, text: str, spans: list[tuple[str, Span]
     """The ``Document`` once overlapping gold spans have been resolved (``resolve_overlaps``)."""
     spans = resolve_overlaps(path, spans)
     return Document(name, text, tuple(span for _, span in spans), dict(meta))
+
+
+def settings_digest(settings: Mapping[str, Any]) -> str:
+    """A short digest of a run's settings, recorded beside each output so that a resumed run redoes outputs
+    made with other settings even when the run's settings file was lost."""
+    return hashlib.sha256(json.dumps(dict(settings), sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
 def changed_settings(previous: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:

@@ -30,7 +30,7 @@ TABLE_FILE_FORMATS = ("csv", "tsv", "parquet", "jsonl-table")
 _SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".jsonl": "jsonl-table",
              ".ndjson": "jsonl-table"}
 OUTPUT_SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "parquet": ".parquet", "jsonl-table": ".jsonl"}
-SPANS_COLUMN = "phi_spans"  # added on request: the PHI spans (input offsets), as JSON
+SPANS_COLUMN = "phi_spans"  # the PHI spans (input offsets), as JSON: deid --spans, always by annotate
 AUDIT_COLUMN = "audit"  # added on request: the replacements (no original values), as JSON
 DEFAULT_PART_ROWS = 1000
 
@@ -60,10 +60,12 @@ class Columns:
         """Every column the run reads, each once, in output order."""
         return list(dict.fromkeys([self.id, *([self.patient] if self.patient else []), self.text, *self.keep]))
 
-    def output(self, spans: bool = False, audit: bool = False) -> list[str]:
-        """The output table's columns: those read (the text column holding the de-identified text), then
-        the spans and audit columns when asked for."""
-        return [*self.read, *([SPANS_COLUMN] if spans else []), *([AUDIT_COLUMN] if audit else [])]
+    def output(self, spans: bool = False, audit: bool = False, text: bool = True) -> list[str]:
+        """The output table's columns: those read (the text column holding the de-identified text; left out
+        unless ``text`` or named in ``keep``: ``annotate`` writes spans, not text), then the spans and audit
+        columns when asked for."""
+        read = [name for name in self.read if text or name != self.text or name in self.keep]
+        return [*read, *([SPANS_COLUMN] if spans else []), *([AUDIT_COLUMN] if audit else [])]
 
     def check(self, where: str | Path, available: Sequence[str], shown: bool = True) -> None:
         """An ``InputError`` naming ``where`` when a needed column is not among ``available``, which it
