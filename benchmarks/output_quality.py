@@ -151,11 +151,6 @@ def surrogate_forms(docs: Sequence[Document], language: str) -> dict:
             "form_examples": {kind: examples[kind] for kind in sorted(examples)}}
 
 
-def flattened(doc: Document) -> Document:
-    """The note on one line: each line break character a space, so spans keep their offsets."""
-    return Document(doc.name, doc.text.replace("\r", " ").replace("\n", " "), doc.spans, doc.meta)
-
-
 def output_region(replacements: Sequence, start: int, end: int) -> tuple[int, int]:
     """Where input characters [start, end) stand in the output, through the audit's replacements (a
     replacement that holds either end is taken whole)."""
@@ -193,7 +188,7 @@ def model_run(pipeline: Pipeline, gold: Sequence[Document], language: str) -> di
     """Binary token recall with and without line breaks, and PHI left verbatim after surrogate mode."""
     settings = NoteSettings(deid=DeidOptions(mode="surrogate", language=language, key=KEY))
     processed = [process_notes(pipeline, [doc], settings)[0] for doc in gold]  # each note its own patient
-    flat_gold = [flattened(doc) for doc in gold]
+    flat_gold = [doc.flattened() for doc in gold]
     flat_found = [process_notes(pipeline, [doc])[0].document for doc in flat_gold]
     recall = evaluate(gold, [note.document for note in processed]).score("binary_token").recall
     flat_recall = evaluate(flat_gold, flat_found).score("binary_token").recall

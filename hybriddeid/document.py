@@ -71,5 +71,10 @@ class Document:
         """A copy of this document holding ``spans`` instead of its own."""
         return Document(self.name, self.text, tuple(spans), self.meta)
 
+    def flattened(self) -> "Document":
+        """This note on one line, each line-break character a space, so spans keep their offsets:
+        a note as a careless CSV or database export leaves it."""
+        return Document(self.name, self.text.replace("\r", " ").replace("\n", " "), self.spans, self.meta)
+
     def span_text(self, span: Span) -> str:
         return self.text[span.start:span.end]

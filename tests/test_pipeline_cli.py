@@ -139,6 +139,24 @@ def test_config_rejects_a_focus_that_cannot_work():
     assert build_config({"pipeline": {"focus": {"char": "token"}}})["pipeline"]["focus"] == {"char": "token"}
 
 
+def test_flattened_copies_are_a_stable_share_of_the_notes_with_line_breaks():
+    from hybriddeid.pipeline import flattened_copies
+
+    notes = [Document(f"note-{i}", f"Seen by\nDr. Ames on 3/{i % 28 + 1}/2020.\r\nPlan: rest.", (Span(12, 16, "DOCTOR"),))
+             for i in range(400)] + [Document("one-line", "Dr. Ames", (Span(4, 8, "DOCTOR"),))]
+    assert flattened_copies(notes, 0.0) == []
+    assert len(flattened_copies(notes, 1.0)) == 400  # the one-line note has nothing to flatten
+    copies = flattened_copies(notes, 0.15)
+    assert 30 <= len(copies) <= 90
+    assert [c.name for c in flattened_copies(notes[::-1], 0.15)] == [c.name for c in copies][::-1]  # by name, not order
+    for copy in copies:
+        original = next(n for n in notes if n.name + "#flat" == copy.name)
+        assert "\n" not in copy.text and "\r" not in copy.text and len(copy.text) == len(original.text)
+        assert copy.spans == original.spans and copy.span_text(copy.spans[0]) == "Ames"
+    with pytest.raises(ConfigError, match="flattened_copies"):
+        build_config({"pipeline": {"flattened_copies": 1.5}})
+
+
 def test_precedence_ablation_changes_the_winner(trained):
     doc = make_corpus()[7]
     only_token = trained.predict(doc, precedence=["token", "char", "rule"])
