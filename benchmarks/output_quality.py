@@ -7,8 +7,8 @@ On generated English test-mix notes (and MEDDOCAN dev for Spanish, when ``../sha
   original's written form (``written_form`` below);
 - **the bundled model, surrogate mode**: PHI strings of 4+ characters (sex words excluded) still in
   the output verbatim, as a share of gold spans;
-- **layout**: binary token recall of the same notes with their line breaks and flattened to one
-  line (each line break a space, so offsets stay), and the gap in points;
+- **layout**: binary token recall (and precision) of the same notes with their line breaks and
+  flattened to one line (each line break a space, so offsets stay), and the recall gap in points;
 - **names across a patient's notes**: probe pairs in which a first name stands alone in a second
   note of the patient whose full name the first note gives; the share replaced;
 - **neighbours**: probe notes that give one name beside varied dates and numbers; the share of
@@ -190,10 +190,12 @@ def model_run(pipeline: Pipeline, gold: Sequence[Document], language: str) -> di
     processed = [process_notes(pipeline, [doc], settings)[0] for doc in gold]  # each note its own patient
     flat_gold = [doc.flattened() for doc in gold]
     flat_found = [process_notes(pipeline, [doc])[0].document for doc in flat_gold]
-    recall = evaluate(gold, [note.document for note in processed]).score("binary_token").recall
-    flat_recall = evaluate(flat_gold, flat_found).score("binary_token").recall
+    as_written = evaluate(gold, [note.document for note in processed]).score("binary_token")
+    flat = evaluate(flat_gold, flat_found).score("binary_token")
+    recall, flat_recall = as_written.recall, flat.recall
     left, counted = verbatim_left(gold, [note.deid for note in processed])
     return {"binary_token_recall": recall, "flattened_binary_token_recall": flat_recall,
+            "binary_token_precision": as_written.precision, "flattened_binary_token_precision": flat.precision,
             "flattened_gap_points": 100 * (recall - flat_recall), "verbatim_left": sum(left.values()),
             "verbatim_left_by_label": dict(left.most_common()), "verbatim_counted": counted}
 
@@ -266,7 +268,8 @@ def print_part(title: str, forms: dict, model: dict | None) -> None:
         print(f"  {kind}: " + "; ".join(f"{a!r} -> {b!r}" for a, b in pairs))
     if model:
         print(f"\nbinary token recall {model['binary_token_recall']:.4f}, flattened "
-              f"{model['flattened_binary_token_recall']:.4f}: gap {model['flattened_gap_points']:.2f} points")
+              f"{model['flattened_binary_token_recall']:.4f}: gap {model['flattened_gap_points']:.2f} points; "
+              f"precision {model['binary_token_precision']:.4f}, flattened {model['flattened_binary_token_precision']:.4f}")
         print(f"PHI strings left verbatim after surrogate mode: {_share(model['verbatim_left'], model['verbatim_counted'])}"
               f" (by label: {model['verbatim_left_by_label']})")
 

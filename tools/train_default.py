@@ -3,7 +3,7 @@
 MEDDOCAN (Marimon et al., 2019) is distributed under CC-BY 4.0; the model's meta.json and the
 README carry the attribution that licence requires. Run from the repository root:
 
-    python tools/train_default.py [--corpus ../shared/corpora/meddocan] [--out hybriddeid/models/es]
+    python tools/train_default.py [--corpus ../shared/corpora/meddocan] [--out hybriddeid/models/es] [--flattened-copies 0.15]
 """
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ from hybriddeid.knowledge.build import ensure_clusters
 from hybriddeid.pipeline import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
+# Flattened copies of 15% of the notes: trained on MEDDOCAN train only and scored on dev flattened to
+# one line, the recipe without them tagged clinical text as streets (binary token precision 0.49;
+# strict F1 0.9134), with them 0.9926 (0.9663); dev as written, strict F1 0.9701 and 0.9699.
+FLATTENED_COPIES = 0.15
 ATTRIBUTION = {
     "corpus": "MEDDOCAN: Medical Document Anonymization corpus (train + dev splits)",
     "authors": "Marimon M., Gonzalez-Agirre A., Intxaurrondo A., et al. (Barcelona Supercomputing Center)",
@@ -33,9 +37,12 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpora" / "meddocan")
     parser.add_argument("--config", type=Path, default=ROOT / "benchmarks" / "meddocan.toml")
     parser.add_argument("--out", type=Path, default=ROOT / "hybriddeid" / "models" / "es")
+    parser.add_argument("--flattened-copies", type=float, default=FLATTENED_COPIES,
+                        help=f"share of the notes also learned flattened to one line (default {FLATTENED_COPIES})")
     args = parser.parse_args()
     folders = [args.corpus / "train" / "brat", args.corpus / "dev" / "brat"]
     config = load_config(args.config)
+    config["pipeline"]["flattened_copies"] = args.flattened_copies
     for folder in ensure_clusters(config, folders, config["pipeline"]["language"]):
         print(f"built word clusters from the train + dev text: {folder}")
     docs = [doc for folder in folders for doc in read_corpus(folder)]
