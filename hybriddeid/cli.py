@@ -1186,6 +1186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         done = f" ({stop.result.summary()})" if stop.result is not None else ""
         log.error("%s%s; the same command resumes the run", stop, done)
         return stop.exit_code
+    except BrokenPipeError:  # `hybriddeid evaluate ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
+        return 141  # as a shell reports a process ended by SIGPIPE
     except OSError as exc:  # a full disk, a read-only or vanished folder: the path and the cause, no traceback
         log.error("%s", describe_error(exc))
         return 2

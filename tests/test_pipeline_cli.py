@@ -209,3 +209,18 @@ def test_console_script_is_installed():
     assert exe is not None
     done = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True)
     assert done.stdout.startswith("hybriddeid ")
+
+
+def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path):
+    """`hybriddeid evaluate ... | head`: stdout closed before the report is written gives exit 141 and
+    nothing on stderr (no BrokenPipeError traceback, none at the interpreter's exit either)."""
+    import sys
+
+    gold = tmp_path / "gold"
+    write_document(Document("n1", "Seen by Dr. Ames today.", (Span(12, 16, "DOCTOR"),)), gold, "brat")
+    run = subprocess.Popen([sys.executable, "-m", "hybriddeid.cli", "evaluate", str(gold), str(gold)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run.stdout.close()  # the reader is gone before a line is written
+    stderr = run.stderr.read().decode()
+    assert run.wait(timeout=120) == 141
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "Exception ignored" not in stderr
