@@ -219,7 +219,7 @@ def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path):
     gold = tmp_path / "gold"
     write_document(Document("n1", "Seen by Dr. Ames today.", (Span(12, 16, "DOCTOR"),)), gold, "brat")
     run = subprocess.Popen([sys.executable, "-m", "hybriddeid.cli", "evaluate", str(gold), str(gold)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)  # the installed package
     run.stdout.close()  # the reader is gone before a line is written
     stderr = run.stderr.read().decode()
     assert run.wait(timeout=120) == 141
