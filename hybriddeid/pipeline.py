@@ -30,7 +30,7 @@ from hybriddeid.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
-from hybriddeid.classifiers.validators import ip_address_possible, numeric_date_possible
+from hybriddeid.classifiers.validators import ip_address_possible, measurement_piece, numeric_date_possible
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import unread_letters
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
@@ -84,7 +84,8 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # ventilator settings and pressure ranges; validators.numeric_date_possible), whichever
     # component found it: in nursing notes such spans were most false DATEs, and surrogate mode
     # would replace a clinical value with random numbers. An IPADDR span with no address shape
-    # ("7.45", a pH; validators.ip_address_possible) is dropped too.
+    # ("7.45", a pH; validators.ip_address_possible) is dropped too, and so is an ID or IPADDR that is a
+    # piece of a measurement series ("BP 114-17-49/52-67", "FS 178-224"; validators.measurement_piece).
     "drop_impossible_dates": True,
     # Operating point for recall (hybriddeid.operating_point): a CRF token or character whose
     # marginal P(O) is below this is PHI too, on top of the output above. None (not written to
@@ -457,7 +458,8 @@ class Pipeline:
         """The spans inside ``phi_set`` (default: the config's), read through the model's taxonomy; never
         one holding text of a script the model does not read (``languages.unread_letters``), where its
         features are meaningless (Arabic sentences were read as URLs), nor (``drop_impossible_dates``) a
-        DATE of numbers no date writing reads or an IPADDR with no address in it."""
+        DATE of numbers no date writing reads, an IPADDR with no address in it, or an ID or IPADDR
+        that is a piece of a series of measurements (``validators.measurement_piece``)."""
         phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
         # the runs of unread characters, found once: a search per span cost seconds on a long note's million spans
         runs = [match.span() for match in unread_letters(self.language).finditer(doc.text)]
@@ -472,6 +474,9 @@ class Pipeline:
             possible: dict[tuple[str, str], bool] = {}  # a long note repeats its surfaces many times
             kept = []
             for span in spans:
+                if (span.label == "IPADDR" or taxonomy.category(span.label) == "ID") and \
+                        measurement_piece(doc.text, span.start, span.end):
+                    continue
                 check = checks.get(span.label)
                 if check is not None:
                     surface = doc.text[span.start:span.end]

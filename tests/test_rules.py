@@ -784,3 +784,22 @@ def test_the_pipeline_drops_an_ip_address_with_no_address_shape():
     assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["10.0.12.7", "fe80::1:2"]
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
     assert len(pipeline.within_phi_set(doc, found)) == 3
+
+
+def test_the_pipeline_drops_identifiers_that_are_pieces_of_measurement_series():
+    """Nursing notes' blood gases and pressures read as IDs or addresses are dropped (surrogate mode
+    would rewrite the values); identifiers beside a slash or a word, and descending pairs, stay."""
+    from hybriddeid import Pipeline
+    from hybriddeid.document import Document, Span
+
+    pipeline = Pipeline.load("en")
+    text = "FS 178-224. abg 80/48/7.45.34.7. BP 114-17-49/52-67. MRN 1234567/ACCT 12345678/99 ref 224-178"
+    spans = {}
+    for surface, label in (("178-224", "ACCOUNT"), ("7.45.34.7", "IPADDR"), ("114-17-49", "MEDICALRECORD"),
+                           ("1234567", "MEDICALRECORD"), ("12345678", "ACCOUNT"), ("224-178", "IDNUM")):
+        start = text.index(surface)
+        spans[surface] = Span(start, start + len(surface), label, "token")
+    kept = [text[s.start:s.end] for s in pipeline.within_phi_set(Document("vitals", text), list(spans.values()))]
+    assert kept == ["1234567", "12345678", "224-178"]
+    pipeline.config["pipeline"]["drop_impossible_dates"] = False
+    assert len(pipeline.within_phi_set(Document("vitals", text), list(spans.values()))) == 6
