@@ -206,7 +206,7 @@ def test_keys_file_holds_salted_hashes_only(tmp_path, capsys):
     assert printed.startswith("hdk_")
     record, second = add_key(keys, "portal")
     stored = keys.read_text()
-    assert printed not in stored and second not in stored and printed.split("_")[2] not in stored
+    assert printed not in stored and second not in stored and printed.split("_", 2)[2] not in stored
     salts = [r.salt for r in read_keys(keys)]
     assert len(set(salts)) == 2 and all(len(salt) == 32 for salt in salts)
     assert keys.stat().st_mode & 0o077 == 0
