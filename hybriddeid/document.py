@@ -20,6 +20,12 @@ class Span:
     source: str = "gold"
     score: float = 1.0
 
+    def record(self) -> dict[str, Any]:
+        """The span as the JSON outputs write it (JSON Lines notes, ``phi_spans`` columns, Spark rows,
+        the review page): offsets, label, source and score, never the text it covers."""
+        return {"start": self.start, "end": self.end, "label": self.label, "source": self.source,
+                "score": float(self.score)}
+
     def __post_init__(self) -> None:
         if not (isinstance(self.start, int) and isinstance(self.end, int)):
             raise TypeError("span offsets must be integers")

@@ -471,11 +471,11 @@ class Pipeline:
             labels = {span.label for span in spans}
             checks = {label: numeric_date_possible for label in labels if taxonomy.category(label) == "DATE"}
             checks.update({label: ip_address_possible for label in labels if label == "IPADDR"})
+            identifiers = {label for label in labels if label == "IPADDR" or taxonomy.category(label) == "ID"}
             possible: dict[tuple[str, str], bool] = {}  # a long note repeats its surfaces many times
             kept = []
             for span in spans:
-                if (span.label == "IPADDR" or taxonomy.category(span.label) == "ID") and \
-                        measurement_piece(doc.text, span.start, span.end):
+                if span.label in identifiers and measurement_piece(doc.text, span.start, span.end):
                     continue
                 check = checks.get(span.label)
                 if check is not None:

@@ -130,8 +130,7 @@ class ReviewState:
 
 
 def _span_view(span: Span, status: str) -> dict[str, Any]:
-    return {"start": span.start, "end": span.end, "label": span.label, "source": span.source,
-            "score": span.score, "status": status}
+    return {**span.record(), "status": status}
 
 
 def _parse_spans(raw: Any, length: int, labels: Sequence[str]) -> list[Span]:

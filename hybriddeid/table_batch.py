@@ -183,8 +183,7 @@ class FolderSink:
 def spans_json(spans: Sequence[Span]) -> str:
     """A note's spans as the ``phi_spans`` column holds them: offsets in the input text, label, source and
     score, never the text they cover."""
-    return json.dumps([{"start": s.start, "end": s.end, "label": s.label, "source": s.source, "score": s.score}
-                       for s in spans], ensure_ascii=False)
+    return json.dumps([span.record() for span in spans], ensure_ascii=False)
 
 
 class TableProcessor:

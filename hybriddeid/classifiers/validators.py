@@ -134,10 +134,9 @@ def measurement_piece(text: str, start: int, end: int) -> bool:
     write vital signs and blood gases so; surrogate mode would rewrite the values. No identifier of
     4,990 in 2,000 generated notes has either shape."""
     surface = text[start:end]
-    if _SHORT_RANGE.fullmatch(surface):
-        low, high = (int(part) for part in surface.split("-"))
-        if low < high:
-            return True
+    pair = _SHORT_RANGE.fullmatch(surface)
+    if pair and int(pair[1]) < int(pair[2]):
+        return True
     if not _SHORT_GROUPS.fullmatch(surface):
         return False
     return bool(_SHORT_NUMBER_SLASH_BEFORE.search(text[max(0, start - 12):start])

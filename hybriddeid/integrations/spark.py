@@ -152,8 +152,7 @@ def _is_null(value: object) -> bool:
 
 
 def _span_records(spans: Iterable[Span]) -> list[dict[str, Any]]:
-    return [{"start": s.start, "end": s.end, "label": s.label, "source": s.source, "score": float(s.score)}
-            for s in spans]
+    return [span.record() for span in spans]
 
 
 def _spans_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Span, ...]:

@@ -93,8 +93,7 @@ def render_jsonl(docs: Sequence[Document]) -> dict[str, str]:
         record = {
             "name": record_name(doc.name),
             "text": doc.text,
-            "spans": [{"start": s.start, "end": s.end, "label": s.label, "source": s.source, "score": s.score}
-                      for s in doc.spans],
+            "spans": [span.record() for span in doc.spans],
             "meta": {key: value for key, value in doc.meta.items() if key not in PROVENANCE_KEYS},
         }
         try:

@@ -409,10 +409,11 @@ def generate_note(res: SynthResources, mix_name: str, rng: random.Random, name: 
         text, values = _case_safe_upper(text), [_case_safe_upper(v) for v in values]
     if rng.random() < float(mix["crlf_rate"]):
         text, spans = _crlf(text, spans)
+    doc = Document(name, text, tuple(spans), {"note_type": note_type, "mix": mix_name, "values": tuple(values)})
     # drawn last, so a mix without flattened notes draws as before: a note exported on one line
     if float(mix.get("flatten_rate", 0)) and rng.random() < float(mix["flatten_rate"]):
-        text = text.replace("\r", " ").replace("\n", " ")
-    return Document(name, text, tuple(spans), {"note_type": note_type, "mix": mix_name, "values": tuple(values)})
+        return doc.flattened()
+    return doc
 
 
 def _crlf(text: str, spans: list[Span]) -> tuple[str, list[Span]]:
