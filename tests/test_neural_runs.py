@@ -119,3 +119,33 @@ def test_a_tagging_failure_in_a_worker_is_told_in_words_without_note_text(traine
     assert problem.startswith("ComponentError: the neural tagger failed on cpu: ") and "shapes" in problem
     texts = [doc.text for doc in read_corpus(notes)]
     assert not any(word in problem for text in texts for word in text.split() if len(word) > 3)
+
+
+def test_a_failure_to_put_the_model_on_its_device_is_told_in_words(trained, tmp_path, monkeypatch):
+    """What CUDA says when it cannot start in a worker (here a stand-in for the driver's words) reaches
+    the report as a DeviceError, not as a bare "RuntimeError"."""
+    model, notes, _ = trained
+    pipeline = Pipeline.load(model)
+    tagger = pipeline.components["neural"]
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu.\nmore")
+
+    monkeypatch.setattr(tagger.model_, "to", refuse)
+    result = run_batch(notes, tmp_path / "out", AnnotateProcessor(model, "brat", pipeline=pipeline), jobs=2,
+                       progress=False)
+    assert len(result.failed) == NOTES and not result.written
+    assert {problem for _, problem in result.failed} == {
+        "DeviceError: the neural model could not be put on cpu: CUDA driver initialization failed, "
+        "you might not have a CUDA gpu."}
+
+
+def test_a_worker_lifts_its_address_space_cap_before_cuda_starts(tmp_path):
+    """The CUDA driver reserves more address space than --memory-limit-mb's cap (4 GB by default) and
+    fails to start under it (seen on an H200: every note of `annotate --device cuda` failed)."""
+    script = ("import resource; from hybriddeid.batch import limit_memory; "
+              "from hybriddeid.backends.neural.tagger import lift_address_space_cap; "
+              "limit_memory(4096); before = resource.getrlimit(resource.RLIMIT_AS); lift_address_space_cap(); "
+              "print(before[0] == 4096 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[0] == before[1])")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.stdout.split() == ["True", "True"], done.stderr[-2000:]

@@ -22,6 +22,7 @@ import logging
 import os
 import queue
 import random
+import resource
 import threading
 import time
 from collections import Counter
@@ -76,6 +77,17 @@ def resolve_device(name: str, strict: bool = True) -> torch.device:
                     "(--device chooses)", name, found)
         return torch.device("cpu")
     return device
+
+
+def lift_address_space_cap() -> None:
+    """Raise this process's address-space limit (``RLIMIT_AS``) to its hard limit before CUDA starts.
+    The CUDA driver reserves far more virtual address space than any per-worker memory cap of batch
+    runs and the service (``--memory-limit-mb``, 4 GB by default), and fails to start under one; such
+    workers therefore run without that cap (the GPU's own memory is bounded by the device)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != hard:
+        log.debug("address-space limit lifted for CUDA (%s -> %s bytes)", soft, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
 # The process whose torch last ran with several CPU threads. GNU OpenMP's thread pool does not
@@ -204,13 +216,18 @@ class NeuralTagger:
         pid = os.getpid()
         if getattr(self, "_ready_in", None) != pid:
             use_threads(self.settings.num_threads)
-            if self.device_.type == "cuda":
-                if torch.cuda._is_in_bad_fork():
-                    raise DeviceError("CUDA was started in the process this worker was forked from, and cannot be "
-                                      "used after a fork; load the model without tagging before the workers start")
-                if self.device_.index is not None:
-                    torch.cuda.set_device(self.device_.index)
-            self.model_.to(self.device_)
+            if self.device_.type == "cuda" and torch.cuda._is_in_bad_fork():
+                raise DeviceError("CUDA was started in the process this worker was forked from, and cannot be "
+                                  "used after a fork; load the model without tagging before the workers start")
+            try:
+                if self.device_.type == "cuda":
+                    lift_address_space_cap()
+                    if self.device_.index is not None:
+                        torch.cuda.set_device(self.device_.index)
+                self.model_.to(self.device_)
+            except RuntimeError as exc:  # torch's words (driver, memory): never note text
+                raise DeviceError(f"the neural model could not be put on {self.device_}: "
+                                  f"{(str(exc).strip().splitlines() or [''])[0][:300]}") from None
             self._ready_in = pid
         return self.device_
 
@@ -348,8 +365,9 @@ class NeuralTagger:
                 present = [i for i in indices if notes[i].words]
                 if not present:
                     continue
-                batch = Batch.collate([NoteTensors.of(self.vocabularies_.encode(notes[i])) for i in present], device)
+                encoded = [NoteTensors.of(self.vocabularies_.encode(notes[i])) for i in present]
                 try:
+                    batch = Batch.collate(encoded, device)
                     with self._autocast(device, training=False):
                         tagged = self.model_.tag(batch)
                 except RuntimeError as exc:  # torch's words (devices, memory, shapes): never note text
