@@ -141,6 +141,7 @@ class Lookup:
 
 UNKNOWN_KIND = "unknown"  # the lookup kind of words no word list of the language holds
 _WORD_BREAK = regex.compile(r"[\s'’-]+")
+_APOSTROPHES = regex.compile(r"['’]")
 
 
 def _in_kind(language: str, kind: str, key: str) -> bool:
@@ -149,7 +150,9 @@ def _in_kind(language: str, kind: str, key: str) -> bool:
     if kind == UNKNOWN_KIND:
         known = known_words(language)
         return not any(word in known for word in _WORD_BREAK.split(key) if word)
-    return key in dictionary_set(language, kind)
+    entries = dictionary_set(language, kind)
+    # Census surnames lost their apostrophes ("Obrien"): "o'brien" is looked up without them too.
+    return key in entries or (("'" in key or "’" in key) and _APOSTROPHES.sub("", key) in entries)
 
 
 @dataclass(frozen=True, eq=False)
