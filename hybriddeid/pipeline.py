@@ -7,6 +7,7 @@ does not match the code's feature names or whose files are missing. No pickles a
 from __future__ import annotations
 
 import bisect
+import contextlib
 import copy
 import hashlib
 import json
@@ -402,6 +403,16 @@ class Pipeline:
         spans passing it are left out of the focused one's stretches), else None."""
         outranks = focuser in order and (focused not in order or order.index(focuser) < order.index(focused))
         return float(self.config["pipeline"]["min_score"].get(focuser, 0.0)) if outranks else None
+
+    @contextlib.contextmanager
+    def cpu_only(self) -> Iterator[None]:
+        """Every component that has a device (the neural tagger) tags on the CPU inside the block:
+        for work done before forking workers that will use a GPU (see ``NeuralTagger.cpu_only``)."""
+        with contextlib.ExitStack() as stack:
+            for component in self.components.values():
+                if hasattr(component, "cpu_only"):
+                    stack.enter_context(component.cpu_only())
+            yield
 
     def threshold_for(self, threshold: float | None = None) -> float | None:
         """The P(O) threshold a call uses: ``threshold`` if given (0: none), else the config's

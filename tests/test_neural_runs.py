@@ -149,3 +149,22 @@ def test_a_worker_lifts_its_address_space_cap_before_cuda_starts(tmp_path):
               "print(before[0] == 4096 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[0] == before[1])")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.stdout.split() == ["True", "True"], done.stderr[-2000:]
+
+
+def test_the_service_warm_up_leaves_cuda_to_the_workers(trained):
+    """`serve` warms its pipeline up before forking workers; a neural model loaded for CUDA must
+    not start CUDA there (no forked worker could use it), so the warm-up note is tagged on the CPU."""
+    import gc
+
+    from hybriddeid.service.work import warm_up
+
+    model, _, _ = trained
+    pipeline = Pipeline.load(model)
+    tagger = pipeline.components["neural"]
+    tagger.device_ = torch.device("cuda")  # as `serve --device cuda` loads it on a GPU machine
+    try:
+        warm_up(pipeline)  # before: the model went to CUDA here (here, without CUDA: a DeviceError)
+    finally:
+        gc.unfreeze()
+    assert tagger.device_ == torch.device("cuda") and tagger._ready_in is None
+    assert next(tagger.model_.parameters()).device.type == "cpu"

@@ -95,9 +95,11 @@ def warm_up(pipeline: Any) -> None:
     the first request of each; then move every object alive (the model) out of the cycle collector's
     reach (``gc.freeze``). The model never becomes garbage in a server, but each full collection walked
     all of it: 80-110 ms, once every ~150 requests in a worker, the p99 of small notes; and its walk
-    wrote to every object, copying the forked workers' shared pages."""
-    process_notes(pipeline, [Document("warm-up", "Seen by Dr. Alder Quill on 03/04/2021 at Fenmoor Clinic, "
-                                                 "Boston MA 02115; call 617-555-0142.\n")])
+    wrote to every object, copying the forked workers' shared pages. A component on a GPU warms up on
+    the CPU: CUDA started here could not be used by the forked workers."""
+    with pipeline.cpu_only():  # CUDA, if a component uses it, starts in each worker, never here
+        process_notes(pipeline, [Document("warm-up", "Seen by Dr. Alder Quill on 03/04/2021 at Fenmoor Clinic, "
+                                                     "Boston MA 02115; call 617-555-0142.\n")])
     gc.collect()
     gc.freeze()
 

@@ -231,6 +231,19 @@ class NeuralTagger:
             self._ready_in = pid
         return self.device_
 
+    @contextlib.contextmanager
+    def cpu_only(self) -> Iterator[None]:
+        """Tag on the CPU inside the block, then on this tagger's device again, ready anew in the next
+        process that tags: a process that forks CUDA workers afterwards (the service, after its
+        warm-up note) must not start CUDA itself, or no worker could."""
+        device = self.device_
+        self.device_ = torch.device("cpu")
+        try:
+            yield
+        finally:
+            self.device_ = device
+            self._ready_in = None
+
     def _autocast(self, device: torch.device, training: bool) -> contextlib.AbstractContextManager:
         """Mixed precision on CUDA only (bfloat16 where supported): for training with
         ``mixed_precision``, for tagging only with ``tag_mixed_precision``; the CPU stays in float32."""
