@@ -450,3 +450,17 @@ def test_readme_claims_about_the_example_notes_hold():
     assert not {"Cardiology", "nephrology"} & set(found["discharge_summary"])  # specialties are not PHI
     cassettes = "Entirely submitted in two cassettes (A1-A2). B12 level normal. Sections B3-B5 and C1."
     assert pipeline.predict(cassettes) == []  # labels that only look like dates or IDs
+
+
+def test_a_hospital_surrogate_repeats_no_word_of_the_original():
+    """A surrogate that kept "Memorial" of "Sacred Heart Memorial" would read as the original's word
+    (PhysioNet's check counted it among the PHI left verbatim)."""
+    from hybriddeid.surrogates.generator import shares_a_word
+
+    names = ["Sacred Heart Memorial", "Harbor Hospital", "Union Memorial", "Mercywood General Hospital",
+             "Fenmoor Medical Center", "Oakvale Clinic", "Holy Cross Hospital", "Baltimore Memorial Hospital"]
+    doc = note("h1", " ; ".join(names) + "\n", [(name, "HOSPITAL") for name in names])
+    result = deidentify_document(doc, SURROGATE)
+    for rep in result.replacements:
+        original = doc.text[rep.start:rep.end]
+        assert not shares_a_word(rep.replacement, original), (original, rep.replacement)

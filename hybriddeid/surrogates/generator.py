@@ -55,6 +55,14 @@ def given_names(locale: str) -> tuple[frozenset[str], frozenset[str]]:
     return female, male
 
 
+_WORD = re.compile(r"[^\W\d_]{4,}")  # a word of four letters or more
+
+
+def shares_a_word(surrogate: str, value: str) -> bool:
+    """Whether ``surrogate`` repeats a word of four letters or more of ``value`` (compared folded)."""
+    return not set(_WORD.findall(fold(surrogate))).isdisjoint(_WORD.findall(fold(value)))
+
+
 def is_abbreviation(value: str) -> bool:
     """Two to five capital letters, dotted or not ("MA", "U.K.", "EE.UU."); undotted ones of four or
     five letters only with at most one vowel ("GBMC", "UCSF"), so all-capitals words ("COOK", "OHIO")
@@ -138,13 +146,18 @@ class Surrogates:
         self.faker.seed_instance(self.keyed.integer(self.scope, kind, fold(value), str(attempt)))
         return " ".join(make(self.faker).split())  # some locales' addresses end in a space
 
-    def _differing(self, kind: str, value: str, make: Callable[[Faker], str]) -> str:
-        """A Faker draw that differs from ``value`` (compared folded)."""
+    def _differing(self, kind: str, value: str, make: Callable[[Faker], str], own_words: bool = False) -> str:
+        """A Faker draw that differs from ``value`` (compared folded); with ``own_words``, preferably one
+        that repeats none of its words either ("Sacred Heart Memorial" never becomes "Boone Memorial
+        Hospital": a reader would take the word for the original's)."""
+        acceptable = None
         for attempt in range(_RETRIES):
             surrogate = self._fake(kind, value, make, attempt)
             if self._acceptable(surrogate, value):
-                return surrogate
-        return surrogate
+                if not own_words or not shares_a_word(surrogate, value):
+                    return surrogate
+                acceptable = acceptable or surrogate
+        return acceptable or surrogate
 
     def _method(self, kind: str) -> Callable[[Faker], str]:
         name = self.lang.faker_methods[kind]
@@ -170,7 +183,7 @@ class Surrogates:
         def make(faker: Faker) -> str:
             return fill_template(faker, faker.random_element(templates), self.lang)
 
-        return lambda value: (copy_case(value, self._differing(kind, value, make)), SURROGATE)
+        return lambda value: (copy_case(value, self._differing(kind, value, make, own_words=True)), SURROGATE)
 
     def _name_word(self, role: str, folded: str) -> str:
         method = {"given_female": "first_name_female", "given_male": "first_name_male"}.get(role, "last_name")
