@@ -146,15 +146,15 @@ class Surrogates:
         self.faker.seed_instance(self.keyed.integer(self.scope, kind, fold(value), str(attempt)))
         return " ".join(make(self.faker).split())  # some locales' addresses end in a space
 
-    def _differing(self, kind: str, value: str, make: Callable[[Faker], str], own_words: bool = False) -> str:
-        """A Faker draw that differs from ``value`` (compared folded); with ``own_words``, preferably one
-        that repeats none of its words either ("Sacred Heart Memorial" never becomes "Boone Memorial
+    def _differing(self, kind: str, value: str, make: Callable[[Faker], str], avoid_its_words: bool = False) -> str:
+        """A Faker draw that differs from ``value`` (compared folded); with ``avoid_its_words``, preferably one
+        that repeats none of its words either ("Sacred Heart Memorial" should not become "Boone Memorial
         Hospital": a reader would take the word for the original's)."""
         acceptable = None
         for attempt in range(_RETRIES):
             surrogate = self._fake(kind, value, make, attempt)
             if self._acceptable(surrogate, value):
-                if not own_words or not shares_a_word(surrogate, value):
+                if not avoid_its_words or not shares_a_word(surrogate, value):
                     return surrogate
                 acceptable = acceptable or surrogate
         return acceptable or surrogate
@@ -183,7 +183,7 @@ class Surrogates:
         def make(faker: Faker) -> str:
             return fill_template(faker, faker.random_element(templates), self.lang)
 
-        return lambda value: (copy_case(value, self._differing(kind, value, make, own_words=True)), SURROGATE)
+        return lambda value: (copy_case(value, self._differing(kind, value, make, avoid_its_words=True)), SURROGATE)
 
     def _name_word(self, role: str, folded: str) -> str:
         method = {"given_female": "first_name_female", "given_male": "first_name_male"}.get(role, "last_name")
