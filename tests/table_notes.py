@@ -125,6 +125,15 @@ def pg_load(url: str, password: str, table: str, rows: list[dict]) -> None:
             cur.executemany(f"INSERT INTO {table} VALUES (%(note_id)s, %(patient)s, %(text)s, %(author)s)", rows)
 
 
+def password_file_only(password: str, folder: Path, monkeypatch) -> Path:
+    """A file holding ``password``, and no password in the environment: a run must read that file."""
+    monkeypatch.delenv("HYBRIDDEID_DB_PASSWORD", raising=False)
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    secret = folder / "pg.pw"
+    secret.write_text(password + "\n")
+    return secret
+
+
 def pg_count(url: str, password: str, table: str) -> int:
     """The rows of ``table`` (0 while it does not exist yet): how far a run being killed has got."""
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cli_runs import FAST_CLI, files, kill_9_after, run, slow_cli
-from table_notes import (NOTES, PHI_STRINGS, kill_9_then_resume, note_rows, pg_count, pg_load,
+from table_notes import (NOTES, PHI_STRINGS, kill_9_then_resume, note_rows, password_file_only, pg_count, pg_load,
                          pg_rows, postgres, table_rows, write_csv, write_folder, write_sqlite)  # noqa: F401 - postgres: a fixture
 from hybriddeid.cli import main
 from hybriddeid.io.tables import read_table
@@ -180,10 +180,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
 def test_postgresql_gives_the_folder_runs_text_with_the_password_from_a_file(setting, postgres, tmp_path, monkeypatch):
     url, password = postgres
     pg_load(url, password, "notes_a", setting["rows"])
-    monkeypatch.delenv("HYBRIDDEID_DB_PASSWORD", raising=False)
-    monkeypatch.delenv("PGPASSWORD", raising=False)
-    secret = tmp_path / "pg.pw"
-    secret.write_text(password + "\n")
+    secret = password_file_only(password, tmp_path, monkeypatch)
     args = [url, url, *setting["options"], "--table", "notes_a", "--output-table", "notes_a_deid",
             "--patient-col", "patient", "--part-rows", "4", "--jobs", "2", "--audit"]
     assert deid(*args, "--password-file", str(secret)) == 0

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cli_runs import FAST_CLI, files, kill_9_after, run, slow_cli
-from table_notes import (NOTES, PHI_STRINGS, kill_9_then_resume, note_rows, pg_count, pg_load,
+from table_notes import (NOTES, PHI_STRINGS, kill_9_then_resume, note_rows, password_file_only, pg_count, pg_load,
                          pg_rows, postgres, table_rows, write_csv, write_folder, write_sqlite)  # noqa: F401 - postgres: a fixture
 from hybriddeid.cli import main
 
@@ -228,11 +228,8 @@ def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
 def test_postgresql_gives_the_folder_runs_spans_and_resumes_after_kill_9(setting, postgres, tmp_path, monkeypatch):
     url, password = postgres
     pg_load(url, password, "notes_n", setting["rows"])
-    monkeypatch.delenv("HYBRIDDEID_DB_PASSWORD", raising=False)
-    monkeypatch.delenv("PGPASSWORD", raising=False)
+    secret = password_file_only(password, tmp_path, monkeypatch)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    secret = tmp_path / "pg.pw"
-    secret.write_text(password + "\n")
 
     def options(table: str) -> list[str]:
         return ["annotate", "--model", "en", "--table", "notes_n", "--output-table", table, "--patient-col", "patient",
