@@ -28,10 +28,10 @@ import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from hybriddeid import Pipeline
-from hybriddeid.document import Document, Span
+from hybriddeid.document import Document
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
 from hybriddeid.processing import NoteSettings, process_notes
@@ -127,7 +127,7 @@ def kept_form(kind: str, original: str, surrogate: str, method: str, titles: fro
 def surrogate_forms(docs: Sequence[Document], language: str) -> dict:
     """Gold spans through surrogate mode: dates not understood and the form kept, per kind."""
     options = DeidOptions(mode="surrogate", language=language, key=KEY)
-    lang, kinds = load_language(language), load_kinds()
+    lang = load_language(language)
     titles = frozenset(t for title in lang.titles for t in (title, title + "."))
     kept: Counter[str] = Counter()
     total: Counter[str] = Counter()

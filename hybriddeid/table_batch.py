@@ -42,8 +42,8 @@ from hybriddeid.deid_batch import DeidProcessor, check_out_dir
 from hybriddeid.document import Document, Span
 from hybriddeid.io import InputError, atomic_write_text, remove_temp_files
 from hybriddeid.io._common import atomic_write_bytes, settings_digest
-from hybriddeid.io.sql import SqlSink, SqlTable
-from hybriddeid.io.tables import (AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, Columns, Row, TableSource,
+from hybriddeid.io.sql import SqlSink
+from hybriddeid.io.tables import (AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, Columns, TableSource,
                                   render_table)
 
 log = logging.getLogger(__name__)

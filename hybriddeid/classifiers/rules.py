@@ -58,8 +58,8 @@ from hybriddeid.analysis import AnalysedNote
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
 from hybriddeid.document import Document, Span
 from hybriddeid.io import atomic_write_text
-from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, known_words, read_entries
-from hybriddeid.languages import available_languages, language_pack, register_cache
+from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, known_words
+from hybriddeid.languages import available_languages, language_pack
 from hybriddeid.merge import FALLBACK_SUFFIX
 from hybriddeid.registry import ComponentSpec
 from hybriddeid.taxonomy import load_taxonomy
