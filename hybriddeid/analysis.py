@@ -150,6 +150,25 @@ class AnalysedNote:
                 lowers[i] = tokens[i].text.lower()
         return AnalysedLine(replace(line.context, start=start, end=end), tuple(tokens), tuple(lowers))
 
+    @property
+    def layout_text(self) -> str:
+        """``text`` with a line break at each cut that ``features.context.layout_lines`` made inside a
+        line (a header block exported on one line), for readers of the raw text (the rules), so they
+        read the note's lines as the CRFs do. Same length and offsets as ``text``; ``text`` itself
+        when there is no such cut."""
+        return self.memo("layout_text", self._layout_text)
+
+    def _layout_text(self) -> str:
+        text = self.doc.text
+        cuts = [line.context.start - 1 for previous, line in zip(self.lines, self.lines[1:])
+                if "\n" not in text[previous.context.end:line.context.start]]
+        if not cuts:
+            return text
+        chars = list(text)
+        for cut in cuts:
+            chars[cut] = "\n"
+        return "".join(chars)
+
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """``compute()`` once per note and ``key`` (e.g. a POS tag source's output)."""
         if key not in self._memo:

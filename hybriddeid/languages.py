@@ -43,6 +43,7 @@ PACK_FILE = "pack.toml"
 RESOURCES: dict[str, tuple[str, str]] = {
     "regex": ("regex.toml", "regex rules"),
     "sections": ("sections.txt", "section headers"),
+    "fields": ("fields.txt", "field labels"),
     "surrogates": ("surrogates.toml", "surrogate resources"),
     "safelist": ("safelist.txt", "safe-list"),
     "synth": ("synth.toml", "synthetic-note resources"),

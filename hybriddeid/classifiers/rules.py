@@ -622,11 +622,13 @@ class RuleClassifier:
         return tuple(rules)
 
     # -- the protocol --------------------------------------------------------------------------
-    def _search(self, rule: Rule, doc: Document, needs_seen: NeedsSeen | None = None) -> list[tuple[int, int]]:
-        """``rule``'s hits in ``doc``; a search past ``timeout`` is logged (rule and note names) and skipped.
+    def _search(self, rule: Rule, doc: Document, needs_seen: NeedsSeen | None = None,
+                text: str | None = None) -> list[tuple[int, int]]:
+        """``rule``'s hits in ``doc`` (in ``text``, the note's text with its layout's line breaks, when
+        given); a search past ``timeout`` is logged (rule and note names) and skipped.
         ``needs_seen``: shared by the rules searching ``doc`` (``Rule.spans``)."""
         try:
-            return rule.spans(doc.text, timeout=self.timeout, needs_seen=needs_seen)
+            return rule.spans(doc.text if text is None else text, timeout=self.timeout, needs_seen=needs_seen)
         except TimeoutError:
             log.warning("rule %r timed out after %gs on document %r; skipped for this document",
                         rule.name, self.timeout, doc.name)
@@ -671,12 +673,15 @@ class RuleClassifier:
     def predict(self, note: "AnalysedNote | Document", regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
         """Non-overlapping rule spans of the note, sorted by offset (rules read the whole text)."""
         doc = note.doc if isinstance(note, AnalysedNote) else note
+        # A note exported on one line is read in the lines the CRFs see, so a rule does not run on
+        # from one field into the next ("8/22/94 EMERGENCY DEPARTMENT COURSE" as a street).
+        text = note.layout_text if isinstance(note, AnalysedNote) else None
         fallback = self.source + FALLBACK_SUFFIX
         needs_seen: NeedsSeen = {}
         candidates = [
             (start - end, order, start, end, self.label_of(rule), fallback if rule.fallback else self.source)
             for order, rule in enumerate(self.enabled_rules)
-            for start, end in self._search(rule, doc, needs_seen)
+            for start, end in self._search(rule, doc, needs_seen, text)
         ]
         candidates.sort()  # longest first, then rule order, then leftmost
         starts: list[int] = []

@@ -9,10 +9,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
 
+import regex
+
 from hybriddeid.languages import language_pack, register_cache
 from hybriddeid.text.tokenize import iter_lines
 
 _END_MARKS = frozenset(".?!")
+# A line this long holding this many field labels is a header block exported on one line.
+FIELD_LINE_MIN_CHARS = 200
+FIELD_LINE_MIN_LABELS = 3
 
 
 @register_cache
@@ -21,6 +26,63 @@ def section_headers(language: str) -> frozenset[str]:
     """The section headers of ``language``'s pack (its ``sections.txt``)."""
     entries = (line.strip() for line in language_pack(language).read_text("sections").splitlines())
     return frozenset(entry for entry in entries if entry and not entry.startswith("#"))
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def field_labels(language: str) -> frozenset[str]:
+    """The field labels of ``language``'s pack (its ``fields.txt``; none without one)."""
+    pack = language_pack(language)
+    if not pack.has("fields"):
+        return frozenset()
+    entries = (line.strip() for line in pack.read_text("fields").splitlines())
+    return frozenset(entry for entry in entries if entry and not entry.startswith("#"))
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def _field_pattern(language: str) -> regex.Pattern | None:
+    """A field label (or section header) opening a field after a space: "... Name: X", "... MRN - 12",
+    or a title of several words ending in a full stop ("... Datos del paciente. Nombre", not "PT. GIVEN");
+    the ``cut`` group is the space before it. Longer labels first, so "Patient Name -" is one field.
+    None when the pack has no labels."""
+    labels = sorted(field_labels(language) | section_headers(language), key=len, reverse=True)
+    if not labels:
+        return None
+    alternatives = "|".join(regex.escape(label) for label in labels)
+    titles = "|".join(regex.escape(label) for label in labels if " " in label)  # "Datos del paciente."
+    ended = rf"|(?=\p{{Lu}})(?i:{titles})\.(?=[ \t]+\p{{Lu}})" if titles else ""
+    return regex.compile(rf"(?<=\S[ \t]*)(?P<cut>[ \t])(?:(?i:{alternatives})[ \t]*(?::|#|[-=](?=[ \t])){ended})", regex.V1)
+
+
+# "== Header ==" and "[Header]": a line of their own in a header block, with a cut before and after.
+_HEADER_MARK = regex.compile(r"(?<=\S[ \t]*)(?P<cut>[ \t])(?:==[ \t]+\p{Lu}[^=\n]{0,60}?[ \t]+==|\[\p{Lu}[\p{L} ]*\])"
+                             r"(?:(?P<after>[ \t])|$)", regex.V1)
+
+
+def layout_lines(text: str, language: str) -> Iterator[tuple[int, int]]:
+    """The note's lines as the CRFs read them: its own lines, except that a long line holding
+    several field labels (a header block exported on one line, ``FIELD_LINE_MIN_*``) is read as
+    if a line break stood before each label and around each "== Header ==" or "[Header]" mark. The text
+    is not changed: a line break is a space left out between two lines, so offsets stay."""
+    pattern = _field_pattern(language)
+    for start, end in iter_lines(text):
+        if pattern is None or end - start < FIELD_LINE_MIN_CHARS:
+            yield start, end
+            continue
+        cuts = [match.start("cut") for match in pattern.finditer(text, start, end)]
+        if len(cuts) < FIELD_LINE_MIN_LABELS:
+            yield start, end
+            continue
+        for match in _HEADER_MARK.finditer(text, start, end):
+            cuts.extend(match.start(group) for group in ("cut", "after") if match.start(group) != -1)
+        cuts = sorted(set(cuts))
+        for cut in cuts:
+            if cut > start:
+                yield start, cut
+            start = cut + 1
+        if start < end:
+            yield start, end
 
 
 def _header_of(line: str, headers: frozenset[str]) -> str | None:
@@ -54,7 +116,7 @@ def iter_line_contexts(text: str, language: str) -> Iterator[LineContext]:
     sits under comes from the lines before it, so the contexts are always computed from the start."""
     headers = section_headers(language)
     section = "none"
-    for start, end in iter_lines(text):
+    for start, end in layout_lines(text, language):
         line = text[start:end]
         header = _header_of(line, headers)
         if header is not None:
