@@ -11,10 +11,16 @@ evaluate``) to score. With
 ``--thresholds``, each fold model also tags its held-out notes at those P(O) thresholds (the
 operating point, ``hybriddeid evaluate --sweep``), read once per note, into ``OUT/threshold-T/``.
 
+Notes are tagged as the CLI tags them (``processing.process_notes``): each note alone, a name word found
+in it also marked where it stands alone elsewhere in it (``hybriddeid annotate``); with ``--by-patient``,
+a patient's held-out notes together, a name word found in one marked in all of them (``hybriddeid
+deid`` with ``--patient-map``).
+
     python benchmarks/en_real_cv.py --out /tmp/en_cv [--folds 5] [--n 1500] [--jobs 2] [--thresholds 0.5,0.9]
         [--only 1,2]   # a quick look: train and tag these folds only
         [--save-models DIR]  # keep each fold's model (DIR/fold-K)
         [--from-models DIR]  # tag with those models instead of training (rules refitted): minutes, not hours
+        [--by-patient]  # a patient's notes tagged together, as deid with a patient map does
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import argparse
 import json
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +41,7 @@ from hybriddeid import Pipeline  # noqa: E402
 from hybriddeid.evaluation.sweep import parse_thresholds  # noqa: E402
 from hybriddeid.io import write_document  # noqa: E402
 from hybriddeid.pipeline import build_component, load_config  # noqa: E402
+from hybriddeid.processing import process_notes  # noqa: E402
 from hybriddeid.synth import generate_corpus  # noqa: E402
 
 
@@ -55,6 +63,8 @@ def main() -> int:
                         help="tag with DIR/fold-K (saved by --save-models) instead of training: its CRFs as "
                              "saved, its rule component refitted on the fold's training notes as training would, "
                              "so changes to the rules and to what follows the merge are measured in minutes")
+    parser.add_argument("--by-patient", action="store_true",
+                        help="tag a patient's held-out notes together (a name found in one is looked for in all)")
     args = parser.parse_args()
 
     synthetic = list(generate_corpus(args.n, SYNTH_SEED, "train"))
@@ -72,8 +82,13 @@ def main() -> int:
         fit_s = time.perf_counter() - started
         if args.save_models:
             pipeline.to_disk(args.save_models / f"fold-{fold}")
+        groups: dict[str, list] = defaultdict(list)
         for doc in held_out:
-            write_document(pipeline.annotate(doc), args.out / doc.meta["corpus"], "brat")
+            groups[doc.meta["group"] if args.by_patient else f"{doc.meta['corpus']}/{doc.name}"].append(doc)
+        for group, docs in groups.items():
+            for note in process_notes(pipeline, docs, patient=group if args.by_patient else None):
+                write_document(note.document, args.out / note.document.meta["corpus"], "brat")
+        for doc in held_out:
             if args.thresholds:
                 reading = pipeline.read(doc, max(args.thresholds))
                 for threshold in args.thresholds:
@@ -85,6 +100,7 @@ def main() -> int:
     (args.out / "cv.json").write_text(json.dumps({
         "folds": args.folds, "only": sorted(args.only or ()), "seed": args.seed, "generated_notes": args.n, "config": str(args.config),
         "thresholds": list(args.thresholds), "from_models": str(args.from_models) if args.from_models else None,
+        "by_patient": args.by_patient,
         "fit_seconds": timings}, indent=2) + "\n", encoding="utf-8")
     print(f"predictions in {args.out}/{{{','.join(CORPORA)}}}")
     return 0
