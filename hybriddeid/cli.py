@@ -637,12 +637,15 @@ def _risk(args: argparse.Namespace) -> int:
     if not notes:
         log.error("%s: no notes could be read", args.notes_dir)
         return 2
-    reviewed = reviewed_sample(pipeline, args.reviewed, settings, args.encoding) if args.reviewed else None
+    reviewed, reviewed_texts = reviewed_sample(pipeline, args.reviewed, settings, args.encoding) if args.reviewed else (None, {})
     if reviewed is not None and not reviewed.notes:
         log.error("%s: no reviewed notes could be read", args.reviewed)
         return 2
-    result = folder_risk(notes, reviewed, args.calibration)
+    # A note of the folder that was reviewed (same name, same text) is released as corrected.
+    corrected = {note.name for note in notes if reviewed_texts.get(note.name) == note.doc.text}
+    result = folder_risk(notes, reviewed, args.calibration, corrected)
     report = result.to_dict()
+    report["corrected_notes"] = len(corrected)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         if reviewed is not None:
@@ -653,7 +656,8 @@ def _risk(args: argparse.Namespace) -> int:
     else:
         calibrated = (f"calibrated ({args.calibration}) on {result.reviewed_notes} reviewed notes"
                       if reviewed is not None else "uncalibrated: raw marginals (give --reviewed to calibrate)")
-        print(f"{len(notes)} notes, {result.tokens} tokens; {calibrated}")
+        among = f" ({len(corrected)} of them reviewed: counted as corrected, nothing missed)" if corrected else ""
+        print(f"{len(notes)} notes{among}, {result.tokens} tokens; {calibrated}")
         print(f"expected missed PHI tokens: {result.expected_missed:.1f} "
               f"({result.low:.1f}-{result.high:.1f}, {round(100 * report['interval_level'])}% interval); "
               f"{result.per_1000():.2f} per 1,000 tokens ({result.per_1000(result.low):.2f}-{result.per_1000(result.high):.2f})")

@@ -64,7 +64,8 @@ class ReviewState:
         model's spans); for those notes the risk is what their corrections left: none counted."""
         reviewed = [note for note in self.notes if self.corrections.reviewed(note.name)]
         sample = Reviewed.collect([(note.chances, note.doc.spans, self.saved(note) or []) for note in reviewed])
-        self.risk = folder_risk(self.notes, sample if reviewed else None, self.calibration)
+        self.risk = folder_risk(self.notes, sample if reviewed else None, self.calibration,
+                                corrected={note.name for note in reviewed})
         self.note_risks = {n.name: n for n in self.risk.notes}
         if not self.queue:
             order = sorted(self.notes, key=lambda note: -self.note_risks[note.name].expected_missed)

@@ -16,7 +16,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
 
 from hybriddeid.batch import describe_error
 from hybriddeid.document import Document, Span
@@ -88,16 +88,22 @@ def read_folder(pipeline: "Pipeline", folder: Path, settings: NoteSettings = Not
 
 
 def reviewed_sample(pipeline: "Pipeline", folder: Path, settings: NoteSettings = NoteSettings(),
-                    encoding: str = "utf-8") -> Reviewed:
+                    encoding: str = "utf-8") -> tuple[Reviewed, dict[str, str]]:
     """The reviewed notes of ``folder`` (a corrections folder or any annotated one) as calibration
-    data: the model's untagged tokens and whether the reviewer's spans hold them."""
+    data: the model's untagged tokens and whether the reviewer's spans hold them; and each reviewed
+    note's text by name (a note of the estimated folder with the same name and text was reviewed)."""
     read, reviewed, _ = read_folder(pipeline, folder, settings, encoding, gold=True)
-    return Reviewed.collect([(note.chances, note.doc.spans, doc.spans) for note, doc in zip(read, reviewed)])
+    sample = Reviewed.collect([(note.chances, note.doc.spans, doc.spans) for note, doc in zip(read, reviewed)])
+    return sample, {doc.name: doc.text for doc in reviewed}
 
 
-def folder_risk(notes: Sequence[ReadNote], reviewed: Reviewed | None = None, method: str = "isotonic") -> RiskEstimate:
-    """The residual-risk estimate of ``notes`` (``risk.estimate``), spans as each note holds them."""
-    return estimate([(note.name, len(note.chances), note.untagged()) for note in notes], reviewed, method)
+def folder_risk(notes: Sequence[ReadNote], reviewed: Reviewed | None = None, method: str = "isotonic",
+                corrected: Collection[str] = ()) -> RiskEstimate:
+    """The residual-risk estimate of ``notes`` (``risk.estimate``), spans as each note holds them. A
+    note named in ``corrected`` was reviewed: it is released as its reviewer corrected it, so none
+    of its tokens counts as possibly missed (its tokens still count in the per-1,000 rate)."""
+    return estimate([(note.name, len(note.chances), [] if note.name in corrected else note.untagged())
+                     for note in notes], reviewed, method)
 
 
 def most_informative(notes: Iterable[ReadNote], count: int) -> list[ReadNote]:

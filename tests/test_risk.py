@@ -102,6 +102,27 @@ def test_risk_command(tmp_path):
     assert report["per_1000"] == pytest.approx(1000 * report["expected_missed"] / report["tokens"])
     assert (out / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "expected missed PHI tokens" in done.stdout
+    assert report["corrected_notes"] == 0  # the reviewed notes are other notes
+
+
+def test_a_reviewed_note_of_the_folder_counts_as_corrected(tmp_path):
+    """A note whose correction is in --reviewed (same name, same text) is released as corrected: it adds
+    tokens to the folder but no expected misses; a reviewed note with the same name and other text does not."""
+    docs = list(generate_corpus(6, 3, "test", "en"))
+    notes, reviewed = tmp_path / "notes", tmp_path / "reviewed"
+    write_documents(docs, notes, "brat")
+    write_documents(docs[:3], reviewed, "brat")
+    changed = docs[3].text.replace("\n", "\n\n", 1)
+    write_documents([docs[3].__class__(docs[3].name, changed)], reviewed, "brat")  # same name, other text
+    done = _cli("risk", str(notes), "--reviewed", str(reviewed), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "out" / "risk.json").read_text())
+    assert report["corrected_notes"] == 3  # not the fourth: its text differs
+    by_name = {note["name"]: note for note in report["notes"]}
+    assert all(by_name[doc.name]["expected_missed"] == 0 for doc in docs[:3])
+    assert all(by_name[doc.name]["tokens"] > 0 for doc in docs[:3])
+    assert report["expected_missed"] == pytest.approx(sum(note["expected_missed"] for note in report["notes"]))
+    assert "3 of them reviewed: counted as corrected" in done.stdout
 
 
 def test_next_picks_the_most_uncertain_unreviewed_notes(english, tmp_path):
@@ -145,3 +166,25 @@ def test_a_note_that_fails_is_named_without_its_text_and_the_rest_go_on(english,
         read, _, failed = reviewing.read_folder(english, tmp_path / "notes")
     assert (len(read), failed) == (2, 1)
     assert "ValueError" in caplog.text and planted not in caplog.text
+
+
+def test_the_review_page_counts_a_note_marked_reviewed_as_corrected(english, tmp_path):
+    """Once a note is marked reviewed its expected misses drop to none (its tokens calibrate the others,
+    which still count); the folder's total follows."""
+    from hybriddeid.review_server import ReviewState
+    from hybriddeid.reviewing import Corrections, read_folder
+
+    folder = tmp_path / "notes"
+    write_documents([doc.with_spans(()) for doc in generate_corpus(4, 5, "test", "en")], folder, "text")
+    notes, _, _ = read_folder(english, folder)
+    state = ReviewState(notes, Corrections(tmp_path / "corrections", folder), list(english.labels))
+    riskiest = max(state.risk.notes, key=lambda note: note.expected_missed)
+    assert riskiest.expected_missed > 0
+    note = state.by_name[riskiest.name]
+    missed = max(note.untagged(), key=lambda chance: chance.p_phi)  # the reviewer finds one miss
+    spans = [*note.doc.spans, Span(missed.start, missed.end, "PATIENT")]
+    state.corrections.save(note.doc, spans, reviewer="test", done=True)
+    state.refresh_risk()
+    assert state.note_risks[riskiest.name].expected_missed == 0
+    assert state.risk.expected_missed > 0  # the reviewer's miss keeps the calibrated chances above zero
+    assert state.risk.expected_missed == pytest.approx(sum(n.expected_missed for n in state.risk.notes))
