@@ -39,20 +39,56 @@ def field_labels(language: str) -> frozenset[str]:
     return frozenset(entry for entry in entries if entry and not entry.startswith("#"))
 
 
+@dataclass(frozen=True)
+class _FieldLabels:
+    """A pack's field labels and section headers as word tuples (lower-case), for ``_field_cuts``."""
+
+    labels: frozenset[tuple[str, ...]]
+    titles: frozenset[tuple[str, ...]]  # those of several words: they may end in a full stop
+    longest: int
+
+
 @register_cache
 @lru_cache(maxsize=None)
-def _field_pattern(language: str) -> regex.Pattern | None:
-    """A field label (or section header) opening a field after a space: "... Name: X", "... MRN - 12",
-    or a title of several words ending in a full stop ("... Datos del paciente. Nombre", not "PT. GIVEN");
-    the ``cut`` group is the space before it. Longer labels first, so "Patient Name -" is one field.
-    None when the pack has no labels."""
-    labels = sorted(field_labels(language) | section_headers(language), key=len, reverse=True)
+def _labels_of(language: str) -> _FieldLabels | None:
+    labels = frozenset(tuple(label.split()) for label in field_labels(language) | section_headers(language))
     if not labels:
         return None
-    alternatives = "|".join(regex.escape(label) for label in labels)
-    titles = "|".join(regex.escape(label) for label in labels if " " in label)  # "Datos del paciente."
-    ended = rf"|(?=\p{{Lu}})(?i:{titles})\.(?=[ \t]+\p{{Lu}})" if titles else ""
-    return regex.compile(rf"(?<=\S[ \t]*)(?P<cut>[ \t])(?:(?i:{alternatives})[ \t]*(?::|#|[-=](?=[ \t])){ended})", regex.V1)
+    return _FieldLabels(labels, frozenset(label for label in labels if len(label) > 1), max(map(len, labels)))
+
+
+# After a label: ":", "#", or " - " / " = "; after a title of several words, a full stop and a capital.
+_SEPARATOR = regex.compile(r"[ \t]*(?::|#|[-=](?=[ \t]))|(?P<stop>\.)(?=[ \t]+\p{Lu})", regex.V1)
+_WORD_BEFORE = regex.compile(r"(?r)(?<=[ \t])[^ \t]+", regex.V1)
+
+
+def _field_cuts(text: str, start: int, end: int, labels: _FieldLabels) -> list[int]:
+    """The offsets in ``text[start:end]`` of the space before each field label ("... Name: X", "... MRN -
+    12") or title of several words ending in a full stop ("... Datos del paciente. Nombre", not "PT.
+    GIVEN"): the words just before a separator, looked up in ``labels``, longest first, so
+    "Patient Name -" is one field. The label must follow a space that follows other text."""
+    line = text[start:end]
+    text_starts = start + len(line) - len(line.lstrip(" \t"))  # a cut must come after this
+    cuts = []
+    for separator in _SEPARATOR.finditer(text, start, end):
+        words: list[tuple[int, str]] = []  # (start, word), the nearest first
+        at = separator.start()
+        while len(words) < labels.longest:
+            word = _WORD_BEFORE.search(text, start, at)
+            if word is None or word.end() != at:
+                break
+            words.append((word.start(), word.group().lower()))
+            at = word.start() - 1
+            while at > start and text[at - 1] in " \t":
+                at -= 1
+        known = labels.titles if separator.group("stop") else labels.labels
+        for size in range(len(words), 0, -1):
+            first = words[size - 1][0]
+            if first - 1 > text_starts and tuple(word for _, word in reversed(words[:size])) in known \
+                    and (not separator.group("stop") or text[first].isupper()):
+                cuts.append(first - 1)
+                break
+    return cuts
 
 
 # "== Header ==" and "[Header]": a line of their own in a header block, with a cut before and after.
@@ -65,12 +101,12 @@ def layout_lines(text: str, language: str) -> Iterator[tuple[int, int]]:
     several field labels (a header block exported on one line, ``FIELD_LINE_MIN_*``) is read as
     if a line break stood before each label and around each "== Header ==" or "[Header]" mark. The text
     is not changed: a line break is a space left out between two lines, so offsets stay."""
-    pattern = _field_pattern(language)
+    labels = _labels_of(language)
     for start, end in iter_lines(text):
-        if pattern is None or end - start < FIELD_LINE_MIN_CHARS:
+        if labels is None or end - start < FIELD_LINE_MIN_CHARS:
             yield start, end
             continue
-        cuts = [match.start("cut") for match in pattern.finditer(text, start, end)]
+        cuts = _field_cuts(text, start, end, labels)
         if len(cuts) < FIELD_LINE_MIN_LABELS:
             yield start, end
             continue
