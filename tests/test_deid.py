@@ -234,6 +234,10 @@ def test_unreadable_dates_get_a_date_of_the_same_kind_and_are_counted():
     weekday, number = second.split()  # another weekday name, never random letters
     assert weekday in {"lun", "mar", "mié", "jue", "sáb", "dom"} and re.fullmatch(r"\d\d", number)
     assert third == "la semana pasada"  # no number nor date name to change: kept, not scrambled
+    typo = deidentify_document(note("t", "Nacido el 16/018/1961.", [("16/018/1961", "FECHAS")]),
+                               DeidOptions(mode="surrogate", language="es", key=KEY)).replacements[0]
+    day, month, year = re.fullmatch(r"(\d\d)/0(\d\d)/(\d{4})", typo.replacement).groups()  # MEDDOCAN dev's typo
+    assert typo.method == "date-fallback" and 1 <= int(day) <= 12 and 1 <= int(month) <= 12 and abs(int(year) - 1961) <= 2
 
 
 EN_DATE_FORMS = [  # (original, expected after +40 days): forms the generated notes and real notes use

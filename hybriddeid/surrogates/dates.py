@@ -423,14 +423,15 @@ class DateShifter:
 
     def same_kind(self, text: str, rng: random.Random) -> str:
         """A stand-in for a date that cannot be read, still written as a date: each number becomes
-        another of the same length (a four-digit year a year near it, a day or month one of 1-12), each month or weekday
+        another of the same length (a four-digit year a year near it, a day or month, or a
+        zero-padded number up to 31, one of 1-12), each month or weekday
         name another of the same kind and spelling; other words stay."""
         def number(match: re.Match[str]) -> str:
             digits = match.group()
             if len(digits) == 4 and _valid(None, None, int(digits)):
                 return str(int(digits) + rng.choice((-2, -1, 1, 2)))
-            if len(digits) <= 2:  # 1-12 reads as a day and as a month
-                return str(rng.randint(1, 12)).zfill(len(digits))
+            if len(digits) <= 2 or digits[0] == "0" and int(digits) <= 31:  # 1-12 reads as a day and as a month
+                return str(rng.randint(1, 12)).zfill(len(digits))  # "018" (a typo) stays zero-padded: "011"
             return "".join(str(rng.randrange(10)) for _ in digits)
 
         def word(match: re.Match[str]) -> str:
