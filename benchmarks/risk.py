@@ -8,7 +8,11 @@ Each corpus is read by the model once; then ``--splits`` times, 50 notes drawn a
 reviewed ones and the estimate is made for the others. Printed per corpus and split: tokens,
 true missed PHI tokens, the raw estimate and the isotonic and Platt estimates with their 95%
 intervals, the relative error of each and whether the interval holds the truth; then the mean
-absolute relative error and how many splits are within 30%. ``--plot DIR`` draws each corpus's
+absolute relative error and how many splits are within 30%. Beside them, for scale, the plain rate
+(missed PHI tokens among the reviewed notes' untagged tokens, times the others' untagged tokens:
+no model) and how many splits sampling noise alone lets an unbiased estimator bring within 30%:
+with m missed tokens among the reviewed notes and M in the others, its relative error has a standard
+deviation of about sqrt(1/m + 1/M) (``sampling_within``). ``--plot DIR`` draws each corpus's
 reliability diagram (first split's reviewed notes) into ``DIR/risk_reliability_<corpus>.png``.
 
     python benchmarks/risk.py [--n 500] [--splits 5] [--reviewed 50] [--plot docs/images] [--json out.json]
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -51,16 +56,32 @@ def run_corpus(name: str, items: list, splits: int, reviewed_count: int, plot_di
         sample = Reviewed.collect([(note.chances, note.doc.spans, gold.spans) for note, gold in review])
         truth = sum(float(outcomes(note.chances, note.doc.spans, gold.spans)[1].sum()) for note, gold in rest)
         notes = [(note.name, len(note.chances), note.untagged()) for note, _ in rest]
-        row = {"split": split, "notes": len(rest), "tokens": sum(n[1] for n in notes), "true_missed": truth}
+        row = {"split": split, "notes": len(rest), "tokens": sum(n[1] for n in notes), "true_missed": truth,
+               "reviewed_missed": float(sample.y.sum())}
         for method, reviewed in (("raw", None), ("isotonic", sample), ("platt", sample)):
             result = estimate(notes, reviewed, "isotonic" if method == "raw" else method, seed=split)
-            error = (result.expected_missed - truth) / truth if truth else float("nan")
             row[method] = {"estimate": result.expected_missed, "low": result.low, "high": result.high,
-                           "relative_error": error, "covers": result.low <= truth <= result.high}
+                           "relative_error": _error(result.expected_missed, truth),
+                           "covers": result.low <= truth <= result.high}
+        untagged_rest = sum(len(chances) for _, _, chances in notes)
+        rate = row["reviewed_missed"] / len(sample.y) * untagged_rest if len(sample.y) else 0.0
+        row["rate"] = {"estimate": rate, "relative_error": _error(rate, truth)}
         rows.append(row)
         if plot_dir is not None and split == 0:
             plot_reliability(sample, "isotonic", plot_dir / f"risk_reliability_{name}.png")
     return {"corpus": name, "splits": rows}
+
+
+def _error(estimate: float, truth: float) -> float:
+    return (estimate - truth) / truth if truth else float("nan")
+
+
+def sampling_within(reviewed_missed: float, true_missed: float, limit: float = 0.30) -> float:
+    """The chance that an unbiased estimator lands within ``limit`` of the truth when sampling is its
+    only error: relative error ~ normal with standard deviation sqrt(1/m + 1/M) (m missed tokens
+    seen in the reviewed notes, M in the estimated ones; at least 1 each)."""
+    deviation = math.sqrt(1 / max(reviewed_missed, 1.0) + 1 / max(true_missed, 1.0))
+    return math.erf(limit / (deviation * math.sqrt(2)))
 
 
 def show(result: dict) -> None:
@@ -80,6 +101,14 @@ def show(result: dict) -> None:
         covers = sum(row[method]["covers"] for row in result["splits"])
         print(f"  {method:>8}: mean |relative error| {100 * np.mean(errors):.0f}%, within 30% in {within}/{len(errors)} "
               f"splits, interval holds the truth in {covers}/{len(errors)}")
+    splits = result["splits"]
+    rate_errors = [abs(row["rate"]["relative_error"]) for row in splits]
+    print(f"  {'rate':>8}: mean |relative error| {100 * np.mean(rate_errors):.0f}%, within 30% in "
+          f"{sum(error <= 0.30 for error in rate_errors)}/{len(splits)} splits (no model: the reviewed notes' miss rate)")
+    expected = sum(sampling_within(row["reviewed_missed"], row["true_missed"]) for row in splits)
+    seen = [row["reviewed_missed"] for row in splits]
+    print(f"  sampling alone: an unbiased estimator is within 30% in about {expected:.1f}/{len(splits)} splits "
+          f"(missed tokens among the reviewed notes: {min(seen):.0f}-{max(seen):.0f} a split)")
 
 
 def main() -> int:
