@@ -901,8 +901,7 @@ def _add_table_options(parser: argparse.ArgumentParser, patient: "argparse._Acti
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
-    from hybriddeid.io import ANNOTATION_FORMATS, FHIR_FORMAT, FORMATS, INPUT_FORMATS, TABLE_FORMATS
-    from hybriddeid.io.sql import PASSWORD_ENV
+    from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
     from hybriddeid.io.tables import TABLE_FILE_FORMATS
     from hybriddeid.languages import available_languages
     from hybriddeid.renaming import RENAME_MODES
