@@ -17,6 +17,7 @@ import tomli_w
 from hybriddeid import Pipeline
 from hybriddeid.analysis import analyse
 from hybriddeid.document import Document, Span
+from hybriddeid.features import context
 from hybriddeid.io._common import MAX_FILE_MB_ENV
 from hybriddeid.pipeline import ConfigError, build_config, model_folder
 from hybriddeid.synth import generate_corpus
@@ -32,6 +33,15 @@ def _model_with_segments(tmp_path: Path, segment_chars: int, overlap: int) -> Pi
         config[name].update(segment_chars=segment_chars, segment_overlap=overlap)
     (folder / "config.toml").write_text(tomli_w.dumps(config), encoding="utf-8")
     return Pipeline.load(folder)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_long_line():
+    """These tests read one long line in segments: the header blocks on it are not read as lines of
+    their own (``features.context.layout_lines``, which cuts such a line before its field labels)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(context, "FIELD_LINE_MIN_LABELS", 10**9)
+        yield
 
 
 @pytest.fixture(scope="module")
