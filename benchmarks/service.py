@@ -22,7 +22,9 @@ about 1,000 and 10,000 characters, a pool of distinct notes sent in turn, one no
    service run just before and one just after it (the load on a shared machine drifts);
 3. the p99 of 1 kB notes at concurrency 8 while another connection streams ``--big-mb`` MB notes
    (each held by a worker until the server's time limit, 30 s here, then replaced), against the run
-   just before and one just after;
+   just before and one just after: first on the server as it starts by default (big requests go to
+   its bulk worker, at a lower CPU priority), then on a second server started with ``--bulk-workers 0``
+   (every request shares the two workers);
 4. the resident memory of the server and its workers sampled every second over a soak of ``--soak``
    requests at concurrency 8 (the mean of the first, middle and last tenth of the samples, peak), with
    the run's request count.
@@ -248,8 +250,8 @@ def batch_annotate(notes: list[str], model: str, work: Path) -> dict[str, float]
             "notes_per_s_less_load": len(notes) / max(1e-9, wall - load_s)}
 
 
-def start_server(work: Path, model: str, workers: int, code: Path = ROOT,
-                 name: str = "server") -> tuple[subprocess.Popen, str, str]:
+def start_server(work: Path, model: str, workers: int, code: Path = ROOT, name: str = "server",
+                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str, str]:
     """A server running ``code``'s hybriddeid, its log in ``work/NAME.log``: (process, url, API key)."""
     keys = work / f"{name}-keys.json"
     env = code_env(code)
@@ -261,7 +263,7 @@ def start_server(work: Path, model: str, workers: int, code: Path = ROOT,
     log = work / f"{name}.log"
     server = subprocess.Popen([sys.executable, "-m", "hybriddeid.cli", "serve", "--model", model, "--port", str(port),
                                "--workers", str(workers), "--api-keys", str(keys), "--rate-limit", "0",
-                               "--request-timeout", str(BIG_TIMEOUT), "--max-waiting", "1000"],
+                               "--request-timeout", str(BIG_TIMEOUT), "--max-waiting", "1000", *extra],
                               stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env, cwd=code)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -274,6 +276,23 @@ def start_server(work: Path, model: str, workers: int, code: Path = ROOT,
             break
         time.sleep(0.2)
     raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
+
+
+def big_notes(url: str, key: str, small: list[str], args: argparse.Namespace, label: str = "") -> dict:
+    """The p99 of 1 kB notes at concurrency 8 beside a stream of big notes, against the runs just before
+    and just after it."""
+    before = asyncio.run(load(url, key, small, args.requests_1k, 8))
+    print(row("1 kB", before) + f"  (before the big notes{label})", flush=True)
+    beside = asyncio.run(with_big_stream(url, key, small, args.requests_1k, args.big_mb))
+    settle(url)
+    after = asyncio.run(load(url, key, small, args.requests_1k, 8))
+    print(row("1 kB+big", beside) + f"  (a {args.big_mb:g} MB note stream on another connection{label}, "
+          f"{beside['big_in_flight']} in a worker when the small notes ended; statuses {beside['big_statuses']})")
+    print(row("1 kB", after) + f"  (after the big notes ended{label})")
+    print(f"p99 beside big notes / without{label}: x{beside['p99_ms'] / before['p99_ms']:.2f} (run before), "
+          f"x{beside['p99_ms'] / after['p99_ms']:.2f} (run after)", flush=True)
+    settle(url)
+    return {"before": before, "beside": beside, "after": after}
 
 
 def settle(url: str) -> None:
@@ -378,20 +397,16 @@ def main() -> None:
                     print(f"service c=8 ({when}) / batch: x{r['notes_per_s'] / batch['notes_per_s']:.2f} whole batch "
                           f"run, x{r['notes_per_s'] / batch['notes_per_s_less_load']:.2f} less its model load")
             if "big" in args.parts and args.big_mb:
-                before = asyncio.run(load(url, key, small, args.requests_1k, 8))
-                results["1 kB c=8 before big notes"] = before
-                print(row("1 kB", before) + "  (before the big notes)", flush=True)
-                r = asyncio.run(with_big_stream(url, key, small, args.requests_1k, args.big_mb))
-                results["1 kB c=8 beside big notes"] = r
-                settle(url)
-                after = asyncio.run(load(url, key, small, args.requests_1k, 8))
-                results["1 kB c=8 after big notes"] = after
-                print(row("1 kB+big", r) + f"  (a {args.big_mb:g} MB note stream on another connection, "
-                      f"{r['big_in_flight']} in a worker when the small notes ended; statuses {r['big_statuses']})")
-                print(row("1 kB", after) + "  (after the big notes ended)")
-                print(f"p99 beside big notes / without: x{r['p99_ms'] / before['p99_ms']:.2f} (run before), "
-                      f"x{r['p99_ms'] / after['p99_ms']:.2f} (run after)", flush=True)
-                settle(url)
+                # With the bulk lane (the default: big requests go to a low-priority worker of their own), then,
+                # for comparison in this run, a server without it (--bulk-workers 0: every request shares the two).
+                results["big notes"] = big_notes(url, key, small, args)
+                no_lane = start_server(work, args.model, args.workers, name="no-lane", extra=("--bulk-workers", "0"))
+                try:
+                    asyncio.run(load(no_lane[1], no_lane[2], small, 40, 2))
+                    results["big notes, no bulk lane"] = big_notes(no_lane[1], no_lane[2], small, args, " (no bulk lane)")
+                finally:
+                    no_lane[0].send_signal(signal.SIGTERM)
+                    no_lane[0].wait(timeout=120)
             if "soak" in args.parts:
                 sampler.done = 0
                 first = len(sampler.samples)

@@ -501,6 +501,8 @@ def _serve(args: argparse.Namespace) -> int:
         keys = KeyStore(_api_keys_file(args))
         if args.workers < 1:
             raise ValueError("--workers must be at least 1")
+        if args.bulk_workers < 0 or args.bulk_over_mb <= 0:
+            raise ValueError("--bulk-workers must be 0 or more, and --bulk-over-mb above 0")
         if min(args.max_notes, args.max_note_chars, args.max_waiting) < 1:
             raise ValueError("--max-notes, --max-note-chars and --max-waiting must be at least 1")
         limits = ServiceLimits(max_body_bytes=int(args.max_body_mb * 2**20), request_timeout=args.request_timeout,
@@ -517,12 +519,13 @@ def _serve(args: argparse.Namespace) -> int:
     pipeline = load_model(args.model, args.engine, args.device)  # once: the workers are forked from this process
     warm_up(pipeline)
     settings = WorkSettings(args.max_note_chars, args.max_notes, options)
-    pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, args.max_waiting)
+    pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, args.max_waiting,
+                      args.bulk_workers, int(args.bulk_over_mb * 2**20))
     modes = ["tag", "mask", *(["surrogate"] if key is not None else [])]
     app = create_app(Service(pool, keys, limits, model_info(pipeline, str(args.model), modes)))
     scheme = "https" if args.ssl_certfile else "http"
-    log.info("serving model %s on %s://%s:%d with %d workers (API docs at /docs)", args.model, scheme, args.host,
-             args.port, args.workers)
+    log.info("serving model %s on %s://%s:%d with %d workers and %d bulk workers for requests over %g MB (API docs "
+             "at /docs)", args.model, scheme, args.host, args.port, args.workers, args.bulk_workers, args.bulk_over_mb)
     return run_server(app, args.host, args.port, args.ssl_certfile, args.ssl_keyfile,
                       graceful_timeout=args.request_timeout + 5)
 
@@ -754,9 +757,9 @@ def _add_api_keys(parser: argparse.ArgumentParser, default: object) -> None:
 def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     """``serve``'s options: the model, where to listen, the workers, the limits, the defaults of deid."""
     from hybriddeid.batch import DEFAULT_MEMORY_MB
-    from hybriddeid.service.limits import (DEFAULT_BURST, DEFAULT_MAX_BODY_MB, DEFAULT_MAX_NOTE_CHARS,
-                                           DEFAULT_MAX_NOTES, DEFAULT_MAX_WAITING, DEFAULT_RATE_LIMIT,
-                                           DEFAULT_REQUEST_TIMEOUT)
+    from hybriddeid.service.limits import (DEFAULT_BULK_OVER_MB, DEFAULT_BULK_WORKERS, DEFAULT_BURST,
+                                           DEFAULT_MAX_BODY_MB, DEFAULT_MAX_NOTE_CHARS, DEFAULT_MAX_NOTES,
+                                           DEFAULT_MAX_WAITING, DEFAULT_RATE_LIMIT, DEFAULT_REQUEST_TIMEOUT)
 
     parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
@@ -765,6 +768,12 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=2,
                         help="worker processes, forked once the model is loaded; each answers one request at a "
                              "time (default 2)")
+    parser.add_argument("--bulk-workers", type=int, default=DEFAULT_BULK_WORKERS, metavar="N",
+                        help="more workers, at a lower CPU priority, for requests over --bulk-over-mb, so that a long "
+                             f"note never holds a worker small requests wait for (default {DEFAULT_BULK_WORKERS}; 0: "
+                             "every request shares --workers)")
+    parser.add_argument("--bulk-over-mb", type=float, default=DEFAULT_BULK_OVER_MB, metavar="MB",
+                        help=f"request bodies larger than this go to the bulk workers (default {DEFAULT_BULK_OVER_MB:g})")
     _add_api_keys(parser, None)
     parser.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB, metavar="MB",
                         help=f"larger request bodies get 413 (default {DEFAULT_MAX_BODY_MB:g})")

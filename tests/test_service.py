@@ -141,7 +141,8 @@ def metric(service, name: str) -> float:
 # -- routes ------------------------------------------------------------------------------------------
 def test_health_readiness_models_openapi_and_metrics(service):
     assert httpx.get(f"{service.url}/healthz").json() == {"status": "ok"}
-    assert httpx.get(f"{service.url}/readyz").json() == {"status": "ready", "workers": 2, "alive": 2}
+    assert httpx.get(f"{service.url}/readyz").json() == {"status": "ready", "workers": 2, "bulk_workers": 1,
+                                                              "alive": 3}
     models = httpx.get(f"{service.url}/v1/models", headers={"Authorization": f"Bearer {service.keys['alpha']}"}).json()
     assert models["language"] == "en" and "PATIENT" in models["labels"] and models["phi_sets"] == ["i2b2-2014", "hipaa"]
     assert models["modes"] == ["tag", "mask", "surrogate"] and models["version"]
@@ -160,7 +161,7 @@ def test_health_readiness_models_openapi_and_metrics(service):
     text = httpx.get(f"{service.url}/metrics").text
     assert 'hybriddeid_requests_total{route="/v1/annotate",status="200"}' in text
     assert 'hybriddeid_request_duration_seconds_bucket{le="0.5",route="/v1/annotate"}' in text
-    assert "hybriddeid_workers_alive 2.0" in text
+    assert "hybriddeid_workers_alive 3.0" in text  # two regular workers and the bulk one
 
 
 def test_deid_modes_and_patients(service):
@@ -329,7 +330,42 @@ def test_a_crashing_worker_fails_its_request_alone(service):
     deadline = time.monotonic() + 10
     while httpx.get(f"{service.url}/readyz").status_code != 200 and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert httpx.get(f"{service.url}/readyz").json()["alive"] == 2
+    assert httpx.get(f"{service.url}/readyz").json()["alive"] == 3
+
+
+def children(server: Server) -> list[int]:
+    return [int(pid) for pid in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()]
+
+
+def niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def test_a_big_request_goes_to_the_bulk_worker_and_never_holds_up_small_ones(service, tmp_path):
+    server = Server(tmp_path, service.keys_file, "--workers", "1", "--bulk-workers", "1", "--bulk-over-mb", "0.01")
+    server.keys = service.keys
+    try:
+        workers = children(server)
+        assert httpx.get(f"{server.url}/readyz").json() == {"status": "ready", "workers": 1, "bulk_workers": 1, "alive": 2}
+        assert sorted(niceness(pid) - niceness(server.process.pid) for pid in workers) == [0, 10]
+        big_text = f"SABOTAGE-SLOW {note(7)}" + "Stable overnight. " * 700  # 12 kB: over the 0.01 MB bulk limit
+        finished: list[str] = []
+        big = threading.Thread(target=lambda: finished.append(("big", post(server, "/v1/annotate", {"text": big_text}))))
+        big.start()
+        deadline = time.monotonic() + 10
+        while metric(server, "hybriddeid_bulk_requests_total") < 1:
+            assert time.monotonic() < deadline, "the big request never reached the bulk lane"
+            time.sleep(0.05)
+        # The only regular worker is free: three small notes are answered while the big one (2 s) is worked on.
+        smalls = [post(server, "/v1/annotate", {"text": note(i)}) for i in range(3)]
+        finished.extend(("small", answer) for answer in smalls)
+        big.join()
+        assert [name for name, _ in finished] == ["small"] * 3 + ["big"]
+        assert all(answer.status_code == 200 for _, answer in finished)
+        assert any(span["label"] == "PATIENT" for span in finished[-1][1].json()["notes"][0]["spans"])
+        assert metric(server, "hybriddeid_bulk_requests_total") == 1
+    finally:
+        server.stop()
 
 
 def test_a_request_past_the_memory_limit_fails_alone_and_its_worker_is_replaced(service):
@@ -382,8 +418,8 @@ def test_the_python_client(service):
 # -- stopping ------------------------------------------------------------------------------------------
 def test_sigterm_finishes_the_requests_in_flight(service, tmp_path):
     server = Server(tmp_path, service.keys_file, "--workers", "2")
-    workers = [int(pid) for pid in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()]
-    assert len(workers) == 2
+    workers = children(server)
+    assert len(workers) == 3  # two and the bulk worker
     results: list[httpx.Response | Exception] = []
 
     def call(i: int) -> None:

@@ -74,6 +74,8 @@ class _Restarts:
     def collect(self) -> Any:
         yield CounterMetricFamily("hybriddeid_worker_restarts", "workers replaced after a crash or a time-out",
                                   value=self.pool.restarts)
+        yield CounterMetricFamily("hybriddeid_bulk_requests", "requests sent to the bulk lane (bodies over "
+                                  "--bulk-over-mb)", value=self.pool.bulk_requests)
 
 
 @dataclass
@@ -221,7 +223,7 @@ def create_app(service: Service) -> FastAPI:
         pool = service.pool
         status = 200 if pool.ready else 503
         return JSONResponse({"status": "ready" if status == 200 else "not ready", "workers": pool.size,
-                             "alive": pool.alive}, status_code=status)
+                             "bulk_workers": pool.bulk_workers, "alive": pool.alive}, status_code=status)
 
     @app.get("/metrics", summary="Prometheus metrics (text format)")
     async def metrics() -> Response:

@@ -13,6 +13,8 @@ DEFAULT_REQUEST_TIMEOUT = 120.0
 DEFAULT_RATE_LIMIT = 600  # requests per minute per key
 DEFAULT_BURST = 60
 DEFAULT_MAX_WAITING = 256
+DEFAULT_BULK_WORKERS = 1  # workers of the bulk lane (service.pool): big requests never hold a regular one
+DEFAULT_BULK_OVER_MB = 0.5  # request bodies above this go to the bulk lane (~7 s of work on one core)
 
 
 @dataclass(frozen=True)

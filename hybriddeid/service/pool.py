@@ -2,7 +2,13 @@
 batch runs fork theirs), so the model is loaded once and shared copy-on-write; each answers one request
 at a time over a socket pair.
 
-The server's event loop only moves bytes: a request body goes to an idle worker, which parses, checks
+Two lanes: a request body larger than ``bulk_over`` bytes (a long note, a large batch: seconds to minutes
+of work) goes to the bulk lane, whose workers run at a lower CPU priority (``BULK_NICE``); every other
+request goes to the regular workers. A big note then never holds a worker that small requests wait for,
+and on a busy machine the small requests get the CPU first (the big note takes longer). With no bulk
+workers, every request shares the regular ones.
+
+The server's event loop only moves bytes: a request body goes to an idle worker of its lane, which parses, checks
 and processes it (``service.work``) and sends back the answer's status and JSON. A request waits for an
 idle worker within its time limit. A worker that dies (a segfault, ``os._exit``, the memory limit) fails
 its request alone with a 500; one that passes the request's time limit is killed (504); either is
@@ -14,7 +20,6 @@ Frames on the socket: 8 bytes of length, then a JSON header line and the body.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -31,6 +36,7 @@ from hybriddeid.service.work import Answer, WorkSettings, error_body, handle
 
 log = logging.getLogger(__name__)
 _LENGTH = struct.Struct("!Q")
+BULK_NICE = 10  # added to the bulk workers' niceness: on a busy machine they get a small share of the CPU
 
 
 def _frame(header: dict[str, Any], body: bytes) -> bytes:
@@ -77,9 +83,11 @@ def _drop_inherited_sockets(own: socket.socket, others: list[socket.socket]) -> 
 
 
 def _worker_main(sock: socket.socket, pipeline: Any, settings: WorkSettings, memory_mb: int | None,
-                 parent_pid: int, others: list[socket.socket]) -> None:
+                 parent_pid: int, others: list[socket.socket], niceness: int = 0) -> None:
     """A worker: request after request until the server closes its end; it ends with the server."""
     _drop_inherited_sockets(sock, others)
+    if niceness:
+        os.nice(niceness)
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     signal.set_wakeup_fd(-1)  # the server's event loop's, not this process's
@@ -113,6 +121,7 @@ def _worker_main(sock: socket.socket, pipeline: Any, settings: WorkSettings, mem
 class _Worker:
     process: Any
     sock: socket.socket
+    bulk: bool = False  # of the bulk lane
     busy: bool = field(default=False)
 
 
@@ -125,36 +134,43 @@ class WorkerDied(Exception):
 
 
 class WorkerPool:
-    """``size`` forked workers holding ``pipeline``; ``run`` gives a request body to an idle one."""
+    """``size`` regular and ``bulk_workers`` bulk forked workers holding ``pipeline``; ``run`` gives a
+    request body to an idle one of its lane (bodies over ``bulk_over`` bytes: the bulk lane, when it has
+    workers)."""
 
     def __init__(self, pipeline: Any, settings: WorkSettings, size: int = 2, memory_mb: int | None = None,
-                 max_waiting: int = 256) -> None:
+                 max_waiting: int = 256, bulk_workers: int = 0, bulk_over: int = 0) -> None:
         if size < 1:
             raise ValueError("--workers must be at least 1")
+        if bulk_workers < 0 or (bulk_workers and bulk_over < 1):
+            raise ValueError("--bulk-workers must be 0 or more, and --bulk-over-mb above 0")
         self.pipeline, self.settings, self.size, self.memory_mb = pipeline, settings, size, memory_mb
+        self.bulk_workers, self.bulk_over = bulk_workers, bulk_over
         self.max_waiting = max_waiting
         self.restarts = 0  # workers replaced after a crash or a time-out
         self.waiting = 0
+        self.bulk_requests = 0  # requests sent to the bulk lane
         self._workers: list[_Worker] = []
-        self._idle: asyncio.Queue[_Worker] | None = None
+        self._idle: dict[bool, asyncio.Queue[_Worker]] | None = None  # per lane: bulk or not
         self._closing = False
 
     def start(self) -> None:
         """Fork the workers (from the event loop's thread, in the server's lifespan)."""
-        self._idle = asyncio.Queue()
-        for _ in range(self.size):
-            self._idle.put_nowait(self._spawn())
+        self._idle = {False: asyncio.Queue(), True: asyncio.Queue()}
+        for bulk, count in ((False, self.size), (True, self.bulk_workers)):
+            for _ in range(count):
+                self._idle[bulk].put_nowait(self._spawn(bulk))
 
-    def _spawn(self) -> _Worker:
+    def _spawn(self, bulk: bool) -> _Worker:
         ours, theirs = socket.socketpair()
         others = [worker.sock for worker in self._workers]
         process = get_context("fork").Process(
-            target=_worker_main, name="hybriddeid-serve-worker", daemon=True,
-            args=(theirs, self.pipeline, self.settings, self.memory_mb, os.getpid(), others))
+            target=_worker_main, name="hybriddeid-serve-bulk" if bulk else "hybriddeid-serve-worker", daemon=True,
+            args=(theirs, self.pipeline, self.settings, self.memory_mb, os.getpid(), others, BULK_NICE if bulk else 0))
         process.start()
         theirs.close()
         ours.setblocking(False)
-        worker = _Worker(process, ours)
+        worker = _Worker(process, ours, bulk)
         self._workers.append(worker)
         return worker
 
@@ -173,7 +189,7 @@ class WorkerPool:
         self._retire(worker, kill=True)
         if not self._closing and self._idle is not None:
             self.restarts += 1
-            self._idle.put_nowait(self._spawn())
+            self._idle[worker.bulk].put_nowait(self._spawn(worker.bulk))
 
     @property
     def alive(self) -> int:
@@ -181,20 +197,23 @@ class WorkerPool:
 
     @property
     def ready(self) -> bool:
-        return self._idle is not None and not self._closing and self.alive == self.size
+        return self._idle is not None and not self._closing and self.alive == self.size + self.bulk_workers
 
     async def run(self, kind: str, body: bytes, timeout: float, error_id: str) -> Answer:
-        """The answer to one request; 503 when too many wait, 504 past ``timeout`` seconds (waiting for a
-        worker included; a worker still working is killed and replaced), 500 when the worker dies."""
+        """The answer to one request, from a worker of its lane; 503 when too many wait, 504 past ``timeout``
+        seconds (waiting for a worker included; a worker still working is killed and replaced), 500 when the
+        worker dies."""
         assert self._idle is not None, "start() the pool first"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if self.waiting >= self.max_waiting:
             return Answer(503, error_body("overloaded", f"{self.waiting} requests are waiting for a worker; retry later"),
                           error="overloaded")
+        bulk = bool(self.bulk_workers) and len(body) > self.bulk_over
+        self.bulk_requests += bulk
         self.waiting += 1
         try:
-            worker = await asyncio.wait_for(self._take(), timeout)
+            worker = await asyncio.wait_for(self._take(bulk), timeout)
         except asyncio.TimeoutError:
             return _timeout(timeout, error_id, "no worker became free")
         finally:
@@ -218,13 +237,13 @@ class WorkerPool:
             self._replace(worker)
         else:
             worker.busy = False
-            self._idle.put_nowait(worker)
+            self._idle[worker.bulk].put_nowait(worker)
         return Answer(header["status"], answer_body, header["notes"], header["characters"], header["error"])
 
-    async def _take(self) -> _Worker:
+    async def _take(self, bulk: bool) -> _Worker:
         assert self._idle is not None
         while True:
-            worker = await self._idle.get()
+            worker = await self._idle[bulk].get()
             if worker.process.is_alive():
                 worker.busy = True
                 return worker
