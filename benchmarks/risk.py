@@ -6,7 +6,7 @@ Corpora: generated English notes of the test mix (``hybriddeid synth --mix test`
 English model) and MEDDOCAN dev (the bundled Spanish model, ``../shared/corpora/meddocan/dev``).
 Each corpus is read by the model once; then ``--splits`` times, 50 notes drawn at random are the
 reviewed ones and the estimate is made for the others. Printed per corpus and split: tokens,
-true missed PHI tokens, the raw estimate and the isotonic and Platt estimates with their 95%
+true missed PHI tokens, the raw estimate and the isotonic, Platt and auto (the one cross-fitting picks) estimates with their 95%
 intervals, the relative error of each and whether the interval holds the truth; then the mean
 absolute relative error and how many splits are within 30%. Beside them, for scale, the plain rate
 (missed PHI tokens among the reviewed notes' untagged tokens, times the others' untagged tokens:
@@ -34,6 +34,7 @@ from hybriddeid.reviewing import ReadNote
 from hybriddeid.risk import Reviewed, estimate, outcomes, plot_reliability
 from hybriddeid.synth import generate_corpus
 
+METHODS = ("raw", "isotonic", "platt", "auto")
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
 
 
@@ -58,11 +59,11 @@ def run_corpus(name: str, items: list, splits: int, reviewed_count: int, plot_di
         notes = [(note.name, len(note.chances), note.untagged()) for note, _ in rest]
         row = {"split": split, "notes": len(rest), "tokens": sum(n[1] for n in notes), "true_missed": truth,
                "reviewed_missed": float(sample.y.sum())}
-        for method, reviewed in (("raw", None), ("isotonic", sample), ("platt", sample)):
+        for method, reviewed in (("raw", None), ("isotonic", sample), ("platt", sample), ("auto", sample)):
             result = estimate(notes, reviewed, "isotonic" if method == "raw" else method, seed=split)
             row[method] = {"estimate": result.expected_missed, "low": result.low, "high": result.high,
                            "relative_error": _error(result.expected_missed, truth),
-                           "covers": result.low <= truth <= result.high}
+                           "covers": result.low <= truth <= result.high, "chose": result.calibration.get("method")}
         untagged_rest = sum(len(chances) for _, _, chances in notes)
         rate = row["reviewed_missed"] / len(sample.y) * untagged_rest if len(sample.y) else 0.0
         row["rate"] = {"estimate": rate, "relative_error": _error(rate, truth)}
@@ -87,15 +88,16 @@ def sampling_within(reviewed_missed: float, true_missed: float, limit: float = 0
 def show(result: dict) -> None:
     print(f"\n== {result['corpus']}")
     print(f"{'split':>5} {'notes':>5} {'tokens':>7} {'true':>6} | " + " | ".join(
-        f"{m:>8} est [95% interval]   err  in" for m in ("raw", "isotonic", "platt")))
+        f"{m:>8} est [95% interval]   err  in" for m in METHODS) + " | auto chose")
     for row in result["splits"]:
         cells = []
-        for method in ("raw", "isotonic", "platt"):
+        for method in METHODS:
             r = row[method]
             cells.append(f"{r['estimate']:8.1f} [{r['low']:6.1f},{r['high']:6.1f}] {100 * r['relative_error']:+5.0f}% "
                          f"{'y' if r['covers'] else 'n':>2}")
-        print(f"{row['split']:>5} {row['notes']:>5} {row['tokens']:>7} {row['true_missed']:>6.0f} | " + " | ".join(cells))
-    for method in ("raw", "isotonic", "platt"):
+        print(f"{row['split']:>5} {row['notes']:>5} {row['tokens']:>7} {row['true_missed']:>6.0f} | " + " | ".join(cells)
+              + f" | {row['auto']['chose']}")
+    for method in METHODS:
         errors = [abs(row[method]["relative_error"]) for row in result["splits"]]
         within = sum(error <= 0.30 for error in errors)
         covers = sum(row[method]["covers"] for row in result["splits"])

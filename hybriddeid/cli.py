@@ -657,7 +657,7 @@ def _risk(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        calibrated = (f"calibrated ({args.calibration}) on {result.reviewed_notes} reviewed notes"
+        calibrated = (f"calibrated ({result.calibration['method']}) on {result.reviewed_notes} reviewed notes"
                       if reviewed is not None else "uncalibrated: raw marginals (give --reviewed to calibrate)")
         among = f" ({len(corrected)} of them reviewed: counted as corrected, nothing missed)" if corrected else ""
         print(f"{len(notes)} notes{among}, {result.tokens} tokens; {calibrated}")
@@ -914,7 +914,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hybriddeid.io.tables import TABLE_FILE_FORMATS
     from hybriddeid.languages import available_languages
     from hybriddeid.renaming import RENAME_MODES
-    from hybriddeid.risk import CALIBRATIONS
+    from hybriddeid.risk import AUTO, CALIBRATIONS
     from hybriddeid.surrogates.audit import AUDIT_FORMATS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
@@ -1060,8 +1060,10 @@ def build_parser() -> argparse.ArgumentParser:
     risk.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
     risk.add_argument("--reviewed", type=Path, help="annotated notes (a review's corrections folder, or gold) to calibrate "
                                                      "the model's P(PHI) on")
-    risk.add_argument("--calibration", choices=CALIBRATIONS, default="isotonic",
-                      help="isotonic regression (default) or Platt scaling of P(PHI) against the reviewed spans")
+    risk.add_argument("--calibration", choices=(AUTO, *CALIBRATIONS), default=AUTO,
+                      help="isotonic regression or Platt scaling of P(PHI) against the reviewed spans, or auto (the "
+                           "default): the one whose counts, fitted on four fifths of the reviewed notes, better "
+                           "predict the other fifth's")
     risk.add_argument("--out", type=Path, help="write risk.json (and with --reviewed reliability.png) here")
     risk.add_argument("--json", action="store_true", help="print the estimate as JSON")
     _add_phi_set(risk, "count only this PHI set's spans as found (default: the model's setting)")
@@ -1080,8 +1082,8 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--next", type=int, metavar="N",
                         help="list only the N unreviewed notes whose review would teach the model most "
                              "(uncertainty sampling) instead of all notes by risk")
-    review.add_argument("--calibration", choices=CALIBRATIONS, default="isotonic",
-                        help="how reviewed notes calibrate the risk estimate (default isotonic)")
+    review.add_argument("--calibration", choices=(AUTO, *CALIBRATIONS), default=AUTO,
+                        help="how reviewed notes calibrate the risk estimate (default auto: see risk --calibration)")
     _add_phi_set(review, "show only this PHI set's spans (default: the model's setting)")
     _add_encoding(review)
     _add_device(review)

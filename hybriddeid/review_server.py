@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from hybriddeid.document import Span
 from hybriddeid.io import InputError
 from hybriddeid.reviewing import Corrections, ReadNote, folder_risk, most_informative
-from hybriddeid.risk import Reviewed, RiskEstimate
+from hybriddeid.risk import AUTO, Reviewed, RiskEstimate
 
 log = logging.getLogger("hybriddeid")
 
@@ -47,7 +47,7 @@ class ReviewState:
     corrections: Corrections
     labels: list[str]
     categories: dict[str, str] = field(default_factory=dict)  # label -> category, for colours
-    calibration: str = "isotonic"
+    calibration: str = AUTO
     queue: list[str] = field(default_factory=list)  # names in the order the page lists them
     risk: RiskEstimate | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -268,7 +268,7 @@ class ReviewServer(http.server.ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/?token={self.token}"
 
 
-def build_state(pipeline: Any, notes: list[ReadNote], corrections: Corrections, calibration: str = "isotonic",
+def build_state(pipeline: Any, notes: list[ReadNote], corrections: Corrections, calibration: str = AUTO,
                 next_count: int | None = None) -> ReviewState:
     """The review of ``notes``: ordered by risk, or with ``next_count`` the notes not yet reviewed
     whose review would teach the model most (``reviewing.most_informative``), in that order."""

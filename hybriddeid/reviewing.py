@@ -23,7 +23,7 @@ from hybriddeid.document import Document, Span
 from hybriddeid.pipeline import ConfigError
 from hybriddeid.io import InputError, atomic_write_text, read_document, scan_inputs, write_document
 from hybriddeid.processing import NoteSettings, ProcessedNote, process_notes
-from hybriddeid.risk import Reviewed, RiskEstimate, TokenChance, estimate, untagged
+from hybriddeid.risk import AUTO, Reviewed, RiskEstimate, TokenChance, estimate, untagged
 
 if TYPE_CHECKING:
     from hybriddeid.pipeline import Pipeline
@@ -97,7 +97,7 @@ def reviewed_sample(pipeline: "Pipeline", folder: Path, settings: NoteSettings =
     return sample, {doc.name: doc.text for doc in reviewed}
 
 
-def folder_risk(notes: Sequence[ReadNote], reviewed: Reviewed | None = None, method: str = "isotonic",
+def folder_risk(notes: Sequence[ReadNote], reviewed: Reviewed | None = None, method: str = AUTO,
                 corrected: Collection[str] = ()) -> RiskEstimate:
     """The residual-risk estimate of ``notes`` (``risk.estimate``), spans as each note holds them. A
     note named in ``corrected`` was reviewed: it is released as its reviewer corrected it, so none

@@ -6,6 +6,11 @@ PHI tokens missed, if those probabilities are right. They are not: a CRF's margi
 or under-confident, so the sum is **calibrated** on reviewed notes, where a reviewer's spans tell
 which untagged tokens were PHI after all: isotonic regression (pool-adjacent-violators) or Platt
 scaling (a logistic curve on the logit) maps P(PHI) to the share of such tokens that were PHI.
+Neither is best everywhere: with few missed tokens among the reviewed ones, isotonic steps start at
+the few PHI tokens seen and overstate the rate beyond them, while Platt's curve spreads mass over the
+many tokens of very low P(PHI) when the true rate there is near nothing. ``auto`` (the default) fits
+each on four fifths of the reviewed notes, predicts the missed tokens of the other fifth, and keeps
+the one whose predicted counts came closer (``choose_calibration``).
 
 The estimate comes with an interval that holds two uncertainties: which tokens happen to be PHI
 given their probabilities (a Poisson-binomial count, normal approximation) and how well the
@@ -27,6 +32,8 @@ import numpy as np
 from hybriddeid.document import Span
 
 CALIBRATIONS = ("isotonic", "platt")
+AUTO = "auto"  # the calibration whose cross-fitted counts on the reviewed notes come closer
+CROSS_FOLDS = 5
 BOOTSTRAP_ROUNDS = 200
 INTERVAL = 0.95
 _EPS = 1e-6
@@ -243,10 +250,39 @@ class Reviewed:
         return cls(cat(ps, float), cat(ys, float), cat(ids, int), len(items))
 
 
+def choose_calibration(reviewed: Reviewed, folds: int = CROSS_FOLDS) -> tuple[str, dict[str, float]]:
+    """The calibration for ``reviewed``: each method fitted on the notes outside one of ``folds`` groups
+    (note by note in turn) predicts the missed tokens of that group; the method with the smaller sum of
+    squared count errors wins (isotonic on a tie, with fewer than two notes, or with no missed token to
+    count). Returns the method and each method's error."""
+    groups = min(folds, reviewed.notes)
+    if groups < 2 or not reviewed.y.any():
+        return "isotonic", {}
+    group = reviewed.note % groups
+    errors = {}
+    for method in CALIBRATIONS:
+        error = 0.0
+        for index in range(groups):
+            held = group == index
+            predicted = Calibrator(method).fit(reviewed.p[~held], reviewed.y[~held])(reviewed.p[held]).sum()
+            error += float(predicted - reviewed.y[held].sum()) ** 2
+        errors[method] = error
+    return min(CALIBRATIONS, key=lambda method: (errors[method], CALIBRATIONS.index(method))), errors
+
+
+def resolve_calibration(method: str, reviewed: Reviewed | None) -> tuple[str, dict[str, float]]:
+    """``method`` itself, or for ``auto`` the one ``choose_calibration`` picks (isotonic without reviewed notes)."""
+    if method != AUTO:
+        Calibrator(method)  # an unknown name fails here
+        return method, {}
+    return choose_calibration(reviewed) if reviewed is not None and len(reviewed.p) else ("isotonic", {})
+
+
 def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: Reviewed | None = None,
-             method: str = "isotonic", rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0) -> RiskEstimate:
+             method: str = AUTO, rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0) -> RiskEstimate:
     """The residual-risk estimate of ``notes`` (name, token count, untagged tokens' chances),
     calibrated on ``reviewed`` when it holds any token (see the module docstring)."""
+    method, chosen_from = resolve_calibration(method, reviewed)
     calibrator = Calibrator(method)
     if reviewed is not None and len(reviewed.p):
         calibrator.fit(reviewed.p, reviewed.y)
@@ -284,8 +320,11 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
         for label, value in own.items():
             per_type[label] = per_type.get(label, 0.0) + value
         note_risks.append(NoteRisk(name, tokens, float(q.sum()), own))
+    calibration = calibrator.to_dict()
+    if chosen_from:
+        calibration["cross_fitted_count_errors"] = chosen_from  # what ``auto`` chose by
     return RiskEstimate(sum(tokens for _, tokens, _ in notes), total, max(float(low), 0.0), max(float(high), 0.0),
-                        per_type, note_risks, calibrator.to_dict(),
+                        per_type, note_risks, calibration,
                         reviewed.notes if reviewed is not None else 0, int(len(reviewed.p)) if reviewed is not None else 0)
 
 
@@ -312,6 +351,7 @@ def plot_reliability(reviewed: Reviewed, calibrator_method: str, path: Path) -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    calibrator_method = resolve_calibration(calibrator_method, reviewed)[0]
     calibrated = cross_calibrated(reviewed, calibrator_method)
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([1e-4, 1], [1e-4, 1], color="grey", linestyle=":", label="perfect")

@@ -12,7 +12,8 @@ import pytest
 from hybriddeid.document import Span
 from hybriddeid.io import read_corpus, write_documents
 from hybriddeid.processing import NoteSettings, load_model, process_notes
-from hybriddeid.risk import Calibrator, Reviewed, TokenChance, estimate, outcomes, reliability, untagged
+from hybriddeid.risk import (Calibrator, Reviewed, TokenChance, choose_calibration, estimate, outcomes, reliability,
+                             untagged)
 from hybriddeid.synth import generate_corpus
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notes"
@@ -188,3 +189,22 @@ def test_the_review_page_counts_a_note_marked_reviewed_as_corrected(english, tmp
     assert state.note_risks[riskiest.name].expected_missed == 0
     assert state.risk.expected_missed > 0  # the reviewer's miss keeps the calibrated chances above zero
     assert state.risk.expected_missed == pytest.approx(sum(n.expected_missed for n in state.risk.notes))
+
+
+def test_auto_calibration_keeps_the_method_whose_cross_fitted_counts_come_closer():
+    rng = np.random.default_rng(7)
+    chances_of = lambda p: [TokenChance(i, i + 1, float(v)) for i, v in enumerate(p)]  # noqa: E731
+    # A step: every token above P(PHI) 0.3 was PHI, none below. Isotonic fits it exactly, a logistic curve cannot.
+    notes = [rng.beta(0.5, 3, 200) for _ in range(20)]
+    reviewed = Reviewed.collect([(chances_of(p), [], [Span(i, i + 1, "NAME") for i, v in enumerate(p) if v > 0.3])
+                                 for p in notes])
+    method, errors = choose_calibration(reviewed)
+    assert set(errors) == {"isotonic", "platt"} and method == "isotonic" and errors["isotonic"] < errors["platt"]
+    target = [("t", 200, chances_of(rng.beta(0.5, 3, 200)))]
+    auto = estimate(target, reviewed, "auto")
+    assert auto.expected_missed == estimate(target, reviewed, method).expected_missed
+    assert auto.calibration["method"] == method and auto.calibration["cross_fitted_count_errors"] == errors
+    # Nothing to choose by: no reviewed PHI, or a single note.
+    assert choose_calibration(Reviewed.collect([(chances_of(p), [], []) for p in notes])) == ("isotonic", {})
+    assert choose_calibration(Reviewed.collect([(chances_of(notes[0]), [], [Span(0, 1, "NAME")])])) == ("isotonic", {})
+    assert "cross_fitted_count_errors" not in estimate(target, None, "auto").calibration
