@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from hybriddeid.document import Document, Span
-from hybriddeid.features.context import LineContext, iter_line_contexts, line_contexts
+from hybriddeid.features.context import LineContext, iter_line_contexts, line_contexts, with_line_breaks
 from hybriddeid.text.tokenize import Token, tokenize
 
 
@@ -153,21 +153,11 @@ class AnalysedNote:
     @property
     def layout_text(self) -> str:
         """``text`` with a line break at each cut that ``features.context.layout_lines`` made inside a
-        line (a header block exported on one line), for readers of the raw text (the rules), so they
-        read the note's lines as the CRFs do. Same length and offsets as ``text``; ``text`` itself
-        when there is no such cut."""
+        line (a header block exported on one line): ``features.context.with_line_breaks``."""
         return self.memo("layout_text", self._layout_text)
 
     def _layout_text(self) -> str:
-        text = self.doc.text
-        cuts = [line.context.start - 1 for previous, line in zip(self.lines, self.lines[1:])
-                if "\n" not in text[previous.context.end:line.context.start]]
-        if not cuts:
-            return text
-        chars = list(text)
-        for cut in cuts:
-            chars[cut] = "\n"
-        return "".join(chars)
+        return with_line_breaks(self.doc.text, ((line.context.start, line.context.end) for line in self.lines))
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """``compute()`` once per note and ``key`` (e.g. a POS tag source's output)."""

@@ -95,3 +95,18 @@ def test_a_header_block_on_one_line_gets_the_spans_it_gets_as_written():
 def test_generated_notes_as_written_are_read_in_their_own_lines():
     for doc in generate_corpus(60, seed=3, mix="test"):
         assert list(layout_lines(doc.text, "en")) == list(iter_lines(doc.text))
+
+
+def test_rules_are_measured_on_the_text_they_predict_on():
+    """``RuleClassifier.fit`` reads a flattened note with its layout's line breaks, as ``predict`` does:
+    on the raw text "Dr. Erin Mendez  Physical" ran into the next field and counted as a wrong hit."""
+    from hybriddeid.classifiers.rules import RuleClassifier
+    from hybriddeid.document import Span
+
+    written = HEADER.replace("Attending: Kirk, Ashley N.", "Attending: Dr. Erin Mendez\r\nPhysical Exam: alert, lungs clear")
+    text = flat(written)
+    start = text.index("Erin Mendez")
+    doc = Document("n", text, (Span(start, start + len("Erin Mendez"), "DOCTOR"),))
+    stats = RuleClassifier("en").fit([doc]).rule_stats_["doctor_titled"]
+    assert (stats.correct, stats.hits) == (1, 1)
+    assert Span(start, start + len("Erin Mendez"), "DOCTOR", "rule") in RuleClassifier("en").predict(AnalysedNote(doc, "en"))

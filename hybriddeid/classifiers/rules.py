@@ -57,6 +57,7 @@ import tomli_w
 from hybriddeid.analysis import AnalysedNote
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
 from hybriddeid.document import Document, Span
+from hybriddeid.features.context import layout_lines, with_line_breaks
 from hybriddeid.io import atomic_write_text
 from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, known_words
 from hybriddeid.languages import available_languages, language_pack
@@ -642,7 +643,11 @@ class RuleClassifier:
         against them), unless their label is not the corpus's and so cannot be mapped.
         """
         docs = list(docs)
-        hits = {(rule.name, index): self._search(rule, doc) for index, doc in enumerate(docs) for rule in self.rules}
+        # Measured on the text predict reads: a note exported on one line with its layout's line breaks.
+        texts = [with_line_breaks(doc.text, layout_lines(doc.text, self.language)) if self.language else None
+                 for doc in docs]
+        hits = {(rule.name, index): self._search(rule, doc, text=texts[index])
+                for index, doc in enumerate(docs) for rule in self.rules}
         position = {id(doc): index for index, doc in enumerate(docs)}
         search: Search = lambda rule, doc: hits[(rule.name, position[id(doc)])]  # noqa: E731 (searched once)
         self.label_map_: dict[str, str] = {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import regex
 
@@ -119,6 +119,24 @@ def layout_lines(text: str, language: str) -> Iterator[tuple[int, int]]:
             start = cut + 1
         if start < end:
             yield start, end
+
+
+def with_line_breaks(text: str, lines: Iterable[tuple[int, int]]) -> str:
+    """``text`` with a line break at each cut that ``layout_lines`` made inside a line (the character
+    between two consecutive ``lines`` when no line break stands there): for readers of the raw text,
+    the rules, so they read the note's lines as the CRFs do. Same length and offsets; ``text`` itself
+    when there is no such cut."""
+    cuts, previous_end = [], None
+    for start, end in lines:
+        if previous_end is not None and "\n" not in text[previous_end:start]:
+            cuts.append(start - 1)
+        previous_end = end
+    if not cuts:
+        return text
+    chars = list(text)
+    for cut in cuts:
+        chars[cut] = "\n"
+    return "".join(chars)
 
 
 def _header_of(line: str, headers: frozenset[str]) -> str | None:
