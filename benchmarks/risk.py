@@ -6,9 +6,10 @@ Corpora: generated English notes of the test mix (``hybriddeid synth --mix test`
 English model) and MEDDOCAN dev (the bundled Spanish model, ``../shared/corpora/meddocan/dev``).
 Each corpus is read by the model once; then ``--splits`` times, 50 notes drawn at random are the
 reviewed ones and the estimate is made for the others. Printed per corpus and split: tokens,
-true missed PHI tokens, the raw estimate and the isotonic, Platt and auto (the one cross-fitting picks) estimates with their 95%
-intervals, the relative error of each and whether the interval holds the truth; then the mean
-absolute relative error and how many splits are within 30%. Beside them, for scale, the plain rate
+true missed PHI tokens, the raw estimate and the isotonic, Platt and auto (the one cross-fitting
+picks, ``risk.choose_calibration``) estimates with their 95% intervals, the relative error of each
+and whether the interval holds the truth; then the mean absolute relative error and how many
+splits are within 30%. Beside them, for scale, the plain rate
 (missed PHI tokens among the reviewed notes' untagged tokens, times the others' untagged tokens:
 no model) and how many splits sampling noise alone lets an unbiased estimator bring within 30%:
 with m missed tokens among the reviewed notes and M in the others, its relative error has a standard

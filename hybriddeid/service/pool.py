@@ -8,8 +8,8 @@ request goes to the regular workers. A big note then never holds a worker that s
 and on a busy machine the small requests get the CPU first (the big note takes longer). With no bulk
 workers, every request shares the regular ones.
 
-The server's event loop only moves bytes: a request body goes to an idle worker of its lane, which parses, checks
-and processes it (``service.work``) and sends back the answer's status and JSON. A request waits for an
+The server's event loop only moves bytes: a request body goes to an idle worker of its lane, which parses,
+checks and processes it (``service.work``) and sends back the answer's status and JSON. A request waits for an
 idle worker within its time limit. A worker that dies (a segfault, ``os._exit``, the memory limit) fails
 its request alone with a 500; one that passes the request's time limit is killed (504); either is
 replaced by a fresh fork. Workers ignore SIGINT, SIGTERM and SIGHUP, so that a signal to the whole process
