@@ -524,8 +524,8 @@ def _serve(args: argparse.Namespace) -> int:
     modes = ["tag", "mask", *(["surrogate"] if key is not None else [])]
     app = create_app(Service(pool, keys, limits, model_info(pipeline, str(args.model), modes)))
     scheme = "https" if args.ssl_certfile else "http"
-    log.info("serving model %s on %s://%s:%d with %d workers and %d bulk workers for requests over %g MB (API docs "
-             "at /docs)", args.model, scheme, args.host, args.port, args.workers, args.bulk_workers, args.bulk_over_mb)
+    log.info("serving model %s on %s://%s:%d with %d workers, and %d more for requests over %g MB (API docs at /docs)",
+             args.model, scheme, args.host, args.port, args.workers, args.bulk_workers, args.bulk_over_mb)
     return run_server(app, args.host, args.port, args.ssl_certfile, args.ssl_keyfile,
                       graceful_timeout=args.request_timeout + 5)
 
