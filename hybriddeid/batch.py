@@ -51,15 +51,16 @@ HELD_CHARACTERS = 50_000_000  # note text kept from planning for the units (abou
 # A note takes well under a second (a 20 MB note about a minute); ten minutes means a runaway.
 DEFAULT_TIMEOUT_PER_NOTE = 600.0
 # A worker holds the model (about 100 MB for the bundled ones) and one unit's analysis; 4 GB of address
-# space is ample for a 20 MB note and stops a runaway before it takes a shared machine's memory.
+# space beyond what it inherited is ample for a 20 MB note and stops a runaway before it takes a shared
+# machine's memory.
 DEFAULT_MEMORY_MB = 4096
 
 
 @dataclass(frozen=True)
 class Limits:
     """What one unit may cost its worker process: ``timeout_per_note`` seconds for each of its notes
-    (wall clock, the parent kills the worker past it) and ``memory_mb`` of address space
-    (``RLIMIT_AS``, set in the worker); None: no limit."""
+    (wall clock, the parent kills the worker past it) and ``memory_mb`` of address space beyond the
+    worker's size when it starts (``limit_memory``, set in the worker); None: no limit."""
 
     timeout_per_note: float | None = DEFAULT_TIMEOUT_PER_NOTE
     memory_mb: int | None = DEFAULT_MEMORY_MB
@@ -610,13 +611,25 @@ def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt
 
 
 def limit_memory(memory_mb: int | None) -> None:
-    """Cap this (worker) process's address space at ``memory_mb`` (``RLIMIT_AS``, never above the hard
-    limit; None: no cap), so that a runaway note fails its own work instead of taking the machine's memory."""
+    """Let this (worker) process's address space grow by at most ``memory_mb`` beyond its size now
+    (``RLIMIT_AS``, never above the hard limit; None: no cap), so that a runaway note fails its own work
+    instead of taking the machine's memory. Counted from the current size, the cap leaves out what the
+    worker inherited: a CUDA build of torch reserves about 3.7 GB of address space at import (measured on
+    an H200 machine), so an absolute 4 GB cap left a neural model's worker too little to start its threads."""
     if memory_mb is None:
         return
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    wanted = memory_mb * 2**20
+    wanted = address_space() + memory_mb * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
+def address_space() -> int:
+    """This process's address-space size in bytes (``/proc/self/statm``); 0 where there is no /proc."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs | NoteSource],

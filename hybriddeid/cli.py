@@ -793,8 +793,9 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
                         help="requests beyond this many waiting for a worker get 503 with Retry-After "
                              f"(default {DEFAULT_MAX_WAITING})")
     parser.add_argument("--memory-limit-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
-                        help=f"address space of each worker; a request that needs more gets 500 and the worker is "
-                             f"replaced (default {DEFAULT_MEMORY_MB}; 0: no limit)")
+                        help=f"address space each worker may take beyond what it holds when forked (the model, the "
+                             f"libraries); a request that needs more gets 500 and the worker is replaced (default "
+                             f"{DEFAULT_MEMORY_MB}; 0: no limit)")
     parser.add_argument("--ssl-certfile", type=Path, help="serve HTTPS with this certificate (PEM)")
     parser.add_argument("--ssl-keyfile", type=Path, help="the certificate's private key (PEM)")
     parser.add_argument("--engine", choices=("fast", "crfsuite"), help="how the CRFs tag (default: the model's config)")
@@ -856,8 +857,9 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
                         help="a worker taking longer than this per note of its unit is killed and those notes "
                              f"fail (default {DEFAULT_TIMEOUT_PER_NOTE:g}; 0: no limit)")
     parser.add_argument("--memory-limit-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
-                        help="address space of each worker process; a unit that needs more fails alone "
-                             f"(default {DEFAULT_MEMORY_MB}; 0: no limit)")
+                        help="address space each worker process may take beyond what it holds when forked (the "
+                             f"model, the libraries); a unit that needs more fails alone (default {DEFAULT_MEMORY_MB}; "
+                             "0: no limit)")
 
 
 def _add_in_out(parser: argparse.ArgumentParser) -> None:
