@@ -271,9 +271,9 @@ def choose_calibration(reviewed: Reviewed, folds: int = CROSS_FOLDS) -> tuple[st
 
 
 def resolve_calibration(method: str, reviewed: Reviewed | None) -> tuple[str, dict[str, float]]:
-    """``method`` itself, or for ``auto`` the one ``choose_calibration`` picks (isotonic without reviewed notes)."""
+    """``method`` itself (``Calibrator`` checks the name), or for ``auto`` the one ``choose_calibration``
+    picks (isotonic without reviewed notes)."""
     if method != AUTO:
-        Calibrator(method)  # an unknown name fails here
         return method, {}
     return choose_calibration(reviewed) if reviewed is not None and len(reviewed.p) else ("isotonic", {})
 
