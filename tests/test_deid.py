@@ -12,7 +12,7 @@ from hybriddeid.document import Document, Span
 from hybriddeid.io import read_corpus
 from hybriddeid.surrogates import DeidOptions, Keyed, date_offset, deidentify_document, deidentify_patient
 from hybriddeid.surrogates.dates import DateShifter
-from hybriddeid.surrogates.deid import apply_replacements, scope_id
+from hybriddeid.surrogates.deid import apply_replacements, offset_magnitudes, scope_id
 from hybriddeid.surrogates.language import load_kinds, load_language
 
 KEY = bytes(range(32))
@@ -260,10 +260,16 @@ def test_dates_without_a_year_never_land_on_themselves(original, offset):
     assert shifted is not None and shifted != original
 
 
-def test_a_date_offset_is_never_a_whole_number_of_weeks():
+def test_a_date_offset_always_moves_the_weekday_and_the_month():
     offsets = [date_offset(Keyed(KEY), f"patient:{n}", 365) for n in range(300)]
-    assert all(offset % 7 and 1 <= abs(offset) <= 365 for offset in offsets)
-    assert len(set(offsets)) > 150  # still spread over the range
+    assert all(32 <= abs(offset) <= 333 for offset in offsets)  # never a day or a year away
+    assert len(set(offsets)) > 150 and min(offsets) < 0 < max(offsets)  # still spread over the range
+    days = [date(1996, 1, 1) + timedelta(days=n) for n in range(0, 365 * 8, 3)]  # leap years included
+    for magnitude in offset_magnitudes(365 * 30):
+        for day in days[magnitude % 11::37]:
+            for moved in (day + timedelta(days=magnitude), day - timedelta(days=magnitude)):
+                assert moved.month != day.month and moved.weekday() != day.weekday(), (day, magnitude)
+    # a range too short to move the month keeps moving the weekday
     assert {abs(date_offset(Keyed(KEY), f"patient:{n}", 7)) for n in range(200)} == set(range(1, 7))
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from datetime import date
 from typing import Iterable, Iterator, Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import available_languages, unread_pattern
-from hybriddeid.surrogates.dates import DateShifter
+from hybriddeid.surrogates.dates import DAYS_PER_YEAR, DateShifter
 from hybriddeid.surrogates.generator import MAX_SHOWN_AGE, SurrogateSettings, Surrogates
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.language import fold, load_kinds, load_language
@@ -33,7 +34,8 @@ class DeidOptions:
 
     ``key`` (16+ bytes) is needed for ``surrogate`` mode. ``scope`` says where one value keeps one
     surrogate (and one date offset): every note of a patient, or the whole corpus. Dates move by an
-    offset in [-date_shift_days, date_shift_days], never 0. Ages over 89, and dates whose year tells
+    offset in [-date_shift_days, date_shift_days] that moves the weekday and, when the range allows, the
+    month (``offset_magnitudes``). Ages over 89, and dates whose year tells
     one, are always aggregated ("90+"; ``cap_ages`` is kept for callers that set it). Safe Harbor
     options: ``truncate_zips`` keeps a ZIP's first three digits ("000" for restricted
     areas), ``keep_years`` leaves years as they were (shifting day and month only).
@@ -112,11 +114,32 @@ def scope_id(scope: str, patient_id: str) -> str:
 
 
 def date_offset(keyed: Keyed, scope: str, max_days: int) -> int:
-    """The scope's date shift in days: from the key, in [-max_days, max_days], never 0 and never a
-    whole number of weeks (a weekday written alone must change too)."""
-    index = keyed.choice_index(max_days - max_days // 7, scope, "date-offset")
-    magnitude = index + index // 6 + 1  # the index-th number that is not a multiple of 7
+    """The scope's date shift in days: from the key, in [-max_days, max_days]. Chosen among the
+    magnitudes that change every calendar field a note writes alone (``offset_magnitudes``), so a
+    shifted date cannot sit a day or a week from the real one."""
+    magnitudes = offset_magnitudes(max_days)
+    magnitude = magnitudes[keyed.choice_index(len(magnitudes), scope, "date-offset")]
     return magnitude if keyed.choice_index(2, scope, "date-offset-sign") else -magnitude
+
+
+MIN_MONTHS_AWAY = 32  # days from any whole number of years: a 31-day month, and a day of leap-year drift
+
+
+@lru_cache(maxsize=8)
+def offset_magnitudes(max_days: int) -> tuple[int, ...]:
+    """The shift magnitudes in [1, max_days] that move a weekday (not a whole number of weeks) and a
+    month (at least ``MIN_MONTHS_AWAY`` days from a whole number of years, so "July 29" never becomes
+    "July 30" nor "March 2022" "March 2021"). A range too short for that keeps what it can: then
+    weekday-moving magnitudes, then any but 0."""
+    def months_away(days: int) -> bool:
+        years = round(days / DAYS_PER_YEAR)
+        return abs(days - years * DAYS_PER_YEAR) >= MIN_MONTHS_AWAY
+    every = range(1, max_days + 1)
+    for keep in (lambda d: d % 7 and months_away(d), lambda d: d % 7, lambda d: True):
+        magnitudes = tuple(d for d in every if keep(d))
+        if magnitudes:
+            return magnitudes
+    raise ValueError("max_days must be at least 1")
 
 
 def disjoint(spans: Iterable[Span]) -> list[Span]:
