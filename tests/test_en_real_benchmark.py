@@ -203,6 +203,17 @@ def test_surrogate_check_counts_changed_vitals_and_left_phi(en_real):
     assert check["gold_strings_by_label"]["HCPName"] == {"strings": 1, "left": 1}
 
 
+def test_surrogate_check_leaves_out_a_vital_shape_the_annotators_call_phi(en_real):
+    """'UO-9/10' reads as urine output but is a gold date: shifting it is right, not a changed vital."""
+    text = "DECREASED UO-9/10 LASIX. BP 120/80.\n"
+    gold = [Document("n1", text, tuple(_spans(text, ("9/10", "Date"))))]
+    pred = [gold[0].with_spans(_spans(text, ("9/10", "DATE")))]
+    assert [text[s:e] for s, e in en_real.vital_patterns(text)] == ["-9/10", "120/80"]
+    check = en_real.surrogate_check(gold, pred, {}, load_taxonomy("physionet"), load_taxonomy("i2b2-2014"), "hipaa")
+    assert check["spans_replaced"] == 1
+    assert (check["vital_patterns"], check["vital_patterns_changed"], check["vital_patterns_gold_phi"]) == (1, 0, 1)
+
+
 def test_model_title_says_where_it_is_optimistic(en_real):
     meta = {"training_data": {"real_text": {"corpora": {"asq": "...", "presidio": "..."}}}}
     assert en_real.trained_halves(meta) == {"asq", "presidio"}
