@@ -9,6 +9,7 @@ enables new rules and ``tests/test_languages.py`` finds the current digest. Retr
 (``tools/train_default.py``) would change every span; this changes only what the rules change.
 
     python tools/refit_rules.py hybriddeid/models/es ../shared/corpora/meddocan/train/brat ../shared/corpora/meddocan/dev/brat
+    python tools/refit_rules.py hybriddeid/models/en --synth 1500   # the bundled state: 1,500 train-mix notes
 """
 from __future__ import annotations
 
@@ -17,16 +18,26 @@ import sys
 import tomllib
 from pathlib import Path
 
+from real_text import CORPORA, load_relabelled
+
 from hybriddeid.classifiers.rules import STATE_FILE, RuleClassifier
 from hybriddeid.io import read_corpus
 from hybriddeid.pipeline import CONFIG_FILE, component_params, load_config
+from hybriddeid.synth import generate_corpus
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", type=Path, help="the model folder (its rule/ folder is rewritten)")
-    parser.add_argument("corpus", type=Path, nargs="+", help="the folders of notes the model was trained on")
+    parser.add_argument("corpus", type=Path, nargs="*", help="the folders of notes the model was trained on")
+    parser.add_argument("--synth", type=int, default=0, metavar="N",
+                        help="also N generated notes of the 'train' mix (--synth-seed), as train_en_default.py makes them")
+    parser.add_argument("--synth-seed", type=int, default=1)
+    parser.add_argument("--real-text", action="store_true",
+                        help="also the relabelled English dev halves train_en_default.py adds (tools/real_text.py)")
     args = parser.parse_args()
+    if not (args.corpus or args.synth or args.real_text):
+        parser.error("give the training folders, --synth N or --real-text")
     config = load_config(args.model / CONFIG_FILE)
     folder = args.model / "rule"
     saved = tomllib.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
@@ -36,6 +47,10 @@ def main() -> int:
     if "label_map" not in saved:
         params["map_labels"] = "off"
     docs = [doc for corpus in args.corpus for doc in read_corpus(corpus)]
+    if args.synth:
+        docs += generate_corpus(args.synth, args.synth_seed, "train", config["pipeline"]["language"])
+    if args.real_text:
+        docs += [doc for corpus in CORPORA for doc in load_relabelled(corpus)]
     clf = RuleClassifier(**params).fit(docs)
     clf.to_disk(folder)
     added = [name for name in (rule.name for rule in clf.enabled_rules) if name not in set(saved["enabled"])]
