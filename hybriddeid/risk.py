@@ -139,6 +139,17 @@ def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
+def logit_bins(p: np.ndarray, bins: int = 8192) -> tuple[np.ndarray, np.ndarray]:
+    """``p`` as the token counts and mean P(PHI) of its non-empty narrow bins of logit(p) (width
+    28/``bins``, under 0.4% of p): the bootstrap rounds evaluate each refitted calibrator on these
+    instead of every token, so that a review page's save over 1,000 notes does not wait seconds; a
+    smooth or piecewise-linear calibrator's sums move far less than the rounds' own noise."""
+    which = np.clip(((_logit(p) + 14) / 28 * bins).astype(int), 0, bins - 1)
+    counts = np.bincount(which, minlength=bins).astype(float)
+    used = counts > 0
+    return counts[used], np.bincount(which, p, bins)[used] / counts[used]
+
+
 def _isotonic(p: np.ndarray, y: np.ndarray, bins: int = 400) -> tuple[np.ndarray, np.ndarray]:
     """Pool-adjacent-violators over ``bins`` narrow bins of logit(p) (so that a fit over 100,000
     tokens, refitted for every bootstrap round, stays fast): the non-decreasing step function
@@ -295,11 +306,12 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
     if calibrator.fitted and reviewed is not None and reviewed.notes > 1:
         draws = []
         by_note = [np.flatnonzero(reviewed.note == i) for i in range(reviewed.notes)]
+        counts, centres = logit_bins(flat)
         for _ in range(rounds):
             mask = np.concatenate([by_note[i] for i in rng.integers(0, reviewed.notes, reviewed.notes)])
             refit = Calibrator(method).fit(reviewed.p[mask], reviewed.y[mask])
-            q = refit(flat)
-            draws.append(rng.normal(q.sum(), math.sqrt(max((q * (1 - q)).sum(), 0.0))))
+            q = refit(centres)
+            draws.append(rng.normal((counts * q).sum(), math.sqrt(max((counts * q * (1 - q)).sum(), 0.0))))
         low, high = np.quantile(draws, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2])
         if not reviewed.y.any():  # no missed PHI in the reviewed notes: the rule of three bounds the rate
             high = max(high, 3.0 * len(flat) / len(reviewed.p))
