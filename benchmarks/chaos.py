@@ -27,7 +27,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from soak import children_of, write_notes  # noqa: E402 - the soak run's /proc and note helpers
+from procinfo import family  # noqa: E402
+from soak import write_notes  # noqa: E402 - the soak run's note writer
 
 from hybriddeid.surrogates import create_key_file  # noqa: E402
 
@@ -95,11 +96,11 @@ def main() -> int:
         shutil.rmtree(out, ignore_errors=True)
         victim = start([*cli, str(out)])
         time.sleep(delay)
-        family = children_of(victim.pid)
+        members = family(victim.pid)
         landed = victim.poll() is None
         if landed:
             if fault == "kill -9 worker":
-                workers = sorted(family - {victim.pid})
+                workers = sorted(members - {victim.pid})
                 if workers:
                     os.kill(rng.choice(workers), signal.SIGKILL)
                 else:
@@ -108,7 +109,7 @@ def main() -> int:
                 os.kill(victim.pid, signal.SIGKILL if fault == "kill -9 parent" else signal.SIGTERM)
         first_exit = victim.wait()
         time.sleep(5)
-        orphans = running(family - {victim.pid})
+        orphans = running(members - {victim.pid})
         for pid in orphans:
             os.kill(pid, signal.SIGKILL)
         resumed = start([*cli, str(out)])

@@ -21,6 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procinfo import resident_mb  # noqa: E402
+
 from hybriddeid.analysis import analyse
 from hybriddeid.io import read_corpus
 from hybriddeid.pipeline import Pipeline
@@ -28,14 +31,6 @@ from hybriddeid.synth import generate_corpus
 
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
 ENGINES = ("fast", "crfsuite")
-
-
-def rss_mb() -> float:
-    """This process's resident memory now, in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def note_sets(n: int, fresh: int) -> dict[str, tuple[str, list, list]]:
@@ -102,11 +97,11 @@ def memory(engine: str, n: int) -> dict[str, float]:
     docs = list(generate_corpus(n + 20, 7, "test"))
     for doc in docs[:20]:
         component.predict(analyse(doc, "en"))
-    loaded = rss_mb()
+    loaded = resident_mb()
     start = time.perf_counter()
     for doc in docs[20:]:
         component.predict(analyse(doc, "en"))
-    return {"engine": engine, "notes": n, "rss_loaded_mb": round(loaded, 1), "rss_after_mb": round(rss_mb(), 1),
+    return {"engine": engine, "notes": n, "rss_loaded_mb": round(loaded, 1), "rss_after_mb": round(resident_mb(), 1),
             "seconds": round(time.perf_counter() - start, 1)}
 
 

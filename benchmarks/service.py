@@ -55,6 +55,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from code_speed import code_env, export_ref, short_hash  # noqa: E402
+from procinfo import family, resident_mb  # noqa: E402
 
 PARTS = ("latency", "batch", "big", "soak")
 BIG_TIMEOUT = 30  # the server's --request-timeout here: a 20 MB note (about 5 min of work) ends in a 504
@@ -82,18 +83,8 @@ def free_port() -> int:
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
-    """Resident MB of ``pid`` and of its children together (0, 0 once gone)."""
-    def one(p: int) -> float:
-        try:
-            with open(f"/proc/{p}/status", encoding="ascii") as status:
-                return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
-        except (OSError, StopIteration):
-            return 0.0
-    try:
-        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        children = []
-    return one(pid), sum(one(c) for c in children)
+    """Resident MB of ``pid`` and of its descendants together (0, 0 once gone)."""
+    return resident_mb(pid) or 0.0, sum(resident_mb(child) or 0.0 for child in family(pid) - {pid})
 
 
 def cpu_s(pid: int) -> float:
@@ -107,11 +98,7 @@ def cpu_s(pid: int) -> float:
 
 def tree_cpu(pid: int) -> tuple[float, dict[int, float]]:
     """CPU seconds of the server ``pid`` and of each of its workers."""
-    try:
-        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        children = []
-    return cpu_s(pid), {child: cpu_s(child) for child in children}
+    return cpu_s(pid), {child: cpu_s(child) for child in family(pid) - {pid}}
 
 
 class Sampler(threading.Thread):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,39 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from hybriddeid.io import write_document
-from hybriddeid.synth import generate_corpus
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procinfo import family, resident_mb  # noqa: E402
 
-
-def children_of(root: int) -> set[int]:
-    """``root`` and every process descended from it (scanning /proc for parent ids)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    family, grew = {root}, True
-    while grew:
-        grew = False
-        for pid, parent in parents.items():
-            if parent in family and pid not in family:
-                family.add(pid)
-                grew = True
-    return family
-
-
-def rss_mb(pid: int) -> float | None:
-    """Resident memory of ``pid`` in MB, or None when it has gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+from hybriddeid.io import write_document  # noqa: E402
+from hybriddeid.synth import generate_corpus  # noqa: E402
 
 
 def write_notes(folder: Path, count: int, seed: int) -> int:
@@ -89,8 +60,8 @@ def main() -> int:
     samples: dict[int, list[tuple[float, float]]] = {}
     while run.poll() is None:
         now = time.perf_counter() - started
-        for pid in children_of(run.pid):
-            mb = rss_mb(pid)
+        for pid in family(run.pid):
+            mb = resident_mb(pid)
             if mb is not None:
                 samples.setdefault(pid, []).append((now, mb))
         time.sleep(1.0)

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procinfo import family, resident_mb  # noqa: E402
 
 from hybriddeid.io.tables import read_table  # noqa: E402
 from hybriddeid.synth import generate_corpus  # noqa: E402
@@ -41,17 +43,7 @@ def make_notes(n: int) -> list[dict]:
 
 def group_rss(pid: int) -> int:
     """Resident kB of ``pid`` and its descendants."""
-    total, stack = 0, [pid]
-    while stack:
-        current = stack.pop()
-        try:
-            with open(f"/proc/{current}/status") as status:
-                total += next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0)
-            with open(f"/proc/{current}/task/{current}/children") as children:
-                stack.extend(int(child) for child in children.read().split())
-        except (OSError, ValueError):
-            continue
-    return total
+    return round(1024 * sum(resident_mb(member) or 0.0 for member in family(pid)))
 
 
 def timed(args: list[str], env: dict) -> tuple[float, int, list[int]]:
