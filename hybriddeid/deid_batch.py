@@ -35,7 +35,7 @@ from hybriddeid.processing import NoteSettings, ProcessedNote, load_model, proce
 from hybriddeid.profiles import check_phi_set
 from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
 from hybriddeid.surrogates.audit import audit_counts, audit_lines, audit_rows, read_audit_run, render_mapping, summarize
-from hybriddeid.surrogates.deid import DeidOptions, DeidResult, matches_replacements
+from hybriddeid.surrogates.deid import DATE_OFFSET_RULE, DeidOptions, DeidResult, matches_replacements
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.patients import PatientMap
 
@@ -223,6 +223,7 @@ class DeidProcessor:
             "mode": options.mode, "language": options.language, "scope": options.scope,
             "key_fingerprint": Keyed(key).fingerprint() if key else None,
             "date_shift_days": options.date_shift_days, "keep_years": options.keep_years,
+            **({"date_offsets": DATE_OFFSET_RULE} if options.mode == "surrogate" else {}),  # absent: the rule before
             "cap_ages": options.cap_ages, "truncate_zips": options.truncate_zips,
             "tag_level": options.tag_level, "mask_char": options.mask_char,
             **({"unsupported_script": options.unsupported_script} if options.unsupported_script != "keep" else {}),

@@ -129,6 +129,26 @@ def test_rerun_with_other_settings_into_the_same_folder_is_refused(brat_dir, tmp
     assert "*" in (out / "pt01_visit1.txt").read_text()
 
 
+def test_surrogate_output_of_the_earlier_date_offset_rule_is_not_joined(brat_dir, tmp_path, caplog):
+    """A run records its date-offset rule: output shifted by the rule before it (its run.json had none)
+    is refused, since the same key gave other offsets then and a patient's intervals would break."""
+    out = tmp_path / "out"
+    common = [str(brat_dir), str(out), "--use-annotations", "--language", "es", "--mode", "surrogate",
+              "--key-file", str(tmp_path / "k.key")]
+    assert deid(*common) == 0
+    manifest = out / "audit" / "run.json"
+    settings = json.loads(manifest.read_text())
+    assert settings["date_offsets"] == "weekday-and-month"
+    del settings["date_offsets"]  # as the version before the rule wrote it
+    manifest.write_text(json.dumps(settings))
+    assert deid(*common) == 2
+    assert "holds output made with other settings (date_offsets)" in caplog.text
+    assert deid(*common, "--overwrite") == 0
+    tagged = tmp_path / "tagged"
+    assert deid(str(brat_dir), str(tagged), "--use-annotations", "--language", "es", "--mode", "tag") == 0
+    assert "date_offsets" not in json.loads((tagged / "audit" / "run.json").read_text())  # no dates shifted
+
+
 def test_resume_redoes_only_unfinished_or_damaged_notes(brat_dir, tmp_path):
     common = ["--use-annotations", "--language", "es", "--mode", "surrogate", "--key-file", str(tmp_path / "key"),
               "--patient-pattern", r"^(pt\d+)_"]

@@ -123,6 +123,10 @@ def date_offset(keyed: Keyed, scope: str, max_days: int) -> int:
 
 
 MIN_MONTHS_AWAY = 32  # days from any whole number of years: a 31-day month, and a day of leap-year drift
+# The name of the rule above, recorded with a surrogate run's settings: the same key gave other offsets
+# under the rule before it (any magnitude but a whole number of weeks), so a patient's later notes must
+# not join output shifted by that rule.
+DATE_OFFSET_RULE = "weekday-and-month"
 
 
 @lru_cache(maxsize=8)
