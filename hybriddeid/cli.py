@@ -736,7 +736,8 @@ def _add_replacement_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", choices=("patient", "corpus"), default="patient",
                         help="where one value keeps one surrogate and one date offset (default: patient)")
     parser.add_argument("--language", choices=available_languages(), help="language of the surrogates (default: the model's)")
-    parser.add_argument("--date-shift-days", type=int, default=365, help="dates move by up to this many days (default 365)")
+    parser.add_argument("--date-shift-days", type=int, default=365, help="dates move by up to this many days, each patient's by one offset that changes weekday and month "
+                             "(default 365: 32-333 days either way)")
     parser.add_argument("--keep-years", action="store_true", help="Safe Harbor: keep years, shift only day and month")
     parser.add_argument("--cap-ages", action="store_true",
                         help='accepted for old scripts: ages over 89 (and dates telling them) are always aggregated')
