@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from functools import lru_cache
 from datetime import date
+from functools import lru_cache
 from typing import Iterable, Iterator, Sequence
 
 from hybriddeid.document import Document, Span
