@@ -139,27 +139,30 @@ def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
-def logit_bins(p: np.ndarray, bins: int = 8192) -> tuple[np.ndarray, np.ndarray]:
-    """``p`` as the token counts and mean P(PHI) of its non-empty narrow bins of logit(p) (width
-    28/``bins``, under 0.4% of p): the bootstrap rounds evaluate each refitted calibrator on these
-    instead of every token, so that a review page's save over 1,000 notes does not wait seconds; a
-    smooth or piecewise-linear calibrator's sums move far less than the rounds' own noise."""
+def _logit_binned(p: np.ndarray, bins: int, *values: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The tokens of P(PHI) ``p`` in ``bins`` narrow bins of logit(p) (width 28/``bins``): the count of
+    each non-empty bin and the sum of each of ``values`` over it."""
     which = np.clip(((_logit(p) + 14) / 28 * bins).astype(int), 0, bins - 1)
     counts = np.bincount(which, minlength=bins).astype(float)
     used = counts > 0
-    return counts[used], np.bincount(which, p, bins)[used] / counts[used]
+    return counts[used], [np.bincount(which, value, bins)[used] for value in values]
+
+
+def logit_bins(p: np.ndarray, bins: int = 8192) -> tuple[np.ndarray, np.ndarray]:
+    """``p`` as the token counts and mean P(PHI) of its non-empty narrow bins of logit(p) (under 0.4% of
+    p wide): the bootstrap rounds evaluate each refitted calibrator on these instead of every token, so
+    that a review page's save over 1,000 notes does not wait seconds; a smooth or piecewise-linear
+    calibrator's sums move far less than the rounds' own noise."""
+    counts, (sums,) = _logit_binned(p, bins, p)
+    return counts, sums / counts
 
 
 def _isotonic(p: np.ndarray, y: np.ndarray, bins: int = 400) -> tuple[np.ndarray, np.ndarray]:
     """Pool-adjacent-violators over ``bins`` narrow bins of logit(p) (so that a fit over 100,000
     tokens, refitted for every bootstrap round, stays fast): the non-decreasing step function
     nearest ``y``, as knots (block mean of p, block mean of y) for linear interpolation."""
-    which = np.clip(((_logit(p) + 14) / 28 * bins).astype(int), 0, bins - 1)
-    counts = np.bincount(which, minlength=bins).astype(float)
-    used = counts > 0
-    weights = list(counts[used])
-    sums_x = list(np.bincount(which, p, bins)[used])
-    means = list(np.bincount(which, y, bins)[used] / counts[used])
+    counts, (sums_p, sums_y) = _logit_binned(p, bins, p, y)
+    weights, sums_x, means = list(counts), list(sums_p), list(sums_y / counts)
     blocks_w: list[float] = []
     blocks_x: list[float] = []
     blocks_y: list[float] = []
