@@ -485,7 +485,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         from hybriddeid.service.app import Service, create_app, model_info
-        from hybriddeid.service.pool import WorkerPool
+        from hybriddeid.service.pool import WorkerPool, check_sizes
         from hybriddeid.service.server import run_server
         from hybriddeid.service.work import WorkSettings, warm_up
     except ImportError as exc:
@@ -499,10 +499,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         keys = KeyStore(_api_keys_file(args))
-        if args.workers < 1:
-            raise ValueError("--workers must be at least 1")
-        if args.bulk_workers < 0 or args.bulk_over_mb <= 0:
-            raise ValueError("--bulk-workers must be 0 or more, and --bulk-over-mb above 0")
+        bulk_over = int(args.bulk_over_mb * 2**20)
+        check_sizes(args.workers, args.bulk_workers, bulk_over)
         if min(args.max_notes, args.max_note_chars, args.max_waiting) < 1:
             raise ValueError("--max-notes, --max-note-chars and --max-waiting must be at least 1")
         limits = ServiceLimits(max_body_bytes=int(args.max_body_mb * 2**20), request_timeout=args.request_timeout,
@@ -520,7 +518,7 @@ def _serve(args: argparse.Namespace) -> int:
     warm_up(pipeline)
     settings = WorkSettings(args.max_note_chars, args.max_notes, options)
     pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, args.max_waiting,
-                      args.bulk_workers, int(args.bulk_over_mb * 2**20))
+                      args.bulk_workers, bulk_over)
     modes = ["tag", "mask", *(["surrogate"] if key is not None else [])]
     app = create_app(Service(pool, keys, limits, model_info(pipeline, str(args.model), modes)))
     scheme = "https" if args.ssl_certfile else "http"

@@ -133,6 +133,15 @@ class WorkerDied(Exception):
         self.problem = problem
 
 
+def check_sizes(size: int, bulk_workers: int, bulk_over: int) -> None:
+    """A ``ValueError`` naming the serve option when the pool's sizes cannot work (the CLI asks before
+    it loads the model, the pool when it is made)."""
+    if size < 1:
+        raise ValueError("--workers must be at least 1")
+    if bulk_workers < 0 or (bulk_workers and bulk_over < 1):
+        raise ValueError("--bulk-workers must be 0 or more, and --bulk-over-mb above 0")
+
+
 class WorkerPool:
     """``size`` regular and ``bulk_workers`` bulk forked workers holding ``pipeline``; ``run`` gives a
     request body to an idle one of its lane (bodies over ``bulk_over`` bytes: the bulk lane, when it has
@@ -140,10 +149,7 @@ class WorkerPool:
 
     def __init__(self, pipeline: Any, settings: WorkSettings, size: int = 2, memory_mb: int | None = None,
                  max_waiting: int = 256, bulk_workers: int = 0, bulk_over: int = 0) -> None:
-        if size < 1:
-            raise ValueError("--workers must be at least 1")
-        if bulk_workers < 0 or (bulk_workers and bulk_over < 1):
-            raise ValueError("--bulk-workers must be 0 or more, and --bulk-over-mb above 0")
+        check_sizes(size, bulk_workers, bulk_over)
         self.pipeline, self.settings, self.size, self.memory_mb = pipeline, settings, size, memory_mb
         self.bulk_workers, self.bulk_over = bulk_workers, bulk_over
         self.max_waiting = max_waiting
