@@ -1,5 +1,5 @@
-"""What the benchmarks read of running processes from /proc (Linux): a process's descendants and
-its resident memory. One place for the soak, service, tables, chaos and engine benchmarks."""
+"""What the benchmarks read of running processes from /proc (Linux): a process's descendants, its
+resident memory and CPU time. One place for the soak, service, tables, chaos and engine benchmarks."""
 from __future__ import annotations
 
 import os
@@ -35,3 +35,12 @@ def resident_mb(pid: int | str = "self") -> float | None:
     except OSError:
         return None
     return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 once gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

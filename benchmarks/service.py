@@ -55,7 +55,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from code_speed import code_env, export_ref, short_hash  # noqa: E402
-from procinfo import family, resident_mb  # noqa: E402
+from procinfo import cpu_seconds, family, resident_mb  # noqa: E402
 
 PARTS = ("latency", "batch", "big", "soak")
 BIG_TIMEOUT = 30  # the server's --request-timeout here: a 20 MB note (about 5 min of work) ends in a 504
@@ -87,18 +87,9 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return resident_mb(pid) or 0.0, sum(resident_mb(child) or 0.0 for child in family(pid) - {pid})
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` so far (0 once gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def tree_cpu(pid: int) -> tuple[float, dict[int, float]]:
     """CPU seconds of the server ``pid`` and of each of its workers."""
-    return cpu_s(pid), {child: cpu_s(child) for child in family(pid) - {pid}}
+    return cpu_seconds(pid), {child: cpu_seconds(child) for child in family(pid) - {pid}}
 
 
 class Sampler(threading.Thread):

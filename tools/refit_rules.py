@@ -18,8 +18,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-from real_text import CORPORA, load_relabelled
-
 from hybriddeid.classifiers.rules import STATE_FILE, RuleClassifier
 from hybriddeid.io import read_corpus
 from hybriddeid.pipeline import CONFIG_FILE, component_params, load_config
@@ -33,11 +31,9 @@ def main() -> int:
     parser.add_argument("--synth", type=int, default=0, metavar="N",
                         help="also N generated notes of the 'train' mix (--synth-seed), as train_en_default.py makes them")
     parser.add_argument("--synth-seed", type=int, default=1)
-    parser.add_argument("--real-text", action="store_true",
-                        help="also the relabelled English dev halves train_en_default.py adds (tools/real_text.py)")
     args = parser.parse_args()
-    if not (args.corpus or args.synth or args.real_text):
-        parser.error("give the training folders, --synth N or --real-text")
+    if not (args.corpus or args.synth):
+        parser.error("give the training folders or --synth N")
     config = load_config(args.model / CONFIG_FILE)
     folder = args.model / "rule"
     saved = tomllib.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
@@ -49,8 +45,6 @@ def main() -> int:
     docs = [doc for corpus in args.corpus for doc in read_corpus(corpus)]
     if args.synth:
         docs += generate_corpus(args.synth, args.synth_seed, "train", config["pipeline"]["language"])
-    if args.real_text:
-        docs += [doc for corpus in CORPORA for doc in load_relabelled(corpus)]
     clf = RuleClassifier(**params).fit(docs)
     clf.to_disk(folder)
     added = [name for name in (rule.name for rule in clf.enabled_rules) if name not in set(saved["enabled"])]
