@@ -41,6 +41,10 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 CORPORA = {"asq": SHARED / "asq-phi" / "dev", "presidio": SHARED / "presidio-synth" / "dev",
            "physionet": SHARED / "physionet-deid" / "dev"}
 PATIENT_INDEX = {"physionet": "dev_index.tsv"}
+# The sealed lockbox (issue 42): PhysioNet dev patients whose notes no one reads; models are judged on
+# them after training on the other patients (benchmarks/en_real_cv.py). One patient id a line.
+LOCKBOX_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "lockbox.txt"
+LOCKBOX_CORPUS = "physionet"
 # Real notes of one hospital, whose other half is held out: the CRFs learn from them, but their PHI
 # values enter no lexicon (features.gazetteer.NOT_IN_LEXICON), so no list of those values ships.
 NOT_IN_LEXICON_CORPORA = frozenset({"physionet"})  # corpus -> file of (stem, patient, note) rows beside its folder
@@ -175,6 +179,19 @@ def _patients(corpus: str, folder: Path) -> dict[str, str]:
         return {}
     rows = [line.split("\t") for line in (folder.parent / index).read_text("utf-8").splitlines()[1:] if line.strip()]
     return {row[0]: row[1] for row in rows}
+
+
+@lru_cache(maxsize=None)
+def sealed_groups() -> frozenset[str]:
+    """The lockbox's patients as ``group_of`` names them ("physionet/<patient>")."""
+    lines = LOCKBOX_FILE.read_text("utf-8").splitlines()
+    return frozenset(f"{LOCKBOX_CORPUS}/{line.strip()}" for line in lines if line.strip() and not line.startswith("#"))
+
+
+def split_lockbox(docs: Sequence[Document]) -> tuple[list[Document], list[Document]]:
+    """(open notes, sealed notes): the sealed ones are the lockbox patients' (``sealed_groups``)."""
+    sealed = sealed_groups()
+    return ([doc for doc in docs if group_of(doc) not in sealed], [doc for doc in docs if group_of(doc) in sealed])
 
 
 def group_of(doc: Document) -> str:
