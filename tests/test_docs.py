@@ -175,3 +175,51 @@ def test_chart_captions_and_tables_are_what_the_data_gives():
         data = json.loads(data_file.read_text(encoding="utf-8"))
         expected = "\n".join([charts.caption(data), "", *charts.TABLES[data["chart"]](data)]) + "\n"
         assert data_file.with_suffix(".md").read_text(encoding="utf-8") == expected, data_file.name
+
+
+# -- claims checked against what they claim ---------------------------------------------------------
+def test_readme_cites_the_paper_itself_not_a_file_a_clone_lacks():
+    """README's first paragraph names the method's paper by authors, venue and year; a path into the
+    project's shared folder means nothing to someone who cloned the repository."""
+    first = (ROOT / "README.md").read_text(encoding="utf-8").split("\n\n")[1]
+    assert "../shared/" not in first
+    assert all(part in first for part in ("Liu", "J Biomed Inform", "2015"))
+    citation = (ROOT / "CITATION.cff").read_text(encoding="utf-8")
+    assert "family-names: Liu" in citation and "Biomed" in citation
+
+
+def test_every_page_gives_the_same_share_of_missed_phi_on_real_notes():
+    """'one PHI token in N' on real notes is said in several places: each says the N that the English model
+    page's measured cross-validated recall gives (N = 1 / (1 - recall), rounded down)."""
+    model_page = (DOCS / "explanation" / "english-model.md").read_text(encoding="utf-8")
+    recall = float(re.search(r"cross-validated recall (0\.\d+)", model_page).group(1))
+    said = {}
+    for path in markdown_files():
+        text = re.sub(r"\s+", " ", path.read_text(encoding="utf-8"))
+        for match in re.finditer(r"one PHI token in (\w+)", text):
+            said.setdefault(match.group(1), []).append(str(path.relative_to(ROOT)))
+    assert said and set(said) == {str(int(1 / (1 - recall)))}, said
+
+
+def test_annotate_writes_what_readme_says_it_writes(tmp_path):
+    """README: for a folder the spans go beside each note's text (BRAT copies the note, i2b2 XML and JSONL
+    hold it); for a table, alone (a phi_spans column, never the text)."""
+    from hybriddeid.cli import main
+    from hybriddeid.io.tables import read_table
+
+    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert "BRAT copies the note, i2b2 XML and JSONL hold it" in readme and "never the text" in readme
+    text = "Seen by Dr. Quorvendale Zibbinshaw on 03/04/2021.\n"
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "n1.txt").write_text(text, encoding="utf-8")
+    for fmt in ("brat", "i2b2", "jsonl"):
+        out = tmp_path / fmt
+        assert main(["-q", "annotate", str(tmp_path / "notes"), str(out), "--format", fmt]) == 0
+        written = "".join(p.read_text(encoding="utf-8") for p in out.rglob("*") if p.is_file()
+                          and "_hybriddeid" not in p.parts)
+        assert "Quorvendale Zibbinshaw on 03/04/2021" in written.replace("\\n", "\n"), fmt
+    (tmp_path / "notes.csv").write_text(f'note_id,text\nn1,"{text}"\n', encoding="utf-8")
+    assert main(["-q", "annotate", str(tmp_path / "notes.csv"), str(tmp_path / "table")]) == 0
+    rows = read_table(tmp_path / "table" / "part-00000.csv", "csv")
+    assert "text" not in rows[0] and json.loads(rows[0]["phi_spans"])
+    assert "Zibbinshaw" not in (tmp_path / "table" / "part-00000.csv").read_text(encoding="utf-8")
