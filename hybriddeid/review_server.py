@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from hybriddeid.document import Span
 from hybriddeid.io import InputError
-from hybriddeid.reviewing import Corrections, ReadNote, folder_risk, most_informative
+from hybriddeid.reviewing import Corrections, ReadNote, StaleSave, folder_risk, most_informative
 from hybriddeid.risk import AUTO, Reviewed, RiskEstimate
 
 log = logging.getLogger("hybriddeid")
@@ -33,6 +33,8 @@ log = logging.getLogger("hybriddeid")
 COOKIE = "hybriddeid_review"
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
 MIN_SHOWN_CHANCE = 0.001  # untagged tokens with P(PHI) below this are not sent (the page's level starts at 0.99)
+MAX_BODY = 50_000_000  # bytes a save may send
+READ_TIMEOUT_S = 30  # a connection that sends nothing (or less body than it announced) for this long is closed
 
 
 def _asset(name: str) -> bytes:
@@ -114,6 +116,7 @@ class ReviewState:
         risk = self.note_risks[name]
         return {"name": name, "text": note.doc.text, "spans": spans, "chances": chances,
                 "reviewed": bool(record.get("reviewed")), "record": record,
+                "version": self.corrections.version(name),
                 "risk": {"expected_missed": risk.expected_missed, "per_1000": risk.per_1000, "per_type": risk.per_type}}
 
     def save(self, name: str, body: Any) -> dict[str, Any]:
@@ -125,7 +128,10 @@ class ReviewState:
         decisions = body.get("decisions") or {}
         if not isinstance(decisions, dict) or not all(isinstance(v, int) for v in decisions.values()):
             raise ValueError("decisions must map names to counts")
-        record = self.corrections.save(note.doc, spans, reviewer, bool(body.get("reviewed")), decisions)
+        version = body.get("version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ValueError("version (the note's version the page opened) must be an integer")
+        record = self.corrections.save(note.doc, spans, reviewer, bool(body.get("reviewed")), decisions, version)
         self.refresh_risk()
         return record
 
@@ -155,9 +161,15 @@ def _parse_spans(raw: Any, length: int, labels: Sequence[str]) -> list[Span]:
     return spans
 
 
+def _same(given: str, token: str) -> bool:
+    """Whether ``given`` (from a header, cookie or query: any characters) is ``token``, in constant time."""
+    return secrets.compare_digest(given.encode("utf-8", "surrogateescape"), token.encode("utf-8"))
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: "ReviewServer"
     protocol_version = "HTTP/1.1"
+    timeout = READ_TIMEOUT_S
 
     def log_message(self, format: str, *args: Any) -> None:  # paths hold note names: debug only, never by default
         log.debug("review: %s", format % args)
@@ -170,7 +182,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _cookie_ok(self) -> bool:
         for part in (self.headers.get("Cookie") or "").split(";"):
             key, _, value = part.strip().partition("=")
-            if key == COOKIE and secrets.compare_digest(value, self.server.token):
+            if key == COOKIE and _same(value, self.server.token):
                 return True
         return False
 
@@ -201,7 +213,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)
         if url.path == "/" and "token" in query:
-            if not secrets.compare_digest(query["token"][0], self.server.token):
+            if not _same(query["token"][0], self.server.token):
                 return self._refuse()
             cookie = f"{COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"
             return self._send(303, b"", "text/plain", {"Location": "/", "Set-Cookie": cookie})
@@ -229,22 +241,38 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         token = self.headers.get("X-Review-Token") or ""
-        if not (self._host_ok() and self._cookie_ok() and secrets.compare_digest(token, self.server.token)):
+        if not (self._host_ok() and self._cookie_ok() and _same(token, self.server.token)):
+            self.close_connection = True  # its body is left unread
             return self._refuse()
         url = urllib.parse.urlsplit(self.path)
         state = self.server.state
         name = urllib.parse.unquote(url.path[10:]) if url.path.startswith("/api/note/") else None
         if name not in state.by_name:
+            self.close_connection = True
             return self._json(404, {"error": "no such note"})
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > 50_000_000:
+        raw = (self.headers.get("Content-Length") or "").strip()
+        if not raw.isascii() or not raw.isdigit():  # missing, negative, a sign, spaces, not a number
+            self.close_connection = True
+            return self._json(400 if raw else 411, {"error": "Content-Length must be the body's size in bytes"})
+        length = int(raw)
+        if length > MAX_BODY:
+            self.close_connection = True
             return self._json(413, {"error": "request too large"})
         try:
-            body = json.loads(self.rfile.read(length).decode("utf-8"))
+            data = self.rfile.read(length)
+        except TimeoutError:
+            data = b""
+        if len(data) != length:  # the client stopped short of what it announced
+            self.close_connection = True
+            return self._json(400, {"error": f"the body is shorter than its Content-Length ({length} bytes)"})
+        try:
+            body = json.loads(data.decode("utf-8"))
             if not isinstance(body, dict):
                 raise ValueError("expected a JSON object")
             with state.lock:
                 record = state.save(name, body)
+        except StaleSave as exc:
+            return self._json(409, {"error": str(exc), "version": state.corrections.version(name)})
         except (ValueError, UnicodeDecodeError) as exc:
             return self._json(400, {"error": str(exc)})
         except OSError as exc:
@@ -262,6 +290,12 @@ class ReviewServer(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
         self.state = state
         self.token = token or secrets.token_urlsafe(24)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line for a request that failed unexpectedly (no traceback: it could quote a note)."""
+        import sys
+
+        log.error("review: a request failed (%s)", type(sys.exc_info()[1]).__name__)
 
     @property
     def url(self) -> str:

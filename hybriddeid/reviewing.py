@@ -10,9 +10,12 @@ and when sits beside them in ``.reviews.json``, hidden so that readers skip it.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +34,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("hybriddeid")
 
 REVIEWS_FILE = ".reviews.json"
+REVIEWS_LOCK = ".reviews.lock"  # held while a save reads, checks and writes the reviews file
+
+
+class StaleSave(Exception):
+    """A save made on an older version of a note's corrections than the one saved since (another tab,
+    reviewer or review server saved it in between): refused, so that nobody's corrections are lost."""
 
 
 @dataclass
@@ -151,19 +160,47 @@ class Corrections:
             raise InputError(txt, "holds another text than the note of the same name; move it away to review anew")
         return list(spans)
 
+    def version(self, name: str) -> int:
+        """How many times note ``name``'s corrections were saved (0: never): what a save must be made on."""
+        return int(self.reviews.get(name, {}).get("version", 0))
+
+    @contextlib.contextmanager
+    def _locked(self) -> Any:
+        """The folder's reviews lock for the block, with the reviews re-read from disk: another review
+        server on the same folder may have saved since."""
+        fd = os.open(self.folder / REVIEWS_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            before, self.reviews = self.reviews, self._read_reviews()
+            for name in [name for name in self.reviews if self.reviews[name] != before.get(name)]:
+                self._read.pop(name, None)  # saved elsewhere: its spans are read again
+            yield
+        finally:
+            os.close(fd)
+
     def save(self, doc: Document, spans: Sequence[Span], reviewer: str, done: bool,
-             decisions: dict[str, int] | None = None) -> dict[str, Any]:
+             decisions: dict[str, int] | None = None, version: int | None = None) -> dict[str, Any]:
         """Write ``doc``'s corrected ``spans`` as BRAT and record ``reviewer``, the time and whether
-        the whole note is reviewed (``done``); returns the note's record."""
-        kept = Document(doc.name, doc.text, tuple(Span(s.start, s.end, s.label, "review", 1.0) for s in spans))
-        write_document(kept, self.folder, "brat")
-        self._read.pop(doc.name, None)  # read back as written on the next ``spans``
-        record = {"reviewer": reviewer, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "reviewed": bool(done), "spans": len(spans)}
-        if decisions:
-            record["decisions"] = dict(decisions)
-        self.reviews[doc.name] = record
-        atomic_write_text(self.folder / REVIEWS_FILE, json.dumps({"notes": self.reviews}, indent=1, sort_keys=True))
+        the whole note is reviewed (``done``); returns the note's record, whose ``version`` counts the
+        saves. With ``version`` (the one the reviewer's page was opened on), ``StaleSave`` when the note
+        was saved since."""
+        with self._locked():
+            current = self.version(doc.name)
+            if version is not None and version != current:
+                saved = self.reviews.get(doc.name, {})
+                raise StaleSave(f"this note was saved again since you opened it (by {saved.get('reviewer', 'unknown')} "
+                                f"at {saved.get('saved_at', '?')}; version {current}, yours {version}): "
+                                "reload it to see those corrections, then make yours again")
+            kept = Document(doc.name, doc.text, tuple(Span(s.start, s.end, s.label, "review", 1.0) for s in spans))
+            write_document(kept, self.folder, "brat")
+            self._read.pop(doc.name, None)  # read back as written on the next ``spans``
+            record = {"reviewer": reviewer, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      "reviewed": bool(done), "spans": len(spans), "version": current + 1}
+            if decisions:
+                record["decisions"] = dict(decisions)
+            self.reviews[doc.name] = record
+            atomic_write_text(self.folder / REVIEWS_FILE,
+                              json.dumps({"notes": self.reviews}, indent=1, sort_keys=True))
         return record
 
     def reviewed(self, name: str) -> bool:

@@ -236,3 +236,27 @@ def test_report_renders_in_the_browser(review, browser):
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 10_000
     page.close()
+
+
+def test_a_save_on_an_older_version_is_refused_and_the_page_says_so(review, browser):
+    """Two tabs open one note; the first saves, then the second: refused (409), its edits kept unsaved and the
+    page says it was saved elsewhere meanwhile (issue 44, item 11). Last: it adds a saved note."""
+    server, notes, corrections, _ = review
+    first, second = _open(browser, server), _open(browser, server)
+    name = page_name = None
+    for page in (first, second):
+        names = page.evaluate("state.queue.map((n) => n.name)")
+        page_name = names[-1]
+        if page.inner_text("#note-name") != page_name:
+            page.click(f"#queue li[data-name='{page_name}']")
+            sync_api.expect(page.locator("#note-name")).to_have_text(page_name)
+        name = page_name
+    for page in (first, second):
+        page.focus("#note-text")
+        page.keyboard.press("d")  # reject the first span: an edit to save
+        page.keyboard.press("s")
+    sync_api.expect(first.locator("#message")).to_have_text(re.compile("^saved"))
+    sync_api.expect(second.locator("#message")).to_have_text(re.compile("^NOT SAVED, saved elsewhere meanwhile"))
+    assert second.evaluate("state.dirty") is True
+    assert json.loads((corrections / REVIEWS_FILE).read_text())["notes"][name]["version"] == 1
+    first.close(), second.close()

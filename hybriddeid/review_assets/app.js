@@ -11,7 +11,7 @@ async function api(path, body) {
     headers: { "Content-Type": "application/json", "X-Review-Token": TOKEN } };
   const response = await fetch(path, options);
   const data = await response.json();
-  if (!response.ok) throw new Error(data.error || response.statusText);
+  if (!response.ok) throw Object.assign(new Error(data.error || response.statusText), { status: response.status });
   return data;
 }
 
@@ -200,11 +200,17 @@ async function save(reviewed) {
   try {
     const done = reviewed || state.note.reviewed;
     const result = await api("/api/note/" + encodeURIComponent(state.note.name),
-      { spans, reviewed: done, reviewer: $("reviewer").value || "unknown", decisions: state.decisions });
+      { spans, reviewed: done, reviewer: $("reviewer").value || "unknown", decisions: state.decisions,
+        version: state.note.version });
     state.note.record = result.record; state.note.reviewed = result.record.reviewed; state.dirty = false;
-    say(reviewed ? "saved; note reviewed" : "saved");
+    state.note.version = result.record.version;
+    say(reviewed ? "saved; note reviewed" : "saved"); $("message").classList.remove("conflict");
     await loadQueue(); render();
-  } catch (error) { say("not saved: " + error.message); }
+  } catch (error) {
+    // 409: someone saved this note since it was opened here; the edits stay on the page, unsaved
+    say((error.status === 409 ? "NOT SAVED, saved elsewhere meanwhile: " : "not saved: ") + error.message);
+    $("message").classList.toggle("conflict", error.status === 409);
+  }
 }
 function select(step) {
   if (!state.spans.length) return;

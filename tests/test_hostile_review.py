@@ -1,0 +1,145 @@
+"""What a hostile operator or client found in the review page, database runs and the risk estimate (issue 44,
+items 9, 11 and 12), kept fixed; real servers and processes on loopback.
+
+- 11: the review server answers a non-ASCII token, cookie or review header and a bad Content-Length with a
+  4xx, never a traceback or a dropped connection; a save made on an older version of a note is refused (409),
+  from another tab or from another review server on the same corrections folder.
+"""
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli_runs import FAST_CLI
+from hybriddeid.io import read_document, write_documents
+from hybriddeid.synth import generate_corpus
+
+
+# -- 11: the review server ----------------------------------------------------------------------------
+class ReviewProcess:
+    """``hybriddeid review NOTES --port 0`` in its own process: its address, token and stderr."""
+
+    def __init__(self, notes: Path, corrections: Path, cwd: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", FAST_CLI, "review", str(notes), "--port", "0",
+                                      "--corrections", str(corrections)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, cwd=cwd, start_new_session=True)
+        line = self.proc.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=(\S+)", line)
+        assert found, f"no address printed: {line!r} {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+        self.port, self.token = int(found.group(1)), found.group(2)
+
+    def request(self, head: str | bytes, body: bytes = b"", shut: bool = False) -> tuple[int, dict, bytes]:
+        """Send raw bytes (``head`` holds the request line and headers, with the cookie and Host added
+        here unless given) and read one whole response: (status, headers, body)."""
+        if isinstance(head, str):
+            head = head.encode("utf-8")
+        lines = head.rstrip(b"\r\n").split(b"\r\n")
+        if not any(line.lower().startswith(b"host:") for line in lines):
+            lines.append(f"Host: 127.0.0.1:{self.port}".encode())
+        if not any(line.lower().startswith(b"cookie:") for line in lines):
+            lines.append(f"Cookie: hybriddeid_review={self.token}".encode())
+        with socket.create_connection(("127.0.0.1", self.port), timeout=20) as sock:
+            sock.sendall(b"\r\n".join(lines) + b"\r\n\r\n" + body)
+            if shut:
+                sock.shutdown(socket.SHUT_WR)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = sock.recv(65536)
+                assert chunk, f"connection dropped without an answer (got {data!r})"
+                data += chunk
+            header, _, rest = data.partition(b"\r\n\r\n")
+            status_line, *fields = header.decode("latin-1").split("\r\n")
+            headers = {k.strip().lower(): v.strip() for k, _, v in (f.partition(":") for f in fields)}
+            length = int(headers.get("content-length", 0))
+            while len(rest) < length:
+                chunk = sock.recv(65536)
+                assert chunk, "connection dropped in the middle of the answer"
+                rest += chunk
+        return int(status_line.split()[1]), headers, rest
+
+    def post(self, name: str, data: dict) -> tuple[int, dict]:
+        body = json.dumps(data).encode("utf-8")
+        status, _, answer = self.request(f"POST /api/note/{name} HTTP/1.1\r\nX-Review-Token: {self.token}\r\n"
+                                         f"Content-Type: application/json\r\nContent-Length: {len(body)}", body)
+        return status, json.loads(answer)
+
+    def get(self, path: str) -> tuple[int, dict]:
+        status, _, answer = self.request(f"GET {path} HTTP/1.1")
+        return status, json.loads(answer)
+
+    def stop(self) -> str:
+        """Stop the server; its stderr."""
+        self.proc.terminate()
+        try:
+            return self.proc.communicate(timeout=30)[1]
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.communicate()[1]
+
+
+@pytest.fixture(scope="module")
+def review(tmp_path_factory):
+    root = tmp_path_factory.mktemp("review")
+    notes, corrections = root / "notes", root / "corrections"
+    write_documents(list(generate_corpus(3, 12, "test", "en")), notes, "text")
+    servers = [ReviewProcess(notes, corrections, root), ReviewProcess(notes, corrections, root)]
+    yield servers, notes, corrections
+    for server in servers:
+        if server.proc.poll() is None:
+            server.stop()
+
+
+def test_a_save_made_on_an_older_version_is_refused_with_409(review):
+    (first, second), notes, corrections = review
+    name = sorted(p.stem for p in notes.glob("*.txt"))[1]
+    status, note = second.get(f"/api/note/{name}")
+    assert status == 200 and note["version"] == 0
+    spans = [{"start": s["start"], "end": s["end"], "label": s["label"]} for s in note["spans"]]
+    # two tabs on one server opened the note at version 0: the first save wins, the second is refused
+    status, saved = second.post(name, {"spans": spans, "reviewer": "ann", "version": 0})
+    assert status == 200 and saved["record"]["version"] == 1
+    status, refused = second.post(name, {"spans": [], "reviewer": "bob", "version": 0})
+    assert status == 409 and "saved again since you opened it" in refused["error"] and "ann" in refused["error"]
+    assert len(read_document(corrections / f"{name}.txt", "brat")[0].spans) == len(spans)  # ann's, kept
+    # another review server on the same corrections folder saw nothing of it in memory: refused as well
+    status, refused = first.post(name, {"spans": [], "reviewer": "cy", "version": 0})
+    assert status == 409, refused
+    # made on the version saved, a save goes through; with no version at all it is refused
+    assert second.post(name, {"spans": [], "reviewer": "bob", "version": 1})[0] == 200
+    assert read_document(corrections / f"{name}.txt", "brat")[0].spans == ()
+    assert second.post(name, {"spans": [], "reviewer": "bob"})[0] == 400
+    assert json.loads((corrections / ".reviews.json").read_text())["notes"][name]["version"] == 2
+
+
+def test_non_ascii_tokens_and_bad_content_lengths_get_a_4xx_not_a_traceback(review):
+    server = review[0][0]  # stopped at the end: its stderr is read
+    token = server.token
+    name = sorted(p.stem for p in review[1].glob("*.txt"))[0]
+    post = f"POST /api/note/{name} HTTP/1.1\r\nX-Review-Token: {token}\r\nContent-Type: application/json\r\n"
+    cases = [
+        ("GET /api/queue HTTP/1.1\r\nCookie: hybriddeid_review=t\u00f6k\u00e9n\u2603", b"", 403),  # UTF-8 cookie
+        (b"GET /api/queue HTTP/1.1\r\nCookie: hybriddeid_review=\xff\xfe", b"", 403),  # not even UTF-8
+        ("GET /?token=%C3%A9%E2%98%83 HTTP/1.1", b"", 403),  # a non-ASCII token in the address
+        ("GET /?token=\u00e9\u2603 HTTP/1.1", b"", 403),  # the same, unescaped
+        (f"POST /api/note/{name} HTTP/1.1\r\nX-Review-Token: \u00e9\u2603\r\nContent-Length: 2", b"{}", 403),
+        (post + "Content-Length: abc", b"{}", 400),
+        (post + "Content-Length: -5", b"{}", 400),
+        (post + "Content-Length: +2", b"{}", 400),
+        (post + "Content-Length: \u0661\u0662", b"{}", 400),  # Arabic-Indic digits: isdigit() says yes
+        (post + "Content-Length: 99999999999999999999", b"{}", 413),
+        (post.rstrip("\r\n"), b"", 411),  # none at all
+        (post + "Content-Length: 100", b'{"spans": []}', 400),  # shorter than announced, then the client is done
+    ]
+    for head, body, expected in cases:
+        status, headers, answer = server.request(head, body, shut=True)
+        assert status == expected, (head, status, answer)
+        assert "traceback" not in answer.decode("utf-8", "replace").lower()
+    assert server.get("/api/queue")[0] == 200  # still serving
+    stderr = server.stop()
+    assert "Traceback" not in stderr and "Error" not in stderr.replace("review: ", ""), stderr
