@@ -139,6 +139,13 @@ def output_lock(out_dir: Path) -> Iterator[None]:
         return
     lock_path = folder / LOCK_FILE
     fd = _take_lock(lock_path)
+    try:
+        _refuse_nested_runs(folder)
+    except InputError:
+        with contextlib.suppress(OSError):
+            lock_path.unlink()
+        os.close(fd)
+        raise
     _held_locks.add(folder)
     try:
         yield
@@ -146,6 +153,53 @@ def output_lock(out_dir: Path) -> Iterator[None]:
         _held_locks.discard(folder)
         with contextlib.suppress(OSError):
             lock_path.unlink()  # while still locked: a waiting run then finds no stale record
+        os.close(fd)
+
+
+def _refuse_nested_runs(folder: Path) -> None:
+    """``InputError`` when another live run writes into a folder around ``folder`` or inside it: its
+    output (and its sweep of temporary files) would mix with this run's. Checked after this run took
+    its own lock, so of two runs starting at once into nested folders at least one sees the other."""
+    around = [parent for parent in folder.parents if parent not in _held_locks]
+    for other in [*around, *_locked_inside(folder)]:
+        holder = _live_holder(other / LOCK_FILE)
+        if holder is not None:
+            where = "holds" if folder in other.parents else "lies inside"
+            raise InputError(folder, f"{where} the output folder {shown_path(other)} of another run ({holder}); "
+                                     "wait for it to end or stop it, or use a folder outside it")
+
+
+def _locked_inside(folder: Path) -> Iterator[Path]:
+    """The folders under ``folder`` (not following links) that hold a run's lock file, held or stale."""
+    pending = [folder]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        path = Path(entry.path)
+                        pending.append(path)
+                        if path not in _held_locks and (path / LOCK_FILE).is_file():
+                            yield path
+        except OSError:  # a folder that cannot be listed holds no run of ours: it could not write there
+            continue
+
+
+def _live_holder(lock_path: Path) -> str | None:
+    """Who holds ``lock_path``'s lock (``_lock_record``), or None when no live run does (no file, or a
+    dead run's): probed with a shared lock, dropped at once, which never disturbs a run's own."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return (_lock_record(fd) or "no record") if exc.errno in (errno.EWOULDBLOCK, errno.EACCES) else None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
         os.close(fd)
 
 

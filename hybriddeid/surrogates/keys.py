@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -51,44 +52,71 @@ def check_key_permissions(path: Path) -> None:
                          f"make it owner-only with: chmod 600 {path}")
 
 
+# The whole file, as ``render_key`` writes it (the key: 16+ bytes) and as ``create_key_file`` wrote it
+# before the checksum (32 bytes in lower-case hex, then a line break). Nothing else is a key file: a
+# byte-order mark, a changed prefix or a cut key would otherwise be read as another key.
+_KEY_FILE = re.compile(rb"hybriddeid-key 1 ((?:[0-9a-f]{2}){16,}) ([0-9a-f]{8})\n?")
+_OLD_KEY_FILE = re.compile(rb"([0-9a-f]{64})\n?")
+
+
 def read_key(path: Path) -> bytes:
     """The key stored in ``path``: the versioned line ``create_key_file`` writes, its checksum checked;
-    or, from older files, bare hex or any 16+ bytes (read with a warning: a typo in those would go
-    unnoticed, ``hybriddeid key upgrade`` adds the checksum). A key file others may read or write is
-    refused (``check_key_permissions``)."""
+    or an old key file in its exact form (64 lower-case hex digits and a line break, read with a warning:
+    a typo in it would go unnoticed, ``hybriddeid key upgrade`` adds the checksum). Anything else (a
+    byte-order mark, a changed prefix, a cut or mistyped key, a passphrase) is refused with the reason,
+    never read as some other key; so is a key file others may read or write (``check_key_permissions``)."""
     path = Path(path)
     try:
         check_key_permissions(path)
-        raw = path.read_bytes().strip()
+        raw = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"{path}: cannot read key file ({exc.strerror or type(exc).__name__})") from None
-    if raw.startswith(KEY_FORMAT.encode("ascii")):
-        return _parse_key_line(path, raw)
-    try:
-        key = bytes.fromhex(raw.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
-        key = raw
-    if len(key) < MIN_KEY_BYTES:
-        raise ValueError(f"{path}: key is too short ({len(key)} bytes, need at least {MIN_KEY_BYTES})")
-    log.warning("%s: key file in the old format, without a checksum (a typo in it would silently make a "
-                "different key); `hybriddeid key upgrade %s` rewrites it with one", path, path)
-    return key
+    found = _KEY_FILE.fullmatch(raw)
+    if found is not None:
+        key = bytes.fromhex(found.group(1).decode("ascii"))
+        if key_checksum(key) != found.group(2).decode("ascii"):
+            raise ValueError(f"{path}: the key does not match its checksum; the file was changed or mistyped: "
+                             "restore it from its backup (a different key would change every surrogate)")
+        return key
+    old = _OLD_KEY_FILE.fullmatch(raw)
+    if old is not None:
+        log.warning("%s: key file in the old format, without a checksum (a typo in it would silently make a "
+                    "different key); `hybriddeid key upgrade %s` rewrites it with one", path, path)
+        return bytes.fromhex(old.group(1).decode("ascii"))
+    raise ValueError(f"{path}: not a key file ({_key_file_problem(raw)}); a key file holds the one line "
+                     f"'{KEY_FORMAT} {KEY_VERSION} <hex key> <checksum>' (`hybriddeid key new` writes it) or, "
+                     "from before, 64 lower-case hex digits: restore it from its backup")
 
 
-def _parse_key_line(path: Path, raw: bytes) -> bytes:
-    parts = raw.decode("ascii", "replace").split()
-    if len(parts) != 4 or parts[1] != str(KEY_VERSION):
-        raise ValueError(f"{path}: not a key file this version can read (expected '{KEY_FORMAT} {KEY_VERSION} "
-                         "<hex key> <checksum>')")
-    try:
-        key = bytes.fromhex(parts[2])
-    except ValueError:
-        raise ValueError(f"{path}: the key is not hexadecimal; the file was changed or mistyped: restore it "
-                         "from its backup") from None
-    if len(key) < MIN_KEY_BYTES or key_checksum(key) != parts[3].lower():
-        raise ValueError(f"{path}: the key does not match its checksum; the file was changed or mistyped: "
-                         "restore it from its backup (a different key would change every surrogate)")
-    return key
+def _key_file_problem(raw: bytes) -> str:
+    """What is wrong with a file that is no key file, in words that never quote it (it may hold the key)."""
+    if not raw.strip():
+        return "it is empty"
+    if raw.startswith(b"\xef\xbb\xbf"):
+        return "it starts with a UTF-8 byte-order mark, which an editor added"
+    if b"\r" in raw:
+        return "it has Windows line breaks (CR LF)"
+    if raw.count(b"\n") > 1 or not raw.endswith(b"\n") and b"\n" in raw:
+        return "it holds more than one line"
+    line = raw.rstrip(b"\n")
+    if line != line.strip():
+        return "the line starts or ends with spaces"
+    parts = line.split(b" ")
+    prefix = KEY_FORMAT.encode("ascii")
+    if parts[0] != prefix and parts[0].lower().startswith(b"hybrid"):
+        return f"its first word is not exactly '{KEY_FORMAT}' (a typo or a capital)"
+    if parts[0] == prefix:
+        if len(parts) != 4 or parts[1] != str(KEY_VERSION).encode("ascii"):
+            return f"not the fields '{KEY_FORMAT} {KEY_VERSION} <hex key> <checksum>'"
+        if not re.fullmatch(rb"[0-9a-f]{8}", parts[3]):
+            return "the checksum is not 8 lower-case hex digits"
+        if not re.fullmatch(rb"[0-9a-f]+", parts[2]):
+            return "the key is not lower-case hexadecimal"
+        return f"the key is {len(parts[2])} hex digits, not an even number of at least {2 * MIN_KEY_BYTES}"
+    if re.fullmatch(rb"[0-9a-fA-F]+", line):
+        return (f"{len(line)} hex digits" if len(line) != 64 else "hex digits in capitals") + \
+            ", where an old key file holds 64 lower-case ones: it was cut or changed"
+    return "it is neither a versioned key line nor an old key's hex digits (a passphrase is not a key)"
 
 
 def create_key_file(path: Path) -> bytes:
