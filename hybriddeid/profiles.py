@@ -3,15 +3,18 @@
 * ``i2b2-2014`` (the default): every span, whatever its label, as the i2b2 2014 track counts them.
 * ``hipaa``: HIPAA Safe Harbor's identifiers only (45 CFR 164.514(b)(2)(i)): spans whose label the
   taxonomy flags ``safe_harbor`` (``resources/taxonomy/*.toml``), of the age category only those
-  stating an age over 89, and of the date category none that is only a weekday ("Monday"). Labels the taxonomy does not know, and ages that cannot be read, are kept:
-  a PHI set may only drop what it knows to be outside it.
+  stating an age over 89, and of the date category none that is only a weekday ("Monday") or only a
+  year ("2019", "'84": Safe Harbor removes "all elements of dates (except year)", 164.514(b)(2)(i)(C)),
+  except a year of birth that reveals an age over 89. Labels the taxonomy does not know, and ages
+  that cannot be read, are kept: a PHI set may only drop what it knows to be outside it.
 
 The age threshold lives in ``resources/profiles/phi_sets.toml``; the number words for ages written
-out in each language pack's ``numbers.toml``, the weekday names in its ``surrogates.toml`` (every
-pack's words are read in every note).
+out in each language pack's ``numbers.toml``, the weekday names and the words that announce a birth
+date in its ``surrogates.toml`` (every pack's words are read in every note).
 """
 from __future__ import annotations
 
+import datetime
 import re
 import tomllib
 from dataclasses import dataclass
@@ -26,6 +29,9 @@ PHI_SETS = ("i2b2-2014", "hipaa")
 DEFAULT_PHI_SET = "i2b2-2014"
 _DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"[^\W\d_]+")
+# A year alone: four digits of 1600-2099, or two after an apostrophe ("'84"), brackets and blanks aside.
+_YEAR_ONLY = re.compile(r"[\s(\[]*(?:(?:1[6-9]|20)\d\d|['’]\d\d)[\s)\].,;:]*")
+BIRTH_CONTEXT_CHARS = 24  # how far before a year a birth word is looked for, on its line
 
 
 def check_phi_set(name: object) -> str:
@@ -75,6 +81,46 @@ class WeekdayRule:
         """False for text made only of weekday names (and punctuation), True otherwise."""
         words = [word.lower() for word in _WORD.findall(text)]
         return not words or _DIGITS.search(text) is not None or not all(word in self.weekdays for word in words)
+
+
+@dataclass(frozen=True)
+class YearRule:
+    """Spans of ``category`` that are only a year are not identifiers, except a year of birth (a
+    ``birth_words`` word shortly before it on its line) at least ``min_age`` years ago, or of a
+    two-digit year, whose century cannot be told (erring towards privacy)."""
+
+    category: str
+    min_age: int
+    birth_words: frozenset[str]  # lower-case, every language pack's
+
+    def keeps(self, text: str, start: int, end: int) -> bool:
+        """False for a year alone that reveals no age over the threshold, True otherwise."""
+        surface = text[start:end]
+        if not _YEAR_ONLY.fullmatch(surface):
+            return True
+        line_start = max(text.rfind("\n", 0, start) + 1, start - BIRTH_CONTEXT_CHARS)
+        if not self.birth_words.intersection(word.lower() for word in _WORD.findall(text[line_start:start])):
+            return False
+        digits = _DIGITS.search(surface)
+        return digits is None or len(digits.group()) == 2 or \
+            datetime.date.today().year - int(digits.group()) >= self.min_age
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def hipaa_year_rule() -> YearRule:
+    """The ``hipaa`` set's year rule: the date category and age threshold of ``phi_sets.toml`` and every
+    language pack's birth words (``surrogates.toml`` [dates] ``birth_words``)."""
+    data = tomllib.loads(shared_resource("profiles", "phi_sets.toml").read_text("utf-8"))
+    words: set[str] = set()
+    for code in available_languages():
+        pack = language_pack(code)
+        try:
+            dates = tomllib.loads(pack.read_text("surrogates")).get("dates", {})
+            words.update(str(word).lower() for word in dates.get("birth_words", ()))
+        except (tomllib.TOMLDecodeError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{pack.origin('surrogates')}: not a valid surrogate file ({type(exc).__name__})") from None
+    return YearRule(str(data["hipaa"].get("date_category", "DATE")), int(data["hipaa"]["min_age"]), frozenset(words))
 
 
 @register_cache
@@ -136,7 +182,7 @@ def in_phi_set(span: Span, text: str, taxonomy: Taxonomy, phi_set: str) -> bool:
     if category == age.category:
         return age.keeps(text[span.start:span.end])
     if category == weekday.category:
-        return weekday.keeps(text[span.start:span.end])
+        return weekday.keeps(text[span.start:span.end]) and hipaa_year_rule().keeps(text, span.start, span.end)
     return True
 
 

@@ -123,7 +123,8 @@ def test_safe_harbor_flags_of_the_other_taxonomies():
     assert set(load_taxonomy("i2b2-2006").labels) == load_taxonomy("i2b2-2006").safe_harbor
     assert set(presidio.labels) - presidio.safe_harbor == {"ORGANIZATION", "TITLE", "NRP", "NATIONALITY"}
     physionet = load_taxonomy("physionet")
-    assert set(physionet.labels) == physionet.safe_harbor  # the corpus counts every label it marks
+    # the corpus counts every label it marks; a year alone is no Safe Harbor identifier (neutral under hipaa)
+    assert set(physionet.labels) - physionet.safe_harbor == {"DateYear"}
     assert physionet.category("RelativeProxyName") == "NAME" and physionet.category("DateYear") == "DATE"
 
 
@@ -136,6 +137,19 @@ def test_hipaa_leaves_out_weekdays_alone_but_keeps_dates_and_holidays():
         start = text.index(value, spans[-1].end if spans else 0)
         spans.append(Span(start, start + len(value), label))
     assert kept_texts(text, spans, "hipaa") == ["Monday 3/4", "Christmas", "Mar"]
+    assert len(kept_texts(text, spans, "i2b2-2014")) == len(spans)
+
+
+def test_hipaa_keeps_years_alone_except_a_birth_year_over_89_years_ago():
+    """45 CFR 164.514(b)(2)(i)(C): "all elements of dates (except year)", and any year indicating an age
+    over 89: a year alone is no identifier under hipaa, unless a birth word before it makes it one."""
+    text = "CABG in 1998 (2004), MI in '84; seen 3/4/1998; born in 1920; DOB 1931; born 1990; nacida en 1925"
+    marked = ["1998", "2004", "'84", "3/4/1998", "1920", "1931", "1990", "1925"]
+    spans = []
+    for value in marked:
+        start = text.index(value, spans[-1].end if spans else 0)
+        spans.append(Span(start, start + len(value), "DATE"))
+    assert kept_texts(text, spans, "hipaa") == ["3/4/1998", "1920", "1931", "1925"]
     assert len(kept_texts(text, spans, "i2b2-2014")) == len(spans)
 
 
