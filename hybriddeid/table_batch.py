@@ -306,7 +306,8 @@ class TableAnnotateProcessor(TableProcessor):
 
 
 def state_folder(sink: SqlSink) -> Path:
-    """Where a run into a database table keeps its lock: a folder of the user's cache named by the table."""
+    """Where a run into a database table keeps its batch state: a folder of the user's cache named by the
+    table (the lock that keeps two runs out of one table is the database's own, ``SqlSink.lock``)."""
     from hybriddeid.recipes import cache_dir  # imports the pipeline: only for database runs, which load a model
 
     return cache_dir() / "runs" / hashlib.sha256(sink.name.encode("utf-8")).hexdigest()[:16]
@@ -334,14 +335,16 @@ def run_table(inputs: TableInputs, processor: TableProcessor, overwrite: bool = 
     """De-identify or annotate a table (``processor``) into ``processor.sink`` through ``run_batch``; returns
     the tally in notes.
 
-    The output's lock is held for the whole run; settings are recorded (``_hybriddeid/run.json``, or
-    the database's ``hybriddeid_runs`` table) and a run with other settings is refused unless
-    ``overwrite`` (which redoes every note; a database table is emptied first). Stopped by a signal, it
-    raises ``Interrupted`` as ``run_batch`` does."""
+    The output's lock is held for the whole run (a database table's in the database: ``SqlSink.lock``);
+    settings are recorded (``_hybriddeid/run.json``, or the database's ``hybriddeid_runs`` table) and a run
+    with other settings is refused unless ``overwrite`` (which redoes every note; a database table is emptied
+    first). Stopped by a signal, it raises ``Interrupted`` as ``run_batch`` does."""
     sink = processor.sink
     out_dir = sink.out_dir if isinstance(sink, FolderSink) else state_folder(sink)
     inputs.check_output(out_dir)
     with contextlib.ExitStack() as held:
+        if isinstance(sink, SqlSink):  # the database's own lock first: it holds however the URL is spelled
+            held.enter_context(sink.lock())
         held.enter_context(output_lock(out_dir))
         held.enter_context(stop_on_signals())
         settings = {**processor.settings(), "table_columns": list(sink.columns),

@@ -1,6 +1,9 @@
 """What a hostile operator or client found in the review page, database runs and the risk estimate (issue 44,
 items 9, 11 and 12), kept fixed; real servers and processes on loopback.
 
+- 9: two runs into one database table at once are refused however the URL or the table is spelled and
+  whatever the user's cache folder: the lock is in the database (SQLite: a row; PostgreSQL: an advisory lock);
+  a run killed with ``kill -9`` leaves no lock behind that stops the next.
 - 11: the review server answers a non-ASCII token, cookie or review header and a bad Content-Length with a
   4xx, never a traceback or a dropped connection; a save made on an older version of a note is refused (409),
   from another tab or from another review server on the same corrections folder.
@@ -8,17 +11,103 @@ items 9, 11 and 12), kept fixed; real servers and processes on loopback.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from cli_runs import FAST_CLI
+from cli_runs import FAST_CLI, kill_9_after, run, slow_cli
+from table_notes import NOTES, note_rows, pg_count, pg_load, pg_rows, postgres, write_sqlite  # noqa: F401 - a fixture
 from hybriddeid.io import read_document, write_documents
 from hybriddeid.synth import generate_corpus
+
+
+# -- 9: database output locks -------------------------------------------------------------------------
+def _wait_for(progress, at_least: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while progress() < at_least and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, f"the first run ended before the second started: {proc.stderr.read()}"
+
+
+def _sqlite_count(path: Path, table: str) -> int:
+    try:
+        with sqlite3.connect(path, timeout=30) as conn:
+            return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def _deid(url: str, table: str, out_table: str, *extra: str) -> list[str]:
+    return ["deid", "--model", "en", "--mode", "tag", "--table", table, "--output-table", out_table,
+            "--patient-col", "patient", "--part-rows", "3", *extra, url, url]
+
+
+def test_two_runs_into_one_sqlite_table_are_refused_however_the_url_is_spelled(tmp_path, monkeypatch):
+    pytest.importorskip("sqlalchemy")
+    write_sqlite(tmp_path / "clinic.db", note_rows())
+    monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(tmp_path / "cache-one"))
+    first = run(slow_cli(0.3), _deid("sqlite:///clinic.db", "notes", "notes_out"), tmp_path)  # relative to its cwd
+    try:
+        _wait_for(lambda: _sqlite_count(tmp_path / "clinic.db", "notes_out"), 3, first)
+        # another spelling of the same file and table (SQLite ignores a name's case), another cache folder
+        monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(tmp_path / "cache-two"))
+        second = run(FAST_CLI, _deid(f"sqlite:///{tmp_path}/./clinic.db", "notes", "Notes_Out"), tmp_path)
+        assert second.wait(timeout=300) == 2
+        message = second.stderr.read().decode()
+        assert "(table Notes_Out): another run is writing into this table (process" in message, message
+        assert f"process {first.pid} on " in message
+        assert first.wait(timeout=300) == 0, first.stderr.read()
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, 9)
+    with sqlite3.connect(tmp_path / "clinic.db") as conn:
+        assert conn.execute("SELECT count(*) FROM notes_out").fetchone()[0] == NOTES
+        assert conn.execute("SELECT count(*) FROM hybriddeid_locks").fetchone()[0] == 0  # released at the end
+
+
+def test_a_killed_sqlite_run_leaves_no_lock_that_stops_the_next(tmp_path, monkeypatch):
+    pytest.importorskip("sqlalchemy")
+    url = write_sqlite(tmp_path / "clinic.db", note_rows())
+    monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(tmp_path / "cache"))
+    kill_9_after(slow_cli(0.3), _deid(url, "notes", "notes_out"), tmp_path,
+                 lambda: _sqlite_count(tmp_path / "clinic.db", "notes_out"), 3)
+    with sqlite3.connect(tmp_path / "clinic.db") as conn:
+        assert conn.execute("SELECT count(*) FROM hybriddeid_locks").fetchone()[0] == 1  # the dead run's row
+    resumed = run(FAST_CLI, _deid(url, "notes", "notes_out"), tmp_path)
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    with sqlite3.connect(tmp_path / "clinic.db") as conn:
+        assert conn.execute("SELECT count(*) FROM notes_out").fetchone()[0] == NOTES
+        assert conn.execute("SELECT count(*) FROM hybriddeid_locks").fetchone()[0] == 0
+
+
+def test_two_runs_into_one_postgresql_table_are_refused_however_it_is_spelled(postgres, tmp_path, monkeypatch):
+    url, password = postgres
+    pg_load(url, password, "notes_lock", note_rows())
+    monkeypatch.setenv("HYBRIDDEID_DB_PASSWORD", password)
+    monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(tmp_path / "cache-one"))
+    first = run(slow_cli(0.3), _deid(url, "notes_lock", "notes_lock_out", "--jobs", "2"), tmp_path)
+    try:
+        _wait_for(lambda: pg_count(url, password, "notes_lock_out"), 3, first)
+        monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(tmp_path / "cache-two"))
+        second = run(FAST_CLI, _deid(url, "notes_lock", "public.notes_lock_out"), tmp_path)
+        assert second.wait(timeout=300) == 2
+        message = second.stderr.read().decode()
+        assert "another run is writing into this table (server process" in message, message
+        assert first.wait(timeout=300) == 0, first.stderr.read()
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, 9)
+    assert pg_count(url, password, "notes_lock_out") == NOTES
+    # the lock went with the run's connection: the same command again runs (every note already done)
+    again = run(FAST_CLI, _deid(url, "notes_lock", "notes_lock_out"), tmp_path)
+    assert again.wait(timeout=300) == 0, again.stderr.read()
 
 
 # -- 11: the review server ----------------------------------------------------------------------------

@@ -12,9 +12,13 @@ Each process opens its own connections (``NullPool``: none is held across the fo
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
+import socket
+import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -23,6 +27,7 @@ from hybriddeid.io.tables import Columns, Row
 
 PASSWORD_ENV = "HYBRIDDEID_DB_PASSWORD"
 RUNS_TABLE = "hybriddeid_runs"  # the settings each output table was written with
+LOCKS_TABLE = "hybriddeid_locks"  # which live run writes each output table (databases without advisory locks)
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _DELETE_CHUNK = 500  # ids per DELETE ... IN (...): under every database's limit on parameters
 
@@ -252,6 +257,110 @@ class SqlSink:
         except Exception as exc:  # noqa: BLE001
             raise self.database.problem(exc, f"cannot prepare the output table {self.table_name}") from None
 
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold this output table's run lock for the block, in the database itself, so that it holds however
+        the URL is spelled and whoever runs: PostgreSQL's session advisory lock on a hash of the table's
+        schema-qualified name (released by the server when the run's connection ends, even on kill -9);
+        elsewhere (SQLite) a row of ``hybriddeid_locks`` inserted in a transaction (the table name its
+        primary key), which a later run takes over only when it names a process of this host that is gone.
+        ``InputError`` when another live run holds it."""
+        with self._advisory_lock() if self.database.dialect == "postgresql" else self._row_lock():
+            yield
+
+    def _busy(self, holder: str) -> InputError:
+        return InputError(self.name, f"another run is writing into this table ({holder}); wait for it to end or "
+                                     "stop it, or use another --output-table")
+
+    @contextlib.contextmanager
+    def _advisory_lock(self) -> Iterator[None]:
+        from sqlalchemy import text
+
+        try:
+            conn = self.database.engine.connect()
+        except Exception as exc:  # noqa: BLE001
+            raise self.database.problem(exc, f"cannot lock the output table {self.table_name}") from None
+        try:
+            try:
+                schema, _, bare = self.table_name.rpartition(".")
+                schema = schema or conn.execute(text("SELECT current_schema()")).scalar() or "public"
+                digest = hashlib.sha256(f"hybriddeid output table {schema}.{bare}".encode("utf-8")).digest()
+                key = int.from_bytes(digest[:8], "big", signed=True)
+                taken = conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key}).scalar()
+                holder = None if taken else conn.execute(text(
+                    "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
+                    "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.classid = :high "
+                    "AND l.objid = :low AND l.objsubid = 1"),
+                    {"high": (key >> 32) & 0xFFFFFFFF, "low": key & 0xFFFFFFFF}).first()
+                conn.commit()  # the session lock outlives the transaction; nothing is left open
+            except Exception as exc:  # noqa: BLE001
+                raise self.database.problem(exc, f"cannot lock the output table {self.table_name}") from None
+            if not taken:
+                raise self._busy(f"server process {holder[0]} for {holder[1] or 'a local socket'}, connected "
+                                 f"{holder[2]:%Y-%m-%d %H:%M:%S}" if holder else "an advisory lock of this table")
+            try:
+                yield
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+                    conn.commit()
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _locks_table(self) -> Any:
+        from sqlalchemy import BigInteger, Column, MetaData, String, Table
+
+        return Table(LOCKS_TABLE, MetaData(), Column("output_table", String(255), primary_key=True),
+                     Column("host", String(255)), Column("pid", BigInteger), Column("process_started", String(64)),
+                     Column("started", String(32)))
+
+    @contextlib.contextmanager
+    def _row_lock(self) -> Iterator[None]:
+        from sqlalchemy.exc import IntegrityError
+
+        locks = self._locks_table()
+        schema, _, bare = self.table_name.rpartition(".")
+        key = (f"{schema}." if schema and schema.lower() != "main" else "") + bare
+        key = key.lower() if self.database.dialect == "sqlite" else key  # SQLite's names ignore case, quoted or not
+        mine = {"output_table": key, "host": socket.gethostname(), "pid": os.getpid(),
+                "process_started": _process_started(os.getpid()), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        held = None
+        try:
+            with self.database.engine.begin() as conn:
+                locks.create(conn, checkfirst=True)
+            for _ in range(2):  # again once when a racing run inserted first (it then holds the row)
+                try:
+                    with self.database.engine.begin() as conn:
+                        held = conn.execute(locks.select().where(locks.c.output_table == key)).first()
+                        if held is not None and _gone(held):  # a run killed before it could remove its row
+                            conn.execute(locks.delete().where(
+                                (locks.c.output_table == key) & (locks.c.host == held.host)
+                                & (locks.c.pid == held.pid) & (locks.c.started == held.started)))
+                            held = None
+                        if held is None:
+                            conn.execute(locks.insert().values(**mine))  # the primary key: one racing run fails
+                    break
+                except IntegrityError:
+                    continue
+            else:
+                raise self._busy("another run took the lock at the same moment")
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self.database.problem(exc, f"cannot lock the output table {self.table_name}") from None
+        if held is not None:
+            raise self._busy(f"process {held.pid} on {held.host}, since {held.started}; if that run is gone, "
+                             f"delete its row of {LOCKS_TABLE}")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                with self.database.engine.begin() as conn:
+                    conn.execute(locks.delete().where((locks.c.output_table == key) & (locks.c.pid == mine["pid"])
+                                                      & (locks.c.host == mine["host"])
+                                                      & (locks.c.started == mine["started"])))
+
     def _runs_table(self) -> Any:
         from sqlalchemy import Column, MetaData, String, Table, Text
 
@@ -280,6 +389,31 @@ class SqlSink:
             for start in range(0, len(ids), _DELETE_CHUNK):
                 conn.execute(table.delete().where(table.c[self.id_column].in_(ids[start:start + _DELETE_CHUNK])))
             conn.execute(table.insert(), [{name: _sql_value(row.get(name)) for name in self.columns} for row in rows])
+
+
+def _process_started(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc``): with the pid, it names one process
+    even after the pid is reused. None where there is no such process or no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _gone(row: Any) -> bool:
+    """Whether the run that holds a lock row has ended: a process of this host that no longer exists (or is
+    another process with its pid). A run on another host is never taken for gone."""
+    if row.host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(row.pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, another user's
+    started = _process_started(int(row.pid))
+    return row.process_started is not None and started is not None and started != row.process_started
 
 
 def _sql_type(value: Any) -> Any:
