@@ -82,5 +82,12 @@ class Document:
         a note as a careless CSV or database export leaves it."""
         return Document(self.name, self.text.replace("\r", " ").replace("\n", " "), self.spans, self.meta)
 
+    def recased(self, case: str) -> "Document | None":
+        """This note in ``case`` ("upper", "lower" or "title"), spans kept, as notes typed in capitals
+        or in lower case are; None where a character changes length in that case (German "ß"), which
+        would move the offsets."""
+        text = {"upper": str.upper, "lower": str.lower, "title": str.title}[case](self.text)
+        return Document(self.name, text, self.spans, self.meta) if len(text) == len(self.text) else None
+
     def span_text(self, span: Span) -> str:
         return self.text[span.start:span.end]

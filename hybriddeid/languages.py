@@ -50,6 +50,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "numbers": ("numbers.toml", "number words"),
     "stopwords": ("stopwords.txt", "stop words"),
     "words": ("words.txt", "common-word list"),
+    "measurements": ("measurements.txt", "measurement labels"),
     "dictionaries": ("dictionaries", "dictionaries"),
 }
 _PACK_KEYS = frozenset({"name", "taxonomy", "description", "scripts"})

@@ -31,8 +31,10 @@ from hybriddeid.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
-from hybriddeid.classifiers.validators import ip_address_possible, measurement_piece, numeric_date_possible
+from hybriddeid.classifiers.validators import (ip_address_possible, measurement_piece, numeric_date_possible,
+                                               reading_after_label, series_piece)
 from hybriddeid.document import Document, Span
+from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words
 from hybriddeid.languages import unread_letters
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
 from hybriddeid.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
@@ -102,6 +104,11 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # same every run) is also given flattened to one line, so tagging does not lean on line breaks
     # that exports lose. 0: none.
     "flattened_copies": 0.0,
+    # Training only: shares of the training notes (chosen by a hash of the note's name and the case)
+    # also given in capitals, in lower case or in title case, e.g. {upper = 0.2, lower = 0.1}: real notes
+    # are often typed in capitals or without any, which no generated note and few real ones show, and a
+    # CRF that learned names from capital letters misses them there. {}: none.
+    "case_copies": {},
 }
 
 
@@ -189,6 +196,11 @@ def _validate_focus(settings: Mapping[str, Any], origin: str) -> None:
         raise ConfigError(f"{origin}: focus_below must be in (0, 1] and focus_margin in [0, 50]")
     if not 0.0 <= float(settings["flattened_copies"]) <= 1.0:
         raise ConfigError(f"{origin}: flattened_copies must be a share in [0, 1]")
+    case_copies = settings["case_copies"]
+    if not isinstance(case_copies, Mapping) or any(
+            case not in CASES or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0
+            for case, share in case_copies.items()):
+        raise ConfigError(f"{origin}: case_copies must map cases ({', '.join(CASES)}) to shares in [0, 1]")
 
 
 def flattened_copies(docs: Sequence[Document], share: float) -> list[Document]:
@@ -199,6 +211,34 @@ def flattened_copies(docs: Sequence[Document], share: float) -> list[Document]:
     picked = (doc for doc in docs if ("\n" in doc.text or "\r" in doc.text)
               and hashlib.sha256(doc.name.encode("utf-8")).digest()[0] < share * 256)
     return [replace(doc.flattened(), name=doc.name + "#flat") for doc in picked]
+
+
+CASES = ("upper", "lower", "title")
+
+
+def case_copies(docs: Sequence[Document], shares: Mapping[str, float]) -> list[Document]:
+    """Copies of about ``shares[case]`` of the notes in each case (``Document.recased``), picked by a
+    hash of the case and each name: the same notes every run, whatever their order, and other notes
+    for each case."""
+    copies: list[Document] = []
+    for case, share in shares.items():
+        for doc in docs:
+            if share > 0 and hashlib.sha256(f"{case}:{doc.name}".encode("utf-8")).digest()[0] < share * 256:
+                copy = doc.recased(case)
+                if copy is not None:
+                    copies.append(replace(copy, name=f"{doc.name}#{case}"))
+    return copies
+
+
+# A name span's words are carried to the rest of a patient's notes only when its score is at least this.
+LINK_MIN_SCORE = 0.9
+
+
+def name_like(word: str, ordinary: frozenset[str], names: frozenset[str]) -> bool:
+    """Whether ``word`` may be a name wherever it stands: a word of the name dictionaries, or one that
+    the language's word list does not write in lower case (an ordinary word: "will", "was", "bill")."""
+    folded = word.casefold()
+    return folded in names or folded not in ordinary
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -293,7 +333,9 @@ class Pipeline:
         docs = list(docs)
         if not any(doc.spans for doc in docs):
             raise ValueError("no training document has any gold span; nothing to learn from")
-        docs += flattened_copies(docs, float(self.config["pipeline"]["flattened_copies"]))
+        originals = list(docs)
+        docs += flattened_copies(originals, float(self.config["pipeline"]["flattened_copies"]))
+        docs += case_copies(originals, self.config["pipeline"]["case_copies"])
         names = list(self.config["pipeline"]["components"])
         timings: dict[str, float] = {}
         with tempfile.TemporaryDirectory() as tmp:
@@ -446,20 +488,23 @@ class Pipeline:
     def link_names(self, docs: Sequence[Document]) -> list[Document]:
         """A patient's notes (with their predicted spans) with each name word found in any of them also
         marked where it stands alone in the others, or elsewhere in its own note ("Call Beatrice" once
-        "Beatrice Harlowe" was found): ``merge.link_name_words``. Titles, particles, initials and the
-        safe-list's words are not linked."""
+        "Beatrice Harlowe" was found): ``merge.link_name_words``. Only name-like words of confident
+        spans are carried (``name_like``, ``LINK_MIN_SCORE``): one wrong name span must not mark every
+        "will", "and" or "Hct" of a patient's notes. Titles, particles, initials and the safe-list's
+        words are not linked either."""
         kinds, lang = load_kinds(), load_language(self.language)
         skipped = lang.titles | lang.particles
         safelist = load_safelist(self.config["pipeline"]["safelist"]) if self.config["pipeline"]["safelist"] else None
+        ordinary, names = lower_words(self.language), name_words(self.language)
 
-        found: dict[tuple[str, str], list[str]] = {}  # a long note repeats its names hundreds of thousands of times
+        found: dict[tuple[str, str, bool], list[str]] = {}  # a long note repeats its names hundreds of thousands of times
 
         def words_of(span: Span, surface: str) -> list[str]:
-            key = (span.label, surface)
+            key = (span.label, surface, span.score >= LINK_MIN_SCORE)
             if key not in found:
-                found[key] = [] if kinds.kind(span.label) != "person" else [
+                found[key] = [] if kinds.kind(span.label) != "person" or not key[2] else [
                     word for word in NAME_WORD.findall(surface) if len(word) > 1 and fold(word) not in skipped
-                    and (safelist is None or not safelist.is_safe_text(word))]
+                    and (safelist is None or not safelist.is_safe_text(word)) and name_like(word, ordinary, names)]
             return found[key]
 
         linked = link_name_words([doc.text for doc in docs], [doc.spans for doc in docs], words_of)
@@ -483,10 +528,15 @@ class Pipeline:
             checks = {label: numeric_date_possible for label in labels if taxonomy.category(label) == "DATE"}
             checks.update({label: ip_address_possible for label in labels if label == "IPADDR"})
             identifiers = {label for label in labels if label == "IPADDR" or taxonomy.category(label) == "ID"}
+            dates = {label for label in labels if taxonomy.category(label) == "DATE"}
+            readings = measurement_labels(self.language)
             possible: dict[tuple[str, str], bool] = {}  # a long note repeats its surfaces many times
             kept = []
             for span in spans:
                 if span.label in identifiers and measurement_piece(doc.text, span.start, span.end):
+                    continue
+                if span.label in dates and (series_piece(doc.text, span.start, span.end)
+                                            or reading_after_label(doc.text, span.start, span.end, readings)):
                     continue
                 check = checks.get(span.label)
                 if check is not None:

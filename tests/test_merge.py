@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybriddeid.document import Span, span_order
+from hybriddeid.document import Document, Span, span_order
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
 
 
@@ -160,6 +160,21 @@ def test_name_words_are_linked_across_a_patients_notes_as_whole_capitalised_word
         ("Beatrice", "PATIENT", "linked"), ("BEATRICE", "PATIENT", "linked")]  # not lower case, not inside words
     again = link_name_words(["Beatrice Harlowe came. Later Beatrice left."], [[Span(0, 16, "PATIENT", "char")]], words_of)[0]
     assert [(s.start, s.end) for s in again] == [(0, 16), (29, 37)]  # a first name alone, later in the same note
+
+
+def test_linking_carries_only_name_like_words_of_confident_name_spans():
+    """A wrong name span ("Will Hct", read as a name) must not mark every "will" and "Hct" of a patient's
+    notes: ordinary words (lower case in the word list) and unsure spans are not carried; names are."""
+    from hybriddeid import Pipeline
+
+    pipeline = Pipeline.load("en")
+    texts = ["WILL CALL. Pt Rosa Bernini-Ames seen. May Hct drop? Seen with Grace.",
+             "Rosa will call; BERNINI WILL FOLLOW. Hct 30. MAY go home. Grace here."]
+    first = [Span(0, 4, "PATIENT", "token", 0.97), Span(13, 30, "PATIENT", "token", 0.99),
+             Span(37, 44, "PATIENT", "token", 0.95), Span(61, 66, "PATIENT", "token", 0.6)]
+    docs = pipeline.link_names([Document("a", texts[0], tuple(first)), Document("b", texts[1])])
+    linked = [texts[1][s.start:s.end] for s in docs[1].spans]
+    assert linked == ["Rosa", "BERNINI"]  # not "will"/"WILL"/"MAY" (ordinary words), not Grace (unsure), not Hct (unsure)
 
 
 def test_a_fallback_widens_shorter_spans_inside_it_but_never_cuts_a_longer_one():

@@ -157,6 +157,25 @@ def test_flattened_copies_are_a_stable_share_of_the_notes_with_line_breaks():
         build_config({"pipeline": {"flattened_copies": 1.5}})
 
 
+def test_case_copies_are_stable_shares_in_each_case_with_the_spans_kept():
+    from hybriddeid.pipeline import case_copies
+
+    notes = [Document(f"note-{i}", "Seen by Dr. Ames on 3/4/2020.", (Span(12, 16, "DOCTOR"),)) for i in range(400)]
+    assert case_copies(notes, {}) == [] and case_copies(notes, {"upper": 0.0}) == []
+    copies = case_copies(notes, {"upper": 0.2, "lower": 0.1})
+    upper = [c for c in copies if c.name.endswith("#upper")]
+    lower = [c for c in copies if c.name.endswith("#lower")]
+    assert 40 <= len(upper) <= 120 and 15 <= len(lower) <= 70
+    assert {c.span_text(c.spans[0]) for c in upper} == {"AMES"} and {c.span_text(c.spans[0]) for c in lower} == {"ames"}
+    assert {c.name.split("#")[0] for c in upper} != {c.name.split("#")[0] for c in lower}  # other notes per case
+    assert [c.name for c in case_copies(notes[::-1], {"upper": 0.2})] == [c.name for c in upper][::-1]
+    assert case_copies([Document("ss", "Straße Ames", (Span(7, 11, "DOCTOR"),))], {"upper": 1.0}) == []  # "SS" moves offsets
+    with pytest.raises(ConfigError, match="case_copies"):
+        build_config({"pipeline": {"case_copies": {"upper": 1.5}}})
+    with pytest.raises(ConfigError, match="case_copies"):
+        build_config({"pipeline": {"case_copies": {"sideways": 0.5}}})
+
+
 def test_precedence_ablation_changes_the_winner(trained):
     doc = make_corpus()[7]
     only_token = trained.predict(doc, precedence=["token", "char", "rule"])

@@ -803,3 +803,21 @@ def test_the_pipeline_drops_identifiers_that_are_pieces_of_measurement_series():
     assert kept == ["1234567", "12345678", "224-178"]
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
     assert len(pipeline.within_phi_set(Document("vitals", text), list(spans.values()))) == 6
+
+
+def test_the_pipeline_drops_dates_that_are_readings_or_pieces_of_a_reading_series():
+    """"PEEP 5/12" and the "45/80" of "7.35/45/80" are readings, not dates (surrogate mode would change the
+    values); a date after an ordinary word, or a short date cut from its year, stays."""
+    from hybriddeid import Pipeline
+    from hybriddeid.document import Document, Span
+
+    pipeline = Pipeline.load("en")
+    text = "PEEP 5/12, HR: 9-11, ABG 7.35/45/80, vent 10/5/40. Admitted 5/12, seen 3/4/95, on 6/7."
+    found = []
+    for surface in ("5/12", "9-11", "45/80", "10/5", "5/12", "3/4", "6/7"):
+        start = text.index(surface, found[-1].end if found else 0)
+        found.append(Span(start, start + len(surface), "DATE", "token"))
+    kept = [text[s.start:s.end] for s in pipeline.within_phi_set(Document("vent", text), found)]
+    assert kept == ["5/12", "3/4", "6/7"]
+    assert [s.start for s in pipeline.within_phi_set(Document("vent", text), found)][0] > text.index("Admitted")
+

@@ -143,6 +143,38 @@ def measurement_piece(text: str, start: int, end: int) -> bool:
                 or _SHORT_NUMBER_SLASH_AFTER.search(text[end:end + 12]))
 
 
+# A pair of short numbers ("5/12", "90-110"): what a date without a year and a reading share.
+_NUMBER_RUN_BEFORE = regex.compile(r"[\d./-]*$")
+_NUMBER_RUN_AROUND = regex.compile(r"[\d./-]+")
+_NUMBER_PAIR = regex.compile(r"\d{1,3}\s?[/-]\s?\d{1,3}")
+_LABEL_BEFORE = regex.compile(r"(?<![\w/])([^\W\d_][\w/]*)\s*[:=]?\s*$")
+
+
+def series_piece(text: str, start: int, end: int) -> bool:
+    """Whether the numbers ``text[start:end]`` (a run joined by "/" or "-") are glued by a slash to a
+    short number beyond them ("7.35/[45/80]", "[10/5]/40"): a piece of a series of readings. A date
+    written with numbers is whole: nothing numeric continues it past its year."""
+    if not _SHORT_GROUPS.fullmatch(text[start:end].replace("/", "-")):
+        return False
+    if not (_SHORT_NUMBER_SLASH_BEFORE.search(text[max(0, start - 12):start])
+            or _SHORT_NUMBER_SLASH_AFTER.search(text[end:end + 12])):
+        return False
+    run = _NUMBER_RUN_AROUND.match(text, _NUMBER_RUN_BEFORE.search(text, max(0, start - 40), start).start())
+    whole = run.group() if run else text[start:end]
+    # "3/4" of "3/4/95" cut short is still a date: a run of at most three numbers that reads as one
+    return not (len(_NUMBER.findall(whole)) <= 3 and "." not in whole and numeric_date_possible(whole))
+
+
+def reading_after_label(text: str, start: int, end: int, labels: frozenset[str]) -> bool:
+    """Whether ``text[start:end]`` is a pair of short numbers right after a measurement label of
+    ``labels`` (lower case) on its line, at most a colon or "=" between ("PEEP 5/5", "HR: 90-110"):
+    a reading, which a date without a year would otherwise look like."""
+    if not labels or not _NUMBER_PAIR.fullmatch(text[start:end]):
+        return False
+    label = _LABEL_BEFORE.search(text, max(text.rfind("\n", 0, start) + 1, start - 24), start)
+    return label is not None and label.group(1).lower() in labels
+
+
 @register_validator("date")
 def valid_date(match: "regex.Match[str]") -> bool:
     """Numeric groups ``day``/``month``/``year`` form a real calendar date in 1900-2099."""
@@ -195,3 +227,48 @@ def valid_age_over_89(match: "regex.Match[str]") -> bool:
     """An age HIPAA requires removed: 90 to 125 years."""
     digits = _digits(_phi(match))
     return bool(digits) and 90 <= int(digits) <= 125
+
+
+# Spanish identity numbers (Real Decreto 1553/2005, Orden INT/2058/2008): a DNI is 8 digits and the
+# letter DNI_LETTERS[number % 23]; a NIE is X, Y or Z (read as 0, 1, 2), 7 digits and the same letter;
+# a person's NIF is their DNI or NIE.
+DNI_LETTERS = "TRWAGMYFPDXBNJZSQVHLCKE"
+NIE_PREFIXES = "XYZ"
+
+
+def dni_letter(number: int) -> str:
+    """The check letter of a DNI number, or of a NIE read with its prefix as a digit."""
+    return DNI_LETTERS[number % 23]
+
+
+def nie_number(prefix: str, digits: str) -> int:
+    """The number whose check letter a NIE carries: its X/Y/Z prefix as 0/1/2 before its digits."""
+    return int(f"{NIE_PREFIXES.index(prefix.upper())}{digits}")
+
+
+@register_validator("dni_nie")
+def valid_dni_nie(match: "regex.Match[str]") -> bool:
+    """Groups ``number`` (digits, dots allowed), ``letter`` and optional ``nie`` (X/Y/Z): a DNI of 7-8
+    digits or a NIE of 7 whose letter is its check letter."""
+    digits, letter, prefix = _digits(match.group("number")), match.group("letter"), _group(match, "nie")
+    if not letter:
+        return False
+    if prefix:
+        return len(digits) == 7 and dni_letter(nie_number(prefix, digits)) == letter.upper()
+    return len(digits) in (7, 8) and dni_letter(int(digits)) == letter.upper()
+
+
+def iban_check_digits(country: str, bban: str) -> str:
+    """The two check digits of an IBAN with this country code and BBAN (ISO 13616: 98 minus the
+    remainder mod 97 of BBAN + country + "00", letters read as 10-35)."""
+    number = int("".join(str(int(char, 36)) for char in (bban + country + "00").upper()))
+    return f"{98 - number % 97:02d}"
+
+
+@register_validator("iban")
+def valid_iban(match: "regex.Match[str]") -> bool:
+    """The PHI, blanks removed, is 15-34 letters and digits whose ISO 13616 check digits hold."""
+    compact = "".join(_phi(match).split()).upper()
+    if not 15 <= len(compact) <= 34 or not compact.isalnum() or not compact[:2].isalpha():
+        return False
+    return iban_check_digits(compact[:2], compact[4:]) == compact[2:4]

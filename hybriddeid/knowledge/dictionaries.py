@@ -82,3 +82,35 @@ def known_words(language: str) -> frozenset[str]:
     pack = language_pack(language)
     return frozenset(entry.casefold() for resource in ("words", "safelist", "stopwords") if pack.has(resource)
                      for entry in read_entries(pack.read_text(resource)))
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def name_words(language: str) -> frozenset[str]:
+    """The words of ``language``'s bundled first- and last-name dictionaries, case-folded (empty for a
+    pack without them). The build tool already dropped names that are mostly common words ("Will")."""
+    kinds = [kind for kind in ("first_names", "last_names") if kind in bundled_kinds(language)]
+    return frozenset(word.casefold() for kind in kinds for entry in bundled_entries(language, kind) for word in entry.split())
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def lower_words(language: str) -> frozenset[str]:
+    """The ordinary words of ``language``: the entries its common-word list (``words.txt``) writes in
+    lower case ("bill", "will"; not "Bernini"), and its stop words. Empty without a ``words.txt``."""
+    pack = language_pack(language)
+    if not pack.has("words"):
+        return frozenset()
+    entries = (entry for resource in ("words", "stopwords") if pack.has(resource) for entry in read_entries(pack.read_text(resource)))
+    return frozenset(entry for entry in entries if entry.islower())
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def measurement_labels(language: str) -> frozenset[str]:
+    """``language``'s measurement labels (``measurements.txt``: "peep", "hr"), lower case; empty
+    without one. A pair of numbers right after one is a reading, not a date."""
+    pack = language_pack(language)
+    return frozenset(entry.lower() for entry in read_entries(pack.read_text("measurements"))) \
+        if pack.has("measurements") else frozenset()
+
