@@ -147,6 +147,8 @@ TINY_CONFIGS = {
     "narrow": dict(features=["words", "ngrams", "context", "shapes", "extra"], window=0),
     # the known-word feature of the bundled English recipe
     "vocabulary": dict(features=[*DEFAULT_TOKEN_FEATURES, "vocabulary"], window=2),
+    # with the proper-noun feature (words the word list writes only capitalised)
+    "proper": dict(features=[*DEFAULT_TOKEN_FEATURES, "vocabulary", "proper"], window=2),
 }
 
 

@@ -11,7 +11,7 @@ from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.pos import NoteTags, note_tags
 from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, extract_token_features
 from hybriddeid.features.token_ids import Dictionary, LineInput, TokenIds
-from hybriddeid.knowledge.dictionaries import known_words
+from hybriddeid.knowledge.dictionaries import known_words, proper_only_words
 from hybriddeid.registry import ComponentSpec
 from hybriddeid.text.tokenize import Token
 
@@ -58,6 +58,11 @@ class TokenCRF(CRFTagger):
         cached per language), else None."""
         return known_words(self.language) if "vocabulary" in self.features else None
 
+    @property
+    def proper_nouns(self) -> frozenset[str] | None:
+        """The language pack's proper-noun-only words when the "proper" extractor is on, else None."""
+        return proper_only_words(self.language) if "proper" in self.features else None
+
     def token_sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
         """One ``TokenSequence`` per non-empty line of the note (per segment of a line longer than
         ``segment_chars``), tagged by ``lexicon`` if given and by the POS/NER tag source if one is
@@ -75,7 +80,7 @@ class TokenCRF(CRFTagger):
             tokens = line.tokens
             if tokens:
                 seq = TokenSequence(tokens, line.context, self.window, lowers=list(line.lowers), clusters=self.clusters_,
-                                    vocabulary=self.vocabulary)
+                                    vocabulary=self.vocabulary, proper_nouns=self.proper_nouns)
                 seq.extra.update(self.resource_tags(tokens, seq.lowers, lexicon))
                 if tags is not None:
                     seq.pos, seq.extra["ner"] = tags.align(tokens)
@@ -159,7 +164,7 @@ class TokenCRF(CRFTagger):
             def own_tags(tokens: Sequence[Token], lowers: Sequence[str]) -> dict[str, list[str]]:
                 return self.resource_tags(tokens, lowers, lexicon)
         return TokenIds(self.weights_, self.features, self.window, self.safe_words_, self.clusters_,
-                        dictionaries, own_tags, vocabulary=self.vocabulary)
+                        dictionaries, own_tags, vocabulary=self.vocabulary, proper_nouns=self.proper_nouns)
 
 
 def _check_section(section: Mapping[str, Any]) -> list[str]:

@@ -27,6 +27,7 @@ class TokenSequence:
     extra: dict[str, list[str]] = field(default_factory=dict)  # per-token tags from resources
     clusters: ClusterFeatures | None = None  # word clusters, when the model has them
     vocabulary: frozenset[str] | None = None  # the language's known words, for the "vocabulary" extractor
+    proper_nouns: frozenset[str] | None = None  # words the word list writes only capitalised, for "proper"
 
     def __post_init__(self) -> None:
         if not self.lowers:
@@ -233,6 +234,26 @@ def _vocabulary(seq: TokenSequence, feats: list[list[str]]) -> None:
         return
     for out, tok in zip(feats, seq.tokens):
         out.extend(vocabulary_features(tok.text, vocabulary))
+
+
+def proper_noun_features(text: str, proper_nouns: frozenset[str]) -> list[str]:
+    """Whether a word of two or more letters is one the language's word list knows only as a proper
+    noun ("Bernini", "Nguyen"; not "will" or "Smith", which it also writes in lower case), with the
+    word's case: the evidence a name keeps when a note is typed in capitals or in lower case."""
+    if len(text) < 2 or not text.isalpha() or text.casefold() not in proper_nouns:
+        return []
+    case = "upper" if text.isupper() else "title" if text.istitle() else "lower" if text.islower() else "mixed"
+    return ["prop=1", "prop=1|" + case]
+
+
+@token_extractor("proper")
+def _proper(seq: TokenSequence, feats: list[list[str]]) -> None:
+    """Proper nouns of the word list (``proper_noun_features``); no-op without one."""
+    proper_nouns = seq.proper_nouns
+    if not proper_nouns:
+        return
+    for out, tok in zip(feats, seq.tokens):
+        out.extend(proper_noun_features(tok.text, proper_nouns))
 
 
 @token_extractor("extra")

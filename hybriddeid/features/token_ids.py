@@ -36,7 +36,7 @@ from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, keys_of_words
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
 from hybriddeid.features.resources import ClusterFeatures, case_marked
 from hybriddeid.features.token import (TOKEN_EXTRACTORS, TokenSequence, check_token_features, extract_token_features,
-                                       vocabulary_features)
+                                       proper_noun_features, vocabulary_features)
 from hybriddeid.text.tokenize import Token
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ LINE_CACHE_SIZE = 1 << 12
 ID_EXTRACTORS: dict[str, Callable[..., None]] = {
     name: getattr(token_features, "_" + name)
     for name in ("words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "clusters", "vocabulary",
-                 "extra")
+                 "proper", "extra")
 }
 _POS = token_features._pos  # no id version: read as strings on lines a tag source tagged
 _LEFT, _RIGHT = "<s>", "</s>"  # the string path's pads, and the two pad forms (ids 0 and 1)
@@ -178,6 +178,7 @@ class TokenIds:
         resource_tags: Callable[[Sequence[Token], Sequence[str]], dict[str, list[str]]] | None = None,
         cache_size: int = FORM_CACHE_SIZE,
         vocabulary: frozenset[str] | None = None,
+        proper_nouns: frozenset[str] | None = None,
     ) -> None:
         self.weights = weights
         self.features = list(features)
@@ -188,6 +189,7 @@ class TokenIds:
         self.resource_tags = resource_tags  # overrides ``dictionaries``: a subclass's own tags, line by line
         self.cache_size = cache_size
         self.vocabulary = vocabulary
+        self.proper_nouns = proper_nouns
         self.none = weights.none
         self._aid = weights.attribute_id
         # Which extractors run from ids: the first listing of a built-in name still registered as
@@ -206,6 +208,8 @@ class TokenIds:
             on.discard("clusters")
         if not vocabulary:
             on.discard("vocabulary")
+        if not proper_nouns:
+            on.discard("proper")
         self.on = on
         self.pad = max(window, 1)
         self.reach = 2 * window if "context" in on else 0
@@ -305,6 +309,8 @@ class TokenIds:
             names.extend(self.clusters.own(text))
         if "vocabulary" in on:
             names.extend(vocabulary_features(text, self.vocabulary))
+        if "proper" in on:
+            names.extend(proper_noun_features(text, self.proper_nouns))
         known = [i for i in map(aid, names) if i != none]
         self._own[form] = self.state[known].sum(axis=0) if known else 0.0
         base = 2 * self.window + 1
@@ -666,7 +672,7 @@ class TokenIds:
         """The string path's ``TokenSequence`` of a line, for extractors read as strings."""
         line = item.line
         seq = TokenSequence(line.tokens, line.context, self.window, list(line.lowers), clusters=self.clusters,
-                            vocabulary=self.vocabulary)
+                            vocabulary=self.vocabulary, proper_nouns=self.proper_nouns)
         seq.extra.update(self._line_tags(item))
         seq.pos = item.pos
         return seq

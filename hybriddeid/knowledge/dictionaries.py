@@ -114,3 +114,16 @@ def measurement_labels(language: str) -> frozenset[str]:
     return frozenset(entry.lower() for entry in read_entries(pack.read_text("measurements"))) \
         if pack.has("measurements") else frozenset()
 
+
+@register_cache
+@lru_cache(maxsize=None)
+def proper_only_words(language: str) -> frozenset[str]:
+    """Case-folded words that ``language``'s word list (``words.txt``) writes only capitalised
+    ("bernini", "january"): proper nouns, for the token CRF's "proper" feature. Empty without one."""
+    pack = language_pack(language)
+    if not pack.has("words"):
+        return frozenset()
+    entries = read_entries(pack.read_text("words"))
+    lower = {entry for entry in entries if entry.islower()}
+    return frozenset(entry.casefold() for entry in entries if not entry.islower() and entry.casefold() not in lower)
+
