@@ -146,7 +146,8 @@ SPANISH_FIELDS = {
     "patient-title-then-edad": (
         "Nombre y apellidos: Sra. Lucía Ferrando Ledesma Edad: 45 años",
         {("Lucía Ferrando Ledesma", PATIENT), ("45 años", "EDAD_SUJETO_ASISTENCIA")}),
-    "patient-nombre-del-paciente": ("Nombre del paciente: Juan Pérez Gil, DNI 12345678Z", {("Juan Pérez Gil", PATIENT)}),
+    "patient-nombre-del-paciente": ("Nombre del paciente: Juan Pérez Gil, DNI 12345678Z",
+                                    {("Juan Pérez Gil", PATIENT), ("12345678Z", "ID_SUJETO_ASISTENCIA")}),
     "patient-after-byte-order-mark": ("\ufeffNombre: Eliseo.\n", {("Eliseo", PATIENT)}),
     "clinician-block-is-no-patient": ("Datos del médico: Nombre: Pedro Gil Soto", set()),
     "doctor-is-no-patient": ("Nombre: Dr. Pedro Gil", set()),

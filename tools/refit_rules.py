@@ -20,7 +20,7 @@ from pathlib import Path
 
 from hybriddeid.classifiers.rules import STATE_FILE, RuleClassifier
 from hybriddeid.io import read_corpus
-from hybriddeid.pipeline import CONFIG_FILE, component_params, load_config
+from hybriddeid.pipeline import CONFIG_FILE, case_copies, component_params, flattened_copies, load_config
 from hybriddeid.synth import generate_corpus
 
 
@@ -45,6 +45,10 @@ def main() -> int:
     docs = [doc for corpus in args.corpus for doc in read_corpus(corpus)]
     if args.synth:
         docs += generate_corpus(args.synth, args.synth_seed, "train", config["pipeline"]["language"])
+    # The notes Pipeline.fit gives its components: the model's flattened and case copies too.
+    originals = list(docs)
+    docs += flattened_copies(originals, float(config["pipeline"].get("flattened_copies", 0.0)))
+    docs += case_copies(originals, config["pipeline"].get("case_copies", {}))
     clf = RuleClassifier(**params).fit(docs)
     clf.to_disk(folder)
     added = [name for name in (rule.name for rule in clf.enabled_rules) if name not in set(saved["enabled"])]
