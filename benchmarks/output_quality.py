@@ -12,7 +12,12 @@ On generated English test-mix notes (and MEDDOCAN dev for Spanish, when ``../sha
 - **names across a patient's notes**: probe pairs in which a first name stands alone in a second
   note of the patient whose full name the first note gives; the share replaced;
 - **neighbours**: probe notes that give one name beside varied dates and numbers; the share of
-  names found, and of names whose finding flips with the neighbour.
+  names found, and of names whose finding flips with the neighbour;
+- **meaning kept** (the surrogate code on made-up gold spans, English and Spanish; issue 43): DNI,
+  NIE and IBAN surrogates that are valid (check letter or digits) and new, also for a DNI whose
+  letter was mistyped; relation words kept and the names beside them replaced; name parts of the
+  right kind (a given name becomes a given name, a surname a surname, a surname alone after a title
+  a surname, a full name two different words). Values and names come from benchmarks/probes.
 
     python benchmarks/output_quality.py [--n 500] [--seed 23] [--json out.json] [--languages en es]
         [--en-model DIR] [--es-model DIR]
@@ -254,6 +259,108 @@ def name_probes(pipeline: Pipeline, n: int, seed: int) -> dict:
             "names_flipping": flips, "names": n}
 
 
+PERSON_LABEL = {"en": "PATIENT", "es": "NOMBRE_SUJETO_ASISTENCIA"}
+RELATIVE_LABEL = {"en": "PATIENT", "es": "FAMILIARES_SUJETO_ASISTENCIA"}  # i2b2 has no label of its own for them
+ID_LABEL = {"en": "IDNUM", "es": "ID_SUJETO_ASISTENCIA"}
+RELATIVE_NOTES = {"en": ["Her {rel}, {first} {last}, is at bedside.", "{Rel} {first} called."],
+                  "es": ["Su {rel}, {first} {last}, la acompaña.", "{Rel} {first} llama por teléfono."]}
+
+
+def _valid_id(kind: str, value: str) -> bool:
+    from hybriddeid.classifiers.validators import dni_letter, iban_check_digits, nie_number
+
+    compact = re.sub(r"[\s.-]", "", value)
+    if kind == "iban":
+        return bool(re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]{11,30}", compact)) and iban_check_digits(compact[:2], compact[4:]) == compact[2:4]
+    if kind == "nie":
+        return bool(re.fullmatch(r"[XYZ]\d{7}[A-Z]", compact.upper())) and dni_letter(nie_number(compact[0], compact[1:8])) == compact[8].upper()
+    return bool(re.fullmatch(r"\d{7,8}[A-Z]", compact.upper())) and dni_letter(int(compact[:-1])) == compact[-1].upper()
+
+
+def _mistyped(value: str) -> str:
+    """``value`` with another check letter (a DNI as a note may write it wrong)."""
+    letter = value[-1]
+    return value[:-1] + ("A" if letter != "A" else "B")
+
+
+def _every_part_in(word: str, names: frozenset[str]) -> bool:
+    """Whether each part of a (hyphenated) name word is in ``names``: "Ford-Bell" is a surname."""
+    from hybriddeid.surrogates.language import fold
+
+    return all(fold(part) in names for part in word.split("-"))
+
+
+def meaning_checks(language: str, n: int) -> dict:
+    """Surrogates of made-up gold spans that must keep a meaning: valid DNI/NIE/IBAN, relation words
+    kept beside replaced names, name parts of the right kind."""
+    import probes
+    from hybriddeid.surrogates.generator import name_lists
+    from hybriddeid.surrogates.language import fold
+
+    lang = load_language(language)
+    options = DeidOptions(mode="surrogate", language=language, key=KEY)
+    lists = probes.load_fillers()
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # check -> [passed, total]
+    examples: dict[str, list[str]] = defaultdict(list)
+
+    def check(name: str, ok: bool, shown: str) -> None:
+        counts[name][0] += ok
+        counts[name][1] += 1
+        if not ok and len(examples[name]) < 3:
+            examples[name].append(shown)
+
+    def surrogate_of(text: str, phi: list[tuple[str, str]], patient: str) -> tuple[list[str], str]:
+        spans, at = [], 0
+        for value, label in phi:
+            start = text.index(value, at)
+            spans.append((start, start + len(value), label))
+            at = start + len(value)
+        from hybriddeid.document import Span
+        doc = Document(patient, text, tuple(Span(s, e, label) for s, e, label in spans))
+        result = deidentify_patient([doc], options, patient)[0]
+        return [rec.replacement for rec in result.replacements], result.text
+
+    for kind, generator in (("dni", "gen:dni"), ("nie", "gen:nie"), ("iban", "gen:iban_es")):
+        values = probes.fillers_for(generator, f"quality-{kind}", lists)
+        values = (values * (n // len(values) + 1))[:n]
+        for index, value in enumerate(values):
+            original = _mistyped(value) if kind == "dni" and index % 2 else value
+            (new,), _ = surrogate_of(f"ID {original}.", [(original, ID_LABEL[language])], f"{kind}{index}")
+            check(f"valid {kind.upper()}" + (" (original's letter mistyped)" if original != value else ""),
+                  _valid_id(kind, new) and re.sub(r"\W", "", new) != re.sub(r"\W", "", original), f"{original} -> {new}")
+    given, surnames = name_lists(language, lang.faker_locale)
+    firsts, lasts = lists["first_names"], lists["last_names"]
+    relation_words = sorted(lang.relative_terms)
+    for index in range(n):
+        first, last = firsts[index % len(firsts)], lasts[(index * 7 + 3) % len(lasts)].split()[0]
+        rel = relation_words[index % len(relation_words)]
+        template = RELATIVE_NOTES[language][index % 2]
+        text = template.format(rel=rel, Rel=rel.capitalize(), first=first, last=last)
+        shown_rel = rel if "{rel}" in template else rel.capitalize()
+        phi = ([(rel, RELATIVE_LABEL[language]), (f"{first} {last}", PERSON_LABEL[language])] if "{rel}" in template
+               else [(f"{shown_rel} {first}", RELATIVE_LABEL[language])])
+        _, out = surrogate_of(text, phi, f"rel{index}")
+        check("relation word kept", bool(re.search(rf"(?<!\w){re.escape(shown_rel)}(?!\w)", out)), f"{text} -> {out}")
+        check("name beside a relation word replaced", not re.search(rf"(?<!\w){re.escape(first)}(?!\w)", out), f"{text} -> {out}")
+        (full, alone), _ = surrogate_of(f"{first} {last} was seen; Dr. {last} called.",
+                                        [(f"{first} {last}", PERSON_LABEL[language]), (last, PERSON_LABEL[language])], f"name{index}")
+        words = full.split()
+        check("full name: two different words", len(words) == 2 and fold(words[0]) != fold(words[1]), f"{first} {last} -> {full}")
+        check("given name -> given name", len(words) == 2 and _every_part_in(words[0], given), f"{first} -> {words[0]}")
+        check("surname -> surname", len(words) == 2 and _every_part_in(words[-1], surnames), f"{last} -> {words[-1]}")
+        check("surname alone after a title -> the same surname", alone == words[-1], f"Dr. {last} -> Dr. {alone} ({full})")
+    return {"checks": {name: tuple(value) for name, value in counts.items()}, "examples": dict(examples)}
+
+
+def print_meaning(language: str, meaning: dict) -> None:
+    print(f"\n## Meaning kept ({language}, surrogate code on made-up gold spans)\n")
+    print("| check | passed |\n| --- | ---: |")
+    for name, (passed, total) in meaning["checks"].items():
+        print(f"| {name} | {_share(passed, total)} |")
+    for name, shown in meaning["examples"].items():
+        print(f"  {name}: " + "; ".join(shown))
+
+
 def _share(kept: int, total: int) -> str:
     return f"{kept / total:.4f} ({kept}/{total})" if total else "-"
 
@@ -308,6 +415,9 @@ def main() -> int:
         if not args.no_model:
             results["es"]["model"] = model_run(Pipeline.load(args.es_model), spanish, "es")
         print_part(f"Spanish: MEDDOCAN dev ({len(spanish)} notes)", results["es"]["forms"], results["es"].get("model"))
+    for language in args.languages:
+        results.setdefault(language, {})["meaning"] = meaning_checks(language, args.probes)
+        print_meaning(language, results[language]["meaning"])
     print(f"\n{time.perf_counter() - started:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -400,13 +400,138 @@ def test_safe_harbor_truncates_zips_with_restricted_prefixes_to_000():
     assert "036" in load_language("en").restricted_zip_prefixes
 
 
-def test_sex_and_relatives_are_replaced_consistently_in_spanish():
+def test_sex_is_replaced_consistently_and_relation_words_are_kept_in_spanish():
     doc = note("s", "Sexo: H. Varón de 40 años. Su madre y su hermana.",
                [("H", "SEXO_SUJETO_ASISTENCIA"), ("Varón", "SEXO_SUJETO_ASISTENCIA"),
                 ("madre", "FAMILIARES_SUJETO_ASISTENCIA"), ("hermana", "FAMILIARES_SUJETO_ASISTENCIA")])
-    reps = [r.replacement for r in deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY)).replacements]
-    assert (reps[0], reps[1]) in {("H", "Varón"), ("M", "Mujer")}  # one surrogate sex per patient, same style
-    assert reps[2] in {"hermana", "hija", "esposa"} and reps[3] in {"madre", "hija", "esposa"}
+    result = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY))
+    reps = [(r.replacement, r.method) for r in result.replacements]
+    assert (reps[0][0], reps[1][0]) in {("H", "Varón"), ("M", "Mujer")}  # one surrogate sex per patient, same style
+    assert reps[2:] == [("madre", "kept"), ("hermana", "kept")]  # who the person is stays a fact
+
+
+@pytest.mark.parametrize("language, text, phi", [
+    ("es", "Su hija, Marta, la acompaña.", [("hija", "FAMILIARES_SUJETO_ASISTENCIA"), ("Marta", "NOMBRE_SUJETO_ASISTENCIA")]),
+    ("es", "Acude con su hermana Lucía Ferrando.", [("hermana Lucía Ferrando", "FAMILIARES_SUJETO_ASISTENCIA")]),
+    ("en", "Daughter Miriam at bedside; her son, Peter, drove.", [("Daughter Miriam", "PATIENT"), ("son", "PATIENT"),
+                                                                 ("Peter", "PATIENT")]),
+    ("en", "Wife Rosa Delgado present.", [("Wife Rosa Delgado", "PATIENT")]),
+])
+def test_relation_words_stay_while_the_names_beside_them_are_replaced(language, text, phi):
+    doc = note("r", text, phi)
+    out = deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=KEY)).text
+    relation_words = load_language(language).relative_terms
+    words = re.findall(r"\w+", text)
+    for word in words:
+        folded = word.lower()
+        if folded in relation_words:
+            assert re.search(rf"\b{word}\b", out), (word, out)
+        elif word[0].isupper() and any(word in value for value, _ in phi):
+            assert not re.search(rf"\b{word}\b", out), (word, out)
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_name_parts_become_parts_of_the_same_kind_and_never_repeat(language):
+    """A surname becomes a surname, a given name a given name, a full name a full name of two
+    different words (never "Smith Smith"), over many names and keys."""
+    from hybriddeid.surrogates.generator import _person_provider, given_names, name_lists
+
+    lang = load_language(language)
+    given, surnames = name_lists(language, lang.faker_locale)
+    female, male = given_names(lang.faker_locale)  # a name's gender, as the surrogates read it
+    person = _person_provider(lang.faker_locale)  # the gendered lists surrogates are drawn from
+    drawn_female = {fold_name(n) for n in person.first_names_female}
+    drawn_male = {fold_name(n) for n in person.first_names_male}
+    firsts = ["Olga", "Walter", "Miriam", "Rosa", "Margaret", "Jordi", "Lucía", "Eva", "Peter", "Carmen"]
+    lasts = ["Petrov", "Brennan", "Delgado", "Okonkwo", "Bernini", "Lefèvre", "García", "Whitfield", "Schmitz", "Tran"]
+    for index in range(40):
+        first, last = firsts[index % 10], lasts[(index * 3) % 10]
+        key = bytes([index]) * 32
+        doc = note("n", f"Patient {first} {last} seen; Dr. {last} called.",
+                   [(f"{first} {last}", "PATIENT"), (last, "DOCTOR")])
+        full, alone = [r.replacement for r in deidentify_document(doc, DeidOptions(mode="surrogate", language=language,
+                                                                                   key=key)).replacements]
+        new_first, new_last = full.split(" ")
+        assert new_first.casefold() != new_last.casefold(), full
+        assert fold_name(new_first) in given, full
+        assert fold_name(new_last) in surnames, full
+        assert alone == new_last  # the surname alone after a title is the same surname
+        if fold_name(first) in female:
+            assert fold_name(new_first) in drawn_female, (first, full)
+        elif fold_name(first) in male:
+            assert fold_name(new_first) in drawn_male, (first, full)
+
+
+def fold_name(word: str) -> str:
+    from hybriddeid.surrogates.language import fold
+    return fold(word)
+
+
+def test_a_surname_alone_after_a_title_stays_a_surname():
+    """"Dr. Lee": "Lee" is also a given name, but alone after a title it is a surname."""
+    from hybriddeid.surrogates.generator import name_lists
+
+    given, surnames = name_lists("en", load_language("en").faker_locale)
+    for index in range(20):
+        doc = note("d", "Dr. Lee saw her.", [("Lee", "DOCTOR")])
+        new = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=bytes([index]) * 32)).text
+        surname = new.split()[1]
+        assert fold_name(surname) in surnames, new
+
+
+def _valid_dni(value: str) -> bool:
+    from hybriddeid.classifiers.validators import dni_letter, nie_number
+    compact = value.replace(".", "").replace("-", "").replace(" ", "")
+    if compact[0] in "XYZ":
+        return dni_letter(nie_number(compact[0], compact[1:8])) == compact[8]
+    return dni_letter(int(compact[:-1])) == compact[-1].upper()
+
+
+@pytest.mark.parametrize("value", ["45123987B", "45123987Z", "45123987-Z", "45123987 Z", "45.123.987-B", "1234567L",
+                                   "X1234567L", "Y-1234567-X", "Z7654321H"])
+def test_a_dni_or_nie_becomes_another_valid_one_of_the_same_form(value):
+    doc = note("i", f"DNI {value}.", [(value, "ID_SUJETO_ASISTENCIA")])
+    for key in (KEY, OTHER_KEY):
+        new = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=key)).replacements[0].replacement
+        assert _valid_dni(new), new
+        assert re.sub(r"\d", "9", new)[:-1] == re.sub(r"\d", "9", value)[:-1]  # separators and length kept
+        assert re.sub(r"\D", "", new) != re.sub(r"\D", "", value)  # new digits
+
+
+@pytest.mark.parametrize("value", ["ES91 2100 0418 4502 0005 1332", "ES9121000418450200051332", "GB82 WEST 1234 5698 7654 32"])
+def test_an_iban_becomes_another_iban_with_its_check_digits(value):
+    from hybriddeid.classifiers.validators import iban_check_digits
+
+    doc = note("i", f"IBAN {value}.", [(value, "OTRO_NUMERO_IDENTIF")])
+    new = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY)).replacements[0].replacement
+    compact = new.replace(" ", "")
+    assert compact[:2] == value[:2] and iban_check_digits(compact[:2], compact[4:]) == compact[2:4]
+    assert [i for i, c in enumerate(new) if c == " "] == [i for i, c in enumerate(value) if c == " "]
+    assert compact != value.replace(" ", "")
+
+
+def test_an_identifier_of_no_documented_format_keeps_its_shape():
+    doc = note("i", "MRN 0047-AX19.", [("0047-AX19", "MEDICALRECORD")])
+    rep = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY)).replacements[0]
+    assert rep.method == "shape" and re.fullmatch(r"\d{4}-[A-Z]{2}\d{2}", rep.replacement)
+
+
+@pytest.mark.parametrize("language, text, value, expected", [
+    ("en", "a ninety-two year old woman", "ninety-two", "90 or older"),
+    ("en", "Age: Ninety three.", "Ninety three", "90 or older"),
+    ("en", "AGE: ONE HUNDRED AND ONE", "ONE HUNDRED AND ONE", "90 OR OLDER"),
+    ("es", "Mujer de noventa y dos años.", "noventa y dos años", "90 o más años"),
+])
+def test_ages_over_89_in_words_become_the_languages_aggregate(language, text, value, expected):
+    doc = note("a", text, [(value, "AGE" if language == "en" else "EDAD_SUJETO_ASISTENCIA")])
+    rep = deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=KEY)).replacements[0]
+    assert (rep.replacement, rep.method) == (expected, "safe-harbor")
+
+
+def test_a_younger_age_in_words_becomes_a_nearby_age_in_digits():
+    doc = note("a", "a sixty-two year old man", [("sixty-two", "AGE")])
+    rep = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY)).replacements[0]
+    assert rep.replacement.isdigit() and 59 <= int(rep.replacement) <= 65 and rep.replacement != "62"
 
 
 @pytest.mark.skipif(not MEDDOCAN_DEV.is_dir(), reason="MEDDOCAN not available in ../shared")

@@ -19,10 +19,13 @@ from typing import Callable, Iterable
 
 from faker import Faker
 
+from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds
+from hybriddeid.profiles import hipaa_age_rule
 from hybriddeid.surrogates.dates import DateShifter
+from hybriddeid.surrogates.identifiers import valid_identifier
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.language import GENERATED_KINDS, LanguageResources, fold
-from hybriddeid.surrogates.names import NAME_WORD, NameInventory, NameSurrogates
+from hybriddeid.surrogates.names import GIVEN, NAME_WORD, NameInventory, NameSurrogates
 from hybriddeid.surrogates.shape import copy_case, shape_surrogate
 
 _NUMBER = re.compile(r"\d+")
@@ -35,8 +38,9 @@ _ABBREVIATION = re.compile(r"(?:[^\W\d_a-z]\.?){2,5}")
 AGE_JITTER = 3  # ages move by 1..3 years (1 for small numbers), never to themselves
 MAX_SHOWN_AGE = 89  # Safe Harbor: older ages (and the dates that tell them) are aggregated
 
-# method values recorded in the audit
-SURROGATE, DATE_SHIFT, DATE_FALLBACK, SHAPE, SAFE_HARBOR = "surrogate", "date-shift", "date-fallback", "shape", "safe-harbor"
+# method values recorded in the audit ("kept": a relation word, never replaced)
+SURROGATE, DATE_SHIFT, DATE_FALLBACK, SHAPE, SAFE_HARBOR, KEPT = (
+    "surrogate", "date-shift", "date-fallback", "shape", "safe-harbor", "kept")
 
 
 @lru_cache(maxsize=None)
@@ -45,17 +49,49 @@ def faker_for(locale: str) -> Faker:
     return Faker(locale)
 
 
+# Faker locales whose gendered first-name lists tell a given name's gender beside the note's own
+# locale's: a note names people of many origins ("Miriam", "Olga" are in no en_US list).
+GENDER_LOCALES = ("en_US", "en_GB", "es_ES", "es_MX", "de_DE", "fr_FR", "it_IT", "pt_BR", "pl_PL", "nl_NL")
+
+
+def _person_provider(locale: str):
+    faker = faker_for(locale)
+    return next(p for p in faker.providers if type(p).__module__.startswith("faker.providers.person"))
+
+
 @lru_cache(maxsize=None)
 def given_names(locale: str) -> tuple[frozenset[str], frozenset[str]]:
-    """Folded female and male first names of a Faker locale (its person provider's own lists)."""
-    faker = faker_for(locale)
-    person = next(p for p in faker.providers if type(p).__module__.startswith("faker.providers.person"))
-    female = frozenset(fold(n) for n in getattr(person, "first_names_female", ()))
-    male = frozenset(fold(n) for n in getattr(person, "first_names_male", ())) - female
-    return female, male
+    """Folded female and male first names: the locale's own lists first (a name female there is
+    female), then those of ``GENDER_LOCALES``."""
+    female: set[str] = set()
+    male: set[str] = set()
+    for name in (locale, *GENDER_LOCALES):
+        person = _person_provider(name)
+        own_female = {fold(n) for n in getattr(person, "first_names_female", ())}
+        own_male = {fold(n) for n in getattr(person, "first_names_male", ())} - own_female
+        female |= own_female - male
+        male |= own_male - female
+    return frozenset(female), frozenset(male)
+
+
+@lru_cache(maxsize=None)
+def name_lists(language: str, locale: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Folded given names and surnames of any list: the Faker locale's and the language pack's
+    dictionaries (``first_names``, ``last_names``), to tell a name word's part."""
+    person = _person_provider(locale)
+    given = {fold(n) for attr in ("first_names_female", "first_names_male", "first_names") for n in getattr(person, attr, ())}
+    surnames = {fold(n) for n in getattr(person, "last_names", ())}
+    kinds = bundled_kinds(language)
+    if "first_names" in kinds:
+        given.update(fold(n) for n in bundled_entries(language, "first_names"))
+    if "last_names" in kinds:
+        surnames.update(fold(n) for n in bundled_entries(language, "last_names"))
+    return frozenset(given), frozenset(surnames)
 
 
 _WORD = re.compile(r"[^\W\d_]{4,}")  # a word of four letters or more
+_NUMBER_WORD = re.compile(r"[^\W\d_]+")
+_COMPOUND = re.compile(r"[^\W\d_]+(?:['’‐-][^\W\d_]+)*")  # words joined by hyphens or apostrophes
 
 
 def shares_a_word(surrogate: str, value: str) -> bool:
@@ -108,11 +144,12 @@ class Surrogates:
         self.settings = settings
         self.faker = faker_for(lang.faker_locale)
         female, male = given_names(lang.faker_locale)
-        self.names = NameSurrogates(lang, female, male, self._name_word, self._letter, inventory)
+        given, surnames = name_lists(lang.language, lang.faker_locale)
+        self.names = NameSurrogates(lang, female, male, self._name_word, self._letter, inventory, given, surnames)
         self._handlers: dict[str, Callable[[str], tuple[str, str]]] = {
             "person": self._person, "location": self._location, "street": self._street, "zip": self._zip,
             "age": self._age, "date": self._date, "email": self._email, "url": self._url, "ip": self._ip,
-            "sex": self._sex, "relative": self._relative,
+            "sex": self._sex, "relative": self._relative, "id": self._id,
         }
         for kind in GENERATED_KINDS:
             self._handlers[kind] = (self._template(kind) if kind in lang.templates
@@ -171,6 +208,17 @@ class Surrogates:
                 break
         return surrogate, method
 
+    def _id(self, value: str) -> tuple[str, str]:
+        """An identifier of a documented format (DNI, NIE, IBAN) becomes another valid one (its check
+        letter or digits recomputed); any other keeps its shape."""
+        for attempt in range(_RETRIES):
+            surrogate = valid_identifier(value, self._rng("id", fold(value), str(attempt)))
+            if surrogate is None:
+                return self._shape(value)
+            if self._acceptable(surrogate, value):
+                break
+        return surrogate, SURROGATE
+
     def _faker_kind(self, kind: str, case: bool = True) -> Callable[[str], tuple[str, str]]:
         def handler(value: str) -> tuple[str, str]:
             surrogate = self._differing(kind, value, self._method(kind))
@@ -186,6 +234,8 @@ class Surrogates:
         return lambda value: (copy_case(value, self._differing(kind, value, make, avoid_its_words=True)), SURROGATE)
 
     def _name_word(self, role: str, folded: str) -> str:
+        if role == GIVEN:  # a given name of no known gender: one of either, by the key
+            role = ("given_female", "given_male")[self.keyed.choice_index(2, self.scope, "given-gender", folded)]
         method = {"given_female": "first_name_female", "given_male": "first_name_male"}.get(role, "last_name")
         for attempt in range(_RETRIES):
             surrogate = self._fake(f"name:{role}", folded, lambda f: getattr(f, method)(), attempt)
@@ -199,7 +249,11 @@ class Surrogates:
 
     def _person(self, value: str) -> tuple[str, str]:
         surrogate = self.names.replace(value)
-        return (surrogate, SURROGATE) if surrogate is not None else self._shape(value)
+        if surrogate is not None:
+            return surrogate, SURROGATE
+        if any(fold(word) in self.lang.relative_terms for word in NAME_WORD.findall(value) + _COMPOUND.findall(value)):
+            return value, KEPT  # relation words alone ("son" tagged as a name): kept as the relatives' are
+        return self._shape(value)
 
     def _location(self, value: str) -> tuple[str, str]:
         """Place names whose label does not say which kind of place: by shape."""
@@ -290,9 +344,24 @@ class Surrogates:
         new = choices[self.keyed.choice_index(len(choices), self.scope, "age", number.lstrip("0") or "0")]
         return str(new).zfill(len(number)), SURROGATE
 
+    def _age_in_words(self, value: str) -> tuple[str, str]:
+        """An age written in words: over 89, its number words become the language's words cap ("90 or
+        older"); younger, a nearby age in digits; other words ("years", "años") stay. No number words:
+        the same shape."""
+        rule = hipaa_age_rule()
+        words = [m for m in _NUMBER_WORD.finditer(value) if m.group().lower() in rule.number_words
+                 or m.group().lower() in rule.multipliers]
+        age = rule.stated_age(value)
+        if not words or age is None:
+            return self._shape(value)
+        start, end = words[0].start(), words[-1].end()
+        if age > MAX_SHOWN_AGE:
+            return value[:start] + copy_case(value[start:end], self.lang.age_words_cap) + value[end:], SAFE_HARBOR
+        return value[:start] + self._age_number(str(age))[0] + value[end:], SURROGATE
+
     def _age(self, value: str) -> tuple[str, str]:
         if not _NUMBER.search(value):
-            return self._shape(value)
+            return self._age_in_words(value)
         methods: set[str] = set()
 
         def number(match: re.Match[str]) -> str:
@@ -345,23 +414,30 @@ class Surrogates:
         return copy_case(value, self.lang.sex_pairs[pair][side]), SURROGATE
 
     def _relative(self, value: str) -> tuple[str, str]:
-        """Family terms swapped within their group, numbers as ages, capitalised words as names."""
+        """A family mention: relation words kept (who the person is to the patient is a clinical fact:
+        "hija" stays "hija"), capitalised words replaced as names, numbers as ages. A mention of
+        relation words alone is kept whole (method "kept")."""
         changed = False
 
         def word(match: re.Match[str]) -> str:
             nonlocal changed
             text, key = match.group(), fold(match.group())
-            group = self.lang.relative_lookup.get(key)
-            if group is not None:
-                others = [t for t in self.lang.relative_groups[group] if fold(t) != key]
-                changed = True
-                return copy_case(text, others[self.keyed.choice_index(len(others), self.scope, "relative", key)])
             if text[:1].isupper() and len(text) > 1 and key not in self.lang.particles:
                 changed = True
                 return copy_case(text, self._name_word(self.names.role(key), key))
             return text
 
-        out = NAME_WORD.sub(word, value)
+        def compound(match: re.Match[str]) -> str:  # "son-in-law" is one relation word, "Ben-David" one name
+            key = fold(match.group())
+            if key in self.lang.relative_terms or any(part in self.lang.relative_terms for part in key.split("-")):
+                return match.group()
+            return NAME_WORD.sub(word, match.group())
+
+        out = _COMPOUND.sub(compound, value)
         if _NUMBER.search(out):
             out, changed = _NUMBER.sub(lambda m: self._age_number(m.group())[0], out), True
-        return (out, SURROGATE) if changed else self._shape(value)
+        if changed:
+            return out, SURROGATE
+        if any(fold(w) in self.lang.relative_terms for w in NAME_WORD.findall(value) + _COMPOUND.findall(value)):
+            return value, KEPT
+        return self._shape(value)

@@ -91,13 +91,13 @@ class LanguageResources:
     titles: frozenset[str]
     particles: frozenset[str]
     age_cap: str
+    age_words_cap: str  # an age over 89 written in words ("ninety-two"): its number words become this
     date_cap: str
     restricted_zip_prefixes: frozenset[str]
     restricted_zip_replacement: str
     sex_pairs: tuple[tuple[str, str], ...]
     sex_lookup: Mapping[str, int]  # folded term -> index of its pair
-    relative_groups: tuple[tuple[str, ...], ...]  # the terms each group's terms are replaced with
-    relative_lookup: Mapping[str, int]  # folded term -> its group
+    relative_terms: frozenset[str]  # folded relation words, kept as written in surrogates ("daughter", "hija")
     street_words: frozenset[str]
     ward_words: frozenset[str]
     templates: Mapping[str, tuple[str, ...]]
@@ -154,8 +154,13 @@ def load_language(language: str) -> LanguageResources:
         if date_words.seasons and len(date_words.seasons) != 4:
             raise ValueError("seasons: winter, spring, summer and autumn, or none")
         sex_pairs = tuple((pair[0], pair[1]) for pair in data["sex"]["pairs"])
-        groups = data["relatives"]["groups"]
-        relative_groups = tuple(tuple(group["replace_with"]) for group in groups)
+        relatives = data["relatives"]
+        # "terms"; packs written before issue 43 list groups of terms and their replacements instead
+        relative_terms = [*relatives.get("terms", ()),
+                          *(term for group in relatives.get("groups", ()) for term in
+                            [*group["terms"], *group.get("replace_with", ())])]
+        if not relative_terms:
+            raise ValueError("[relatives] terms: the relation words, kept as written")
         templates = {key: tuple(value) for key, value in data["templates"].items()}
         missing = [kind for kind in GENERATED_KINDS if not templates.get(kind) and kind not in data["faker_methods"]]
         if missing:
@@ -169,13 +174,13 @@ def load_language(language: str) -> LanguageResources:
             titles=frozenset(fold(t) for t in data["names"]["titles"]),
             particles=frozenset(fold(p) for p in data["names"]["particles"]),
             age_cap=data["ages"]["cap"],
+            age_words_cap=data["ages"].get("words_cap", data["ages"]["cap"]),
             date_cap=data["ages"]["date_cap"],
             restricted_zip_prefixes=frozenset(data["zip"]["restricted_prefixes"]),
             restricted_zip_replacement=data["zip"]["restricted_replacement"],
             sex_pairs=sex_pairs,
             sex_lookup=_lookup([list(pair) for pair in sex_pairs]),
-            relative_groups=relative_groups,
-            relative_lookup=_lookup([[*group["terms"], *group["replace_with"]] for group in groups]),
+            relative_terms=frozenset(fold(term) for term in relative_terms),
             street_words=frozenset(fold(w) for w in data["streets"]["keep"]),
             ward_words=frozenset(fold(w) for w in data.get("wards", {}).get("keep", ())),
             templates=templates,
