@@ -187,7 +187,8 @@ def _locked_inside(folder: Path) -> Iterator[Path]:
 
 def _live_holder(lock_path: Path) -> str | None:
     """Who holds ``lock_path``'s lock (``_lock_record``), or None when no live run does (no file, or a
-    dead run's): probed with a shared lock, dropped at once, which never disturbs a run's own."""
+    dead run's): probed with a shared lock, dropped at once (a run holds its own from its start to
+    its end, so the probe only ever meets one that is taking its lock at that very instant)."""
     try:
         fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -374,6 +375,7 @@ class BatchResult:
     skipped: list[Path] = field(default_factory=list)
     failed: list[tuple[Path, str]] = field(default_factory=list)
     problems: list[tuple[Path, str]] = field(default_factory=list)  # the run's own files (a summary not written)
+    left_out: list[tuple[Path, str]] = field(default_factory=list)  # the input folder's entries not taken, with why
 
     @property
     def exit_code(self) -> int:
@@ -384,7 +386,8 @@ class BatchResult:
         return 1 if self.failed or self.problems else 0
 
     def summary(self) -> str:
-        return f"{len(self.written)} written, {len(self.skipped)} already done, {len(self.failed)} failed"
+        left = f", {len(self.left_out)} not taken (not notes of this run)" if self.left_out else ""
+        return f"{len(self.written)} written, {len(self.skipped)} already done, {len(self.failed)} failed{left}"
 
     def problem(self, path: Path, problem: str) -> None:
         """Record (and log) a problem with a file of the run itself, not with an input."""
@@ -414,8 +417,11 @@ def check_folders(in_dir: Path, out_dir: Path) -> None:
     (outputs never go into the inputs, nor inputs among outputs): told once, before any work, and
     before anything is written (``output_lock`` then makes and locks ``out_dir``)."""
     in_dir, out_dir = Path(in_dir), Path(out_dir)
+    if not in_dir.exists():
+        raise InputError(in_dir, "does not exist" + (" (or is a link to nothing)" if in_dir.is_symlink() else ""))
     if not in_dir.is_dir():
-        raise InputError(in_dir, "is not a directory")
+        raise InputError(in_dir, "is not a folder (a table file is read by its extension: .csv, .tsv, .parquet, "
+                                 ".jsonl; a note file goes in a folder)")
     inside, outside = in_dir.resolve(), out_dir.resolve()
     if outside == inside:
         raise InputError(out_dir, "output directory must differ from the input directory")
@@ -481,7 +487,9 @@ def run_batch(
             in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
             spans=getattr(processor, "needs_spans", True))
         remove_temp_files(out_dir)
-        result = BatchResult()
+        result = BatchResult(left_out=list(getattr(inputs, "left_out", ())))
+        for path, why in result.left_out:  # never silently: each is named, and counted in the tally
+            log.warning("%s: not taken: %s", shown_file(processor, path), why)
         try:
             _run_all(inputs, out_dir, processor, overwrite, progress, jobs, limits, result)
         except Interrupted as stop:
@@ -555,7 +563,7 @@ def _plan(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor,
         taken = next((doc.name for doc in items if names.get(doc.name, path) != path), None)
         if taken is not None:
             _fail(result, path, f"note name {_shown_name(processor, taken)!r} is already used by "
-                                f"{_shown_file(processor, names[taken])}", processor)
+                                f"{shown_file(processor, names[taken])}", processor)
             continue
         names.update((doc.name, path) for doc in items)
         try:
@@ -811,11 +819,11 @@ def _shown_name(processor: BatchProcessor, name: str) -> str:
     return name if shown is None else shown(name)
 
 
-def _shown_file(processor: BatchProcessor, path: Path) -> str:
+def shown_file(processor: BatchProcessor, path: Path) -> str:
     """An input file's name for a message: its stem as the processor shows it, its extension kept."""
     return shown_path(_shown_name(processor, path.stem) + path.suffix)
 
 
 def _fail(result: BatchResult, path: Path, problem: str, processor: BatchProcessor) -> None:
     result.failed.append((path, problem))
-    log.error("%s: %s", _shown_file(processor, path), problem)
+    log.error("%s: %s", shown_file(processor, path), problem)

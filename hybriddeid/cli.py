@@ -153,7 +153,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         log.error("evaluate needs PRED_DIR, the predictions to score (or --sweep to run a model over GOLD_DIR)")
         return 2
     try:
-        gold = _known_labels(args, read_corpus(args.gold_dir, args.input_format, encoding=args.encoding), "gold")
+        gold = _read_gold(args)
         pred = _known_labels(args, read_corpus(args.pred_dir, args.input_format, encoding=args.encoding), "predicted",
                              prefer=guess_taxonomy({span.label for doc in gold for span in doc.spans}))
     except ValueError as exc:
@@ -162,6 +162,19 @@ def _evaluate(args: argparse.Namespace) -> int:
     report = evaluate(gold, pred, phi_set=args.phi_set)
     print(report.to_json() if args.json else report.format_table())
     return 0
+
+
+def _read_gold(args: argparse.Namespace) -> "list[Document]":
+    """``evaluate``'s gold notes (labels checked, ``_known_labels``); a ValueError when none holds a span
+    (plain .txt notes): scores against no gold would be zeros that look like a result."""
+    from hybriddeid.io import read_corpus
+
+    gold = _known_labels(args, read_corpus(args.gold_dir, args.input_format, encoding=args.encoding), "gold")
+    if not any(doc.spans for doc in gold):
+        raise ValueError(f"{args.gold_dir}: no gold annotations in its {len(gold)} notes, so there is nothing to "
+                         "score against; GOLD_DIR must hold annotated notes (BRAT .txt with .ann, i2b2 XML, JSONL "
+                         "with spans)")
+    return gold
 
 
 def _known_labels(args: argparse.Namespace, docs: "list[Document]", side: str,
@@ -188,7 +201,6 @@ def _sweep(args: argparse.Namespace) -> int:
     import json
 
     from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS, parse_thresholds, run_sweep
-    from hybriddeid.io import read_corpus
     from hybriddeid.operating_point import check_threshold, shown_probability
     from hybriddeid.processing import load_model
 
@@ -200,7 +212,7 @@ def _sweep(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 2
     try:
-        gold = _known_labels(args, read_corpus(args.gold_dir, args.input_format, encoding=args.encoding), "gold")
+        gold = _read_gold(args)
     except ValueError as exc:
         log.error("%s", exc)
         return 2

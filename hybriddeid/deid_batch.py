@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from hybriddeid.batch import (BatchResult, Interrupted, Limits, check_folders, check_writable, output_lock, run_batch,
-                              stop_on_signals)
+                              shown_file, stop_on_signals)
 from hybriddeid.document import Document
 from hybriddeid.io import (InputError, Inputs, atomic_write_text, output_path, read_document, remove_temp_files,
                            scan_inputs, write_documents)
@@ -334,8 +334,11 @@ def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult)
             continue
         counts.append(note_counts)
         unread.append(note_unread)
-    summary = {"files": {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed)},
-               **summarize(counts), "unread_characters": sum(unread),
+    files = {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed),
+             "not_taken": len(result.left_out)}
+    # each input entry the run did not take, by name (hashed with --rename) and why; never a note's text
+    left_out = [{"file": shown_file(processor, path), "why": why} for path, why in result.left_out]
+    summary = {"files": files, "not_taken": left_out, **summarize(counts), "unread_characters": sum(unread),
                "notes_with_unread_text": sum(map(bool, unread))}
     if summary["unread_characters"]:
         kept = processor.options.unsupported_script == "keep"

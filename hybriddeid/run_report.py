@@ -2,7 +2,8 @@
 
 A run is a ``deid`` output folder (its ``audit/*.jsonl`` give every span's label, source and score,
 and the de-identified notes give the context) or an ``annotate`` output folder (BRAT, i2b2 or
-JSONL: spans from the annotations, context from the note with every found span masked). The
+JSONL: spans from the annotations, context from the note with every found span masked), or the
+output folder of a table run (``part-*`` files: spans from the ``audit`` column, else ``phi_spans``). The
 report holds the number of notes, spans per type, the score histogram (inline SVG), the
 lowest-scoring spans in their context with the span itself masked, and the residual-risk estimate
 when ``hybriddeid risk --out`` left ``risk.json`` (and ``reliability.png``, inlined) in the folder or
@@ -69,12 +70,50 @@ def _annotate_run(out_dir: Path) -> tuple[list[RunSpan], dict[str, str], str]:
     return spans, texts, "annotations"
 
 
+def _table_run(out_dir: Path, state: Path) -> tuple[list[RunSpan], dict[str, str], str]:
+    """A table run's folder (``table_batch``): the spans of every row of its part files, by note id, from
+    the ``audit`` column (offsets in the output text) or else ``phi_spans`` (offsets in the input); the
+    output text is the context when the audit is there and the text is the one column besides the id."""
+    from hybriddeid.io.tables import AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, read_table
+
+    try:
+        columns = json.loads(state.read_text(encoding="utf-8"))["table_columns"]
+        id_col = columns[0]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        raise InputError(state, "is not a table run's settings (no table_columns)") from None
+    audited = AUDIT_COLUMN in columns
+    others = [name for name in columns[1:] if name not in (SPANS_COLUMN, AUDIT_COLUMN)]
+    text_col = others[0] if audited and len(others) == 1 else None
+    if not audited and SPANS_COLUMN not in columns:
+        raise InputError(out_dir, "this table run wrote no spans: rerun it with --spans or --audit for a report")
+    spans: list[RunSpan] = []
+    texts: dict[str, str] = {}
+    parts = sorted(path for suffix in set(OUTPUT_SUFFIXES.values()) for path in out_dir.glob(f"part-*{suffix}"))
+    for path in parts:
+        try:
+            for row in read_table(path):
+                note = str(row[id_col])
+                records = row[AUDIT_COLUMN if audited else SPANS_COLUMN]
+                records = json.loads(records) if isinstance(records, str) else records or []
+                start, end = ("out_start", "out_end") if audited else ("start", "end")
+                spans.extend(RunSpan(note, int(r[start]), int(r[end]), str(r["label"]), str(r.get("source", "?")),
+                                     float(r.get("score", 1.0))) for r in records)
+                if text_col is not None and isinstance(row.get(text_col), str):
+                    texts[note] = row[text_col]
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # the type only: a message could quote a row
+            raise InputError(path, f"is not a part of this table run ({type(exc).__name__})") from None
+    return spans, texts, "deid table output" if audited else "table annotations"
+
+
 def read_run(out_dir: Path) -> tuple[list[RunSpan], dict[str, str], str]:
     """The spans of the run in ``out_dir``, each note's text as the report may show it, and what
     kind of run it was."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
-        raise InputError(out_dir, "not a folder")
+        raise InputError(out_dir, "not a folder" if out_dir.exists() else "does not exist")
+    state = out_dir / "_hybriddeid" / "run.json"  # table_batch.STATE_DIR: a table run's folder
+    if state.is_file():
+        return _table_run(out_dir, state)
     return _deid_run(out_dir) if (out_dir / "audit").is_dir() else _annotate_run(out_dir)
 
 

@@ -109,8 +109,8 @@ class TableInputs:
             return InputError(row, f"no id (column {self.columns.id!r} is empty)")
         if not _is_key(note_id):
             return InputError(row, f"its id (column {self.columns.id!r}) is {_kind(note_id)}, not text or a number")
-        if not isinstance(text, str):
-            return InputError(row, f"no text (column {self.columns.text!r} is {'empty' if text is None else 'not text'})")
+        if not isinstance(text, str) or not text:  # an empty CSV field is no note, as an empty file is none
+            return InputError(row, f"no text (column {self.columns.text!r} is {'not text' if text else 'empty'})")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:

@@ -139,7 +139,7 @@ def test_bundle_is_written_back_valid_labelled_and_without_the_phi(tmp_path, cap
     assert "entry 4 (Patient/p1)" in messages
     assert "Alice" not in messages and "March" not in messages
     summary = json.loads((tmp_path / "out" / "audit" / "summary.json").read_text())
-    assert summary["files"] == {"written": 1, "skipped": 0, "failed": 2}
+    assert summary["files"] == {"written": 1, "skipped": 0, "failed": 2, "not_taken": 0}
 
 
 def test_resource_elements_take_the_surrogates_and_date_shift_of_the_patients_text(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_runs import FAST_CLI, NOTES, SLOW_CLI, TEMP, files, make_notes, run
+from cli_runs import FAST_CLI, NOTES, SLOW_CLI, TEMP, make_notes, run
 from hybriddeid.surrogates.keys import create_key_file
 
 NOTE = "Patient John Smith seen 03/04/2021, MRN 1234567.\n"
@@ -110,3 +110,155 @@ def test_damaged_key_files_are_refused_with_the_reason_and_an_old_key_still_read
     read_old = cli([*args[1:], str(old), str(tmp_path / "old")], tmp_path)  # not quiet: the warning is told
     assert read_old.returncode == 0 and "old format" in read_old.stderr
     assert (tmp_path / "old" / "a.txt").read_bytes() == (tmp_path / "new" / "a.txt").read_bytes()
+
+
+# -- 7: no input silently skipped -------------------------------------------------------------------
+
+PROBE_FILES = ["note1.txt", "NOTE2.TXT", "note3", "note4.log", ".note5.txt", "sub/note6.txt", "note7.Txt", "note8.txt~"]
+
+
+def probe_notes(folder: Path) -> Path:
+    """The hostile probe's eight files: one per way a file used to be skipped without a word."""
+    for name in PROBE_FILES:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(NOTE, encoding="utf-8")
+    return folder
+
+
+def test_every_file_a_run_does_not_take_is_counted_and_named_and_suffixes_ignore_case(tmp_path):
+    notes = probe_notes(tmp_path / "notes")
+    out = tmp_path / "out"
+    done = cli(["deid", str(notes), str(out), "--mode", "tag"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.glob("*.txt")) == ["NOTE2.txt", "note1.txt", "note7.txt"]
+    assert "3 written, 0 already done, 0 failed, 5 not taken" in done.stderr
+    summary = json.loads((out / "audit" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["files"] == {"written": 3, "skipped": 0, "failed": 0, "not_taken": 5}
+    why = {entry["file"]: entry["why"] for entry in summary["not_taken"]}
+    assert sorted(why) == [".note5.txt", "note3", "note4.log", "note8.txt~", "sub"]
+    assert why["sub"] == "a sub-folder (--recursive reads sub-folders)" and "backup" in why["note8.txt~"]
+    assert "hidden" in why[".note5.txt"] and "no extension" in why["note3"] and "not a .txt file" in why["note4.log"]
+    for name in why:
+        assert f"{name}: not taken: " in done.stderr
+    for text in (done.stderr, json.dumps(summary)):
+        assert "John Smith" not in text and "1234567" not in text  # names and counts, never the notes
+    resumed = cli(["deid", str(notes), str(out), "--mode", "tag"], tmp_path)  # NOTE2.TXT's output is found again
+    assert resumed.returncode == 0 and "0 written, 3 already done, 0 failed, 5 not taken" in resumed.stderr
+
+
+# -- 10: spark-deid ids, empty CSV texts, report, missing inputs, evaluate ---------------------------
+
+def test_spark_refuses_rows_without_an_id_and_every_row_of_a_shared_id():
+    """The check ``spark-deid`` runs on each row (``spans_frame``, given the rows per id that ``deidentify``
+    counts with a window), run here on a pandas batch as an executor would: pyspark is not needed."""
+    pd = pytest.importorskip("pandas")
+    from hybriddeid.integrations import spark
+
+    assert [spark.note_id_problem(note_id, uses) for note_id, uses in
+            [(None, 1), ("", 1), (float("nan"), 1), ("a", 2), ("a", 1), (7, 1)]] == \
+        ["no_id", "no_id", "no_id", "duplicate_id", None, None]
+    span = [{"start": 8, "end": 18, "label": "PATIENT", "source": "gold", "score": 1.0}]
+    frame = pd.DataFrame({"note_id": [None, "", "twice", "twice", "once", "empty"],
+                          "text": [NOTE] * 5 + [""], "phi_spans": [span] * 6, spark._ID_USES: [2, 1, 2, 2, 1, 1]})
+    stage = spark.SpanStage(None, "note_id", "text", "phi_spans", "error", patients="note")
+    got = spark.spans_frame(stage, frame)
+    assert list(got["error"]) == ["no_id", "no_id", "duplicate_id", "duplicate_id", None, "no_text"]
+    assert [spans is None for spans in got["phi_spans"]] == [True, True, True, True, False, True]
+    deid = spark.deid_frame(spark.DeidStage(spark.DeidOptions(mode="tag", language="en"), "note_id", "text",
+                                            "phi_spans", "error", "deid_text"), got)
+    assert [text is not None for text in deid["deid_text"]] == [False, False, False, False, True, False]
+
+
+def test_an_empty_text_in_a_csv_row_is_reported_not_written(tmp_path):
+    table = tmp_path / "notes.csv"
+    table.write_text(f'note_id,text\na1,"{NOTE.strip()}"\na2,\na3,"{NOTE.strip()}"\n', encoding="utf-8")
+    done = cli(["-q", "deid", str(table), str(tmp_path / "out"), "--mode", "tag"], tmp_path)
+    assert done.returncode == 1
+    assert "line 3: no text (column 'text' is empty)" in done.stderr
+    from hybriddeid.io.tables import read_table
+
+    rows = read_table(tmp_path / "out" / "part-00000.csv")
+    assert [row["note_id"] for row in rows] == ["a1", "a3"]
+
+
+def test_report_reads_a_table_runs_output_folder(tmp_path):
+    table = tmp_path / "notes.csv"
+    table.write_text(f'note_id,text\na1,"{NOTE.strip()}"\na3,"Dr. Mary Jones, phone 617-555-1234."\n',
+                     encoding="utf-8")
+    out = tmp_path / "out"
+    assert cli(["-q", "deid", str(table), str(out), "--mode", "tag", "--audit"], tmp_path).returncode == 0
+    from hybriddeid.io.tables import read_table
+
+    audits = [json.loads(row["audit"]) for row in read_table(out / "part-00000.csv")]
+    done = cli(["-q", "report", str(out)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = (out / "report.html").read_text(encoding="utf-8")
+    spans = sum(len(audit) for audit in audits)
+    assert spans > 0 and f"deid table output; <strong>2</strong> notes, <strong>{spans}</strong> spans" in page
+    assert "output text not found" not in page  # the context is the de-identified text of each row
+    assert "John Smith" not in page and "Mary Jones" not in page
+    plain = tmp_path / "plain"
+    assert cli(["-q", "deid", str(table), str(plain), "--mode", "tag"], tmp_path).returncode == 0
+    refused = cli(["-q", "report", str(plain)], tmp_path)
+    assert refused.returncode == 2 and "wrote no spans: rerun it with --spans or --audit" in refused.stderr
+
+
+@pytest.mark.parametrize("command", [["deid", "{in}", "{out}", "--mode", "tag"], ["annotate", "{in}", "{out}"],
+                                     ["evaluate", "{in}", "{out}"]])
+@pytest.mark.parametrize("missing", ["notes", "notes.csv"])
+def test_a_missing_input_says_it_does_not_exist(command, missing, tmp_path):
+    args = [arg.format(**{"in": str(tmp_path / missing), "out": str(tmp_path / "out")}) for arg in command]
+    if command[0] == "evaluate" and missing.endswith(".csv"):
+        pytest.skip("evaluate reads folders only")
+    done = cli(["-q", *args], tmp_path)
+    assert done.returncode == 2
+    assert f"{tmp_path / missing}: does not exist" in done.stderr and "not a directory" not in done.stderr
+
+
+def gold_folder(folder: Path, names: list[str]) -> Path:
+    """Annotated notes (BRAT) with their gold spans."""
+    from hybriddeid.document import Document, Span
+    from hybriddeid.io import write_document
+
+    start = NOTE.index("John Smith")
+    for name in names:
+        write_document(Document(name, NOTE, (Span(start, start + len("John Smith"), "PATIENT"),)), folder, "brat")
+    return folder
+
+
+def test_evaluate_against_a_folder_without_annotations_says_there_is_no_gold(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.txt").write_text(NOTE, encoding="utf-8")
+    pred = gold_folder(tmp_path / "pred", ["a"])
+    done = cli(["-q", "evaluate", str(plain), str(pred)], tmp_path)
+    assert done.returncode == 2 and "no gold annotations in its 1 notes" in done.stderr
+    assert "John Smith" not in done.stderr
+
+
+def test_a_gold_note_without_a_prediction_file_is_named_in_a_warning(tmp_path):
+    gold = gold_folder(tmp_path / "gold", ["a", "b", "c"])
+    pred = gold_folder(tmp_path / "pred", ["a"])
+    done = cli(["evaluate", str(gold), str(pred), "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "2 gold note(s) have no prediction, so every gold span in them is scored as missed: b, c" in done.stderr
+    whole = cli(["evaluate", str(gold), str(gold)], tmp_path)
+    assert whole.returncode == 0 and "no prediction" not in whole.stderr
+
+
+def test_spark_deid_writes_no_row_without_an_id_nor_either_row_of_a_shared_id(tmp_path):
+    """The same refusal through a real ``spark-deid`` run (skipped where pyspark is not installed)."""
+    pytest.importorskip("pyspark")
+    table = tmp_path / "notes.jsonl"
+    rows = [{"note_id": None, "text": NOTE}, {"note_id": "twice", "text": NOTE}, {"note_id": "twice", "text": NOTE},
+            {"note_id": "once", "text": NOTE}, {"text": NOTE}]
+    table.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    out = tmp_path / "out"
+    done = cli(["-q", "spark-deid", "--input", str(table), "--output", str(out), "--format", "json", "--mode", "tag",
+                "--master", "local[1]"], tmp_path, timeout=600)
+    assert done.returncode in (0, 1), done.stderr
+    written = [json.loads(line) for part in sorted(out.glob("part-*.json")) for line in part.read_text().splitlines()]
+    got = sorted((row.get("note_id") or "", row.get("error") or "", "deid_text" in row) for row in written)
+    assert got == [("", "no_id", False), ("", "no_id", False), ("once", "", True),
+                   ("twice", "duplicate_id", False), ("twice", "duplicate_id", False)]
+    assert done.returncode == 1 and "John Smith" not in done.stderr

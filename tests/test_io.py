@@ -287,7 +287,7 @@ def test_detect_format_refuses_empty_and_mixed_folders(tmp_path):
     shutil.copy(FIXTURES / "jsonl" / "notas.jsonl", tmp_path)
     with pytest.raises(InputError, match="several formats"):
         detect_format(tmp_path)
-    with pytest.raises(InputError, match="not a folder"):
+    with pytest.raises(InputError, match="does not exist"):
         list(iter_documents(tmp_path / "missing"))
     with pytest.raises(ValueError, match="unknown format"):
         read_document(tmp_path / "nota-1.txt", "conll")

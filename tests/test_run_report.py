@@ -69,4 +69,4 @@ def test_annotate_run_report_masks_spans(runs, tmp_path):
 
 def test_report_of_a_missing_folder(tmp_path):
     done = _cli("report", str(tmp_path / "nowhere"))
-    assert done.returncode == 2 and "not a folder" in done.stderr
+    assert done.returncode == 2 and "nowhere: does not exist" in done.stderr

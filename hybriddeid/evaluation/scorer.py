@@ -1,6 +1,7 @@
 """``evaluate`` gold against predicted documents into an ``EvaluationReport``; ``evaluate_directories``."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Sequence
 
@@ -9,6 +10,8 @@ from hybriddeid.evaluation.matching import CRITERIA, DocumentMatcher
 from hybriddeid.evaluation.report import LEVELS, CountTable, EvaluationReport
 from hybriddeid.profiles import DEFAULT_PHI_SET, check_phi_set, filter_spans, split_spans
 from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
+
+log = logging.getLogger(__name__)
 
 
 def _by_name(docs: Sequence[Document], side: str) -> dict[str, Document]:
@@ -34,7 +37,8 @@ def evaluate(
     """Score ``pred`` against ``gold`` under every criterion, level and subset (see ``matching``).
 
     Documents are paired by name. A gold document without prediction counts every gold mention as
-    missed (the i2b2 script would skip it; here a lost file must cost recall). Predicted documents
+    missed (the i2b2 script would skip it; here a lost file must cost recall), and is named in a
+    warning, since a name spelt otherwise would cost recall without a word. Predicted documents
     without gold are listed in ``report.unmatched`` and ignored. Offsets refer to the gold text; only
     ``Span.start``, ``end`` and ``label`` are compared.
 
@@ -56,6 +60,10 @@ def evaluate(
     if pred_taxonomy is None:
         pred_taxonomy = guess_taxonomy({s.label for doc in pred for s in doc.spans}, prefer=taxonomy)
 
+    missing = sorted(set(gold_index) - set(pred_index))
+    if missing:
+        log.warning("%d gold note(s) have no prediction, so every gold span in them is scored as missed: %s",
+                    len(missing), ", ".join(missing))
     counts: CountTable = {(c, lv, h): [] for c in CRITERIA for lv in LEVELS for h in (False, True)}
     n_pred = n_gold_dont_care = n_pred_dropped = 0
     for name, gold_doc in gold_index.items():

@@ -47,7 +47,9 @@ if TYPE_CHECKING:  # pyspark and pandas come with the [spark] extra; imported wh
 log = logging.getLogger(__name__)
 
 # Error codes (the error column holds one, with ":<exception type>" for the *_failed ones).
-NO_TEXT = "no_text"  # the text is null
+NO_ID = "no_id"  # the note id is null or empty
+DUPLICATE_ID = "duplicate_id"  # another row has the same note id: every such row gets it
+NO_TEXT = "no_text"  # the text is null or empty
 TOO_LONG = "too_long"  # over max_chars
 NO_PATIENT = "no_patient"  # null patient id, or a note id that --patient-pattern does not match
 NO_SPANS = "no_spans"  # model=None and the spans column is null
@@ -55,13 +57,14 @@ BAD_SPANS = "bad_spans"  # given spans that do not fit the text
 PREDICT_FAILED = "predict_failed"
 DEID_FAILED = "deid_failed"
 PATIENT_INCOMPLETE = "patient_incomplete"  # surrogate mode: another note of the patient failed
-ERROR_CODES = (NO_TEXT, TOO_LONG, NO_PATIENT, NO_SPANS, BAD_SPANS, PREDICT_FAILED, DEID_FAILED, PATIENT_INCOMPLETE)
+ERROR_CODES = (NO_ID, DUPLICATE_ID, NO_TEXT, TOO_LONG, NO_PATIENT, NO_SPANS, BAD_SPANS, PREDICT_FAILED, DEID_FAILED, PATIENT_INCOMPLETE)
 
 # The batch reader refuses files over 20 MB; a note longer than this is refused here (memory per task).
 DEFAULT_MAX_CHARS = 20_000_000
 SHIPPED_PREFIX = "sparkfiles:"  # model reference of a model shipped with addFile
 TEXT_RECORD_SEPARATOR = "\x1e"  # --format text: notes keep their line breaks, so records end with RS
 _PATIENT = "__hybriddeid_patient"  # internal column: the patient id each note is de-identified under
+_ID_USES = "__hybriddeid_id_uses"  # internal column: how many rows hold each row's note id
 
 SPAN_FIELDS = (("start", "int"), ("end", "int"), ("label", "string"), ("source", "string"), ("score", "double"))
 AUDIT_FIELDS = (("start", "int"), ("end", "int"), ("out_start", "int"), ("out_end", "int"), ("label", "string"),
@@ -160,12 +163,22 @@ def _spans_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Span, ...
                  for r in records)
 
 
+def note_id_problem(note_id: object, uses: object) -> str | None:
+    """``NO_ID`` for a null or empty note id, ``DUPLICATE_ID`` when ``uses`` (the rows holding this id)
+    is over one, else None: as ``hybriddeid deid`` refuses such rows of a folder or table, since
+    outputs are known by their id (of two rows with one id, every one is refused: Spark's order
+    cannot tell which was meant)."""
+    if _is_null(note_id) or str(note_id) == "":
+        return NO_ID
+    return DUPLICATE_ID if not _is_null(uses) and int(uses) > 1 else None
+
+
 def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_chars: int,
                phi_set: str | None = None) -> tuple[list | None, str | None]:
     """(span records, None) for one note, or (None, error code); never raises. The spans are
     ``process_notes``'s: the model's, or (``pipeline`` None) the given ones; ``phi_set`` keeps only
     that PHI set's spans, as ``hybriddeid deid --phi-set`` does."""
-    if not isinstance(text, str):
+    if not isinstance(text, str) or not text:
         return None, NO_TEXT
     if len(text) > max_chars:
         return None, TOO_LONG
@@ -197,11 +210,16 @@ def note_patient(stage: SpanStage, note_id: str, patient: object) -> str | None:
 
 
 def spans_frame(stage: SpanStage, frame: "pd.DataFrame") -> "pd.DataFrame":
-    """One Arrow batch of notes with the spans and error columns (and the patient column) filled."""
+    """One Arrow batch of notes with the spans and error columns (and the patient column) filled; a row
+    whose id is missing or shared (``note_id_problem``, from the ``_ID_USES`` column ``deidentify`` adds)
+    gets its error code and nothing else."""
     pipeline = load_pipeline(stage.model_ref) if stage.model_ref is not None else None
     ids = ["" if _is_null(v) else str(v) for v in frame[stage.note_id_col]]
     given = frame[stage.spans_col] if pipeline is None and stage.spans_col in frame else [None] * len(frame)
-    previous = frame[stage.error_col] if stage.error_col in frame else [None] * len(frame)
+    previous = list(frame[stage.error_col]) if stage.error_col in frame else [None] * len(frame)
+    if _ID_USES in frame:
+        previous = [error if not _is_null(error) else note_id_problem(note_id, uses)
+                    for error, note_id, uses in zip(previous, frame[stage.note_id_col], frame[_ID_USES])]
     patients = frame[_PATIENT] if _PATIENT in frame else [None] * len(frame)
     spans_out, errors, patients_out = [], [], []
     for note_id, text, spans, error, patient in zip(ids, frame[stage.text_col], given, previous, patients):
@@ -345,6 +363,7 @@ def deidentify(df: "DataFrame", options: DeidOptions, model: str | Path | None =
     original). ``phi_set`` replaces only that PHI set's spans (default: the model's setting, or every
     given span). The original text stays in ``text_col``: drop it before writing the result anywhere.
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
@@ -355,6 +374,7 @@ def deidentify(df: "DataFrame", options: DeidOptions, model: str | Path | None =
     _check_columns(df, note_id_col, text_col, patient_col, None if model is not None else spans_col)
     patients = "column" if patient_col else ("pattern" if patient_pattern else "note")
     work = df.withColumn(_PATIENT, F.col(patient_col).cast("string") if patient_col else F.lit(None).cast("string"))
+    work = work.withColumn(_ID_USES, F.count(F.lit(1)).over(Window.partitionBy(F.col(note_id_col).cast("string"))))
     model_ref = None if model is None else ship_model(df.sparkSession, model)
     spans_stage = SpanStage(model_ref, note_id_col, text_col, spans_col, error_col, max_chars, patients, patient_pattern,
                             phi_set)
@@ -371,7 +391,7 @@ def deidentify(df: "DataFrame", options: DeidOptions, model: str | Path | None =
         out = with_spans.groupBy(unit).applyInPandas(partial(_deid_group, deid_stage, schema.names), schema)
     else:
         out = with_spans.mapInPandas(partial(_deid_batches, deid_stage, schema.names), schema)
-    return out.drop(_PATIENT)
+    return out.drop(_PATIENT, _ID_USES)
 
 
 # -- files in, files out (hybriddeid spark-deid) --------------------------------------------------

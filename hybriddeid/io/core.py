@@ -1,8 +1,10 @@
 """Format detection, the format registry, and the public read/write functions.
 
-A folder is read non-recursively; names starting with "." are skipped (our own temporary files
-among them). Each format is a reader (file -> documents) and a renderer (documents -> file contents
-by extension), so adding one is one registry entry.
+A folder is read non-recursively. Suffixes are matched whatever their case (``NOTE.TXT``); every
+entry a run does not take (another or no extension, a name starting with "." or ending with "~",
+a sub-folder) is listed with the reason in ``Inputs.left_out``, so that a run can count and name it.
+Each format is a reader (file -> documents) and a renderer (documents -> file contents by
+extension), so adding one is one registry entry.
 """
 from __future__ import annotations
 
@@ -48,8 +50,20 @@ def _render_plain(docs: Sequence[Document]) -> dict[str, str]:
     return {".txt": doc.text}
 
 
+def _sibling(path: Path, suffix: str) -> Path:
+    """``path`` with ``suffix``, or the file beside it whose suffix is ``suffix`` in another case
+    (``NOTE.TXT`` beside ``NOTE.ANN``); the first when there is none."""
+    wanted = path.with_suffix(suffix)
+    if wanted.exists():
+        return wanted
+    try:
+        return next(p for p in path.parent.iterdir() if p.stem == path.stem and p.suffix.lower() == suffix)
+    except (OSError, StopIteration):
+        return wanted
+
+
 def _read_brat_pair(path: Path, max_bytes: int, encoding: str = "utf-8", spans: bool = True) -> list[Document]:
-    txt, ann = path.with_suffix(".txt"), path.with_suffix(".ann")
+    txt, ann = _sibling(path, ".txt"), _sibling(path, ".ann")
     for missing, present in ((txt, ann), (ann, txt)) if spans else ((txt, ann),):
         if not missing.exists():
             raise InputError(present, f"no {missing.suffix} file beside it")
@@ -105,9 +119,9 @@ def _format(fmt: str) -> _Format:
 
 
 def _detect_file(path: Path) -> str:
-    """The format of one file, from its extension and, for XML, its first elements."""
-    suffix = path.suffix
-    if suffix == ".ann" or (suffix == ".txt" and path.with_suffix(".ann").is_file()):
+    """The format of one file, from its extension (in any case) and, for XML, its first elements."""
+    suffix = path.suffix.lower()
+    if suffix == ".ann" or (suffix == ".txt" and _sibling(path, ".ann").is_file()):
         return "brat"
     if suffix in (".txt", ".jsonl"):
         return "text" if suffix == ".txt" else "jsonl"
@@ -137,11 +151,41 @@ def _detect_xml_reading(path: Path, max_bytes: int, read_ahead: dict[Path, str],
 
 
 def _listing(in_dir: Path) -> list[Path]:
-    """Every entry of ``in_dir`` but hidden ones; folders, FIFOs and links are kept so that a reader can
-    report them (``read_regular_file``, ``check_link``) rather than skip them silently."""
+    """Every entry of ``in_dir`` a run may take: all but hidden ones and backups (``_left_out``); folders,
+    FIFOs and links are kept so that a reader can report them (``read_regular_file``, ``check_link``)."""
     if not in_dir.is_dir():
-        raise InputError(in_dir, "not a folder")
-    return sorted(p for p in in_dir.iterdir() if not p.name.startswith("."))
+        raise InputError(in_dir, "not a folder" if in_dir.exists() else "does not exist")
+    return sorted(p for p in in_dir.iterdir() if _hidden_or_backup(p) is None)
+
+
+def _hidden_or_backup(path: Path) -> str | None:
+    """Why ``path`` is never an input (a hidden file or folder, an editor's backup), or None."""
+    if path.name.startswith("."):
+        return "a hidden file (its name starts with '.')"
+    if path.name.endswith("~"):
+        return "a backup file (its name ends with '~')"
+    return None
+
+
+def _left_out(in_dir: Path, taken: Sequence[Path], fmt: str) -> list[tuple[Path, str]]:
+    """Every entry of ``in_dir`` that is not among ``taken`` (the inputs of a run in ``fmt``), with why
+    (a BRAT pair's ``.ann`` counts as taken with its ``.txt``)."""
+    spec = _format(fmt)
+    suffixes = (".txt", ".ann") if fmt == "brat" else (spec.reads or (spec.suffix,))
+    kept = {p.with_suffix("") if fmt == "brat" else p for p in taken}
+    left = []
+    for path in sorted(in_dir.iterdir()):
+        if (path.with_suffix("") if fmt == "brat" else path) in kept and path.suffix.lower() in suffixes:
+            continue
+        why = _hidden_or_backup(path)
+        if why is None and path.is_dir():
+            why = "a sub-folder (--recursive reads sub-folders)"
+        elif why is None:
+            expected = " or ".join(suffixes)
+            why = f"no extension (this run reads {expected} files)" if not path.suffix else \
+                f"not a {expected} file (this run reads {fmt})"
+        left.append((path, why))
+    return left
 
 
 def check_link(path: Path, folder: Path, follow_symlinks: bool = False) -> None:
@@ -179,18 +223,21 @@ def _detect_format(in_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES, read_ahead:
     if in_dir.is_file():
         return _detect_file(in_dir)
     files = _listing(in_dir)
-    suffixes = {p.suffix for p in files}
+    suffixes = {p.suffix.lower() for p in files}
     kinds = {"brat" if ".ann" in suffixes else "text"} if suffixes & {".ann", ".txt"} else set()
     if ".jsonl" in suffixes:
         kinds.add("jsonl")
-    xmls = [p for p in files if p.suffix == ".xml"]
+    xmls = [p for p in files if p.suffix.lower() == ".xml"]
     xml = next((p for p in xmls if _sniffable(p, in_dir, follow_symlinks)), None)
     if xml is not None:
         kinds.add(_detect_file(xml) if read_ahead is None else _detect_xml_reading(xml, max_bytes, read_ahead, encoding))
     elif xmls:
         kinds.add("i2b2")  # no XML file can be opened: each is reported by its reader
     if not kinds:
-        raise InputError(in_dir, "no input files (.txt, .ann, .xml or .jsonl)")
+        others = sum(1 for _ in in_dir.iterdir())
+        raise InputError(in_dir, "no input files (.txt, .ann, .xml or .jsonl)" +
+                         (f"; {others} other entries (other extensions, hidden files, backups, sub-folders)"
+                          if others else ""))
     if len(kinds) > 1:
         raise InputError(in_dir, f"holds several formats ({', '.join(sorted(kinds))}); name the one to read")
     return kinds.pop()
@@ -201,12 +248,12 @@ def _inputs(in_dir: Path, fmt: str) -> list[Path]:
     files = _listing(in_dir)
     if fmt != "brat":
         spec = _format(fmt)
-        return [p for p in files if p.suffix in (spec.reads or (spec.suffix,))]
+        return [p for p in files if p.suffix.lower() in (spec.reads or (spec.suffix,))]
     pairs: dict[Path, Path] = {}
     for path in files:
-        if path.suffix in (".txt", ".ann"):
+        if path.suffix.lower() in (".txt", ".ann"):
             stem = path.with_suffix("")
-            if stem not in pairs or path.suffix == ".txt":
+            if stem not in pairs or path.suffix.lower() == ".txt":
                 pairs[stem] = path
     return [pairs[stem] for stem in sorted(pairs)]
 
@@ -241,11 +288,13 @@ class Inputs:
     encoding: str = "utf-8"
     follow_symlinks: bool = False
     spans: bool = True
+    # The folder's entries not taken, each with why (another extension, hidden, a backup, a sub-folder).
+    left_out: list[tuple[Path, str]] = field(default_factory=list)
 
     def read(self, path: Path) -> list[Document]:
         """The documents of one input file (``read_document``), without reading it a second time."""
         path = Path(path).absolute()
-        siblings = (path.with_suffix(".txt"), path.with_suffix(".ann")) if self.format == "brat" else (path,)
+        siblings = (_sibling(path, ".txt"), _sibling(path, ".ann")) if self.format == "brat" else (path,)
         for file in siblings:
             check_link(file, self.folder, self.follow_symlinks)
         text = self.read_ahead.pop(path, None)
@@ -270,7 +319,8 @@ class Inputs:
 
 def scan_inputs(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8",
                 follow_symlinks: bool = False, spans: bool = True) -> Inputs:
-    """The input files of ``in_dir`` in ``fmt`` (``"auto"``: ``detect_format``), not read yet (see ``Inputs``).
+    """The input files of ``in_dir`` in ``fmt`` (``"auto"``: ``detect_format``), not read yet (see ``Inputs``),
+    and the entries not taken (``Inputs.left_out``).
 
     Detecting an XML folder's format reads one file whole; ``Inputs`` hands that reading to the file's
     reader, so every file is read once. A folder that cannot be listed or whose format cannot be told
@@ -280,7 +330,9 @@ def scan_inputs(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BY
     read_ahead: dict[Path, str] = {}
     fmt = _detect_format(in_dir, max_bytes, read_ahead, encoding, follow_symlinks) if fmt == "auto" else fmt
     _format(fmt)
-    return Inputs(in_dir, fmt, _inputs(in_dir, fmt), max_bytes, read_ahead, encoding, follow_symlinks, spans)
+    taken = _inputs(in_dir, fmt)
+    return Inputs(in_dir, fmt, taken, max_bytes, read_ahead, encoding, follow_symlinks, spans,
+                  _left_out(in_dir, taken, fmt))
 
 
 def iter_documents(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES,

@@ -220,7 +220,7 @@ def _resources(path: Path, text: str) -> tuple[dict | None, list[tuple[str, Any,
     """(the Bundle without its entries or None, [(where, resource, its Bundle entry without it or None)])
     of a Bundle, one resource, or NDJSON."""
     stripped = text.strip()
-    if path.suffix != ".ndjson":
+    if path.suffix.lower() != ".ndjson":
         try:
             whole = json.loads(stripped)
         except json.JSONDecodeError as exc:
@@ -272,7 +272,7 @@ def _documents(path: Path, index: int, resource: Any, shell: dict | None, entry:
     docs = []
 
     def add(part_name: str, text: str, part: FhirPart) -> None:
-        located = _replace(part, patient=patient, suffix=path.suffix)
+        located = _replace(part, patient=patient, suffix=path.suffix.lower())
         docs.append(Document(f"{base}.{part_name}", text, (), {**meta, "fhir": located}))
 
     for where, attachment in _walk(resource, _ATTACHMENTS[rtype]):
@@ -294,7 +294,7 @@ def _documents(path: Path, index: int, resource: Any, shell: dict | None, entry:
         add("text", html_text(narrative["div"]), FhirPart(index, "narrative", ("text", "div"), narrative["div"]))
     text, spans, elements = _elements(resource)
     part = FhirPart(index, ELEMENTS_PART, resource=resource, shell=shell, entry=entry, patient=patient,
-                    suffix=path.suffix, elements=elements)
+                    suffix=path.suffix.lower(), elements=elements)
     docs.insert(0, Document(f"{base}.{ELEMENTS_PART}", text, spans, {**meta, "fhir": part}))
     return docs
 
