@@ -16,7 +16,12 @@ with m missed tokens among the reviewed notes and M in the others, its relative 
 deviation of about sqrt(1/m + 1/M) (``sampling_within``). ``--plot DIR`` draws each corpus's
 reliability diagram (first split's reviewed notes) into ``DIR/risk_reliability_<corpus>.png``.
 
-    python benchmarks/risk.py [--n 500] [--splits 5] [--reviewed 50] [--plot docs/images] [--json out.json]
+``--reviewed`` takes a list (``1,2,5,10,20,50,100``): each count is run on the same splits, and a last
+table per corpus gives, for each count, how many splits the default estimate's interval (``auto``, as
+``hybriddeid risk`` and the review page give it) held the truth in, how many fell back to the raw sum for
+too little review (``risk.uncalibrated_because``), and the interval's median width over the truth.
+
+    python benchmarks/risk.py [--n 500] [--splits 5] [--reviewed 50|1,2,5,...] [--plot docs/images] [--json out.json]
 """
 from __future__ import annotations
 
@@ -64,14 +69,15 @@ def run_corpus(name: str, items: list, splits: int, reviewed_count: int, plot_di
             result = estimate(notes, reviewed, "isotonic" if method == "raw" else method, seed=split)
             row[method] = {"estimate": result.expected_missed, "low": result.low, "high": result.high,
                            "relative_error": _error(result.expected_missed, truth),
-                           "covers": result.low <= truth <= result.high, "chose": result.calibration.get("method")}
+                           "covers": result.low <= truth <= result.high, "chose": result.calibration.get("method"),
+                           "uncalibrated_because": result.uncalibrated_because}
         untagged_rest = sum(len(chances) for _, _, chances in notes)
         rate = row["reviewed_missed"] / len(sample.y) * untagged_rest if len(sample.y) else 0.0
         row["rate"] = {"estimate": rate, "relative_error": _error(rate, truth)}
         rows.append(row)
         if plot_dir is not None and split == 0:
             plot_reliability(sample, "isotonic", plot_dir / f"risk_reliability_{name}.png")
-    return {"corpus": name, "splits": rows}
+    return {"corpus": name, "reviewed": reviewed_count, "splits": rows}
 
 
 def _error(estimate: float, truth: float) -> float:
@@ -87,7 +93,7 @@ def sampling_within(reviewed_missed: float, true_missed: float, limit: float = 0
 
 
 def show(result: dict) -> None:
-    print(f"\n== {result['corpus']}")
+    print(f"\n== {result['corpus']}, {result['reviewed']} reviewed notes a split")
     print(f"{'split':>5} {'notes':>5} {'tokens':>7} {'true':>6} | " + " | ".join(
         f"{m:>8} est [95% interval]   err  in" for m in METHODS) + " | auto chose")
     for row in result["splits"]:
@@ -114,12 +120,34 @@ def show(result: dict) -> None:
           f"(missed tokens among the reviewed notes: {min(seen):.0f}-{max(seen):.0f} a split)")
 
 
+def show_coverage(results: list[dict]) -> None:
+    """One line per number of reviewed notes: the default (auto) interval's coverage, fallbacks, width."""
+    print(f"\n== {results[0]['corpus']}: the default estimate (auto) by number of reviewed notes")
+    print(f"{'reviewed':>8} {'holds truth':>11} {'fell back':>9} {'width/truth':>11} {'missed seen':>11}")
+    for result in results:
+        rows = result["splits"]
+        covers = sum(row["auto"]["covers"] for row in rows)
+        fell = sum(row["auto"]["uncalibrated_because"] is not None for row in rows)
+        widths = [(row["auto"]["high"] - row["auto"]["low"]) / row["true_missed"] for row in rows if row["true_missed"]]
+        seen = [row["reviewed_missed"] for row in rows]
+        print(f"{result['reviewed']:>8} {covers:>5}/{len(rows):<5} {fell:>4}/{len(rows):<4} "
+              f"{np.median(widths) if widths else float('nan'):>11.2f} {min(seen):>5.0f}-{max(seen):<5.0f}")
+
+
+def _counts(text: str) -> list[int]:
+    counts = [int(part) for part in text.split(",") if part.strip()]
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError("a list of positive numbers of reviewed notes, e.g. 1,2,5,10,20,50,100")
+    return counts
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=500, help="generated English test-mix notes (default 500)")
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--reviewed", type=int, default=50, help="reviewed notes per split (default 50)")
+    parser.add_argument("--reviewed", type=_counts, default=[50],
+                        help="reviewed notes per split, or a comma-separated list of such numbers (default 50)")
     parser.add_argument("--meddocan-notes", type=int, default=0, help="MEDDOCAN dev notes to use (default: all)")
     parser.add_argument("--plot", type=Path, help="folder for the reliability diagrams")
     parser.add_argument("--json", type=Path)
@@ -127,15 +155,22 @@ def main() -> int:
     results = []
     started = time.perf_counter()
     english = list(generate_corpus(args.n, args.seed, "test", "en"))
-    results.append(run_corpus("en-test-mix", read("en", english), args.splits, args.reviewed, args.plot))
-    show(results[-1])
-    print(f"  ({time.perf_counter() - started:.0f} s so far)")
+    corpora = [("en-test-mix", lambda: read("en", english))]
     if MEDDOCAN_DEV.is_dir():
         dev = read_corpus(MEDDOCAN_DEV)
         dev = dev[:args.meddocan_notes] if args.meddocan_notes else dev
-        results.append(run_corpus("meddocan-dev", read("es", dev), args.splits, args.reviewed, args.plot))
-        show(results[-1])
-    else:
+        corpora.append(("meddocan-dev", lambda: read("es", dev)))
+    for name, reading in corpora:
+        items = reading()
+        by_count = [run_corpus(name, items, args.splits, count, args.plot if count == args.reviewed[0] else None)
+                    for count in args.reviewed]
+        for result in by_count:
+            show(result)
+        if len(by_count) > 1:
+            show_coverage(by_count)
+        results.extend(by_count)
+        print(f"  ({time.perf_counter() - started:.0f} s so far)")
+    if not MEDDOCAN_DEV.is_dir():
         print(f"\n(MEDDOCAN dev not found at {MEDDOCAN_DEV}: skipped)", file=sys.stderr)
     print(f"\n{time.perf_counter() - started:.0f} s in all")
     if args.json:

@@ -18,6 +18,18 @@ reviewed notes pin the calibration down (the calibrator refitted on notes drawn 
 from the reviewed ones). Without reviewed notes only the first is in it, and the estimate is the
 raw marginals' sum.
 
+Too little review to calibrate (fewer than ``MIN_REVIEWED_NOTES`` reviewed notes or ``MIN_REVIEWED_MISSES``
+missed tokens among them, or a degenerate Platt fit), the estimate falls back to the raw sum and says why
+(``RiskEstimate.uncalibrated_because``): a calibrator fitted on a note or two is all zeros or a step, and
+its bootstrap interval has no width. Whatever the amount of review, the interval also holds the **ratio
+interval** (``ratio_interval``): misses are taken to be proportional to the raw P(PHI) mass (one rate, the
+reviewed notes' misses over their mass), the rate's uncertainty a Gamma posterior from the reviewed count
+(Jeffreys prior) and the estimated notes' count Poisson given it, so that the count has a negative-binomial
+predictive distribution; the variance is widened by the reviewed notes' overdispersion (misses cluster in
+notes: a cluster-robust variance of the ratio against the Poisson one) and the lower bound is also taken
+without the reviewed note holding the most misses. Falling back, the interval reaches up to the raw sum
+too. ``benchmarks/risk.py --reviewed 1,2,...`` measures how often the interval holds the truth.
+
 Per type: a token's expected missed PHI is shared among labels as its label probabilities say.
 """
 from __future__ import annotations
@@ -37,6 +49,10 @@ CROSS_FOLDS = 5
 BOOTSTRAP_ROUNDS = 200
 INTERVAL = 0.95
 _EPS = 1e-6
+# Below these the estimate is not calibrated (see the module docstring; benchmarks/risk.py measured them).
+MIN_REVIEWED_NOTES = 20
+MIN_REVIEWED_MISSES = 5
+PLATT_MAX_SLOPE = 20.0  # a Platt slope beyond this (or a fit that did not converge) is a degenerate step
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +114,7 @@ class Calibrator:
         self.fitted = False
         self._knots: tuple[np.ndarray, np.ndarray] | None = None
         self._platt: tuple[float, float] = (1.0, 0.0)
+        self._converged = True
 
     def fit(self, p: np.ndarray, y: np.ndarray) -> "Calibrator":
         """Fit on raw probabilities ``p`` and outcomes ``y`` (0/1). Too few points (or no PHI among
@@ -108,9 +125,21 @@ class Calibrator:
         if self.method == "isotonic":
             self._knots = _isotonic(p, y)
         else:
-            self._platt = _platt(p, y)
+            a, b, self._converged = _platt(p, y)
+            self._platt = (a, b)
         self.fitted = True
         return self
+
+    def degenerate(self) -> str | None:
+        """Why the fit is no calibration but a step (a Platt slope beyond ``PLATT_MAX_SLOPE`` or a fit that
+        did not converge: the reviewed tokens separate perfectly, as with a note or two), else None."""
+        if not self.fitted or self.method != "platt":
+            return None
+        a = self._platt[0]
+        if not self._converged or not math.isfinite(a) or abs(a) > PLATT_MAX_SLOPE:
+            return (f"the Platt fit is degenerate (slope {a:.3g}{'' if self._converged else ', not converged'}): "
+                    "the reviewed tokens' P(PHI) separate the misses from the rest perfectly")
+        return None
 
     def __call__(self, p: np.ndarray) -> np.ndarray:
         p = np.asarray(p, float)
@@ -178,9 +207,9 @@ def _isotonic(p: np.ndarray, y: np.ndarray, bins: int = 400) -> tuple[np.ndarray
     return np.concatenate(([0.0], knots_x, [1.0])), np.concatenate(([0.0], blocks_y, [blocks_y[-1]]))
 
 
-def _platt(p: np.ndarray, y: np.ndarray, iterations: int = 50) -> tuple[float, float]:
+def _platt(p: np.ndarray, y: np.ndarray, iterations: int = 50) -> tuple[float, float, bool]:
     """Logistic regression of ``y`` on logit(p) by Newton's method, with Platt's target smoothing
-    (so that all-0 or all-1 outcomes give a finite curve)."""
+    (so that all-0 or all-1 outcomes give a finite curve): slope, intercept, and whether it converged."""
     positives = y.sum()
     negatives = len(y) - positives
     target = np.where(y > 0, (positives + 1) / (positives + 2), 1 / (negatives + 2))
@@ -194,8 +223,8 @@ def _platt(p: np.ndarray, y: np.ndarray, iterations: int = 50) -> tuple[float, f
         step = np.linalg.solve(hessian, grad)
         a, b = a - step[0], b - step[1]
         if np.abs(step).max() < 1e-9:
-            break
-    return float(a), float(b)
+            return float(a), float(b), True
+    return float(a), float(b), False
 
 
 @dataclass
@@ -225,6 +254,7 @@ class RiskEstimate:
     calibration: dict[str, Any]
     reviewed_notes: int
     reviewed_tokens: int
+    uncalibrated_because: str | None = None  # why the estimate is the raw sum (too little review, a degenerate fit)
 
     def per_1000(self, value: float | None = None) -> float:
         """``value`` (default: the estimate) per 1,000 tokens."""
@@ -238,7 +268,7 @@ class RiskEstimate:
             "per_1000_interval": [self.per_1000(self.low), self.per_1000(self.high)],
             "per_type": dict(sorted(self.per_type.items(), key=lambda item: -item[1])),
             "calibration": self.calibration, "reviewed_notes": self.reviewed_notes,
-            "reviewed_tokens": self.reviewed_tokens,
+            "reviewed_tokens": self.reviewed_tokens, "uncalibrated_because": self.uncalibrated_because,
             "notes": [{"name": note.name, "tokens": note.tokens, "expected_missed": note.expected_missed,
                        "per_1000": note.per_1000} for note in self.notes],
         }
@@ -292,21 +322,90 @@ def resolve_calibration(method: str, reviewed: Reviewed | None) -> tuple[str, di
     return choose_calibration(reviewed) if reviewed is not None and len(reviewed.p) else ("isotonic", {})
 
 
+def _negative_binomial_interval(shape: float, p: float, level: float = INTERVAL) -> tuple[int, int]:
+    """The central ``level`` interval of a negative binomial count (``shape`` > 0, success chance ``p``):
+    P(k) = Gamma(k + shape) / (Gamma(shape) k!) p^shape (1 - p)^k, summed from 0."""
+    low_q, high_q = (1 - level) / 2, (1 + level) / 2
+    log_pk, cdf, k, low = shape * math.log(p), 0.0, 0, None
+    log_q = math.log1p(-p)
+    while True:
+        cdf += math.exp(log_pk)
+        if low is None and cdf >= low_q:
+            low = k
+        if cdf >= high_q or k > 10_000_000:
+            return low if low is not None else k, k
+        log_pk += math.log((k + shape) / (k + 1)) + log_q
+        k += 1
+
+
+def _ratio_bounds(misses: np.ndarray, mass: np.ndarray, target: float, target_notes: int,
+                  level: float) -> tuple[float, float]:
+    """The ratio interval of ``ratio_interval`` from per-note missed counts and raw masses."""
+    m, r = float(misses.sum()), float(mass.sum())
+    if r <= 0 or target <= 0:
+        return 0.0, (math.inf if target > 0 else 0.0)
+    k = len(misses)
+    phi = 1.0
+    if m > 0 and k > 1:  # overdispersion: the cluster-robust variance of the predicted count over the Poisson one
+        rate = m / r
+        residual = float(((misses - rate * mass) ** 2).sum()) / (k - 1)
+        robust = k * residual * (target / r) ** 2 + target_notes * residual
+        phi = max(1.0, robust / (rate * target * (target / r + 1)))
+    low, high = _negative_binomial_interval((m + 0.5) / phi, r / (r + target), level)
+    return low * phi, high * phi
+
+
+def ratio_interval(reviewed: Reviewed, target_mass: float, target_notes: int,
+                   level: float = INTERVAL) -> tuple[float, float]:
+    """A ``level`` interval for the missed PHI tokens of notes whose untagged tokens' raw P(PHI) sum to
+    ``target_mass`` (``target_notes`` notes), from the reviewed notes' misses over their raw mass: a
+    negative-binomial predictive interval (Gamma posterior of the rate, Jeffreys prior), widened by the
+    reviewed notes' overdispersion; its lower bound is also taken without the reviewed note that holds
+    the most misses (misses cluster in notes; with that note alone, the lower bound is 0). No reviewed
+    mass: (0, inf)."""
+    misses = np.bincount(reviewed.note, reviewed.y, reviewed.notes) if reviewed.notes else np.zeros(0)
+    mass = np.bincount(reviewed.note, reviewed.p, reviewed.notes) if reviewed.notes else np.zeros(0)
+    low, high = _ratio_bounds(misses, mass, target_mass, target_notes, level)
+    if len(misses) and misses.max() > 0:  # a single reviewed note with misses leaves no lower bound but 0
+        keep = np.arange(len(misses)) != int(np.argmax(misses))
+        low = min(low, _ratio_bounds(misses[keep], mass[keep], target_mass, target_notes, level)[0])
+    return low, high
+
+
+def uncalibrated_because(reviewed: Reviewed | None) -> str | None:
+    """Why ``reviewed`` is too little to calibrate on (``MIN_REVIEWED_NOTES``, ``MIN_REVIEWED_MISSES``), or None."""
+    if reviewed is None or not len(reviewed.p):
+        return "no reviewed notes: the raw marginals' sum, whose interval counts token chance only"
+    misses = int(reviewed.y.sum())
+    if reviewed.notes < MIN_REVIEWED_NOTES or misses < MIN_REVIEWED_MISSES:
+        return (f"{reviewed.notes} reviewed notes with {misses} missed tokens among them: calibration needs at least "
+                f"{MIN_REVIEWED_NOTES} notes and {MIN_REVIEWED_MISSES} misses, so the estimate is the raw marginals' "
+                "sum and the interval is wide")
+    return None
+
+
 def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: Reviewed | None = None,
              method: str = AUTO, rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0) -> RiskEstimate:
-    """The residual-risk estimate of ``notes`` (name, token count, untagged tokens' chances),
-    calibrated on ``reviewed`` when it holds any token (see the module docstring)."""
-    method, chosen_from = resolve_calibration(method, reviewed)
-    calibrator = Calibrator(method)
-    if reviewed is not None and len(reviewed.p):
-        calibrator.fit(reviewed.p, reviewed.y)
+    """The residual-risk estimate of ``notes`` (name, token count, untagged tokens' chances), calibrated on
+    ``reviewed`` when it is enough (else the raw sum, saying why; see the module docstring)."""
     raw = [np.array([chance.p_phi for chance in chances], float) for _, _, chances in notes]
     flat = np.concatenate(raw) if raw else np.zeros(0)
+    why = uncalibrated_because(reviewed)
+    if why is not None and method == AUTO:
+        method, chosen_from = "isotonic", {}  # nothing to choose between: neither is fitted
+    else:
+        method, chosen_from = resolve_calibration(method, reviewed)
+    calibrator = Calibrator(method)
+    if why is None:
+        calibrator.fit(reviewed.p, reviewed.y)
+        degenerate = calibrator.degenerate()
+        if degenerate is not None:
+            why = f"{degenerate}; the estimate is the raw marginals' sum and the interval is wide"
+            calibrator = Calibrator(method)  # unfitted: the identity
     calibrated = calibrator(flat)
     total = float(calibrated.sum())
-    variance = float((calibrated * (1 - calibrated)).sum())
     rng = np.random.default_rng(seed)
-    if calibrator.fitted and reviewed is not None and reviewed.notes > 1:
+    if calibrator.fitted:  # enough reviewed notes for a bootstrap over them
         draws = []
         by_note = [np.flatnonzero(reviewed.note == i) for i in range(reviewed.notes)]
         counts, centres = logit_bins(flat)
@@ -315,12 +414,13 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
             refit = Calibrator(method).fit(reviewed.p[mask], reviewed.y[mask])
             q = refit(centres)
             draws.append(rng.normal((counts * q).sum(), math.sqrt(max((counts * q * (1 - q)).sum(), 0.0))))
-        low, high = np.quantile(draws, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2])
-        if not reviewed.y.any():  # no missed PHI in the reviewed notes: the rule of three bounds the rate
-            high = max(high, 3.0 * len(flat) / len(reviewed.p))
-    else:
-        z = 1.959963984540054
-        low, high = total - z * math.sqrt(variance), total + z * math.sqrt(variance)
+        low, high = (float(x) for x in np.quantile(draws, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2]))
+    else:  # token chance alone around the raw sum
+        spread = 1.959963984540054 * math.sqrt(float((flat * (1 - flat)).sum()))
+        low, high = total - spread, total + spread
+    if reviewed is not None and len(reviewed.p):  # the ratio interval, whatever the calibration
+        ratio_low, ratio_high = ratio_interval(reviewed, float(flat.sum()), len(notes))
+        low, high = min(low, ratio_low), max(high, ratio_high if math.isfinite(ratio_high) else high)
     per_type: dict[str, float] = {}
     note_risks, at = [], 0
     for (name, tokens, chances), p in zip(notes, raw):
@@ -338,9 +438,9 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
     calibration = calibrator.to_dict()
     if chosen_from:
         calibration["cross_fitted_count_errors"] = chosen_from  # what ``auto`` chose by
-    return RiskEstimate(sum(tokens for _, tokens, _ in notes), total, max(float(low), 0.0), max(float(high), 0.0),
-                        per_type, note_risks, calibration,
-                        reviewed.notes if reviewed is not None else 0, int(len(reviewed.p)) if reviewed is not None else 0)
+    return RiskEstimate(sum(tokens for _, tokens, _ in notes), total, max(low, 0.0), max(high, 0.0),
+                        per_type, note_risks, calibration, reviewed.notes if reviewed is not None else 0,
+                        int(len(reviewed.p)) if reviewed is not None else 0, why)
 
 
 def reliability(p: np.ndarray, y: np.ndarray, bins: int = 10) -> list[dict[str, float]]:

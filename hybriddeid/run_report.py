@@ -154,7 +154,8 @@ def _risk_html(risk: dict[str, Any] | None, png: Path | None) -> str:
         return "<p>No residual-risk estimate: run <code>hybriddeid risk NOTES --out OUT_DIR</code> (with " \
                "<code>--reviewed</code> to calibrate it) to add one.</p>"
     low, high = risk["interval"]
-    how = (f"calibrated ({html.escape(risk['calibration']['method'])}) on {risk['reviewed_notes']} reviewed notes"
+    how = (f"uncalibrated: {html.escape(risk['uncalibrated_because'])}" if risk.get("uncalibrated_because")
+           else f"calibrated ({html.escape(risk['calibration']['method'])}) on {risk['reviewed_notes']} reviewed notes"
            if risk.get("reviewed_notes") else "uncalibrated (raw marginals)")
     parts = [f"<p><strong>{risk['expected_missed']:.1f}</strong> PHI tokens likely missed "
              f"({low:.1f}–{high:.1f}, {round(100 * risk.get('interval_level', 0.95))}% interval) in "

@@ -7,6 +7,9 @@ items 9, 11 and 12), kept fixed; real servers and processes on loopback.
 - 11: the review server answers a non-ASCII token, cookie or review header and a bad Content-Length with a
   4xx, never a traceback or a dropped connection; a save made on an older version of a note is refused (409),
   from another tab or from another review server on the same corrections folder.
+- 12: with too little review the risk estimate falls back to the raw sum with a wide interval and says why
+  (the review page after one reviewed note, ``hybriddeid risk`` after two); a degenerate Platt fit is never
+  used without a word; the interval never has zero width.
 """
 from __future__ import annotations
 
@@ -20,10 +23,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cli_runs import FAST_CLI, kill_9_after, run, slow_cli
-from table_notes import NOTES, note_rows, pg_count, pg_load, pg_rows, postgres, write_sqlite  # noqa: F401 - a fixture
+from table_notes import NOTES, note_rows, pg_count, pg_load, postgres, write_sqlite  # noqa: F401 - postgres: a fixture
 from hybriddeid.io import read_document, write_documents
 from hybriddeid.synth import generate_corpus
 
@@ -204,6 +208,62 @@ def test_a_save_made_on_an_older_version_is_refused_with_409(review):
     assert read_document(corrections / f"{name}.txt", "brat")[0].spans == ()
     assert second.post(name, {"spans": [], "reviewer": "bob"})[0] == 400
     assert json.loads((corrections / ".reviews.json").read_text())["notes"][name]["version"] == 2
+
+
+def test_the_review_pages_estimate_after_one_reviewed_note_is_wide_and_says_why(review):
+    """Issue 44, item 12: it said "0.0 (0.0-0.0)" for the whole folder after one reviewed note."""
+    (_, second), notes, _ = review
+    name = sorted(p.stem for p in notes.glob("*.txt"))[2]
+    status, note = second.get(f"/api/note/{name}")
+    spans = [{"start": s["start"], "end": s["end"], "label": s["label"]} for s in note["spans"]]
+    saved = second.post(name, {"spans": spans, "reviewer": "ann", "reviewed": True, "version": note["version"]})
+    assert saved[0] == 200
+    status, queue = second.get("/api/queue")
+    risk = queue["risk"]
+    assert status == 200 and risk["reviewed_notes"] == 1
+    assert "1 reviewed notes" in risk["uncalibrated_because"] and "raw marginals" in risk["uncalibrated_because"]
+    low, high = risk["interval"]
+    assert low <= risk["expected_missed"] <= high and high - low > 1.0 and risk["expected_missed"] > 0
+    assert risk["calibration"]["method"] == "none"
+
+
+def test_the_risk_command_on_two_reviewed_notes_says_it_is_uncalibrated(tmp_path):
+    """Issue 44, item 12: with two reviewed notes ``risk --calibration platt`` printed "1.0 (1.0-1.0)" from a
+    Platt fit with slope 5.9e10, and no warning."""
+    notes, reviewed = tmp_path / "notes", tmp_path / "reviewed"
+    write_documents(list(generate_corpus(6, 3, "test", "en")), notes, "brat")
+    write_documents(list(generate_corpus(2, 4, "test", "en")), reviewed, "brat")
+    for extra in ([], ["--calibration", "platt"]):
+        done = subprocess.run([sys.executable, "-c", FAST_CLI, "risk", str(notes), "--reviewed", str(reviewed), *extra],
+                              capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "uncalibrated: 2 reviewed notes with" in done.stdout and "calibration needs at least" in done.stdout
+        found = re.search(r"expected missed PHI tokens: ([\d.]+) \(([\d.]+)-([\d.]+),", done.stdout)
+        estimate, low, high = map(float, found.groups())
+        assert low <= estimate <= high and high - low >= 1.0, done.stdout
+
+
+def test_a_degenerate_platt_fit_is_never_used_without_a_word():
+    """Enough reviewed notes and misses, but every miss is among tokens of the one P(PHI) that nearly all tokens
+    have (below 1e-6: one logit), and the two tokens above it are no PHI: the logistic curve has nothing to
+    pin its slope, which ran to 3.7e10 without converging (as the issue's two-note fit ran to 5.9e10). The
+    estimate says so and falls back to the raw sum; isotonic, which needs no slope, is used as it is."""
+    from hybriddeid.document import Span
+    from hybriddeid.risk import MIN_REVIEWED_NOTES, PLATT_MAX_SLOPE, Calibrator, Reviewed, TokenChance, estimate
+
+    rng = np.random.default_rng(3)
+    chances_of = lambda p: [TokenChance(i, i + 1, float(v)) for i, v in enumerate(p)]  # noqa: E731
+    notes = [[1e-9] * 100 + [0.2, 0.4] for _ in range(MIN_REVIEWED_NOTES + 5)]
+    sample = Reviewed.collect([(chances_of(p), [], [Span(0, 1, "NAME")]) for p in notes])  # a miss per note
+    fit = Calibrator("platt").fit(sample.p, sample.y)
+    assert fit.degenerate() is not None and abs(fit.to_dict()["a"]) > PLATT_MAX_SLOPE
+    target = [("t", 100, chances_of(rng.beta(0.5, 3, 100)))]
+    platt = estimate(target, sample, "platt")
+    assert "the Platt fit is degenerate" in platt.uncalibrated_because
+    assert platt.calibration["method"] == "none" and platt.low < platt.expected_missed < platt.high
+    isotonic = estimate(target, sample, "isotonic")
+    assert isotonic.uncalibrated_because is None and isotonic.calibration["method"] == "isotonic"
+    assert isotonic.low < isotonic.high
 
 
 def test_non_ascii_tokens_and_bad_content_lengths_get_a_4xx_not_a_traceback(review):

@@ -67,12 +67,18 @@ def test_estimate_interval_and_types():
     assert result.low < 10.0 < result.high
     assert result.per_1000() == pytest.approx(10.0)
     assert result.per_type["DATE"] == pytest.approx(7.5) and result.per_type["AGE"] == pytest.approx(2.5)
-    # Calibrated on reviewed notes where no such token was PHI, the estimate falls towards 0.
-    reviewed = Reviewed.collect([(chances, [], [])] * 3)
-    calibrated = estimate([("a", 1000, chances)], reviewed)
-    assert calibrated.expected_missed < 1.0
-    # 300 reviewed tokens without a miss do not prove there are none: the interval stays open (rule of three)
-    assert calibrated.high == pytest.approx(3.0 * 100 / 300)
+    assert result.uncalibrated_because.startswith("no reviewed notes")
+    # Three reviewed notes without a miss are too little to calibrate on: the raw sum, saying why, and an
+    # interval that holds both no miss at all and the raw sum
+    few = estimate([("a", 1000, chances)], Reviewed.collect([(chances, [], [])] * 3))
+    assert few.expected_missed == pytest.approx(10.0) and few.calibration["method"] == "none"
+    assert "3 reviewed notes with 0 missed tokens" in few.uncalibrated_because
+    assert few.low == 0.0 and few.high >= 10.0
+    # Enough reviewed notes where few such tokens were PHI (5 of 2,500): calibrated, the estimate falls towards 0
+    many = Reviewed.collect([(chances, [], [Span(0, 1, "DATE")] if i < 5 else []) for i in range(25)])
+    calibrated = estimate([("a", 1000, chances)], many)
+    assert calibrated.uncalibrated_because is None and calibrated.expected_missed < 1.0
+    assert calibrated.low < calibrated.expected_missed < calibrated.high
 
 
 def test_reliability_bins_count_every_token():
@@ -111,7 +117,9 @@ def test_risk_command(tmp_path):
     assert done.returncode == 1, done.stderr  # the broken file fails alone, the others are estimated
     assert "broken.txt" in done.stderr and "Seen" not in done.stderr
     report = json.loads((out / "risk.json").read_text())
-    assert report["reviewed_notes"] == 8 and report["calibration"]["method"] == "platt"
+    # 8 reviewed notes are too few to calibrate on (risk.MIN_REVIEWED_NOTES): the raw sum, and why
+    assert report["reviewed_notes"] == 8 and report["calibration"]["method"] == "none"
+    assert report["uncalibrated_because"].startswith("8 reviewed notes with")
     assert len(report["notes"]) == 6
     low, high = report["interval"]
     assert low <= report["expected_missed"] <= high
@@ -202,7 +210,7 @@ def test_the_review_page_counts_a_note_marked_reviewed_as_corrected(english, tmp
     state.corrections.save(note.doc, spans, reviewer="test", done=True)
     state.refresh_risk()
     assert state.note_risks[riskiest.name].expected_missed == 0
-    assert state.risk.expected_missed > 0  # the reviewer's miss keeps the calibrated chances above zero
+    assert state.risk.expected_missed > 0  # one reviewed note calibrates nothing: the raw chances stand
     assert state.risk.expected_missed == pytest.approx(sum(n.expected_missed for n in state.risk.notes))
 
 

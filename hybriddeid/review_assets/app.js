@@ -23,7 +23,8 @@ async function loadQueue() {
   const data = await api("/api/queue");
   state.queue = data.notes; state.labels = data.labels; state.categories = data.categories;
   const r = data.risk;
-  const how = r.reviewed_notes ? `calibrated on ${r.reviewed_notes} reviewed notes` : "uncalibrated";
+  const how = r.uncalibrated_because ? `uncalibrated: ${r.uncalibrated_because}`
+    : `calibrated on ${r.reviewed_notes} reviewed notes`;
   $("folder-risk").textContent = `Folder: ~${fmt(r.expected_missed, 1)} missed PHI tokens ` +
     `(${fmt(r.interval[0], 1)}–${fmt(r.interval[1], 1)}), ${fmt(r.per_1000)} per 1,000 tokens, ${how}`;
   const typeSelect = $("filter-type");
