@@ -667,8 +667,9 @@ def _risk(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        calibrated = (f"calibrated ({result.calibration['method']}) on {result.reviewed_notes} reviewed notes"
-                      if reviewed is not None else "uncalibrated: raw marginals (give --reviewed to calibrate)")
+        calibrated = ("uncalibrated: raw marginals (give --reviewed to calibrate)" if reviewed is None
+                      else f"uncalibrated: {result.uncalibrated_because}" if result.uncalibrated_because
+                      else f"calibrated ({result.calibration['method']}) on {result.reviewed_notes} reviewed notes")
         among = f" ({len(corrected)} of them reviewed: counted as corrected, nothing missed)" if corrected else ""
         print(f"{len(notes)} notes{among}, {result.tokens} tokens; {calibrated}")
         print(f"expected missed PHI tokens: {result.expected_missed:.1f} "
