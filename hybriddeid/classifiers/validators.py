@@ -272,3 +272,16 @@ def valid_iban(match: "regex.Match[str]") -> bool:
     if not 15 <= len(compact) <= 34 or not compact.isalnum() or not compact[:2].isalpha():
         return False
     return iban_check_digits(compact[:2], compact[4:]) == compact[2:4]
+
+
+@register_validator("nss")
+def valid_nss(match: "regex.Match[str]") -> bool:
+    """A Spanish Social Security number: 2 province digits, 8 of the number and 2 control digits that
+    are the rest mod 97 of province and number (the number without its leading zero when it is below
+    10,000,000, as the Seguridad Social computes it)."""
+    digits = _digits(_phi(match))
+    if len(digits) != 12:
+        return False
+    province, number, control = int(digits[:2]), int(digits[2:10]), int(digits[10:])
+    base = province * 10_000_000 + number if number < 10_000_000 else int(digits[:10])
+    return base % 97 == control
