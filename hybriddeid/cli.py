@@ -507,7 +507,8 @@ def _serve(args: argparse.Namespace) -> int:
     from hybriddeid.pipeline import model_folder
     from hybriddeid.processing import load_model
     from hybriddeid.service.keys import KeyStore
-    from hybriddeid.service.limits import ServiceLimits
+    from hybriddeid.service.app import check_docs_assets
+    from hybriddeid.service.limits import ServiceLimits, fit_open_files
 
     try:
         keys = KeyStore(_api_keys_file(args))
@@ -515,29 +516,40 @@ def _serve(args: argparse.Namespace) -> int:
         check_sizes(args.workers, args.bulk_workers, bulk_over)
         if min(args.max_notes, args.max_note_chars, args.max_waiting) < 1:
             raise ValueError("--max-notes, --max-note-chars and --max-waiting must be at least 1")
+        if args.docs_assets is not None:
+            check_docs_assets(args.docs_assets)
+        connections, lowered = fit_open_files(args.max_connections, args.workers + args.bulk_workers)
         limits = ServiceLimits(max_body_bytes=int(args.max_body_mb * 2**20), request_timeout=args.request_timeout,
-                               rate_limit=args.rate_limit, burst=args.burst)
+                               rate_limit=args.rate_limit, burst=args.burst, keep_alive=args.keep_alive_timeout,
+                               header_timeout=args.header_timeout, max_connections=connections)
         model_folder(args.model)  # a missing model is told before the key is made
         key = _deid_key(args, (), needed=args.mode == "surrogate" or args.key_file is not None)
         options = dataclasses.replace(_deid_options(args, key), key=key)  # per request: only in surrogate mode
     except ValueError as exc:
         log.error("%s", exc)
         return 2
+    if lowered:
+        log.warning("%s", lowered)
+    if key is not None and args.share_batch_key:
+        log.warning("--share-batch-key: every client's surrogates and date shifts are those of batch runs with %s; "
+                    "a client can learn them by sending made-up notes", args.key_file)
     if not len(keys):
         log.warning("%s: no live API keys, so every /v1 request is refused; add one with: hybriddeid serve keys "
                     "add NAME --api-keys %s", keys.path, keys.path)
     pipeline = load_model(args.model, args.engine, args.device)  # once: the workers are forked from this process
     warm_up(pipeline)
-    settings = WorkSettings(args.max_note_chars, args.max_notes, options)
+    settings = WorkSettings(args.max_note_chars, args.max_notes, options, share_batch_key=args.share_batch_key)
     pool = WorkerPool(pipeline, settings, args.workers, args.memory_limit_mb or None, args.max_waiting,
                       args.bulk_workers, bulk_over)
     modes = ["tag", "mask", *(["surrogate"] if key is not None else [])]
-    app = create_app(Service(pool, keys, limits, model_info(pipeline, str(args.model), modes)))
+    app = create_app(Service(pool, keys, limits, model_info(pipeline, str(args.model), modes),
+                             public=frozenset(args.public_route or ()), docs_assets=args.docs_assets))
     scheme = "https" if args.ssl_certfile else "http"
-    log.info("serving model %s on %s://%s:%d with %d workers, and %d more for requests over %g MB (API docs at /docs)",
-             args.model, scheme, args.host, args.port, args.workers, args.bulk_workers, args.bulk_over_mb)
+    log.info("serving model %s on %s://%s:%d with %d workers, and %d more for requests over %g MB (API document at "
+             "/openapi.json%s)", args.model, scheme, args.host, args.port, args.workers, args.bulk_workers,
+             args.bulk_over_mb, ", its page at /docs" if args.docs_assets else "")
     return run_server(app, args.host, args.port, args.ssl_certfile, args.ssl_keyfile,
-                      graceful_timeout=args.request_timeout + 5)
+                      graceful_timeout=args.request_timeout + 5, limits=limits)
 
 
 API_KEYS_ENV = "HYBRIDDEID_API_KEYS"
@@ -770,7 +782,8 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     """``serve``'s options: the model, where to listen, the workers, the limits, the defaults of deid."""
     from hybriddeid.batch import DEFAULT_MEMORY_MB
     from hybriddeid.service.limits import (DEFAULT_BULK_OVER_MB, DEFAULT_BULK_WORKERS, DEFAULT_BURST,
-                                           DEFAULT_MAX_BODY_MB, DEFAULT_MAX_NOTE_CHARS, DEFAULT_MAX_NOTES,
+                                           DEFAULT_HEADER_TIMEOUT, DEFAULT_KEEP_ALIVE, DEFAULT_MAX_BODY_MB,
+                                           DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_NOTE_CHARS, DEFAULT_MAX_NOTES,
                                            DEFAULT_MAX_WAITING, DEFAULT_RATE_LIMIT, DEFAULT_REQUEST_TIMEOUT)
 
     parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
@@ -808,6 +821,24 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
                         help=f"address space each worker may take beyond what it holds when forked (the model, the "
                              f"libraries); a request that needs more gets 500 and the worker is replaced (default "
                              f"{DEFAULT_MEMORY_MB}; 0: no limit)")
+    parser.add_argument("--keep-alive-timeout", type=float, default=DEFAULT_KEEP_ALIVE, metavar="SECONDS",
+                        help=f"an idle connection is closed this long after its last answer (default {DEFAULT_KEEP_ALIVE:g})")
+    parser.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT, metavar="SECONDS",
+                        help="a connection that has not sent a request's headers this long after opening or after its "
+                             f"last answer is closed (default {DEFAULT_HEADER_TIMEOUT:g})")
+    parser.add_argument("--max-connections", type=int, metavar="N",
+                        help="open connections at most; past it a new one closes the one idle longest, or gets 503 "
+                             f"(default {DEFAULT_MAX_CONNECTIONS}, fewer if the open-file limit allows fewer)")
+    parser.add_argument("--share-batch-key", action="store_true",
+                        help="surrogates and date shifts from --key-file itself, the same as batch runs with it; "
+                             "any client can then learn a released patient's (default: each API key's own, drawn "
+                             "from --key-file and the key's name)")
+    parser.add_argument("--public-route", action="append", choices=("/docs", "/openapi.json", "/metrics"),
+                        help="serve this route without an API key (repeat for each; default: each needs one)")
+    parser.add_argument("--docs-assets", type=Path, metavar="DIR",
+                        help="serve the interactive API page at /docs with Swagger UI's files from DIR "
+                             "(swagger-ui-bundle.js and swagger-ui.css of the swagger-ui-dist package; default: no "
+                             "/docs page)")
     parser.add_argument("--ssl-certfile", type=Path, help="serve HTTPS with this certificate (PEM)")
     parser.add_argument("--ssl-keyfile", type=Path, help="the certificate's private key (PEM)")
     parser.add_argument("--engine", choices=("fast", "crfsuite"), help="how the CRFs tag (default: the model's config)")

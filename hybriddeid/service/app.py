@@ -15,11 +15,13 @@ import math
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from fastapi import Depends, FastAPI, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
@@ -78,18 +80,43 @@ class _Restarts:
                                   "--bulk-over-mb)", value=self.pool.bulk_requests)
 
 
+# Routes that need an API key unless the operator names them (serve --public-route): the API's
+# description and the server's counters tell an anonymous caller more than it needs.
+GUARDED_ROUTES = ("/docs", "/openapi.json", "/metrics")
+# Swagger UI's files, served from a folder the operator gives (serve --docs-assets), never from a CDN.
+DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css")
+DOCS_FAVICON = "favicon-32x32.png"
+
+
+def check_docs_assets(folder: Path) -> Path:
+    """``folder`` if it holds Swagger UI's files (``DOCS_ASSETS``), else a ValueError naming what is missing."""
+    missing = [name for name in DOCS_ASSETS if not (Path(folder) / name).is_file()]
+    if missing:
+        raise ValueError(f"{folder}: --docs-assets needs Swagger UI's {' and '.join(missing)} in this folder (the "
+                         "swagger-ui-dist package's files)")
+    return Path(folder)
+
+
 @dataclass
 class Service:
-    """What the routes share: the pool, the keys, the limits, what the model is, the metrics."""
+    """What the routes share: the pool, the keys, the limits, what the model is, the metrics; which of
+    ``GUARDED_ROUTES`` are public, and where Swagger UI's files are (None: no ``/docs``)."""
 
     pool: WorkerPool
     keys: KeyStore
     limits: ServiceLimits
     model: dict[str, Any]
+    public: frozenset[str] = frozenset()
+    docs_assets: Path | None = None
     metrics: Metrics = field(init=False)
     rate: RateLimiter = field(init=False)
 
     def __post_init__(self) -> None:
+        unknown = set(self.public) - set(GUARDED_ROUTES)
+        if unknown:
+            raise ValueError(f"--public-route takes {', '.join(GUARDED_ROUTES)}, not {', '.join(sorted(unknown))}")
+        if self.docs_assets is not None:
+            check_docs_assets(self.docs_assets)
         self.metrics = Metrics(self.pool)
         self.rate = RateLimiter(self.limits.rate_limit, self.limits.burst)
 
@@ -113,7 +140,7 @@ async def _caller(request: Request, credentials: HTTPAuthorizationCredentials | 
     status, record = service.keys.check(credentials.credentials)
     if record is None:
         raise ServiceError(401, "unauthorized", "unknown API key", {"WWW-Authenticate": "Bearer"})
-    request.scope["hybriddeid.key"] = record.name
+    request.scope["hybriddeid.key"] = record.name  # logged, and the client whose surrogate key is drawn
     if status == 403:
         raise ServiceError(403, "forbidden", "this API key was revoked")
     wait = service.rate.take(record.id, record.rate_limit)
@@ -124,17 +151,27 @@ async def _caller(request: Request, credentials: HTTPAuthorizationCredentials | 
     return record.name
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    """The request body, refused (413) once it passes ``limit`` bytes, by its Content-Length or as it comes."""
+async def _body(request: Request, limit: int, timeout: float) -> bytes:
+    """The request body, refused (413) once it passes ``limit`` bytes, by its Content-Length or as it comes,
+    and (408) when it has not all come in ``timeout`` seconds: a body sent slowly holds a connection."""
     length = request.headers.get("content-length")
     if length is not None and (not length.isdigit() or int(length) > limit):
         raise ServiceError(413, "too_large", f"the request body is larger than {limit} bytes (--max-body-mb)")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ServiceError(413, "too_large", f"the request body is larger than {limit} bytes (--max-body-mb)")
-        chunks.append(chunk)
+
+    async def read() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ServiceError(413, "too_large", f"the request body is larger than {limit} bytes (--max-body-mb)")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read(), timeout)
+    except asyncio.TimeoutError:
+        raise ServiceError(408, "timeout", f"the request body did not arrive within {timeout:g} s (--request-timeout)",
+                           {"Connection": "close"}) from None
     return b"".join(chunks)
 
 
@@ -146,16 +183,17 @@ def _request_body(model: type) -> dict[str, Any]:
 
 _ERRORS = {status: {"model": ErrorResponse, "description": text} for status, text in (
     (401, "no API key, or an unknown one"), (403, "a revoked API key"), (413, "body, note or note count too large"),
-    (422, "not JSON, or invalid fields"), (429, "rate limit: wait Retry-After seconds"),
+    (408, "the body was sent too slowly (--request-timeout)"), (422, "not JSON, or invalid fields"), (429, "rate limit: wait Retry-After seconds"),
     (500, "the worker failed (error_id in the server's log)"), (503, "too many requests waiting"),
     (504, "past the request time limit"))}
 
 
 async def _run(request: Request, kind: str) -> Response:
     service: Service = request.app.state.service
-    body = await _body(request, service.limits.max_body_bytes)
+    body = await _body(request, service.limits.max_body_bytes, service.limits.request_timeout)
     error_id = uuid.uuid4().hex[:12]
-    work = asyncio.create_task(service.pool.run(kind, body, service.limits.request_timeout, error_id))
+    client = request.scope["hybriddeid.key"]
+    work = asyncio.create_task(service.pool.run(kind, body, service.limits.request_timeout, error_id, client))
     gone = asyncio.create_task(_disconnected(request))
     await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
     if not work.done():  # the caller left: its worker is freed (replaced) rather than kept at work for no one
@@ -184,7 +222,8 @@ async def _disconnected(request: Request) -> None:
 
 def create_app(service: Service) -> FastAPI:
     """The app: ``/v1/annotate``, ``/v1/deid``, ``/v1/models`` (Bearer key), ``/healthz``, ``/readyz``,
-    ``/metrics``, and the OpenAPI document (``/openapi.json``) with its interactive page (``/docs``)."""
+    ``/metrics`` and the OpenAPI document (``/openapi.json``; both need a key unless public), and with
+    ``docs_assets`` its interactive page (``/docs``, Swagger UI from those local files)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -194,10 +233,15 @@ def create_app(service: Service) -> FastAPI:
         finally:
             await service.pool.close()
 
-    app = FastAPI(title="hybriddeid", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="hybriddeid", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None,  # served below, behind a key unless public; FastAPI's pages load a CDN
                   description="Finds and removes PHI in clinical notes. Every /v1 route needs an API key "
                               "(Authorization: Bearer <key>).")
     app.state.service = service
+
+    def guard(route: str) -> list[Any]:
+        """The key check of a route of ``GUARDED_ROUTES``, unless the operator made it public."""
+        return [] if route in service.public else [Depends(_caller)]
 
     @app.post("/v1/annotate", response_model=AnnotateResponse, responses=_ERRORS,
               openapi_extra=_request_body(AnnotateRequest), summary="PHI spans of one note or a batch")
@@ -225,9 +269,28 @@ def create_app(service: Service) -> FastAPI:
         return JSONResponse({"status": "ready" if status == 200 else "not ready", "workers": pool.size,
                              "bulk_workers": pool.bulk_workers, "alive": pool.alive}, status_code=status)
 
-    @app.get("/metrics", summary="Prometheus metrics (text format)")
+    @app.get("/metrics", summary="Prometheus metrics (text format)", dependencies=guard("/metrics"))
     async def metrics() -> Response:
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=guard("/openapi.json"))
+    async def openapi_document() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    if service.docs_assets is not None:
+        assets = service.docs_assets
+
+        @app.get("/docs", include_in_schema=False, dependencies=guard("/docs"))
+        async def docs() -> Response:
+            return get_swagger_ui_html(openapi_url="/openapi.json", title="hybriddeid API",
+                                       swagger_js_url=f"/docs/{DOCS_ASSETS[0]}", swagger_css_url=f"/docs/{DOCS_ASSETS[1]}",
+                                       swagger_favicon_url=f"/docs/{DOCS_FAVICON}")
+
+        @app.get("/docs/{name}", include_in_schema=False)
+        async def docs_asset(name: str) -> Response:  # Swagger UI's own files: public code, no key
+            if name not in (*DOCS_ASSETS, DOCS_FAVICON) or not (assets / name).is_file():
+                raise ServiceError(404, "not_found", "no such file")
+            return FileResponse(assets / name)
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> Response:

@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -25,12 +26,14 @@ from pathlib import Path
 from typing import Iterator
 
 from hybriddeid.io import atomic_write_text
+from hybriddeid.surrogates.keys import check_key_permissions
 
 PREFIX = "hdk"
 FORMAT = "hybriddeid-api-keys"
 VERSION = 1
 _KEY = re.compile(rf"^{PREFIX}_([0-9a-f]{{8}})_([A-Za-z0-9_-]{{43}})$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,14 @@ def check_name(name: str) -> str:
 
 
 def read_keys(path: Path) -> list[KeyRecord]:
-    """The records of a keys file (none if it does not exist); a ValueError naming the file if unreadable."""
+    """The records of a keys file (none if it does not exist); a ValueError naming the file if unreadable,
+    or if others may read or write it (``check_key_permissions``, as for the surrogate key file: whoever
+    may write it may add a key of their own)."""
     path = Path(path)
+    try:
+        check_key_permissions(path)  # its ValueError says what is wrong and how to mend it
+    except FileNotFoundError:
+        return []
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -137,13 +146,16 @@ def revoke_key(path: Path, name_or_id: str) -> list[KeyRecord]:
 
 class KeyStore:
     """The keys a server accepts, reread from ``path`` when the file changes (checked at most every
-    ``recheck`` seconds). ``check(token)`` -> (status, key record): 200, 401 (unknown) or 403 (revoked)."""
+    ``recheck`` seconds). ``check(token)`` -> (status, key record): 200, 401 (unknown) or 403 (revoked).
+    A file that cannot be read, or that others may write, is refused at start (ValueError) and, once
+    running, not reread: the keys read last stay in use, and the log says why once."""
 
     def __init__(self, path: Path, recheck: float = 1.0) -> None:
         self.path = Path(path)
         self.recheck = recheck
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
+        self._refused: tuple[int, ...] | None = None  # the stamp of a version refused (told once)
         self._checked = 0.0
         self._by_id: dict[str, KeyRecord] = {}
         self._refresh(force=True)
@@ -156,7 +168,7 @@ class KeyStore:
             self._checked = now
             try:
                 st = self.path.stat()
-                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode)  # a chmod too
             except FileNotFoundError:
                 stamp = None
             if stamp == self._stamp and not force:
@@ -164,10 +176,13 @@ class KeyStore:
             try:
                 self._by_id = {record.id: record for record in read_keys(self.path)}
                 self._stamp = stamp
-            except ValueError:
+            except ValueError as exc:
                 if force:
                     raise
-                # a half-edited file by hand: keep the keys read last (and reread next time)
+                # a half-edited file, or one others may write: keep the keys read last (reread next time)
+                if stamp != self._refused:
+                    self._refused = stamp
+                    log.error("%s; the keys read before stay in use", exc)
 
     def check(self, token: str) -> tuple[int, KeyRecord | None]:
         self._refresh()

@@ -15,6 +15,10 @@ DEFAULT_BURST = 60
 DEFAULT_MAX_WAITING = 256
 DEFAULT_BULK_WORKERS = 1  # workers of the bulk lane (service.pool): big requests never hold a regular one
 DEFAULT_BULK_OVER_MB = 0.5  # request bodies above this go to the bulk lane (~7 s of work on one core)
+DEFAULT_KEEP_ALIVE = 5.0  # seconds an idle connection is kept after an answer
+DEFAULT_HEADER_TIMEOUT = 10.0  # seconds a connection has to send a request's headers (from opening or an answer)
+DEFAULT_MAX_CONNECTIONS = 512  # open connections; each is a file descriptor
+OPEN_FILES_RESERVE = 128  # descriptors the server keeps for itself beside its connections (and 2 a worker)
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,9 @@ class ServiceLimits:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     rate_limit: float = DEFAULT_RATE_LIMIT
     burst: int = DEFAULT_BURST
+    keep_alive: float = DEFAULT_KEEP_ALIVE
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1:
@@ -35,6 +42,37 @@ class ServiceLimits:
             raise ValueError("--request-timeout must be a positive number of seconds")
         if self.rate_limit < 0 or self.burst < 1:
             raise ValueError("--rate-limit must be 0 (none) or more, --burst at least 1")
+        if not (self.keep_alive > 0 and self.header_timeout > 0):
+            raise ValueError("--keep-alive-timeout and --header-timeout must be positive numbers of seconds")
+        if self.max_connections < 1:
+            raise ValueError("--max-connections must be at least 1")
+
+
+def fit_open_files(max_connections: int | None, workers: int) -> tuple[int, str | None]:
+    """The connection cap the process's open-file limit allows: ``max_connections`` (None: the default, or
+    as many as fit) plus ``OPEN_FILES_RESERVE`` and two a worker, the soft limit raised toward the hard one
+    if need be. Returns the cap and a warning when the default was lowered to fit; a ValueError when a cap
+    given does not fit. Past the limit, accept() fails and no one, with a key or without, gets in."""
+    import resource
+
+    reserve = OPEN_FILES_RESERVE + 2 * workers
+    wanted = (DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections) + reserve
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    room = wanted if soft == resource.RLIM_INFINITY else min(wanted, soft)
+    if room >= wanted:
+        return wanted - reserve, None
+    if max_connections is not None or room - reserve < 1:
+        raise ValueError(f"--max-connections {wanted - reserve} needs {wanted} open files, and this process may open "
+                         f"{soft} (ulimit -n): raise the limit or lower --max-connections")
+    return room - reserve, (f"at most {room - reserve} connections at once (--max-connections), the open-file "
+                            f"limit (ulimit -n {soft}) allows no more")
 
 
 class RateLimiter:

@@ -103,7 +103,7 @@ def _worker_main(sock: socket.socket, pipeline: Any, settings: WorkSettings, mem
         header, body = _split(message)
         replace = False
         try:
-            answer = handle(header["kind"], body, pipeline, settings, header["error_id"])
+            answer = handle(header["kind"], body, pipeline, settings, header["error_id"], header["client"])
         except MemoryError:
             del body
             answer = Answer(500, error_body("worker_failed", "out of memory (the server's --memory-limit-mb)",
@@ -205,8 +205,8 @@ class WorkerPool:
     def ready(self) -> bool:
         return self._idle is not None and not self._closing and self.alive == self.size + self.bulk_workers
 
-    async def run(self, kind: str, body: bytes, timeout: float, error_id: str) -> Answer:
-        """The answer to one request, from a worker of its lane; 503 when too many wait, 504 past ``timeout``
+    async def run(self, kind: str, body: bytes, timeout: float, error_id: str, client: str = "") -> Answer:
+        """The answer to one request of ``client`` (its API key's name), from a worker of its lane; 503 when too many wait, 504 past ``timeout``
         seconds (waiting for a worker included; a worker still working is killed and replaced), 500 when the
         worker dies."""
         assert self._idle is not None, "start() the pool first"
@@ -224,7 +224,7 @@ class WorkerPool:
             return _timeout(timeout, error_id, "no worker became free")
         finally:
             self.waiting -= 1
-        frame = _frame({"kind": kind, "error_id": error_id}, body)
+        frame = _frame({"kind": kind, "error_id": error_id, "client": client}, body)
         try:
             header, answer_body = await asyncio.wait_for(self._exchange(worker, frame), max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError:

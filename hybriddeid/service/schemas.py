@@ -79,9 +79,15 @@ class DeidResponse(BaseModel):
     notes: list[DeidentifiedNote]
 
 
+# Every field name a request may hold: a 422's ``loc`` names these and positions, and nothing a client
+# made up (an unknown key may hold note text).
+REQUEST_FIELDS = frozenset(name for model in (Note, AnnotateRequest, DeidRequest) for name in model.model_fields)
+
+
 class ErrorResponse(BaseModel):
     error: str = Field(description="the kind: unauthorized, forbidden, rate_limited, too_large, invalid, timeout, "
                                    "worker_failed, overloaded, internal")
     message: str = Field(description="what is wrong, never quoting note text")
     error_id: Optional[str] = Field(None, description="for 500s and 504s: the id the server's log gives the failure")
-    details: Optional[list[dict]] = Field(None, description="422: each invalid field (location, message, type)")
+    details: Optional[list[dict]] = Field(None, description="422: each invalid field (location, message, type); "
+                                                          "an unknown field's name is never repeated")

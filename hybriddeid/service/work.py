@@ -17,8 +17,9 @@ from hybriddeid.batch import describe_error
 from hybriddeid.document import Document, Span
 from hybriddeid.operating_point import NO_THRESHOLD
 from hybriddeid.processing import NoteSettings, process_notes
-from hybriddeid.service.schemas import AnnotateRequest, DeidRequest, Note
+from hybriddeid.service.schemas import REQUEST_FIELDS, AnnotateRequest, DeidRequest, Note
 from hybriddeid.surrogates import DeidOptions
+from hybriddeid.surrogates.keys import Keyed
 
 KINDS = ("annotate", "deid")
 
@@ -27,11 +28,21 @@ KINDS = ("annotate", "deid")
 class WorkSettings:
     """What the server fixes for every request: the largest note (characters) and the most notes per
     request, and the de-identification options (``--mode`` and the rest; the key, never sent by clients,
-    is in them only when the server has one)."""
+    is in them only when the server has one). Each client's surrogates come from a key of its own drawn
+    from that key (``client_key``), unless ``share_batch_key``: then from the key itself, as batch runs."""
 
     max_note_chars: int
     max_notes: int
     deid: DeidOptions
+    share_batch_key: bool = False
+
+
+def client_key(key: bytes, client: str) -> bytes:
+    """The surrogate key of one client (an API key's name) of ``serve``: HMAC-SHA256 of the server's key
+    and the client's name. A client's probes then tell the mapping of its own requests only, never the
+    date shifts and surrogates of batch runs made with ``key``, nor another client's; without ``key`` no
+    one can compute it."""
+    return Keyed(key).digest("hybriddeid serve client key", client)
 
 
 @dataclass(frozen=True)
@@ -58,9 +69,10 @@ def _error(status: int, kind: str, message: str, **extra: Any) -> Answer:
     return Answer(status, error_body(kind, message, **extra), error=kind)
 
 
-def handle(kind: str, body: bytes, pipeline: Any, settings: WorkSettings, error_id: str) -> Answer:
-    """The answer to one request of ``kind`` (annotate or deid). ``error_id`` names a failure in the
-    server's log; the failure's message may quote note text, so only its type is told."""
+def handle(kind: str, body: bytes, pipeline: Any, settings: WorkSettings, error_id: str, client: str = "") -> Answer:
+    """The answer to one request of ``kind`` (annotate or deid) from ``client`` (its API key's name).
+    ``error_id`` names a failure in the server's log; the failure's message may quote note text, so only
+    its type is told."""
     model = DeidRequest if kind == "deid" else AnnotateRequest
     try:
         request = model.model_validate_json(body)
@@ -74,7 +86,7 @@ def handle(kind: str, body: bytes, pipeline: Any, settings: WorkSettings, error_
     if len(set(ids)) != len(ids):
         return _error(422, "invalid", "note ids must be unique within a request")
     try:
-        note_settings = _note_settings(request, settings)
+        note_settings = _note_settings(request, settings, client)
     except ValueError as exc:  # an option the server cannot honour: names settings, never text
         return _error(422, "invalid", str(exc))
     try:
@@ -105,10 +117,19 @@ def warm_up(pipeline: Any) -> None:
 
 
 def invalid(errors: Sequence[dict[str, Any]]) -> Answer:
-    """422 for a body that is not JSON or whose fields are wrong: where and what, never the value."""
-    details = [{"loc": list(error.get("loc", ())), "msg": str(error.get("msg", "")), "type": str(error.get("type", ""))}
-               for error in errors]
+    """422 for a body that is not JSON or whose fields are wrong: where and what, never the value, nor the
+    name of a field the schema does not have (a client may put note text in a key)."""
+    details = [{"loc": [_location(part) for part in error.get("loc", ())], "msg": str(error.get("msg", "")),
+                "type": str(error.get("type", ""))} for error in errors]
     return _error(422, "invalid", "the request body is not valid JSON or has invalid fields", details=details)
+
+
+def _location(part: Any) -> Any:
+    """One step of an error's location as a 422 may tell it: a position, a field of the schema, or a
+    placeholder for a key the client made up."""
+    if isinstance(part, int) or part in REQUEST_FIELDS or part == "body":
+        return part
+    return "(unknown field)"
 
 
 def _limits(notes: Sequence[Note], settings: WorkSettings) -> str | None:
@@ -121,7 +142,7 @@ def _limits(notes: Sequence[Note], settings: WorkSettings) -> str | None:
     return None
 
 
-def _note_settings(request: AnnotateRequest, settings: WorkSettings) -> NoteSettings:
+def _note_settings(request: AnnotateRequest, settings: WorkSettings, client: str) -> NoteSettings:
     threshold = None if request.threshold is None else (NO_THRESHOLD if request.threshold == 0 else request.threshold)
     deid = None
     if isinstance(request, DeidRequest):
@@ -129,7 +150,10 @@ def _note_settings(request: AnnotateRequest, settings: WorkSettings) -> NoteSett
         mode = request.mode or options.mode
         if mode == "surrogate" and options.key is None:
             raise ValueError("surrogate mode needs a key held by the server: start it with --key-file")
-        deid = dataclasses.replace(options, mode=mode, key=options.key if mode == "surrogate" else None)
+        key = None
+        if mode == "surrogate":
+            key = options.key if settings.share_batch_key else client_key(options.key, client)
+        deid = dataclasses.replace(options, mode=mode, key=key)
     return NoteSettings(phi_set=request.phi_set, threshold=threshold, deid=deid)
 
 
