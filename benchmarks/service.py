@@ -171,8 +171,8 @@ async def with_big_stream(url: str, key: str, notes: list[str], requests: int, m
     big = asyncio.create_task(big_stream(url, key, mb, stop))
     await asyncio.sleep(3)  # the first big note sent and in a worker's hands
     small = await load(url, key, notes, requests, 8)
-    async with httpx.AsyncClient() as client:  # the gauge counts this call too
-        text = (await client.get(f"{url}/metrics")).text
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as client:  # the gauge counts it too
+        text = (await client.get(f"{url}/metrics")).text  # a key: /metrics needs one unless made public
     small["big_in_flight"] = int(float(re.search(r"^hybriddeid_requests_in_flight (\S+)$", text, re.M).group(1))) - 1
     stop.set()
     small["big_statuses"] = await big
@@ -262,23 +262,24 @@ def big_notes(url: str, key: str, small: list[str], args: argparse.Namespace, la
     before = asyncio.run(load(url, key, small, args.requests_1k, 8))
     print(row("1 kB", before) + f"  (before the big notes{label})", flush=True)
     beside = asyncio.run(with_big_stream(url, key, small, args.requests_1k, args.big_mb))
-    settle(url)
+    settle(url, key)
     after = asyncio.run(load(url, key, small, args.requests_1k, 8))
     print(row("1 kB+big", beside) + f"  (a {args.big_mb:g} MB note stream on another connection{label}, "
           f"{beside['big_in_flight']} in a worker when the small notes ended; statuses {beside['big_statuses']})")
     print(row("1 kB", after) + f"  (after the big notes ended{label})")
     print(f"p99 beside big notes / without{label}: x{beside['p99_ms'] / before['p99_ms']:.2f} (run before), "
           f"x{beside['p99_ms'] / after['p99_ms']:.2f} (run after)", flush=True)
-    settle(url)
+    settle(url, key)
     return {"before": before, "beside": beside, "after": after}
 
 
-def settle(url: str) -> None:
+def settle(url: str, key: str) -> None:
     """Wait until the server answers nothing but this call: a big note whose caller left is still in a
     worker's hands until the time limit ends it."""
     deadline = time.monotonic() + BIG_TIMEOUT + 30
     while time.monotonic() < deadline:
-        if "hybriddeid_requests_in_flight 1.0" in httpx.get(f"{url}/metrics").text:
+        if "hybriddeid_requests_in_flight 1.0" in httpx.get(f"{url}/metrics",
+                                                           headers={"Authorization": f"Bearer {key}"}).text:
             return
         time.sleep(0.5)
 
