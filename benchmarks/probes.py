@@ -437,8 +437,18 @@ def report_lines(language: str, counts: dict, kinds_order: Sequence[str]) -> lis
     return lines
 
 
-def docs_page(results: dict[str, tuple[list[Probe], dict]], command: str, commit: str, seconds: float) -> str:
-    """The docs page: per language the kinds and every context with their pass rates."""
+def _baseline_rate(baseline: dict | None, language: str, *keys: str) -> str:
+    """A pass rate of a ``--json`` dump of an earlier run ("-" where it has none)."""
+    value = (baseline or {}).get(language, {})
+    for key in keys:
+        value = value.get(key, {}) if isinstance(value, dict) else {}
+    return f"{100 * value['passed'] / value['total']:.1f}%" if value.get("total") else "-"
+
+
+def docs_page(results: dict[str, tuple[list[Probe], dict]], command: str, commit: str, seconds: float,
+              baseline: dict | None = None, baseline_label: str = "") -> str:
+    """The docs page: per language the kinds and every context with their pass rates (beside an
+    earlier run's, ``baseline``, when given)."""
     lines = [
         "# Identifier probes",
         "",
@@ -457,19 +467,23 @@ def docs_page(results: dict[str, tuple[list[Probe], dict]], command: str, commit
         "unchanged (`kept`). `tests/test_probes.py` runs one value per context in CI.",
         "",
         f"Made by `{command}` at commit `{commit}` ({seconds:.0f} s on 2 shared cores).",
-        "",
-        "## Summary",
-        "",
-        "| language | identifier probes | passed | must-stay probes | kept |",
-        "| --- | ---: | ---: | ---: | ---: |",
     ]
+    before = f" ({baseline_label})" if baseline_label else ""
+    if baseline is not None:
+        lines += ["", f"The `before` columns are the same probes on the code of `{baseline_label}`, before issue 43's "
+                  "rules and surrogates (`--baseline`)."]
+    lines += ["", "## Summary", "",
+              "| language | identifier probes | passed | before | must-stay probes | kept | before |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for language, (probes, counts) in results.items():
         ids, keep = counts["identifiers"], counts["must_stay"]
-        lines.append(f"| {language} | {ids.total} | {_pct(ids)} | {keep.total} | {_pct(keep)} |")
+        lines.append(f"| {language} | {ids.total} | {_pct(ids)} | {_baseline_rate(baseline, language, 'identifiers')} | "
+                     f"{keep.total} | {_pct(keep)} | {_baseline_rate(baseline, language, 'must_stay')} |")
     for language, (probes, counts) in results.items():
         kinds = list(dict.fromkeys(p.kind for p in probes))
-        lines += ["", f"## {language}: kinds", "", "| kind | probes | passed |", "| --- | ---: | ---: |"]
-        lines += [f"| {kind} | {counts['kinds'][kind].total} | {_pct(counts['kinds'][kind])} |" for kind in kinds]
+        lines += ["", f"## {language}: kinds", "", f"| kind | probes | passed | before{before} |", "| --- | ---: | ---: | ---: |"]
+        lines += [f"| {kind} | {counts['kinds'][kind].total} | {_pct(counts['kinds'][kind])} | "
+                  f"{_baseline_rate(baseline, language, 'kinds', kind)} |" for kind in kinds]
         lines += ["", f"## {language}: contexts", "", "| kind | context | probes | passed |", "| --- | --- | ---: | ---: |"]
         for (kind, context), t in counts["contexts"].items():
             lines.append(f"| {kind} | `{_cell(context)}` | {t.total} | {_pct(t)} |")
@@ -494,6 +508,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--failures", type=int, default=0, metavar="N", help="print up to N failed probes per language")
     parser.add_argument("--json", type=Path, help="write every count and failed probe here")
     parser.add_argument("--docs", action="store_true", help=f"write {DOCS_PAGE.relative_to(HERE.parent)}")
+    parser.add_argument("--baseline", type=Path, metavar="JSON",
+                        help="an earlier run's --json output, shown beside this run's rates on the docs page")
+    parser.add_argument("--baseline-label", default="", help="what the baseline ran (a commit), for the page")
     args = parser.parse_args(argv)
     from hybriddeid import Pipeline
 
@@ -523,7 +540,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(json.dumps(dump, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.docs:
         command = "python benchmarks/probes.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        DOCS_PAGE.write_text(docs_page(results, command.strip(), _commit(), seconds), encoding="utf-8")
+        baseline = json.loads(args.baseline.read_text(encoding="utf-8")) if args.baseline else None
+        DOCS_PAGE.write_text(docs_page(results, command.strip(), _commit(), seconds, baseline, args.baseline_label),
+                             encoding="utf-8")
         print(f"wrote {DOCS_PAGE}")
     return 0
 
