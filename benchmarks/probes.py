@@ -470,8 +470,8 @@ def docs_page(results: dict[str, tuple[list[Probe], dict]], command: str, commit
     ]
     before = f" ({baseline_label})" if baseline_label else ""
     if baseline is not None:
-        lines += ["", f"The `before` columns are the same probes on the code of `{baseline_label}`, before issue 43's "
-                  "rules and surrogates (`--baseline`)."]
+        lines += ["", f"The `before` columns are the same probes run by this script in a checkout of `{baseline_label}` "
+                  "(`--baseline`, that run's `--json`)."]
     lines += ["", "## Summary", "",
               "| language | identifier probes | passed | before | must-stay probes | kept | before |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -484,9 +484,13 @@ def docs_page(results: dict[str, tuple[list[Probe], dict]], command: str, commit
         lines += ["", f"## {language}: kinds", "", f"| kind | probes | passed | before{before} |", "| --- | ---: | ---: | ---: |"]
         lines += [f"| {kind} | {counts['kinds'][kind].total} | {_pct(counts['kinds'][kind])} | "
                   f"{_baseline_rate(baseline, language, 'kinds', kind)} |" for kind in kinds]
-        lines += ["", f"## {language}: contexts", "", "| kind | context | probes | passed |", "| --- | --- | ---: | ---: |"]
+        lines += ["", f"## {language}: contexts", "", f"| kind | context | probes | passed | before{before} |",
+                  "| --- | --- | ---: | ---: | ---: |"]
+        earlier = {(c["kind"], c["context"]): c for c in (baseline or {}).get(language, {}).get("contexts", [])}
         for (kind, context), t in counts["contexts"].items():
-            lines.append(f"| {kind} | `{_cell(context)}` | {t.total} | {_pct(t)} |")
+            old = earlier.get((kind, context))
+            shown = f"{100 * old['passed'] / old['total']:.1f}%" if old and old["total"] else "-"
+            lines.append(f"| {kind} | `{_cell(context)}` | {t.total} | {_pct(t)} | {shown} |")
     return "\n".join(lines) + "\n"
 
 
