@@ -19,7 +19,7 @@ from hybriddeid.operating_point import NO_THRESHOLD
 from hybriddeid.processing import NoteSettings, process_notes
 from hybriddeid.service.schemas import REQUEST_FIELDS, AnnotateRequest, DeidRequest, Note
 from hybriddeid.surrogates import DeidOptions
-from hybriddeid.surrogates.keys import Keyed
+from hybriddeid.surrogates.keys import derive_key
 
 KINDS = ("annotate", "deid")
 
@@ -38,11 +38,10 @@ class WorkSettings:
 
 
 def client_key(key: bytes, client: str) -> bytes:
-    """The surrogate key of one client (an API key's name) of ``serve``: HMAC-SHA256 of the server's key
-    and the client's name. A client's probes then tell the mapping of its own requests only, never the
-    date shifts and surrogates of batch runs made with ``key``, nor another client's; without ``key`` no
-    one can compute it."""
-    return Keyed(key).digest("hybriddeid serve client key", client)
+    """The surrogate key of one client (an API key's name) of ``serve``, derived from the server's key
+    (``surrogates.keys.derive_key``). A client's probes then tell the mapping of its own requests only,
+    never the date shifts and surrogates of batch runs made with ``key``, nor another client's."""
+    return derive_key(key, "serve client", client)
 
 
 @dataclass(frozen=True)

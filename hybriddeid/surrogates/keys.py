@@ -175,3 +175,10 @@ class Keyed:
     def fingerprint(self) -> str:
         """A short public name for the key (safe to record; does not reveal the key)."""
         return self.digest("hybriddeid key fingerprint").hex()[:16]
+
+
+def derive_key(key: bytes, purpose: str, *context: str) -> bytes:
+    """A key of its own for ``purpose`` in ``context`` (e.g. one client of ``serve``), drawn from ``key`` by
+    HMAC-SHA256: what is made with it tells nothing of what is made with ``key`` or with another context's
+    key, and no one without ``key`` can compute it."""
+    return Keyed(key).digest("hybriddeid derived key", purpose, *context)
