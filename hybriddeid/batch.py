@@ -40,7 +40,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from hybriddeid.classifiers.base import ComponentError
 from hybriddeid.document import Document
-from hybriddeid.io import InputError, Inputs, output_path, remove_temp_files, scan_inputs, write_documents
+from hybriddeid.io import InputError, Inputs, output_path, remove_temp_files, scan_inputs, scan_tree, write_documents
 from hybriddeid.io._common import shown_path
 from hybriddeid.processing import NoteSettings, load_model, process_notes
 
@@ -389,6 +389,12 @@ class BatchResult:
         left = f", {len(self.left_out)} not taken (not notes of this run)" if self.left_out else ""
         return f"{len(self.written)} written, {len(self.skipped)} already done, {len(self.failed)} failed{left}"
 
+    def add(self, other: "BatchResult") -> None:
+        """Count ``other`` (the run of another folder of one ``--recursive`` run) in this result."""
+        for mine, theirs in ((self.written, other.written), (self.skipped, other.skipped), (self.failed, other.failed),
+                             (self.problems, other.problems), (self.left_out, other.left_out)):
+            mine.extend(theirs)
+
     def problem(self, path: Path, problem: str) -> None:
         """Record (and log) a problem with a file of the run itself, not with an input."""
         self.problems.append((path, problem))
@@ -443,6 +449,44 @@ def check_writable(folder: Path) -> None:
         raise InputError(folder, f"cannot write into this output folder ({exc.strerror or type(exc).__name__})") from None
 
 
+def run_tree(in_dir: Path, out_dir: Path, run_folder: Callable[[Inputs, Path], BatchResult], in_format: str = "auto",
+             encoding: str = "utf-8", follow_symlinks: bool = False, spans: bool = True,
+             reserved: str | None = None) -> BatchResult:
+    """A ``--recursive`` run: ``run_folder(inputs, out)`` for ``in_dir`` and each folder below it
+    (``scan_tree``: one format for the whole tree), ``out`` the same folder below ``out_dir``, all under
+    ``out_dir``'s lock; one result for the tree. A folder named ``reserved`` (``deid``'s ``audit``)
+    is not read, and is told as not taken: its output would be the run's own folder. A folder with no
+    input is not run (no output folder is made for it); its other entries are counted all the same.
+    Stopped by a signal, it raises ``Interrupted`` with what the whole tree had done."""
+    check_folders(in_dir, out_dir)
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    total = BatchResult()
+    with output_lock(out_dir), stop_on_signals():
+        for inputs in scan_tree(in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks, spans=spans):
+            rel = inputs.folder.relative_to(in_dir)
+            if reserved is not None and reserved in rel.parts:
+                if rel.name == reserved:  # told once, for the folder itself
+                    total.left_out.append((inputs.folder, f"a folder named {reserved!r}, whose output would be the "
+                                                          "run's own folder of that name; rename it to have it read"))
+                    log.warning("%s: not taken: a folder named %r (the run's own folder of that name)", rel, reserved)
+                continue
+            if not inputs.paths:
+                total.left_out.extend(inputs.left_out)
+                for path, why in inputs.left_out:
+                    log.warning("%s: not taken: %s", path.relative_to(in_dir), why)
+                continue
+            try:
+                total.add(run_folder(inputs, out_dir / rel))
+            except Interrupted as stop:
+                if stop.result is not None:
+                    total.add(stop.result)
+                stop.result = total
+                _sort(total)
+                raise
+    _sort(total)
+    return total
+
+
 def run_batch(
     in_dir: Path | Inputs | NoteSource,
     out_dir: Path,
@@ -455,6 +499,7 @@ def run_batch(
     limits: Limits = Limits(),
     encoding: str = "utf-8",
     follow_symlinks: bool = False,
+    recursive: bool = False,
 ) -> BatchResult:
     """Process every document under ``in_dir`` and write the results to ``out_dir``.
 
@@ -469,7 +514,13 @@ def run_batch(
     The run holds ``out_dir``'s lock (``output_lock``: a second run into the folder is refused and
     changes nothing) and stops on SIGINT, SIGTERM and SIGHUP by raising ``Interrupted`` (no new unit
     started, workers ended, their temporary files removed, what was done in its ``result``).
+    With ``recursive`` (``in_dir`` a folder), each folder below ``in_dir`` is run the same way into the
+    same folder below ``out_dir`` (``run_tree``).
     """
+    if recursive and isinstance(in_dir, (str, Path)):
+        return run_tree(Path(in_dir), Path(out_dir), lambda inputs, out: run_batch(
+            inputs, out, transform, out_format, overwrite=overwrite, progress=progress, jobs=jobs, limits=limits),
+            in_format, encoding, follow_symlinks, getattr(transform, "needs_spans", True))
     if isinstance(in_dir, (str, Path, Inputs)):
         check_folders(in_dir.folder if isinstance(in_dir, Inputs) else in_dir, out_dir)
     else:
@@ -488,8 +539,9 @@ def run_batch(
             spans=getattr(processor, "needs_spans", True))
         remove_temp_files(out_dir)
         result = BatchResult(left_out=list(getattr(inputs, "left_out", ())))
+        root = getattr(inputs, "root", None)
         for path, why in result.left_out:  # never silently: each is named, and counted in the tally
-            log.warning("%s: not taken: %s", shown_file(processor, path), why)
+            log.warning("%s: not taken: %s", shown_entry(processor, path, root), why)
         try:
             _run_all(inputs, out_dir, processor, overwrite, progress, jobs, limits, result)
         except Interrupted as stop:
@@ -822,6 +874,12 @@ def _shown_name(processor: BatchProcessor, name: str) -> str:
 def shown_file(processor: BatchProcessor, path: Path) -> str:
     """An input file's name for a message: its stem as the processor shows it, its extension kept."""
     return shown_path(_shown_name(processor, path.stem) + path.suffix)
+
+
+def shown_entry(processor: BatchProcessor, path: Path, root: Path | None = None) -> str:
+    """``shown_file``, after the folders that lead to it from ``root`` (a ``--recursive`` run's input)."""
+    folder = path.parent.relative_to(root) if root is not None else Path(".")
+    return shown_path((folder / _shown_name(processor, path.stem)).as_posix() + path.suffix)
 
 
 def _fail(result: BatchResult, path: Path, problem: str, processor: BatchProcessor) -> None:

@@ -102,6 +102,8 @@ def _annotate(args: argparse.Namespace) -> int:
         if given:
             raise ValueError(f"{', '.join(given)}: only for a table or database input (a .csv, .tsv, .parquet or "
                              ".jsonl file, or a URL)")
+        if table and args.recursive:
+            raise ValueError("--recursive: only for a folder of notes")
         if args.format is not None and (args.format in ANNOTATION_FORMATS) == table:
             raise ValueError(f"--format {args.format}: a {'table' if table else 'folder'} run writes "
                              f"{'a table (csv, tsv, parquet, jsonl-table)' if table else 'annotations'}")
@@ -121,7 +123,7 @@ def _annotate(args: argparse.Namespace) -> int:
     args.in_dir, args.out_dir = Path(args.in_dir), Path(args.out_dir)
     result = run_batch(args.in_dir, args.out_dir, processor, in_format=args.input_format, overwrite=args.overwrite,
                        progress=_progress(args), jobs=args.jobs, limits=args.limits, encoding=args.encoding,
-                       follow_symlinks=args.follow_symlinks)
+                       follow_symlinks=args.follow_symlinks, recursive=args.recursive)
     _tell_tally(args.out_dir, result)
     return result.exit_code
 
@@ -362,7 +364,8 @@ def _deid(args: argparse.Namespace) -> int:
         return 2
     result, summary = run_deid(args.in_dir, args.out_dir, processor, args.input_format,
                                overwrite=args.overwrite, progress=_progress(args), jobs=args.jobs, limits=args.limits,
-                               encoding=args.encoding, follow_symlinks=args.follow_symlinks)
+                               encoding=args.encoding, follow_symlinks=args.follow_symlinks,
+                               recursive=args.recursive)
     _tell_tally(args.out_dir, result)
     log.info("%s", format_summary(summary))
     return result.exit_code
@@ -378,10 +381,11 @@ def _deid_table(args: argparse.Namespace) -> int:
     from hybriddeid.table_batch import TableDeidProcessor
 
     refused = [flag for flag, on in (("--use-annotations", args.use_annotations), ("--rename", args.rename != "none"),
-                                     ("--mapping-dir", args.mapping_dir is not None)) if on]
+                                     ("--mapping-dir", args.mapping_dir is not None), ("--recursive", args.recursive))
+               if on]
     try:
         if refused:
-            raise ValueError(f"{', '.join(refused)}: not for a table run (tables have no annotations to replace)")
+            raise ValueError(f"{', '.join(refused)}: not for a table run")
         inputs, sink = _table_io(args, lambda columns: columns.output(args.spans, args.audit))
         folders = [Path(p) for p in (args.in_dir, args.out_dir) if not is_database_url(p)]
         key = _deid_key(args, folders)
@@ -896,6 +900,9 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     _add_encoding(parser)
     parser.add_argument("--follow-symlinks", action="store_true",
                         help="read symbolic links that lead out of the input folder (refused by default)")
+    parser.add_argument("--recursive", action="store_true",
+                        help="read the folders below IN too, each written into the same folder below OUT (by "
+                             "default they are not read, and are named as not taken)")
     parser.add_argument("--timeout-per-note", type=float, default=DEFAULT_TIMEOUT_PER_NOTE, metavar="SECONDS",
                         help="a worker taking longer than this per note of its unit is killed and those notes "
                              f"fail (default {DEFAULT_TIMEOUT_PER_NOTE:g}; 0: no limit)")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from hybriddeid.batch import (BatchResult, Interrupted, Limits, check_folders, check_writable, output_lock, run_batch,
-                              shown_file, stop_on_signals)
+                              run_tree, shown_entry, stop_on_signals)
 from hybriddeid.document import Document
 from hybriddeid.io import (InputError, Inputs, atomic_write_text, output_path, read_document, remove_temp_files,
                            scan_inputs, write_documents)
@@ -80,6 +80,9 @@ class DeidProcessor:
     engine: str | None = None  # how the model's CRFs tag ("fast", "crfsuite"); None: its config
     device: str | None = None  # where its neural components run ("auto", "cpu", "cuda[:N]"); None: its config
     renamer: Renamer | None = None
+    # a --recursive run's folder below its input ("" at the top): by default a note's patient is its
+    # name there, so that notes of one name in two folders are not taken for one patient
+    folder_scope: str = ""
     # the note texts of the output file last read by ``output_text``, with its (mtime, size)
     _outputs: dict[Path, tuple[tuple[int, int], dict[str, str | None]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
@@ -105,7 +108,9 @@ class DeidProcessor:
     def unit_key(self, path: Path, doc: Document) -> str:
         """The note's patient, found from its original name (patterns and maps are written for those)."""
         try:
-            return self.patients.patient(path, doc)
+            patient = self.patients.patient(path, doc)
+            default = self.patients.mapping is None and self.patients.pattern is None
+            return f"{self.folder_scope}/{patient}" if default and self.folder_scope else patient
         except InputError as exc:
             if self.renamer is None:
                 raise
@@ -261,7 +266,8 @@ def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool,
 
 def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: str = "auto",
              overwrite: bool = False, progress: bool = True, jobs: int = 1, limits: Limits = Limits(),
-             encoding: str = "utf-8", follow_symlinks: bool = False) -> tuple[BatchResult, dict[str, Any]]:
+             encoding: str = "utf-8", follow_symlinks: bool = False,
+             recursive: bool = False) -> tuple[BatchResult, dict[str, Any]]:
     """De-identify a folder; returns the batch result and the summary (also written to audit/summary.json).
 
     ``jobs``, ``limits``, ``encoding`` and ``follow_symlinks`` are ``run_batch``'s. The folders are
@@ -270,7 +276,53 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
     ``Interrupted`` after writing the summary of what it did; a summary that cannot be written is a
     problem of the result (exit 1 or 2), told with its cause. With ``processor.renamer`` the readers'
     messages name the inputs by their hashes too (``renaming.hashed_in_logs``); without it, file names
-    that look like PHI are counted in a warning (``warn_of_phi_names``)."""
+    that look like PHI are counted in a warning (``warn_of_phi_names``).
+
+    With ``recursive``, every folder below ``in_dir`` is de-identified the same way into the same
+    folder below ``out_dir`` (``batch.run_tree``), with its own ``audit/`` (and mapping folder below
+    ``processor.mapping_dir``); a patient's notes are linked within a folder, and by default each
+    note is its own patient under its folder and name. ``out_dir/audit/summary.json`` covers the tree."""
+    if recursive:
+        return _run_deid_tree(Path(in_dir), Path(out_dir), processor, in_format, overwrite, progress, jobs, limits,
+                              encoding, follow_symlinks)
+    return _run_deid_folder(in_dir, out_dir, processor, in_format, overwrite, progress, jobs, limits, encoding,
+                            follow_symlinks)
+
+
+def _run_deid_tree(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: str, overwrite: bool,
+                   progress: bool, jobs: int, limits: Limits, encoding: str,
+                   follow_symlinks: bool) -> tuple[BatchResult, dict[str, Any]]:
+    """``run_deid`` with ``recursive``: each folder through ``_run_deid_folder``, its mapping folder and
+    patients' scope set for it, and one summary of the tree."""
+    if processor.renamer is not None:
+        raise InputError(in_dir, "--recursive copies sub-folder names into the output, which --rename would "
+                                 "hide: rename the folders, or run each folder on its own with --rename")
+    mapping_dir, scope = processor.mapping_dir, processor.folder_scope
+
+    def run_folder(inputs: Inputs, out: Path) -> BatchResult:
+        rel = inputs.folder.relative_to(in_dir)
+        processor.mapping_dir = None if mapping_dir is None else Path(mapping_dir) / rel
+        processor.folder_scope = "" if rel == Path(".") else rel.as_posix()
+        return _run_deid_folder(inputs.folder, out, processor, in_format, overwrite, progress, jobs, limits, encoding,
+                                follow_symlinks, inputs)[0]
+
+    with output_lock(out_dir):
+        try:
+            result = run_tree(in_dir, out_dir, run_folder, in_format, encoding, follow_symlinks, processor.needs_spans,
+                              reserved=AUDIT_DIR)
+        except Interrupted as stop:
+            if stop.result is not None:
+                _write_summary(out_dir, processor, stop.result, in_dir, tree=True)
+            raise
+        finally:
+            processor.mapping_dir, processor.folder_scope = mapping_dir, scope
+        return result, _write_summary(out_dir, processor, result, in_dir, tree=True)
+
+
+def _run_deid_folder(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: str, overwrite: bool,
+                     progress: bool, jobs: int, limits: Limits, encoding: str, follow_symlinks: bool,
+                     scanned: Inputs | None = None) -> tuple[BatchResult, dict[str, Any]]:
+    """``run_deid`` of one folder (``scanned``: its inputs, as a recursive run found them)."""
     check_folders(in_dir, out_dir)
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     with contextlib.ExitStack() as held:
@@ -280,8 +332,8 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
         for folder in (out_dir, out_dir / AUDIT_DIR):
             check_writable(folder)
         # each file is read once, by run_batch
-        inputs = scan_inputs(in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
-                             spans=processor.needs_spans)
+        inputs = scanned or scan_inputs(in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
+                                        spans=processor.needs_spans)
         if processor.model is None and inputs.format == "text":
             raise InputError(in_dir, "plain .txt notes have no annotations to replace; leave out --use-annotations "
                                      "to find PHI with a model")
@@ -306,9 +358,9 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
                 if folder is not None:
                     remove_temp_files(Path(folder))
             if stop.result is not None:
-                _write_summary(out_dir, processor, stop.result)
+                _write_summary(out_dir, processor, stop.result, in_dir)
             raise
-        return result, _write_summary(out_dir, processor, result)
+        return result, _write_summary(out_dir, processor, result, in_dir)
 
 
 def warn_of_phi_names(inputs: Inputs, language: str) -> int:
@@ -323,9 +375,12 @@ def warn_of_phi_names(inputs: Inputs, language: str) -> int:
     return found
 
 
-def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult) -> dict[str, Any]:
-    """The run's summary (files done, replacements by label and kind), written to audit/summary.json."""
-    audits = sorted((out_dir / AUDIT_DIR).glob(f"*.{processor.audit_format}"))
+def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult, in_dir: Path,
+                   tree: bool = False) -> dict[str, Any]:
+    """The run's summary (files done, replacements by label and kind, the entries of ``in_dir`` not
+    taken), written to audit/summary.json; with ``tree``, of every ``audit/`` below ``out_dir`` too."""
+    pattern = f"*.{processor.audit_format}"
+    audits = sorted(out_dir.glob(f"**/{AUDIT_DIR}/{pattern}") if tree else (out_dir / AUDIT_DIR).glob(pattern))
     counts, unread = [], []
     for path in audits:
         try:
@@ -337,7 +392,7 @@ def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult)
     files = {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed),
              "not_taken": len(result.left_out)}
     # each input entry the run did not take, by name (hashed with --rename) and why; never a note's text
-    left_out = [{"file": shown_file(processor, path), "why": why} for path, why in result.left_out]
+    left_out = [{"file": shown_entry(processor, path, in_dir), "why": why} for path, why in result.left_out]
     summary = {"files": files, "not_taken": left_out, **summarize(counts), "unread_characters": sum(unread),
                "notes_with_unread_text": sum(map(bool, unread))}
     if summary["unread_characters"]:
@@ -347,6 +402,7 @@ def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult)
                     "kept as they are, PHI or not (--unsupported-script mask masks them)" if kept else "masked")
     target = out_dir / AUDIT_DIR / SUMMARY_FILE
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)  # a tree whose top folder holds no note has none yet
         atomic_write_text(target, json.dumps(summary, indent=2) + "\n")
     except OSError as exc:
         result.problem(target, f"cannot write the summary ({exc.strerror or type(exc).__name__})")

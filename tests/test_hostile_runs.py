@@ -262,3 +262,38 @@ def test_spark_deid_writes_no_row_without_an_id_nor_either_row_of_a_shared_id(tm
     assert got == [("", "no_id", False), ("", "no_id", False), ("once", "", True),
                    ("twice", "duplicate_id", False), ("twice", "duplicate_id", False)]
     assert done.returncode == 1 and "John Smith" not in done.stderr
+
+
+@pytest.mark.parametrize("command", ["deid", "annotate"])
+def test_recursive_reads_sub_folders_and_the_output_mirrors_them(command, tmp_path):
+    notes = probe_notes(tmp_path / "notes")
+    (notes / "sub" / "deeper").mkdir()
+    (notes / "sub" / "deeper" / "note9.txt").write_text(NOTE, encoding="utf-8")
+    (notes / "sub" / "note1.txt").write_text(NOTE, encoding="utf-8")  # the name of a note above, another note
+    (notes / "audit").mkdir()
+    (notes / "audit" / "a.txt").write_text(NOTE, encoding="utf-8")
+    (notes / "link").symlink_to(notes / "sub")
+    out = tmp_path / "out"
+    args = ["deid", "--mode", "surrogate", "--key-file", str(tmp_path / "k.key")] if command == "deid" else ["annotate"]
+    done = cli([*args, str(notes), str(out), "--recursive"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    suffix = ".txt" if command == "deid" else ".ann"
+    written = sorted(str(p.relative_to(out)) for p in out.rglob(f"*{suffix}") if p.parent.name != "audit" or
+                     command == "annotate")
+    expected = ["NOTE2", "note1", "note7", "sub/deeper/note9", "sub/note1", "sub/note6"]
+    expected += ["audit/a"] if command == "annotate" else []  # deid's own folder: an input folder of that name is not read
+    assert written == sorted(name + suffix for name in expected)
+    left = ["hidden", "no extension", "not a .txt file", "backup", "a link to a folder"]
+    left += ["a folder named 'audit'"] if command == "deid" else []
+    assert f"{len(expected)} written, 0 already done, 0 failed, {len(left)} not taken" in done.stderr
+    for why in left:
+        assert why in done.stderr
+    assert not list(out.rglob(".hybriddeid.lock"))
+    if command == "deid":
+        summary = json.loads((out / "audit" / "summary.json").read_text(encoding="utf-8"))
+        assert summary["files"] == {"written": 6, "skipped": 0, "failed": 0, "not_taken": 6}
+        assert summary["notes"] == 6 and (out / "sub" / "deeper" / "audit" / "note9.jsonl").is_file()
+        # by default a note is its own patient under its folder: one name in two folders, two patients
+        assert (out / "sub" / "note1.txt").read_text() != (out / "note1.txt").read_text()
+        again = cli([*args, str(notes), str(out), "--recursive"], tmp_path)
+        assert again.returncode == 0 and "0 written, 6 already done, 0 failed, 6 not taken" in again.stderr

@@ -23,6 +23,7 @@ from hybriddeid.io.core import (
     read_corpus,
     read_document,
     scan_inputs,
+    scan_tree,
     write_document,
     write_documents,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "read_document",
     "remove_temp_files",
     "scan_inputs",
+    "scan_tree",
     "write_document",
     "write_documents",
 ]

@@ -150,24 +150,43 @@ def _detect_xml_reading(path: Path, max_bytes: int, read_ahead: dict[Path, str],
     return fmt
 
 
-def _listing(in_dir: Path) -> list[Path]:
+def _listing(in_dir: Path, recursive: bool = False) -> list[Path]:
     """Every entry of ``in_dir`` a run may take: all but hidden ones and backups (``_left_out``); folders,
-    FIFOs and links are kept so that a reader can report them (``read_regular_file``, ``check_link``)."""
+    FIFOs and links are kept so that a reader can report them (``read_regular_file``, ``check_link``),
+    except, when ``recursive``, the sub-folders read as folders of their own (``input_folders``)."""
     if not in_dir.is_dir():
         raise InputError(in_dir, "not a folder" if in_dir.exists() else "does not exist")
-    return sorted(p for p in in_dir.iterdir() if _hidden_or_backup(p) is None)
+    return sorted(p for p in in_dir.iterdir() if _hidden_or_backup(p) is None and not (recursive and _is_folder(p)))
+
+
+def _is_folder(path: Path) -> bool:
+    """A folder itself, not a link to one (a recursive run never follows those: a link could loop)."""
+    return path.is_dir() and not path.is_symlink()
+
+
+def input_folders(in_dir: Path) -> list[Path]:
+    """``in_dir`` and every folder below it that a ``--recursive`` run reads, relative to it (``Path(".")``
+    first, then in sorted order): all but hidden folders, backups and links to folders, which the
+    folder holding them lists as not taken."""
+    found, pending = [], [Path(".")]
+    while pending:
+        rel = pending.pop()
+        found.append(rel)
+        below = _listing(in_dir / rel)
+        pending.extend(sorted((rel / p.name for p in below if _is_folder(p)), reverse=True))
+    return found
 
 
 def _hidden_or_backup(path: Path) -> str | None:
     """Why ``path`` is never an input (a hidden file or folder, an editor's backup), or None."""
     if path.name.startswith("."):
-        return "a hidden file (its name starts with '.')"
+        return "hidden (its name starts with '.')"
     if path.name.endswith("~"):
         return "a backup file (its name ends with '~')"
     return None
 
 
-def _left_out(in_dir: Path, taken: Sequence[Path], fmt: str) -> list[tuple[Path, str]]:
+def _left_out(in_dir: Path, taken: Sequence[Path], fmt: str, recursive: bool = False) -> list[tuple[Path, str]]:
     """Every entry of ``in_dir`` that is not among ``taken`` (the inputs of a run in ``fmt``), with why
     (a BRAT pair's ``.ann`` counts as taken with its ``.txt``)."""
     spec = _format(fmt)
@@ -178,8 +197,11 @@ def _left_out(in_dir: Path, taken: Sequence[Path], fmt: str) -> list[tuple[Path,
         if (path.with_suffix("") if fmt == "brat" else path) in kept and path.suffix.lower() in suffixes:
             continue
         why = _hidden_or_backup(path)
+        if why is None and recursive and _is_folder(path):
+            continue  # read as a folder of its own
         if why is None and path.is_dir():
-            why = "a sub-folder (--recursive reads sub-folders)"
+            why = "a link to a folder (--recursive does not follow them)" if recursive else \
+                "a sub-folder (--recursive reads sub-folders)"
         elif why is None:
             expected = " or ".join(suffixes)
             why = f"no extension (this run reads {expected} files)" if not path.suffix else \
@@ -222,17 +244,11 @@ def _detect_format(in_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES, read_ahead:
     """``detect_format``; with ``read_ahead``, the XML file it looks into is read whole and kept there."""
     if in_dir.is_file():
         return _detect_file(in_dir)
-    files = _listing(in_dir)
-    suffixes = {p.suffix.lower() for p in files}
-    kinds = {"brat" if ".ann" in suffixes else "text"} if suffixes & {".ann", ".txt"} else set()
-    if ".jsonl" in suffixes:
-        kinds.add("jsonl")
-    xmls = [p for p in files if p.suffix.lower() == ".xml"]
-    xml = next((p for p in xmls if _sniffable(p, in_dir, follow_symlinks)), None)
-    if xml is not None:
-        kinds.add(_detect_file(xml) if read_ahead is None else _detect_xml_reading(xml, max_bytes, read_ahead, encoding))
-    elif xmls:
-        kinds.add("i2b2")  # no XML file can be opened: each is reported by its reader
+    return _one_format(in_dir, _kinds(in_dir, max_bytes, read_ahead, encoding, follow_symlinks))
+
+
+def _one_format(in_dir: Path, kinds: set[str]) -> str:
+    """The format of a folder (or tree) whose files are of ``kinds``; an ``InputError`` for none or several."""
     if not kinds:
         others = sum(1 for _ in in_dir.iterdir())
         raise InputError(in_dir, "no input files (.txt, .ann, .xml or .jsonl)" +
@@ -243,9 +259,26 @@ def _detect_format(in_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES, read_ahead:
     return kinds.pop()
 
 
-def _inputs(in_dir: Path, fmt: str) -> list[Path]:
+def _kinds(in_dir: Path, max_bytes: int, read_ahead: dict[Path, str] | None, encoding: str, follow_symlinks: bool,
+           recursive: bool = False) -> set[str]:
+    """The formats of the files in the folder ``in_dir`` (empty when it holds none)."""
+    files = _listing(in_dir, recursive)
+    suffixes = {p.suffix.lower() for p in files}
+    kinds = {"brat" if ".ann" in suffixes else "text"} if suffixes & {".ann", ".txt"} else set()
+    if ".jsonl" in suffixes:
+        kinds.add("jsonl")
+    xmls = [p for p in files if p.suffix.lower() == ".xml"]
+    xml = next((p for p in xmls if _sniffable(p, in_dir, follow_symlinks)), None)
+    if xml is not None:
+        kinds.add(_detect_file(xml) if read_ahead is None else _detect_xml_reading(xml, max_bytes, read_ahead, encoding))
+    elif xmls:
+        kinds.add("i2b2")  # no XML file can be opened: each is reported by its reader
+    return kinds
+
+
+def _inputs(in_dir: Path, fmt: str, recursive: bool = False) -> list[Path]:
     """The files to read for ``fmt``; for BRAT one path per stem, the ``.txt`` when there is one."""
-    files = _listing(in_dir)
+    files = _listing(in_dir, recursive)
     if fmt != "brat":
         spec = _format(fmt)
         return [p for p in files if p.suffix.lower() in (spec.reads or (spec.suffix,))]
@@ -290,6 +323,7 @@ class Inputs:
     spans: bool = True
     # The folder's entries not taken, each with why (another extension, hidden, a backup, a sub-folder).
     left_out: list[tuple[Path, str]] = field(default_factory=list)
+    root: Path | None = None  # the folder a --recursive run reads (``scan_tree``), which holds ``folder``
 
     def read(self, path: Path) -> list[Document]:
         """The documents of one input file (``read_document``), without reading it a second time."""
@@ -333,6 +367,26 @@ def scan_inputs(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BY
     taken = _inputs(in_dir, fmt)
     return Inputs(in_dir, fmt, taken, max_bytes, read_ahead, encoding, follow_symlinks, spans,
                   _left_out(in_dir, taken, fmt))
+
+
+def scan_tree(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8",
+              follow_symlinks: bool = False, spans: bool = True) -> list[Inputs]:
+    """``scan_inputs`` of ``in_dir`` and of every folder below it (``input_folders``), in that order, all in
+    one format (``"auto"``: detected over the whole tree, an ``InputError`` when it holds several or none).
+    Each ``Inputs`` has ``root`` = ``in_dir``; sub-folders are never among its files or ``left_out``."""
+    in_dir = Path(in_dir)
+    folders = [in_dir / rel for rel in input_folders(in_dir)]
+    read_ahead: dict[Path, str] = {}
+    if fmt == "auto":
+        fmt = _one_format(in_dir, set().union(*(_kinds(folder, max_bytes, read_ahead, encoding, follow_symlinks, True)
+                                                for folder in folders)))
+    _format(fmt)
+    trees = []
+    for folder in folders:
+        taken = _inputs(folder, fmt, recursive=True)
+        trees.append(Inputs(folder, fmt, taken, max_bytes, read_ahead, encoding, follow_symlinks, spans,
+                            _left_out(folder, taken, fmt, recursive=True), root=in_dir))
+    return trees
 
 
 def iter_documents(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES,
