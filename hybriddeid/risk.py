@@ -352,7 +352,7 @@ def _ratio_bounds(misses: np.ndarray, mass: np.ndarray, target: float, target_no
         robust = k * residual * (target / r) ** 2 + target_notes * residual
         phi = max(1.0, robust / (rate * target * (target / r + 1)))
     low, high = _negative_binomial_interval((m + 0.5) / phi, r / (r + target), level)
-    return low * phi, high * phi
+    return (low * phi if m > 0 else 0.0), high * phi  # no miss seen: nothing bounds the count away from 0
 
 
 def ratio_interval(reviewed: Reviewed, target_mass: float, target_notes: int,
@@ -361,8 +361,8 @@ def ratio_interval(reviewed: Reviewed, target_mass: float, target_notes: int,
     ``target_mass`` (``target_notes`` notes), from the reviewed notes' misses over their raw mass: a
     negative-binomial predictive interval (Gamma posterior of the rate, Jeffreys prior), widened by the
     reviewed notes' overdispersion; its lower bound is also taken without the reviewed note that holds
-    the most misses (misses cluster in notes; with that note alone, the lower bound is 0). No reviewed
-    mass: (0, inf)."""
+    the most misses (misses cluster in notes; with that note alone, the lower bound is 0); with no miss
+    seen, it is 0. No reviewed mass: (0, inf)."""
     misses = np.bincount(reviewed.note, reviewed.y, reviewed.notes) if reviewed.notes else np.zeros(0)
     mass = np.bincount(reviewed.note, reviewed.p, reviewed.notes) if reviewed.notes else np.zeros(0)
     low, high = _ratio_bounds(misses, mass, target_mass, target_notes, level)
@@ -421,6 +421,7 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
     if reviewed is not None and len(reviewed.p):  # the ratio interval, whatever the calibration
         ratio_low, ratio_high = ratio_interval(reviewed, float(flat.sum()), len(notes))
         low, high = min(low, ratio_low), max(high, ratio_high if math.isfinite(ratio_high) else high)
+    high = min(high, float(len(flat)))  # no more misses than untagged tokens
     per_type: dict[str, float] = {}
     note_risks, at = [], 0
     for (name, tokens, chances), p in zip(notes, raw):
