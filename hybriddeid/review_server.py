@@ -195,6 +195,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
         for key, value in (headers or {}).items():
             self.send_header(key, value)
+        if self.close_connection:  # a body left unread: the client is told that this connection ends here
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
