@@ -243,14 +243,12 @@ def test_a_save_on_an_older_version_is_refused_and_the_page_says_so(review, brow
     page says it was saved elsewhere meanwhile (issue 44, item 11). Last: it adds a saved note."""
     server, notes, corrections, _ = review
     first, second = _open(browser, server), _open(browser, server)
-    name = page_name = None
+    name = first.evaluate("state.queue.map((n) => n.name)")[-1]  # not the note the keyboard test saved
     for page in (first, second):
-        names = page.evaluate("state.queue.map((n) => n.name)")
-        page_name = names[-1]
-        if page.inner_text("#note-name") != page_name:
-            page.click(f"#queue li[data-name='{page_name}']")
-            sync_api.expect(page.locator("#note-name")).to_have_text(page_name)
-        name = page_name
+        if page.inner_text("#note-name") != name:
+            page.click(f"#queue li[data-name='{name}']")
+            sync_api.expect(page.locator("#note-name")).to_have_text(name)
+        assert page.evaluate("state.note.version") == 0 and page.evaluate("state.spans.length") > 0
     for page in (first, second):
         page.focus("#note-text")
         page.keyboard.press("d")  # reject the first span: an edit to save
