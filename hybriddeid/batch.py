@@ -127,8 +127,11 @@ _held_locks: set[Path] = set()  # folders this process holds (run_deid locks, th
 @contextlib.contextmanager
 def output_lock(out_dir: Path) -> Iterator[None]:
     """Hold ``out_dir``'s run lock for the block (made if missing); ``InputError`` if another live run
-    holds it or the folder cannot be written. Reentrant within one process."""
+    holds it or a folder around or inside it (``_refuse_nested_runs``: told before anything is made),
+    or the folder cannot be written. Reentrant within one process."""
     out_dir = Path(out_dir)
+    if out_dir.resolve() not in _held_locks:
+        _refuse_nested_runs(out_dir.resolve())  # a refused run leaves nothing behind, not even the folder
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -139,7 +142,7 @@ def output_lock(out_dir: Path) -> Iterator[None]:
         return
     lock_path = folder / LOCK_FILE
     fd = _take_lock(lock_path)
-    try:
+    try:  # again, holding its own lock: of two runs starting at once into nested folders, one sees the other
         _refuse_nested_runs(folder)
     except InputError:
         with contextlib.suppress(OSError):

@@ -48,6 +48,11 @@ def test_a_run_nested_in_a_live_runs_output_is_refused_and_the_live_run_loses_no
     assert second.returncode == 2, second.stderr
     assert ("lies inside the output folder" if where == "inside" else "holds the output folder") in second.stderr
     assert str(out.resolve()) in second.stderr and "of another run (pid" in second.stderr
+    if where == "inside":  # a folder that does not exist yet is not even made
+        deeper = cli(["-q", "deid", str(one), str(out / "audit" / "new"), "--mode", "tag"], tmp_path)
+        assert deeper.returncode == 2 and "lies inside the output folder" in deeper.stderr
+        assert not (out / "audit" / "new").exists()
+        still_live = still_live and live.poll() is None
     assert still_live, "the live run ended while the second one was refused: the test proved nothing"
     assert live.wait(timeout=300) == 0, live.stderr.read().decode()
     assert len(list(out.glob("*.txt"))) == NOTES
