@@ -528,10 +528,15 @@ def test_ages_over_89_in_words_become_the_languages_aggregate(language, text, va
     assert (rep.replacement, rep.method) == (expected, "safe-harbor")
 
 
-def test_a_younger_age_in_words_becomes_a_nearby_age_in_digits():
+def test_a_younger_age_in_words_becomes_a_nearby_age_in_one_word_or_in_digits():
     doc = note("a", "a sixty-two year old man", [("sixty-two", "AGE")])
     rep = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY)).replacements[0]
     assert rep.replacement.isdigit() and 59 <= int(rep.replacement) <= 65 and rep.replacement != "62"
+    words = {"uno": 1, "dos": 2, "tres": 3, "cuatro": 4}
+    doc = note("a", "Niña de dos años.", [("dos años", "EDAD_SUJETO_ASISTENCIA")])
+    rep = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY)).replacements[0]
+    number, unit = rep.replacement.split()
+    assert unit == "años" and words.get(number, 2) != 2 and rep.method == "surrogate"
 
 
 @pytest.mark.skipif(not MEDDOCAN_DEV.is_dir(), reason="MEDDOCAN not available in ../shared")

@@ -346,8 +346,9 @@ class Surrogates:
 
     def _age_in_words(self, value: str) -> tuple[str, str]:
         """An age written in words: over 89, its number words become the language's words cap ("90 or
-        older"); younger, a nearby age in digits; other words ("years", "años") stay. No number words:
-        the same shape."""
+        older"); younger, a nearby age, in one word where the pack's numbers.toml has one ("dos años" ->
+        "tres años"), else in digits ("sixty-two" -> "63"); other words ("years", "años") stay. No
+        number words: the same shape."""
         rule = hipaa_age_rule()
         words = [m for m in _NUMBER_WORD.finditer(value) if m.group().lower() in rule.number_words
                  or m.group().lower() in rule.multipliers]
@@ -357,7 +358,10 @@ class Surrogates:
         start, end = words[0].start(), words[-1].end()
         if age > MAX_SHOWN_AGE:
             return value[:start] + copy_case(value[start:end], self.lang.age_words_cap) + value[end:], SAFE_HARBOR
-        return value[:start] + self._age_number(str(age))[0] + value[end:], SURROGATE
+        new = self._age_number(str(age))[0]
+        written = self.lang.number_words.get(int(new))
+        new = copy_case(value[start:end], written) if written else new
+        return value[:start] + new + value[end:], SURROGATE
 
     def _age(self, value: str) -> tuple[str, str]:
         if not _NUMBER.search(value):

@@ -92,6 +92,7 @@ class LanguageResources:
     particles: frozenset[str]
     age_cap: str
     age_words_cap: str  # an age over 89 written in words ("ninety-two"): its number words become this
+    number_words: Mapping[int, str]  # value -> the pack's first word for it (numbers.toml; {} without one)
     date_cap: str
     restricted_zip_prefixes: frozenset[str]
     restricted_zip_replacement: str
@@ -115,6 +116,21 @@ def _named_with_spellings(names: list[str], extra: list[list[str]], first: int) 
         for spelling in spellings:
             lookup.setdefault(fold(spelling), (index, False))
     return lookup
+
+
+def _number_words(pack) -> dict[int, str]:
+    """Value -> the first word the pack's ``numbers.toml`` gives for it ({} without the file): a
+    surrogate age is written in words where the original was and one word says it."""
+    if not pack.has("numbers"):
+        return {}
+    try:
+        values = tomllib.loads(pack.read_text("numbers")).get("values", {})
+        words: dict[int, str] = {}
+        for word, value in values.items():
+            words.setdefault(int(value), str(word))
+        return words
+    except (tomllib.TOMLDecodeError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{pack.origin('numbers')}: not a valid number-word file ({type(exc).__name__})") from None
 
 
 @register_cache
@@ -175,6 +191,7 @@ def load_language(language: str) -> LanguageResources:
             particles=frozenset(fold(p) for p in data["names"]["particles"]),
             age_cap=data["ages"]["cap"],
             age_words_cap=data["ages"].get("words_cap", data["ages"]["cap"]),
+            number_words=_number_words(pack),
             date_cap=data["ages"]["date_cap"],
             restricted_zip_prefixes=frozenset(data["zip"]["restricted_prefixes"]),
             restricted_zip_replacement=data["zip"]["restricted_replacement"],
