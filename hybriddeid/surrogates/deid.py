@@ -14,6 +14,7 @@ from typing import Iterable, Iterator, Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import available_languages, unread_pattern
+from hybriddeid.profiles import hipaa_age_rule
 from hybriddeid.surrogates.dates import DAYS_PER_YEAR, DateShifter
 from hybriddeid.surrogates.generator import MAX_SHOWN_AGE, SurrogateSettings, Surrogates
 from hybriddeid.surrogates.keys import Keyed
@@ -203,6 +204,9 @@ def _original_values(docs: Sequence[Document], kinds, lang) -> list[str]:
                 values += [w for w in NAME_WORD.findall(value) if len(w) > 1 and fold(w) not in common]
             if kind in ("age", "relative"):
                 values += re.findall(r"\d+", value)
+            if kind == "age" and not any(c.isdigit() for c in value):  # "tres meses": 3, so no age becomes it
+                stated = hipaa_age_rule().stated_age(value)
+                values += [str(stated)] if stated is not None else []
     return values
 
 

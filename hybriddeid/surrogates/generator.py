@@ -332,15 +332,20 @@ class Surrogates:
             return self._differing("zip", value, self._method("zip")), SURROGATE
         return self._shape(value)
 
-    def _age_number(self, number: str) -> tuple[str, str]:
+    def _age_number(self, number: str, plural: bool = False) -> tuple[str, str]:
         """An age over 89 as the Safe Harbor aggregate ("90+"), never a number; others moved a little,
-        staying at most 89 (a surrogate over 89 would tell something false)."""
+        staying at most 89 (a surrogate over 89 would tell something false). ``plural``: not 1 when
+        the original is more (its unit word stays plural: "dos meses" never becomes "uno meses")."""
         age = int(number)
         if age > MAX_SHOWN_AGE:
             return self.lang.age_cap, SAFE_HARBOR
-        spread = AGE_JITTER if age >= 10 else 1
-        nearby = [a for a in range(max(0, age - spread), min(MAX_SHOWN_AGE, age + spread) + 1) if a != age]
-        choices = [a for a in nearby if a not in self._avoid_numbers] or nearby
+        for spread in ((AGE_JITTER,) if age >= 10 else (1, 2, AGE_JITTER)):  # a small age looks further only
+            nearby = [a for a in range(max(0, age - spread), min(MAX_SHOWN_AGE, age + spread) + 1)  # to avoid an original
+                      if a != age and not (plural and age > 1 and a <= 1)] or [age + 1]
+            choices = [a for a in nearby if a not in self._avoid_numbers]
+            if choices:
+                break
+        choices = choices or nearby
         new = choices[self.keyed.choice_index(len(choices), self.scope, "age", number.lstrip("0") or "0")]
         return str(new).zfill(len(number)), SURROGATE
 
@@ -358,7 +363,7 @@ class Surrogates:
         start, end = words[0].start(), words[-1].end()
         if age > MAX_SHOWN_AGE:
             return value[:start] + copy_case(value[start:end], self.lang.age_words_cap) + value[end:], SAFE_HARBOR
-        new = self._age_number(str(age))[0]
+        new = self._age_number(str(age), plural=True)[0]
         written = self.lang.number_words.get(int(new))
         new = copy_case(value[start:end], written) if written else new
         return value[:start] + new + value[end:], SURROGATE
