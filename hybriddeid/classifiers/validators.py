@@ -285,3 +285,22 @@ def valid_nss(match: "regex.Match[str]") -> bool:
     province, number, control = int(digits[:2]), int(digits[2:10]), int(digits[10:])
     base = province * 10_000_000 + number if number < 10_000_000 else int(digits[:10])
     return base % 97 == control
+
+
+_VIN_VALUES = {**{str(d): d for d in range(10)}, **dict(zip("ABCDEFGH", range(1, 9))), **dict(zip("JKLMN", range(1, 6))),
+               "P": 7, "R": 9, **dict(zip("STUVWXYZ", range(2, 10)))}
+_VIN_WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
+
+
+def vin_check_digit(vin: str) -> str:
+    """The check digit a 17-character VIN carries in its ninth place (49 CFR 565.15): the weighted
+    sum of its characters' values mod 11, 10 written "X"."""
+    total = sum(_VIN_VALUES[char] * weight for char, weight in zip(vin.upper(), _VIN_WEIGHTS))
+    return "X" if total % 11 == 10 else str(total % 11)
+
+
+@register_validator("vin")
+def valid_vin(match: "regex.Match[str]") -> bool:
+    """17 characters without I, O or Q whose ninth is the check digit of the rest."""
+    vin = _phi(match).upper()
+    return len(vin) == 17 and all(char in _VIN_VALUES for char in vin) and vin_check_digit(vin) == vin[8]
