@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from hybriddeid.classifiers.validators import dni_letter, iban_check_digits, nie_number
+from hybriddeid.classifiers.validators import dni_letter, iban_check_digits, nie_number, vin_check_digit
 
 HERE = Path(__file__).resolve().parent
 PROBE_DIR = HERE / "probes"
@@ -163,15 +163,11 @@ def _license(rng: random.Random, i: int) -> str:
 
 
 _VIN_CHARS = "ABCDEFGHJKLMNPRSTUVWXYZ0123456789"
-_VIN_VALUES = {**{str(d): d for d in range(10)}, **dict(zip("ABCDEFGH", range(1, 9))), **dict(zip("JKLMN", range(1, 6))),
-               "P": 7, "R": 9, **dict(zip("STUVWXYZ", range(2, 10)))}
-_VIN_WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
 
 
 def _vin(rng: random.Random) -> str:
     chars = [rng.choice(_VIN_CHARS) for _ in range(17)]
-    total = sum(_VIN_VALUES[c] * w for c, w in zip(chars, _VIN_WEIGHTS))
-    chars[8] = "X" if total % 11 == 10 else str(total % 11)
+    chars[8] = vin_check_digit("".join(chars))
     return "".join(chars)
 
 
