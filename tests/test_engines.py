@@ -50,6 +50,10 @@ def test_a_nul_inside_a_name_is_read_as_crfsuite_reads_it(english: Pipeline) -> 
     weights = read_weights(english.components["token"].model_bytes_)
     known = next(iter(weights.attribute_ids))
     assert weights.attribute_id(known + "\x00whatever") == weights.attribute_ids[known]
+    # looked up in one pass, as the fast engine's caches do: the same ids, a NUL read the same way
+    names = [known, "no such feature", known + "\x00whatever", *list(weights.attribute_ids)[:50]]
+    assert weights.attribute_ids_of(names) == [weights.attribute_id(name) for name in names]
+    assert weights.attribute_ids_of(names[:2]) == [weights.attribute_ids[known], weights.none]
 
 
 @pytest.mark.parametrize("damage", [b"", b"lCRF", b"not a model at all" * 10])

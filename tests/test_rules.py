@@ -822,3 +822,30 @@ def test_the_pipeline_drops_dates_that_are_readings_or_pieces_of_a_reading_serie
     assert kept == ["5/12", "3/4", "6/7"]
     assert [s.start for s in pipeline.within_phi_set(Document("vent", text), found)][0] > text.index("Admitted")
 
+
+
+def test_a_plain_word_needs_is_found_by_str_find_wherever_its_regex_search_finds_it() -> None:
+    """A needs pattern that is a plain word is looked for without a regex search; ignoring case it
+    must still see every text a regex search ignoring case matches (the Kelvin sign, the long s, the
+    dotted capital I, accents around it), so the hint never hides a hit."""
+    from hybriddeid.classifiers.rules import _literal_found, _literal_needs
+
+    assert _literal_needs("(?i)hosp", ()) == ("hosp", True)
+    assert _literal_needs("Dr", ()) == ("Dr", False)
+    assert _literal_needs("M\\.D\\.", ()) == ("M.D.", False)
+    assert _literal_needs("x", ("IGNORECASE",)) == ("x", True)
+    assert _literal_needs("\\d", ()) is None and _literal_needs("(?i)to[ \\t]+see", ()) is None
+    assert _literal_needs("(?i)icu", ("V1",)) is None  # full case folding: left to the regex
+    texts = ["the \u212aey MICU", "Ho\u017fpital day", "m\u0130cu bed", "Dr. Ávila", "dr ávila", "MD", "m.d.",
+             "www.X.org", "nothing here", "\u00df\u1e9e icu", "ICU\u0307"]
+    for needs, flags in (("(?i)key", ()), ("(?i)micu", ()), ("(?i)hos", ()), ("(?i)icu", ()), ("Dr", ()),
+                         ("(?i)www\\.", ()), ("M\\.D\\.", ()), ("dr", ("IGNORECASE",)), ("(?i)ss", ())):
+        literal = _literal_needs(needs, flags)
+        assert literal is not None, needs
+        pattern = regex.compile(needs, regex.IGNORECASE if flags else 0)
+        for text in texts:
+            if pattern.search(text):
+                assert _literal_found(literal, text), (needs, text)
+            elif not literal[1]:
+                assert not _literal_found(literal, text), (needs, text)
+    assert not _literal_found(("hosp", True), "no such word")

@@ -1,6 +1,7 @@
 """crfsuite's own model files: train into bytes, tag from bytes (nothing is ever unpickled)."""
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 import tempfile
@@ -63,6 +64,13 @@ class CRFWeights:
         if "\x00" in name:
             name = name.split("\x00", 1)[0]
         return self.attribute_ids.get(name, len(self.state) - 1)
+
+    def attribute_ids_of(self, names: Sequence[str]) -> list[int]:
+        """``attribute_id`` of each name, looked up in one pass (no Python call per name unless a
+        name holds a NUL): what the fast engine's caches use when they meet new forms."""
+        if "\x00" in "".join(names):
+            return [self.attribute_id(name) for name in names]
+        return list(map(self.attribute_ids.get, names, itertools.repeat(len(self.state) - 1, len(names))))
 
     def emissions(self, features: Sequence[Sequence[str]]) -> np.ndarray:
         """Each position's score for each label from its feature strings (each counts 1.0, as

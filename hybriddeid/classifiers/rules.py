@@ -99,6 +99,9 @@ _DEFINE_NAME = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # in a needs pattern: lookarounds (?= (?! (?<= (?<!, anchors ^ $ \b \B \A \Z \G, not escaped
 _LOOKAROUND = regex.compile(r"(?<!\\)(?:\\\\)*(?:\(\?<?[=!]|(?<!\[)\^|\$|\\[bBAZG])")
 _CALL = regex.compile(r"(?<!\\)\(\?(?:&|P>)(\w+)\)")  # (?&name) and (?P>name), not escaped
+# A needs pattern that is a plain word ("Dr", "(?i)hosp", "(?i)www\."): looked for with str.find
+# instead of a regex search. Only letters, digits and a few signs that are no metacharacters.
+_LITERAL_NEEDS = regex.compile(r"(?P<ci>\(\?i\))?(?P<word>(?:[A-Za-z0-9@&/,:;-]|\\\.)+)")
 
 
 # (needs pattern, its flags, window start, reading end) -> where its first match there starts, or -1
@@ -176,6 +179,7 @@ class Rule:
     needs: tuple[str, ...] = ()
     _regex: "regex.Pattern[str]" = field(init=False, repr=False)
     _needs: "tuple[regex.Pattern[str], ...]" = field(init=False, repr=False)
+    _literals: "tuple[tuple[str, bool] | None, ...]" = field(init=False, repr=False)
     _context_regex: "regex.Pattern[str] | None" = field(init=False, repr=False)
     _validate: Validator | None = field(init=False, repr=False)
     _has_phi_group: bool = field(init=False, repr=False)
@@ -191,6 +195,7 @@ class Rule:
             context = regex.compile(rf"(?<!\w)(?:{words})(?!\w)", regex.IGNORECASE)
         object.__setattr__(self, "_regex", compiled)
         object.__setattr__(self, "_needs", tuple(regex.compile(needs, flags) for needs in self.needs))
+        object.__setattr__(self, "_literals", tuple(_literal_needs(needs, self.flags) for needs in self.needs))
         object.__setattr__(self, "_context_regex", context)
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         object.__setattr__(self, "_has_phi_group", "phi" in compiled.groupindex)
@@ -273,8 +278,13 @@ class Rule:
                    needs_seen: NeedsSeen | None) -> bool:
         """False when no pattern of ``needs`` finds anything in ``text[start:end]``: a search there finds
         no match (every match, and what its lookaheads read, lies inside and holds a match of one)."""
-        return not self._needs or any(_found(needs, text, window_start, start, end, timeout, needs_seen)
-                                      for needs in self._needs)
+        if not self._needs:
+            return True
+        if start == 0 and end == len(text):  # a whole (short) text: plain words by str.find
+            return any(_found(needs, text, window_start, start, end, timeout, needs_seen) if literal is None
+                       else _literal_found(literal, text)
+                       for needs, literal in zip(self._needs, self._literals))
+        return any(_found(needs, text, window_start, start, end, timeout, needs_seen) for needs in self._needs)
 
     def example_problems(self) -> list[str]:
         """What is wrong with this rule's own examples and counter-examples (empty when none); an
@@ -291,6 +301,41 @@ class Rule:
             if got:
                 problems.append(f"{self.name}: counter-example {text!r} matched {got}")
         return problems
+
+
+def _literal_needs(needs: str, flags: Sequence[str]) -> tuple[str, bool] | None:
+    """(word, case-insensitive) for a needs pattern that is a plain word under ``flags``, else None."""
+    if "V1" in flags:  # full case folding: a regex search may match what the case-folded text splits
+        return None
+    match = _LITERAL_NEEDS.fullmatch(needs)
+    if match is None:
+        return None
+    ignore_case = bool(match.group("ci")) or "IGNORECASE" in flags
+    word = match.group("word").replace("\\.", ".")
+    return (word.lower() if ignore_case else word), ignore_case
+
+
+# The last text case-folded for _literal_found and its folding: the rules of one note share it.
+_folded: tuple[str, str] = ("", "")
+
+
+def _literal_found(literal: tuple[str, bool], text: str) -> bool:
+    """Whether the plain word ``literal`` occurs in the whole ``text``: exactly where it matches case;
+    ignoring case, in the case-folded text, which holds the lower-cased word wherever a regex
+    search ignoring case finds it (every character such a search takes for an ASCII letter or
+    sign case-folds to it: the Kelvin sign to "k", the long s to "s", and the dotted capital I to
+    "i" once the combining dot it folds to is dropped), so a text it says lacks the word holds no
+    match of it."""
+    global _folded
+    word, ignore_case = literal
+    if not ignore_case:
+        return word in text
+    last = _folded  # read once: another thread may fold another text meanwhile
+    folded = last[1] if last[0] is text else None
+    if folded is None:
+        folded = text.lower() if text.isascii() else text.casefold().replace("\u0307", "")
+        _folded = (text, folded)
+    return word in folded
 
 
 def _found(needs: "regex.Pattern[str]", text: str, window_start: int, start: int, end: int, timeout: float | None,
@@ -588,8 +633,13 @@ class RuleClassifier:
         enabled = getattr(self, "enabled_", None)
         if enabled is None:
             return self.rules
+        memo = self.__dict__.get("_enabled_memo")  # (enabled_, rules, the enabled rules): once per fit or load
+        if memo is not None and memo[0] is enabled and memo[1] is self.rules and isinstance(enabled, tuple):
+            return memo[2]
         keep = set(enabled)
-        return tuple(rule for rule in self.rules if rule.name in keep)
+        rules = tuple(rule for rule in self.rules if rule.name in keep)
+        self._enabled_memo = (enabled, self.rules, rules)
+        return rules
 
     @property
     def labels(self) -> tuple[str, ...]:

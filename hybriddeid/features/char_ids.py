@@ -291,9 +291,16 @@ class CharScorer:
         """Rows of ``state`` for lists of feature strings, padded with the zero row."""
         width = max((len(row) for row in names), default=0)
         none = len(self.state) - 1
-        attribute_id = self.attribute_id
-        return np.array([[attribute_id(name) for name in row] + [none] * (width - len(row)) for row in names],
-                        np.int64).reshape(len(names), width)
+        ids_of = getattr(getattr(self.attribute_id, "__self__", None), "attribute_ids_of", None)
+        if ids_of is None:  # an attribute_id of another kind: one call per name
+            attribute_id = self.attribute_id
+            return np.array([[attribute_id(name) for name in row] + [none] * (width - len(row)) for row in names],
+                            np.int64).reshape(len(names), width)
+        # every name looked up in one pass (CRFWeights.attribute_ids_of), each row padded with the zero row
+        ids = np.full((len(names), width), none, np.int64)
+        lengths = np.fromiter(map(len, names), np.int64, len(names))
+        ids[np.arange(width) < lengths[:, None]] = ids_of([name for row in names for name in row])
+        return ids
 
     def _sum(self, names: list[list[str]]) -> np.ndarray:
         """The summed weights (one row per list) of lists of feature strings."""

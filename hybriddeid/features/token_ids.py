@@ -192,6 +192,7 @@ class TokenIds:
         self.proper_nouns = proper_nouns
         self.none = weights.none
         self._aid = weights.attribute_id
+        self._aids = weights.attribute_ids_of
         # Which extractors run from ids: the first listing of a built-in name still registered as
         # itself; the rest run as strings. Order does not matter to a sum, but "safe" keeps a
         # safe word's first feature, which the ids know only when "words" (``w=`` + form) is first.
@@ -311,20 +312,30 @@ class TokenIds:
             names.extend(vocabulary_features(text, self.vocabulary))
         if "proper" in on:
             names.extend(proper_noun_features(text, self.proper_nouns))
-        known = [i for i in map(aid, names) if i != none]
-        self._own[form] = self.state[known].sum(axis=0) if known else 0.0
+        own = len(names)
+        # the per-form columns' names too, all looked up at once: (column, name) after the own names
         base = 2 * self.window + 1
-        row = [none] * (base + _N_COLUMNS)
+        columns: list[int] = []
         if "words" in on:
-            row[:base] = [aid(name + lower) for name in self._wk_names]
+            columns += range(base)
+            names += [name + lower for name in self._wk_names]
         if "shapes" in on:
-            row[base + _SSL], row[base + _SSR] = aid("ss[-1]=" + short), aid("ss[1]=" + short)
+            columns += (base + _SSL, base + _SSR)
+            names += ("ss[-1]=" + short, "ss[1]=" + short)
         if "clusters" in on:
             near = self.clusters.neighbour(text)
-            row[base + _BCL], row[base + _BCR] = aid("bc[-1]=" + near), aid("bc[1]=" + near)
+            columns += (base + _BCL, base + _BCR)
+            names += ("bc[-1]=" + near, "bc[1]=" + near)
         is_word = lower[:1].isalnum()
         if "context" in on and is_word:
-            row[base + _CL], row[base + _CR] = aid("L=" + lower), aid("R=" + lower)
+            columns += (base + _CL, base + _CR)
+            names += ("L=" + lower, "R=" + lower)
+        ids = self._aids(names)
+        known = [i for i in ids[:own] if i != none]
+        self._own[form] = self.state[known].sum(axis=0) if known else 0.0
+        row = [none] * (base + _N_COLUMNS)
+        for column, found in zip(columns, ids[own:]):
+            row[column] = found
         row[base + _LOW] = self._lowers.setdefault(lower, len(self._lowers))
         row[base + _ISW] = is_word
         first = _NO_ID
