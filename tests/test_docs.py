@@ -177,6 +177,49 @@ def test_chart_captions_and_tables_are_what_the_data_gives():
         assert data_file.with_suffix(".md").read_text(encoding="utf-8") == expected, data_file.name
 
 
+# -- benchmarks/ says what it holds -----------------------------------------------------------------
+BENCHMARKS = ROOT / "benchmarks"
+LISTED = re.compile(r"^- `([^`]+)`", re.M)  # a list line of a benchmarks README: "- `name`: what it is"
+BARE_SCRIPT = re.compile(r"`([\w-]+\.(?:py|sh))`")  # a script named alone, as the READMEs name their own
+
+
+def folder_entries(folder: Path) -> set[str]:
+    """What a newcomer finds in ``folder``: files, and folders with a trailing slash; less its README,
+    caches and what .gitignore keeps out of the repository (the word clusters a benchmark builds)."""
+    relative = folder.relative_to(ROOT).as_posix()
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()}
+    return {entry.name + ("/" if entry.is_dir() else "") for entry in folder.iterdir()
+            if entry.name != "README.md" and not entry.name.startswith((".", "__"))
+            and f"{relative}/{entry.name}" not in ignored}
+
+
+@pytest.mark.parametrize("folder", [BENCHMARKS, BENCHMARKS / "experiments"], ids=["benchmarks", "experiments"])
+def test_each_benchmarks_readme_lists_exactly_what_its_folder_holds(folder: Path):
+    """benchmarks/README.md lists every script (and config, data file, folder) at the top of benchmarks/
+    one a line, and benchmarks/experiments/README.md every experiment; every name they list, and every
+    script they name alone elsewhere in their text (the details), is there: a script added, moved or
+    removed without its line fails here."""
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    listed = LISTED.findall(readme)
+    entries = folder_entries(folder)
+    assert len(listed) == len(set(listed)), f"{folder.name}/README.md lists a name twice"
+    assert not entries - set(listed), f"in {folder.name}/ but not listed in its README: {sorted(entries - set(listed))}"
+    named = set(listed) | set(BARE_SCRIPT.findall(readme))
+    assert not named - entries, f"named in {folder.name}/README.md but not in {folder.name}/: {sorted(named - entries)}"
+
+
+def test_every_benchmark_the_docs_cite_is_where_they_say():
+    """A script moved into benchmarks/experiments/ (or removed) takes its citations along: every
+    benchmarks/... path that README, ARCHITECTURE.md, a page or a test names exists."""
+    cited = re.compile(r"benchmarks/[\w/.-]*\w")
+    missing = []
+    for path in [*markdown_files(), ROOT / "ARCHITECTURE.md", *sorted((ROOT / "tests").glob("*.py"))]:
+        for match in cited.finditer(path.read_text(encoding="utf-8")):
+            if not (ROOT / match.group(0)).exists():
+                missing.append(f"{path.relative_to(ROOT)}: {match.group(0)}")
+    assert not missing, missing
+
+
 # -- claims checked against what they claim ---------------------------------------------------------
 def test_readme_cites_the_paper_itself_not_a_file_a_clone_lacks():
     """README's first paragraph names the method's paper by authors, venue and year; a path into the

@@ -10,7 +10,7 @@ micro P/R/F1 over the fine types), then prints the runs side by side:
   c  ``train --recipe meddocan --cluster-text D``: clusters from the train + dev text, as
      ``benchmarks/meddocan.py`` built them for the Benchmark figure of docs/explanation/meddocan.md (dev labels unused)
 
-    python benchmarks/train_defaults.py [--runs a,b,c] [--jobs 1] [--work DIR] [--reuse]
+    python benchmarks/experiments/train_defaults.py [--runs a,b,c] [--jobs 1] [--work DIR] [--reuse]
 
 Each run is a fresh process; the clusters cache is ``$HYBRIDDEID_CACHE_DIR`` (default: under --work).
 """
@@ -24,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
+ROOT = Path(__file__).resolve().parents[2]  # the checkout; this script is in benchmarks/experiments/
+SHARED = ROOT.parent / "shared" / "corpora" / "meddocan"
 README_DEV_F1 = 0.9702  # docs/explanation/meddocan.md, Benchmark (once the README's): meddocan.toml trained on train, "merged as configured" on dev
 CLI = [sys.executable, "-c", "import sys; from hybriddeid.cli import main; sys.exit(main())"]
 
@@ -55,7 +56,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1, help="train's --jobs (default 1: one core)")
     parser.add_argument("--reuse", action="store_true", help="score models already under --work instead of training")
     args = parser.parse_args()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.setdefault("HYBRIDDEID_CACHE_DIR", str(args.work / "cache"))
     args.work.mkdir(parents=True, exist_ok=True)
     table = []

@@ -9,7 +9,7 @@ train. Prints strict micro P/R/F1 on dev for the token CRF with and without the 
 with the rules and merged with the character CRF, all in one run; every row applies the
 config's score floors, same-note propagation and precedence, plus the out-of-fold taggers' F1 on train.
 
-    python benchmarks/neural_stacking.py --crf-model DIR --neural-model DIR [--folds 2] [--json OUT]
+    python benchmarks/experiments/neural_stacking.py --crf-model DIR --neural-model DIR [--folds 2] [--json OUT]
 
 ``--crf-model``: a CRF hybrid saved by ``neural_meddocan.py --crf-model`` or ``meddocan.py
 --save-model``; ``--neural-model``: a neural tagger trained on all train notes (e.g. the
@@ -36,7 +36,8 @@ from hybriddeid.features.token import TokenSequence
 from hybriddeid.io import read_corpus
 from hybriddeid.pipeline import Pipeline
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
+# the shared corpora sit beside the checkout; this script is in benchmarks/experiments/
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "meddocan"
 
 SpanRows = list[tuple[int, int, str, float]]
 

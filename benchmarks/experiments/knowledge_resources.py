@@ -1,6 +1,6 @@
 """Knowledge resources on MEDDOCAN: cluster build times and gazetteer coverage of gold spans.
 
-Usage: python benchmarks/knowledge_resources.py [--corpus DIR] [--out /tmp/meddocan_clusters]
+Usage: python benchmarks/experiments/knowledge_resources.py [--corpus DIR] [--out /tmp/meddocan_clusters]
                                                 [--skip-clusters] [--skip-1m] [--1m-min-count 2 1]
 
 1. Brown (C=1000) and word2vec + k-means (k = 50, 200, 1000) clusters of MEDDOCAN train+dev text
@@ -27,7 +27,8 @@ from hybriddeid.knowledge.build import build_clusters, note_sequences
 from hybriddeid.knowledge.dictionaries import load_gazetteers
 from hybriddeid.text.tokenize import lines, tokenize
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "meddocan"
+# the shared corpora sit beside the checkout; this script is in benchmarks/experiments/
+DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "meddocan"
 TYPES = ("NOMBRE_SUJETO_ASISTENCIA", "NOMBRE_PERSONAL_SANITARIO", "TERRITORIO", "PAIS", "CALLE", "HOSPITAL",
          "INSTITUCION", "PROFESION")
 

@@ -4,7 +4,7 @@ Trains each variant on train and scores it on dev (strict micro F1 with fine typ
 boundaries alone), with its training time and tagging speed (notes/second, one process).
 Speeds are comparable only within one run of this script.
 
-    python benchmarks/char_crf_choices.py [--train DIR] [--dev DIR] [--only NAME ...]
+    python benchmarks/experiments/char_crf_choices.py [--train DIR] [--dev DIR] [--only NAME ...]
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from hybriddeid.classifiers.char_crf import CharCRF
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
+# the shared corpora sit beside the checkout; this script is in benchmarks/experiments/
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "meddocan"
 BASE = {"language": "es", "max_iterations": 100, "label_level": "phi"}
 VARIANTS = {
     "full features, window [-5,5]": {"thin_interior": False, "radius": 5, "bigram_radius": 3, "trigram_radius": 2},

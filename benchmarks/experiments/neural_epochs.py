@@ -6,7 +6,7 @@ exported with ``git archive``) and with this checkout's, alternately, each in it
 the same threads; then tags M dev notes with the model this checkout trained, loaded by each
 code, and compares their spans. Prints seconds per epoch, notes per second and their ratios.
 
-    python benchmarks/neural_epochs.py [--architectures bigru,cedi] [--train-notes 60]
+    python benchmarks/experiments/neural_epochs.py [--architectures bigru,cedi] [--train-notes 60]
         [--dev-notes 60] [--epochs 2] [--threads 1] [--baseline-ref main] [--json OUT]
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ import time
 import tomllib
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-SHARED = HERE.parents[1] / "shared" / "corpora" / "meddocan"
+BENCHMARKS = Path(__file__).resolve().parents[1]  # this script is in benchmarks/experiments/
+ROOT = BENCHMARKS.parent
+SHARED = ROOT.parent / "shared" / "corpora" / "meddocan"
 
 
 def notes(folder: Path, count: int) -> list:
@@ -75,7 +75,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", type=Path, default=SHARED / "train" / "brat")
     parser.add_argument("--dev", type=Path, default=SHARED / "dev" / "brat")
-    parser.add_argument("--neural-config", type=Path, default=HERE / "neural_meddocan.toml")
+    parser.add_argument("--neural-config", type=Path, default=BENCHMARKS / "neural_meddocan.toml")
     parser.add_argument("--architectures", default="bigru,cedi")
     parser.add_argument("--train-notes", type=int, default=60)
     parser.add_argument("--dev-notes", type=int, default=60)
@@ -109,7 +109,7 @@ def main() -> int:
                 from hybriddeid.knowledge.build import ensure_clusters
                 from hybriddeid.pipeline import load_config
 
-                ensure_clusters(load_config(HERE / "meddocan.toml"), [args.train, args.dev], "es")
+                ensure_clusters(load_config(BENCHMARKS / "meddocan.toml"), [args.train, args.dev], "es")
                 settings["clusters"] = str(args.neural_config.parent / settings["clusters"])
             else:
                 settings.pop("clusters", None)

@@ -6,7 +6,7 @@ share of dev tokens the character CRF reads, and three end-to-end passes of ``Pi
 in this fresh process (the first with cold caches). Also shows one note where a short margin goes
 wrong with the bundled Spanish model.
 
-    python benchmarks/focus.py --model DIR [--margins 2,4,8]
+    python benchmarks/experiments/focus.py --model DIR [--margins 2,4,8]
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
 from hybriddeid.pipeline import Pipeline, load_config
 
-HERE = Path(__file__).resolve().parent
-SHARED = HERE.parents[1] / "shared" / "corpora" / "meddocan"
+BENCHMARKS = Path(__file__).resolve().parents[1]  # this script is in benchmarks/experiments/
+SHARED = BENCHMARKS.parents[1] / "shared" / "corpora" / "meddocan"
 # Made-up note (no real PHI); "Fecha de ingreso" is a field name, not a name.
 EXAMPLE = "Nombre: Zebulon Quagmire. NHC: 4417920. Fecha de ingreso: 14/03/2019."
 
@@ -54,7 +54,7 @@ def main() -> int:
 
     dev = read_corpus(args.dev)
     pipeline = Pipeline.load(args.model)
-    pipeline.config["pipeline"].update(load_config(HERE / "meddocan.toml")["pipeline"])
+    pipeline.config["pipeline"].update(load_config(BENCHMARKS / "meddocan.toml")["pipeline"])
     settings = pipeline.config["pipeline"]
     configured = dict(settings)
 

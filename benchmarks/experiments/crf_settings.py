@@ -6,7 +6,7 @@ merged with the config's score floor and propagation (on MEDDOCAN the character 
 to that merge; docs/explanation/meddocan.md), plus training seconds. Settings run two at a time, one process
 each, so their training times are comparable within a run.
 
-    python benchmarks/crf_settings.py [--settings c1=0.05,c2=0.01,max_iterations=100 ...] [--json OUT]
+    python benchmarks/experiments/crf_settings.py [--settings c1=0.05,c2=0.01,max_iterations=100 ...] [--json OUT]
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.build import ensure_clusters
 from hybriddeid.pipeline import Pipeline, load_config
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
+ROOT = Path(__file__).resolve().parents[2]  # the checkout; this script is in benchmarks/experiments/
+SHARED = ROOT.parent / "shared" / "corpora" / "meddocan"
 DEFAULT_SETTINGS = [
     "c1=0.05,c2=0.01,max_iterations=100",  # the configured setting
     "c1=0.05,c2=0.01,max_iterations=200",
@@ -68,7 +69,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", type=Path, default=SHARED / "train" / "brat")
     parser.add_argument("--dev", type=Path, default=SHARED / "dev" / "brat")
-    parser.add_argument("--config", type=Path, default=Path(__file__).with_name("meddocan.toml"))
+    parser.add_argument("--config", type=Path, default=ROOT / "benchmarks" / "meddocan.toml")
     parser.add_argument("--settings", nargs="+", default=DEFAULT_SETTINGS, help="token CRF settings, key=value,...")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the results here")

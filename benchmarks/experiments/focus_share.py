@@ -7,7 +7,7 @@ model on MEDDOCAN dev (first ``--notes`` notes each), the share of token charact
 runs and the share of lines touched, at the shipped setting and narrower ones, beside what makes
 the two sets differ: tokens per line and the share of tokens inside gold PHI.
 
-    python benchmarks/focus_share.py [--notes 100]
+    python benchmarks/experiments/focus_share.py [--notes 100]
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from hybriddeid.io import read_corpus
 from hybriddeid.pipeline import Pipeline
 from hybriddeid.synth import generate_corpus
 
-MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
+# the shared corpora sit beside the checkout; this script is in benchmarks/experiments/
+MEDDOCAN_DEV = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
 SETTINGS = ((0.999, 8), (0.999, 4), (0.999, 2), (0.99, 2))
 
 
