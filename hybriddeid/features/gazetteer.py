@@ -125,6 +125,37 @@ class Gazetteer:
             starts = [i for i, key in enumerate(word_keys) if key in prefixes]
         if not starts:
             return tags
+        phrase: tuple[str, ...] | None = None  # the words as a tuple, made for the first longer phrase
+        longest = self.max_words
+        free = 0  # the first word not inside a match already made
+        for i in starts:
+            if i < free:
+                continue
+            key = word_keys[i]
+            if key not in prefixes:
+                continue
+            label = table.get(key)
+            best_length, best_label = (0, "") if label is None else (1, label)
+            for length in range(2, min(longest, n - i) + 1):
+                if phrase is None:
+                    phrase = tuple(words)
+                key = _cached_key(phrase[i:i + length])
+                if key not in prefixes:
+                    break
+                label = table.get(key)
+                if label is not None:
+                    best_length, best_label = length, label
+            if best_length == 0:
+                continue
+            if best_length == 1:
+                tags[i] = "S-" + best_label
+            else:
+                tags[i] = "B-" + best_label
+                for j in range(i + 1, i + best_length - 1):
+                    tags[j] = "I-" + best_label
+                tags[i + best_length - 1] = "E-" + best_label
+            free = i + best_length
+        return tags
         words = tuple(words)
         free = 0  # the first word not inside a match already made
         for i in starts:
