@@ -108,16 +108,17 @@ def test_untagged_words_stay_untagged(pipelines: dict[str, Pipeline], language: 
     """Clinical words, drug names and vital signs: every word in every context."""
     suite = [p for p in probes.load_probes(language) if p.check == "untagged"]
     outcome = probes.run_probes(pipelines[language], suite)
-    assert len(suite) >= 450
+    assert len(suite) >= 1800
     assert sum(outcome) / len(suite) >= 0.985
 
 
 def test_spanish_relation_words_are_kept_in_surrogate_mode(pipelines: dict[str, Pipeline]) -> None:
     """"Su hija, Marta": MEDDOCAN tags the relation word; surrogate mode must write it back as it was.
-    Every relation word in every context (1.00 when written; 0.29 before relation words were kept)."""
+    Every relation word in every context: 0.958 when written, 0.293 before relation words were kept
+    (the rest: the model tags "hija Teresa" after "Contacto de urgencia:" as an e-mail address)."""
     suite = [p for p in probes.load_probes("es") if p.check == "kept"]
     outcome = probes.run_probes(pipelines["es"], suite)
-    assert len(suite) >= 150 and sum(outcome) / len(suite) >= 0.95
+    assert len(suite) >= 600 and sum(outcome) / len(suite) >= 0.95
 
 
 # ---- the issue's cases ----------------------------------------------------------------------------
