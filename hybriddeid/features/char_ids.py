@@ -311,13 +311,24 @@ class CharScorer:
         weights, at each offset of the window, of the n-gram's features at that offset (strings
         ``features.char.context_ngrams`` writes for ``offsets``) and its prefixes'."""
         columns = [f"c{size}[{offset}]=" if offset in offsets else None for offset in self._ngram_offsets.tolist()]
-        shifts = [_CODE_BITS * (size - 1 - j) for j in range(size)]
+        shifts = np.array([_CODE_BITS * (size - 1 - j) for j in range(size)], np.int64)
         n_labels = self.state.shape[1]
+        present = [i for i, prefix in enumerate(columns) if prefix]  # the offsets where this size is read
+        ids_of = getattr(getattr(self.attribute_id, "__self__", None), "attribute_ids_of", None)
 
         def build(keys: list[int]) -> np.ndarray:
-            grams = ["".join([chr((key >> shift) & _CODE_MASK) for shift in shifts]) for key in keys]
-            own = self._sum([[prefix + gram] if prefix else [] for gram in grams for prefix in columns])
-            own = own.reshape(len(keys), len(columns) * n_labels)
+            # the n-grams as strings: their code points unpacked, decoded at once (not a chr per character)
+            codes = (np.array(keys, np.int64)[:, None] >> shifts) & _CODE_MASK
+            joined = codes.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
+            grams = [joined[i:i + size] for i in range(0, len(joined), size)]
+            if ids_of is not None:  # one feature (or none) per offset: its weights' row, the zero row where none
+                ids = np.full((len(keys), len(columns)), len(self.state) - 1, np.int64)
+                ids[:, present] = np.array(ids_of([columns[i] + gram for gram in grams for i in present]),
+                                           np.int64).reshape(len(keys), len(present))
+                own = self.state[ids].reshape(len(keys), len(columns) * n_labels)
+            else:
+                own = self._sum([[prefix + gram] if prefix else [] for gram in grams for prefix in columns])
+                own = own.reshape(len(keys), len(columns) * n_labels)
             if size > 1:
                 own += self._ngrams[size - 1].values(np.array(keys, np.int64) >> _CODE_BITS)
             return own
