@@ -106,6 +106,24 @@ def test_a_full_form_cache_is_cleared_and_scores_stay_the_same(english: TokenCRF
         featurizer.cache_size = size
 
 
+def test_new_forms_summed_together_give_the_bits_one_sum_per_form_gives(english: TokenCRF) -> None:
+    """A batch's new forms get their own rows from one padded sum per few hundred forms: the same
+    bits as ``state[known].sum(axis=0)`` per form (numpy's reduceat would differ in the last bits)."""
+    featurizer = english._token_ids()
+    generator = np.random.default_rng(3)
+    pending = [(row, list(generator.integers(0, featurizer.none, int(generator.integers(1, 70)))))
+               for row in range(600)]
+    featurizer._ensure(featurizer._count + 600)
+    saved = featurizer._own[:600].copy()
+    try:
+        featurizer._new_known = list(pending)
+        featurizer._sum_new()
+        expected = np.array([featurizer.state[known].sum(axis=0) for _, known in pending])
+        assert np.array_equal(featurizer._own[:600], expected) and featurizer._new_known == []
+    finally:
+        featurizer._own[:600] = saved
+
+
 @pytest.mark.skipif(not MEDDOCAN_DEV.is_dir(), reason="MEDDOCAN dev is not next to the repository")
 def test_bundled_spanish_model_scores_as_its_strings_on_meddocan() -> None:
     component = Pipeline.load("es").components["token"]

@@ -40,9 +40,21 @@ def _cached_key(words: tuple[str, ...]) -> str:
     return phrase_key(words)
 
 
+# word -> phrase_key of the word alone: a note's words cost one dict lookup each, not a call each
+_WORD_KEYS: dict[str, str] = {}
+_WORD_KEYS_LIMIT = 1 << 15  # emptied when full, as the phrase memo's size
+
+
 def keys_of_words(words: Sequence[str]) -> list[str]:
     """Each word's own key (``phrase_key`` of the word alone), as ``Gazetteer.tag`` takes them."""
-    return [_cached_key((word,)) for word in words]
+    keys = list(map(_WORD_KEYS.get, words))
+    if None in keys:
+        if len(_WORD_KEYS) >= _WORD_KEYS_LIMIT:
+            _WORD_KEYS.clear()
+        for i, key in enumerate(keys):
+            if key is None:
+                keys[i] = _WORD_KEYS[words[i]] = phrase_key((words[i],))
+    return keys
 
 
 def phrase_tokens(phrase: str) -> tuple[str, ...]:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 FORM_CACHE_SIZE = 1 << 15
 # Distinct line-fact combinations kept (each two rows of labels x 8 bytes).
 LINE_CACHE_SIZE = 1 << 12
+_SUM_CHUNK = 256  # new forms summed at once (ids x features x labels floats held meanwhile)
 # The extractors computed from ids, by the function each name must still be registered as.
 ID_EXTRACTORS: dict[str, Callable[..., None]] = {
     name: getattr(token_features, "_" + name)
@@ -220,6 +221,7 @@ class TokenIds:
         self._wk_names = [f"w[{k}]=" for k in range(-window, window + 1)]
         self.places = self._place_rows()
         self._own = np.zeros((0, self.n_labels))
+        self._new_known: list[tuple[int, list[int]]] = []  # new forms whose own rows _sum_new adds up
         self._ids = np.zeros((0, 2 * window + 1 + _N_COLUMNS), np.int32)  # ids and small codes
         self._clear()
 
@@ -332,7 +334,10 @@ class TokenIds:
             names += ("L=" + lower, "R=" + lower)
         ids = self._aids(names)
         known = [i for i in ids[:own] if i != none]
-        self._own[form] = self.state[known].sum(axis=0) if known else 0.0
+        if known:  # summed with the batch's other new forms (_sum_new)
+            self._new_known.append((form, known))
+        else:
+            self._own[form] = 0.0
         row = [none] * (base + _N_COLUMNS)
         for column, found in zip(columns, ids[own:]):
             row[column] = found
@@ -352,6 +357,19 @@ class TokenIds:
         self._forms[text] = form
         self._count += 1
         return form
+
+    def _sum_new(self) -> None:
+        """Each new form's own row, the sum of its features' weights, for the batch's new forms a few
+        hundred at a time: their ids padded with the zero row and summed over that axis, which adds
+        row after row as ``state[known].sum(axis=0)`` does, so the same bits (np.add.reduceat does
+        not)."""
+        pending, self._new_known = self._new_known, []
+        for at in range(0, len(pending), _SUM_CHUNK):
+            chunk = pending[at:at + _SUM_CHUNK]
+            lengths = np.array([len(known) for _, known in chunk], np.int64)
+            ids = np.full((len(chunk), int(lengths.max())), self.none, np.int64)
+            ids[np.arange(ids.shape[1]) < lengths[:, None]] = [i for _, known in chunk for i in known]
+            self._own[[form for form, _ in chunk]] = self.state[ids].sum(axis=1)
 
     def _line_row(self, features: tuple[str, ...], key: str) -> int:
         """The row of ``_line_table`` that sums a line's facts and ``key=`` (the next row: its
@@ -441,6 +459,7 @@ class TokenIds:
         if None in forms:
             intern = self._intern
             forms = [intern(text) if form is None else form for form, text in zip(forms, texts)]
+            self._sum_new()
         # per token: its line, place in the line and position in ``flat``
         n_of = np.array(sizes, np.int64)
         line_of = np.repeat(np.arange(len(lines)), n_of)
