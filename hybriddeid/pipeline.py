@@ -31,8 +31,9 @@ from hybriddeid.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
-from hybriddeid.classifiers.validators import (ip_address_possible, measurement_piece, numeric_date_possible,
-                                               reading_after_label, series_piece)
+from hybriddeid.classifiers.validators import (age_possible, ip_address_possible, measurement_piece,
+                                               numeric_date_possible, reading_after_label, reading_with_unit,
+                                               series_piece)
 from hybriddeid.document import Document, Span
 from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words
 from hybriddeid.languages import unread_letters
@@ -527,6 +528,7 @@ class Pipeline:
             labels = {span.label for span in spans}
             checks = {label: numeric_date_possible for label in labels if taxonomy.category(label) == "DATE"}
             checks.update({label: ip_address_possible for label in labels if label == "IPADDR"})
+            checks.update({label: age_possible for label in labels if taxonomy.category(label) == "AGE"})
             identifiers = {label for label in labels if label == "IPADDR" or taxonomy.category(label) == "ID"}
             dates = {label for label in labels if taxonomy.category(label) == "DATE"}
             readings = measurement_labels(self.language)
@@ -537,6 +539,8 @@ class Pipeline:
                     continue
                 if span.label in dates and (series_piece(doc.text, span.start, span.end)
                                             or reading_after_label(doc.text, span.start, span.end, readings)):
+                    continue
+                if span.label in dates and reading_with_unit(doc.text, span.start, span.end):
                     continue
                 check = checks.get(span.label)
                 if check is not None:

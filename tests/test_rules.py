@@ -849,3 +849,21 @@ def test_a_plain_word_needs_is_found_by_str_find_wherever_its_regex_search_finds
             elif not literal[1]:
                 assert not _literal_found(literal, text), (needs, text)
     assert not _literal_found(("hosp", True), "no such word")
+
+
+def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
+    """"10/5/50%" (a ventilator setting) and "1000-2000cc" (a fluid balance) are readings, not a date or an
+    age: a unit is glued to them; an age above 125 is none. A date before a blank and a real age stay."""
+    from hybriddeid import Pipeline
+    from hybriddeid.document import Document, Span
+
+    pipeline = Pipeline.load("en")
+    text = "on 10/5/50% FIO2, 1000-2000cc out, 5/12PEEP. Born 10/5/50, a 92yo, age 131, on the 3rd, 1990s."
+    found = []
+    for surface, label in (("10/5/50", "DATE"), ("1000-2000", "AGE"), ("5/12", "DATE"), ("10/5/50", "DATE"),
+                           ("92", "AGE"), ("131", "AGE"), ("3", "DATE"), ("1990", "DATE")):
+        start = text.index(surface, found[-1].end if found else 0)
+        found.append(Span(start, start + len(surface), label, "token"))
+    kept = [(text[s.start:s.end], s.start > text.index("Born")) for s in pipeline.within_phi_set(Document("u", text), found)]
+    assert kept == [("10/5/50", True), ("92", True), ("3", True), ("1990", True)]
+

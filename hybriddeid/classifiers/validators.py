@@ -144,6 +144,7 @@ def measurement_piece(text: str, start: int, end: int) -> bool:
 
 
 # A pair of short numbers ("5/12", "90-110"): what a date without a year and a reading share.
+MAX_AGE = 125  # above the oldest recorded human age (122)
 _NUMBER_RUN_BEFORE = regex.compile(r"[\d./-]*$")
 _NUMBER_RUN_AROUND = regex.compile(r"[\d./-]+")
 _NUMBER_PAIR = regex.compile(r"\d{1,3}\s?[/-]\s?\d{1,3}")
@@ -163,6 +164,23 @@ def series_piece(text: str, start: int, end: int) -> bool:
     whole = run.group() if run else text[start:end]
     # "3/4" of "3/4/95" cut short is still a date: a run of at most three numbers that reads as one
     return not (len(_NUMBER.findall(whole)) <= 3 and "." not in whole and numeric_date_possible(whole))
+
+
+_NUMBERS_ONLY = regex.compile(r"[\d\s./-]*\d[\d\s./-]*")
+_UNIT_AFTER = regex.compile(r"%|(?!(?i:st|nd|rd|th|s)\b)\p{L}")  # not an ordinal's or a decade's ending
+
+
+def reading_with_unit(text: str, start: int, end: int) -> bool:
+    """Whether the numbers ``text[start:end]`` carry a unit glued right after them ("10/5/50%",
+    "5/12PEEP"): a reading. A date written in numbers ends before a blank or a sign, never a percent
+    or a letter (but an ordinal's or a decade's: "3rd", "1990s"). Not for ages, which take theirs ("59yo")."""
+    return bool(_NUMBERS_ONLY.fullmatch(text[start:end])) and _UNIT_AFTER.match(text, end) is not None
+
+
+def age_possible(text: str) -> bool:
+    """Whether an age written in digits could be one: no number in it above ``MAX_AGE`` ("1000-2000"
+    of a fluid balance is none). Text without digits ("ninety") is left to other checks."""
+    return all(int(number) <= MAX_AGE for number in _NUMBER.findall(text))
 
 
 def reading_after_label(text: str, start: int, end: int, labels: frozenset[str]) -> bool:
