@@ -6,12 +6,23 @@ precedence lists (or fewer sources). A span whose own ``source`` ends in ``FALLB
 rule marked ``fallback``) ranks after every source: it fills a gap the classifiers left, or widens
 their shorter spans that lie inside it ("Bernard" to "Bernard Foley"), and never cuts a longer span
 of theirs.
+
+Given the note's ``text``, a span that loses an overlap is not dropped whole: what it covers outside
+the spans kept before it (its *remainders*) is kept, with its label, source and score, where a
+remainder holds a letter or digit. A token CRF's "Jordi Kowalczyk, DNI 45123987Z" cut by a rule's
+"45123987Z" leaves "Jordi Kowalczyk": dropping it left the name in the output. At each edge the cut
+made, a remainder is trimmed of blanks and punctuation and of the ``labels`` given (lower-case field
+labels and stop words of the note's language: "DNI" before the number names the field, it is not
+PHI), so a remainder made only of such words is dropped. The edges the classifier drew itself stay
+as it drew them.
 """
 from __future__ import annotations
 
 import bisect
 import re
-from typing import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from functools import lru_cache
+from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from hybriddeid.document import Span, span_order
 
@@ -19,12 +30,16 @@ DEFAULT_PRECEDENCE = ("rule", "char", "token")
 FALLBACK_SUFFIX = "+fallback"
 
 
-def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> list[Span]:
+def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] = DEFAULT_PRECEDENCE,
+          text: str | None = None, labels: Collection[str] = frozenset()) -> list[Span]:
     """Merge each source's spans; higher-precedence sources win overlaps. Output is sorted.
 
     Sources missing from ``precedence`` rank after those listed, in the mapping's order; a
     span's rank comes from the mapping key it is filed under. Within
     one source, overlapping spans are resolved longest first. Every output span keeps its source.
+    With the note's ``text``, a span that loses an overlap keeps its remainders (the module's
+    docstring), trimmed of ``labels`` (lower-case phrases: field labels, stop words) where cut;
+    without it, it is dropped whole.
     """
     order = list(precedence) + [source for source in spans_by_source if source not in precedence]
     rank = {source: i for i, source in enumerate(order)}
@@ -40,13 +55,63 @@ def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[st
     fallbacks.sort(key=lambda span: (-(span.end - span.start), span.start))
     kept: list[Span] = []
     taken = _Taken(max((span.end for spans in spans_by_source.values() for span in spans), default=0))
+    phrases = _phrases(frozenset(labels))
     for _, span in candidates:
         if not taken.overlaps(span.start, span.end):
             kept.append(span)
             taken.take(span.start, span.end)
+        elif text is not None:
+            pieces = [replace(span, start=start, end=end) for start, end in _remainders(text, span, taken, phrases)]
+            for piece in pieces:
+                kept.append(piece)
+                taken.take(piece.start, piece.end)
     if fallbacks:
         kept = _fill_with_fallbacks(kept, fallbacks, taken)
     return sorted(kept, key=span_order)
+
+
+# A word of a remainder or of a label: a run of letters and digits (re's [^\W_] is str.isalnum).
+_WORD = re.compile(r"[^\W_]+")
+
+
+@lru_cache(maxsize=8)
+def _phrases(labels: frozenset[str]) -> tuple[frozenset[tuple[str, ...]], int]:
+    """``labels`` as tuples of their lower-case words ("localidad/ provincia": both words), and the
+    most words one has."""
+    phrases = frozenset(words for words in (tuple(_WORD.findall(label.lower())) for label in labels) if words)
+    return phrases, max(map(len, phrases), default=0)
+
+
+def _remainders(text: str, span: Span, taken: "_Taken",
+                phrases: tuple[frozenset[tuple[str, ...]], int]) -> Iterator[tuple[int, int]]:
+    """The stretches of ``span`` outside ``taken`` that still hold a word once trimmed, at each edge a
+    taken span cut, of blanks, punctuation and label phrases ("NºCol" after a name glued to it too)."""
+    known, longest = phrases
+    for start, end in taken.free(span.start, span.end):
+        words = [(match.start(), match.end(), match.group().lower()) for match in _WORD.finditer(text, start, end)]
+        cut_left, cut_right = start > span.start, end < span.end
+        if cut_right:
+            _trim_labels(words, known, longest, from_end=True)
+        if cut_left:
+            _trim_labels(words, known, longest, from_end=False)
+        if words:
+            yield (words[0][0] if cut_left else start), (words[-1][1] if cut_right else end)
+
+
+def _trim_labels(words: list[tuple[int, int, str]], known: frozenset[tuple[str, ...]], longest: int,
+                 from_end: bool) -> None:
+    """Remove label phrases from the end (or start) of ``words`` while there is one, the longest first."""
+    while words:
+        for size in range(min(longest, len(words)), 0, -1):
+            edge = words[-size:] if from_end else words[:size]
+            if tuple(word for _, _, word in edge) in known:
+                if from_end:
+                    del words[-size:]
+                else:
+                    del words[:size]
+                break
+        else:
+            return
 
 
 def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: "_Taken") -> list[Span]:
@@ -175,3 +240,14 @@ class _Taken:
 
     def take(self, start: int, end: int) -> None:
         self._covered[start:end] = b"\x01" * (end - start)
+
+    def free(self, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """The stretches of ``start:end`` that no span taken covers, in order."""
+        covered = self._covered
+        while start < end:
+            stop = covered.find(1, start, end)
+            stop = end if stop == -1 else stop
+            if stop > start:
+                yield start, stop
+            start = covered.find(0, stop, end)
+            start = end if start == -1 else start

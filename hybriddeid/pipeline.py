@@ -35,8 +35,9 @@ from hybriddeid.classifiers.validators import (age_possible, ip_address_possible
                                                numeric_date_possible, reading_after_label, reading_with_unit,
                                                series_piece)
 from hybriddeid.document import Document, Span
+from hybriddeid.features.context import field_labels
 from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words
-from hybriddeid.languages import unread_letters
+from hybriddeid.languages import register_cache, stop_words, unread_letters
 from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
 from hybriddeid.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
 from hybriddeid.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
@@ -265,6 +266,14 @@ def config_overrides(path: Path) -> dict[str, Any]:
             elif isinstance(values.get(key), list):
                 values[key] = [str(path.parent / item) for item in values[key]]
     return data
+
+
+@register_cache
+@lru_cache(maxsize=None)
+def label_words(language: str) -> frozenset[str]:
+    """What names or joins a note's fields rather than fills them: ``language``'s field labels and
+    stop words (lower-case). The merger trims them off a span where it cuts one (``merge.merge``)."""
+    return field_labels(language) | stop_words(language)
 
 
 @lru_cache(maxsize=16)
@@ -616,9 +625,11 @@ class Pipeline:
         phi_set: str | None = None,
     ) -> list[Span]:
         """Filter, merge and (if configured) propagate per-source spans, then keep those inside
-        ``phi_set`` (default: the config's): the pipeline's final step."""
+        ``phi_set`` (default: the config's): the pipeline's final step. The merger reads the note: a
+        span that loses an overlap keeps what lies outside the winner (``merge.merge``)."""
         settings = self.config["pipeline"]
-        spans = merge(filter_scores(by_source, settings["min_score"]), self.precedence if precedence is None else precedence)
+        spans = merge(filter_scores(by_source, settings["min_score"]), self.precedence if precedence is None else precedence,
+                      doc.text, label_words(self.language))
         spans = propagate(doc.text, spans) if settings["propagate"] else spans
         if settings["safelist"]:
             spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]

@@ -193,3 +193,81 @@ def test_a_fallback_widens_shorter_spans_inside_it_but_never_cuts_a_longer_one()
         (40, 45, fallback),      # a gap filled
         (50, 55, "token"),       # the same extent: the classifier's span stays
     ]
+
+
+# ---- remainders: what a span that loses an overlap covers outside the winner ----------------------
+
+def _surfaces(text: str, spans: list[Span]) -> list[tuple[str, str, str, float]]:
+    return [(text[s.start:s.end], s.label, s.source, s.score) for s in spans]
+
+
+def test_a_cut_span_keeps_its_remainder_trimmed_of_the_field_label_at_the_cut():
+    """The token CRF's "Jordi Kowalczyk, DNI 45123987Z" cut by the DNI rule: the name stays PHI, with the
+    CRF's label, source and score; "DNI" (a field label) and ", " at the cut are not."""
+    text = "Paciente: Jordi Kowalczyk, DNI 45123987Z."
+    by_source = {"rule": [Span(31, 40, "ID_SUJETO_ASISTENCIA", "rule")], "token": [Span(10, 40, "CALLE", "token", 0.5)]}
+    assert _surfaces(text, merge(by_source, text=text, labels={"dni", "paciente"})) == [
+        ("Jordi Kowalczyk", "CALLE", "token", 0.5), ("45123987Z", "ID_SUJETO_ASISTENCIA", "rule", 1.0)]
+    # without the note's text the merger cannot tell a name from a label: the lower span goes whole, as before
+    assert merge(by_source) == [Span(31, 40, "ID_SUJETO_ASISTENCIA", "rule")]
+    # without the label, "DNI" stays in the remainder: only punctuation and blanks are trimmed then
+    assert _surfaces(text, merge(by_source, text=text))[0][0] == "Jordi Kowalczyk, DNI"
+
+
+@pytest.mark.parametrize("text, lower, higher, labels, expected", [
+    pytest.param("Tel: 612 345 678", (0, 16), [(5, 16)], {"tel"}, [], id="a remainder of a label alone is dropped"),
+    pytest.param("DNI: 45123987Z", (0, 14), [(5, 14)], {"dni"}, [], id="case is ignored"),
+    pytest.param("al lado, - 612 345 678", (0, 22), [(11, 22)], {"al", "lado"}, [],
+                 id="a remainder of stop words and punctuation is dropped"),
+    pytest.param("Ana Ruiz fecha de nacimiento 01/02/1990", (0, 39), [(29, 39)], {"fecha de nacimiento", "de"},
+                 ["Ana Ruiz"], id="a label of several words, the longest first"),
+    pytest.param("de Ana, tel 612 345 678", (0, 23), [(12, 23)], {"de", "tel"}, ["de Ana"],
+                 id="the edge the classifier drew is left as drawn"),
+    pytest.param("Ana Ruiz 612 345 678 de Madrid.", (0, 30), [(9, 20)], {"de"}, ["Ana Ruiz", "Madrid"],
+                 id="a span cut in the middle keeps both sides, each trimmed where cut"),
+    pytest.param("Ana Ruiz 612 345 678 Sevilla", (0, 28), [(0, 3), (9, 20)], set(), ["Ruiz", "Sevilla"],
+                 id="several winners: every stretch outside them"),
+    pytest.param("45123987Z", (0, 9), [(0, 8)], set(), ["Z"], id="a letter left of a word the cut split is kept"),
+    pytest.param("Ana, Ruiz", (0, 9), [(0, 3), (5, 9)], set(), [], id="punctuation alone between winners is dropped"),
+])
+def test_remainders(text, lower, higher, labels, expected):
+    by_source = {"rule": [Span(start, end, "ID", "rule") for start, end in higher], "token": [Span(*lower, "NAME", "token")]}
+    out = merge(by_source, text=text, labels=labels)
+    assert [text[s.start:s.end] for s in out if s.source == "token"] == expected
+    assert [(s.start, s.end) for s in out if s.source == "rule"] == higher  # the winners are untouched
+
+
+def test_remainders_never_overlap_each_other_or_a_winner_and_hold_a_letter_or_digit():
+    import random
+
+    rng = random.Random(3)
+    for _ in range(300):
+        text = "".join(rng.choice(["Ana", "DNI", "de", " ", ", ", "12", "-", "\n", "Ruiz"]) for _ in range(rng.randint(5, 30)))
+        by_source = {}
+        for source in ("rule", "char", "token"):
+            spans = []
+            for _ in range(rng.randint(0, 4)):
+                start = rng.randrange(len(text))
+                spans.append(Span(start, rng.randint(start + 1, len(text)), "X", source))
+            by_source[source] = spans
+        out = merge(by_source, text=text, labels={"dni", "de"})
+        assert all(a.end <= b.start for a, b in zip(out, out[1:])), text
+        assert all(any(ch.isalnum() for ch in text[s.start:s.end]) for s in out if s not in by_source[s.source])
+
+        def letters_and_digits(spans):
+            return {i for s in spans for i in range(s.start, s.end) if text[i].isalnum()}
+
+        # without labels to trim, every letter and digit the merger kept without the text it keeps with it
+        assert letters_and_digits(merge(by_source)) <= letters_and_digits(merge(by_source, text=text)), text
+
+
+def test_a_fallback_still_widens_a_remainder_inside_it():
+    """Remainders are merged spans like any other: a fallback rule span around one widens it."""
+    from hybriddeid.merge import FALLBACK_SUFFIX
+
+    text = "Bernard Foley 45123987Z"
+    fallback = "rule" + FALLBACK_SUFFIX
+    # the token CRF's "Foley 45123987Z" cut by the ID rule leaves "Foley", inside the fallback's "Bernard Foley"
+    by_source = {"rule": [Span(14, 23, "ID", "rule"), Span(0, 13, "DOCTOR", fallback)], "token": [Span(8, 23, "PATIENT", "token")]}
+    assert _surfaces(text, merge(by_source, text=text)) == [
+        ("Bernard Foley", "DOCTOR", fallback, 1.0), ("45123987Z", "ID", "rule", 1.0)]

@@ -115,10 +115,15 @@ def test_untagged_words_stay_untagged(pipelines: dict[str, Pipeline], language: 
 def test_spanish_relation_words_are_kept_in_surrogate_mode(pipelines: dict[str, Pipeline]) -> None:
     """"Su hija, Marta": MEDDOCAN tags the relation word; surrogate mode must write it back as it was.
     Every relation word in every context: 0.958 when written, 0.293 before relation words were kept
-    (the rest: the model tags "hija Teresa" after "Contacto de urgencia:" as an e-mail address)."""
+    (the rest: the model tags "hija Teresa" after "Contacto de urgencia:" as an e-mail address).
+    0.908 since the merger keeps what a rule leaves of a CRF span: the token CRF reads "hijo Rosa,
+    612 345 678" after "Contacto:" as one street (CALLE); the phone rule took the number and the rest
+    was dropped, the relation word kept and the name left in the output. Now "hijo Rosa" stays a
+    street, replaced whole in surrogate mode: every probe of that context fails here, and the name
+    is removed."""
     suite = [p for p in probes.load_probes("es") if p.check == "kept"]
     outcome = probes.run_probes(pipelines["es"], suite)
-    assert len(suite) >= 600 and sum(outcome) / len(suite) >= 0.95
+    assert len(suite) >= 600 and sum(outcome) / len(suite) >= 0.9
 
 
 # ---- the issue's cases ----------------------------------------------------------------------------
@@ -136,6 +141,24 @@ def test_spanish_relation_words_are_kept_in_surrogate_mode(pipelines: dict[str, 
 def test_spanish_identity_numbers_are_found_as_identifiers(pipelines: dict[str, Pipeline], text: str, value: str) -> None:
     found = [(s.start, text[s.start:s.end]) for s in pipelines["es"].predict(text) if s.label.startswith(("ID_", "OTRO_NUMERO"))]
     assert found == [(text.index(value), value)]
+
+
+@pytest.mark.parametrize("context, label", [("Paciente: {v}, DNI 45123987Z.", "DNI"), ("Contacto: hijo {v}, 612 345 678.", None)])
+def test_a_name_stays_found_when_a_rule_takes_the_number_after_it(pipelines: dict[str, Pipeline], context: str,
+                                                                 label: str | None) -> None:
+    """The token CRF reads the name and the number as one span; the rule's number wins the overlap and
+    the merger keeps the rest, less the field label at the cut (hybriddeid.merge). Before, the whole
+    CRF span was dropped and the name left in the output: 3/38 and 0/38 names of these two probe
+    contexts covered, 36/38 and 38/38 after."""
+    text = context.format(v="Jordi Kowalczyk")
+    spans = [(s.start, s.end) for s in pipelines["es"].predict(text)]
+    start = text.index("Jordi")
+    assert probes.covered(text, start, start + len("Jordi Kowalczyk"), spans)
+    if label is not None:  # the field's name is no PHI
+        at = text.index(label)
+        assert not probes.touched(at, at + len(label), spans)
+    suite = [p for p in probes.load_probes("es") if p.context == context and not p.must_stay]
+    assert len(suite) >= 30 and sum(probes.run_probes(pipelines["es"], suite)) / len(suite) >= 0.9
 
 
 def test_an_unvalidated_number_without_a_label_is_left() -> None:
