@@ -83,9 +83,9 @@ def test_counts_recall_and_groups_under_i2b2(en_real):
 
 def test_hipaa_drops_ages_under_90(en_real):
     score = _score(en_real, "hipaa")
-    assert (score["tp"], score["fp"], score["fn"]) == (8, 9, 9)
+    assert (score["tp"], score["fp"], score["fn"]) == (8, 8, 9)  # "2021" alone is a year, outside hipaa too
     assert score["false_alarms"]["age"]["tokens"] == 0
-    assert score["pred_spans_dropped"] == 1
+    assert score["pred_spans_dropped"] == 2
 
 
 def test_dont_care_tokens_count_neither_way(en_real):
@@ -161,7 +161,8 @@ def test_physionet_groups_through_score_row(en_real):
     score = en_real.score_row([GOLD_P], [PRED_P], load_taxonomy("physionet"), load_taxonomy("i2b2-2014"), "hipaa",
                               en_real.rules_for("physionet"))
     assert list(score["misses"]) == list(en_real.PHYSIONET_MISS_GROUPS)
-    assert _counts(score["misses"]) == {"month_day": 4, "short_year": 1, "lower_case_name": 1, "capitals_name": 2,
+    # the two-digit year (DateYear) is neutral under hipaa: a year alone is no Safe Harbor identifier
+    assert _counts(score["misses"]) == {"month_day": 4, "lower_case_name": 1, "capitals_name": 2,
                                         "place": 1, "initial": 1}
     assert _counts(score["false_alarms"]) == {"vital": 2, "capitals": 1}  # "99" "1" of "T 99.1"; "RN"
     assert score["misses"]["place"]["examples"] == [("[Bellweather] Location", 1)]
