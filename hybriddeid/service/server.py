@@ -133,8 +133,9 @@ def run_server(app: Any, host: str = "127.0.0.1", port: int = 8000, ssl_certfile
                limits: ServiceLimits | None = None) -> int:
     """Serve ``app`` until stopped by a signal; 0 after a graceful stop, 2 when it cannot start.
     ``limits``: the connections' timeouts and cap (the request limits are the app's). The listen backlog
-    is also how many connections asyncio accepts at once, before the cap can close any: it is kept within
-    the open files reserved beside the cap (``limits.fit_open_files``)."""
+    is also how many connections asyncio accepts at once, before the cap can close any, and a busy event loop
+    can accept a few such batches before their protocols start: it is a quarter of the open files reserved
+    beside the cap (``limits.fit_open_files``), so three batches in flight still fit."""
     limits = limits or ServiceLimits()
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
                             ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
@@ -142,7 +143,7 @@ def run_server(app: Any, host: str = "127.0.0.1", port: int = 8000, ssl_certfile
                             timeout_graceful_shutdown=int(graceful_timeout) if graceful_timeout else None,
                             server_header=False, http=_protocol(limits),
                             timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type] # a float works
-                            backlog=min(limits.max_connections, OPEN_FILES_RESERVE // 2))
+                            backlog=min(limits.max_connections, OPEN_FILES_RESERVE // 4))
     server = uvicorn.Server(config)
     throttle = OncePerMinute()
     for name in THROTTLED_LOGGERS:
