@@ -715,6 +715,9 @@ class Pipeline:
             if not (path / name).is_dir():
                 raise FileNotFoundError(f"{path}: the config lists component {name!r} but its folder is missing")
             pipeline.components[name] = load_component(name, pipeline.config, path / name, device)
+            # Settings an older layout kept in the component's own files (``files_settings_``, e.g.
+            # the span typer's params.toml) join its config section, so saving again keeps them.
+            pipeline.config[name].update(getattr(pipeline.components[name], "files_settings_", {}))
         if pipeline.meta.get("labels"):
             warn_unseen_labels(pipeline.components, pipeline.meta["labels"], f"{path}'s training corpus",
                                taxonomy_aware=True)

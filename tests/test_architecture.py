@@ -168,12 +168,52 @@ def test_a_saved_model_is_one_config_and_native_files_and_the_config_is_what_loa
     pipeline = Pipeline({"pipeline": {"language": "es"}, "char": {"max_iterations": 10},
                          "token": {"max_iterations": 10}}).fit(toy_corpus(), n_jobs=1)
     pipeline.to_disk(tmp_path / "model")
-    assert not list((tmp_path / "model").glob("*/params.toml"))
+    assert (tmp_path / "model" / "char" / "typer" / "typer.crfsuite").is_file()  # the span typer is saved ...
+    assert not list((tmp_path / "model").rglob("params.toml"))  # ... with its settings in config.toml
     config = tmp_path / "model" / "config.toml"
     text = config.read_text(encoding="utf-8")
-    assert "window = 2" in text
+    assert "window = 2" in text and "typer_context = 3" in text
     config.write_text(text.replace("window = 2", "window = 1"), encoding="utf-8")
     assert Pipeline.load(tmp_path / "model").components["token"].window == 1  # editing the config has an effect
+
+
+def test_the_span_typer_is_trained_and_loaded_with_the_char_sections_typer_settings(tmp_path):
+    pipeline = Pipeline({"pipeline": {"language": "es", "components": ["char"], "precedence": ["char"]},
+                         "char": {"max_iterations": 10, "typer_context": 1, "typer_max_iterations": 20}}).fit(
+                             toy_corpus(), n_jobs=1)
+    typer = pipeline.components["char"].typer_
+    assert (typer.context, typer.max_iterations, typer.c2) == (1, 20, 0.1)
+    pipeline.to_disk(tmp_path / "model")
+    config = tmp_path / "model" / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace("typer_context = 1", "typer_context = 2"),
+                      encoding="utf-8")
+    assert Pipeline.load(tmp_path / "model").components["char"].typer_.context == 2  # the config is what loads
+
+
+def test_a_model_saved_with_the_typers_own_params_toml_still_loads_with_those_settings(tmp_path):
+    """Models saved before one config (bundled ones included) kept the span typer's settings in
+    char/typer/params.toml and none in config.toml: such a folder loads with that file's settings."""
+    docs = toy_corpus()
+    pipeline = Pipeline({"pipeline": {"language": "es"}, "char": {"max_iterations": 10, "typer_context": 1},
+                         "token": {"max_iterations": 10}}).fit(docs, n_jobs=1)
+    pipeline.to_disk(tmp_path / "new")
+    shutil.copytree(tmp_path / "new", tmp_path / "old")
+    config = tmp_path / "old" / "config.toml"
+    lines = config.read_text(encoding="utf-8").splitlines(keepends=True)
+    config.write_text("".join(line for line in lines if not line.startswith("typer_")), encoding="utf-8")
+    (tmp_path / "old" / "char" / "typer" / "params.toml").write_text(
+        'language = "es"\ncontext = 1\nc2 = 0.1\nmax_iterations = 150\nlexicon = true\n', encoding="utf-8")
+    old = Pipeline.load(tmp_path / "old")
+    assert old.components["char"].typer_.context == 1  # not the default 3 the config now implies
+    assert old.components["char"].get_params()["typer_context"] == 1
+    assert old.config["char"]["typer_context"] == 1  # what the model's config says now ...
+    old.to_disk(tmp_path / "resaved")  # ... and what saving it again writes, in config.toml alone
+    assert not list((tmp_path / "resaved").rglob("params.toml"))
+    assert "typer_context = 1" in (tmp_path / "resaved" / "config.toml").read_text(encoding="utf-8")
+    new, resaved = Pipeline.load(tmp_path / "new"), Pipeline.load(tmp_path / "resaved")
+    assert resaved.components["char"].typer_.context == 1
+    assert ([old.predict(doc) for doc in docs] == [new.predict(doc) for doc in docs]
+            == [resaved.predict(doc) for doc in docs] == [pipeline.predict(doc) for doc in docs])
 
 
 def test_a_model_saved_by_hybriddeid_0_1_still_loads_and_gives_the_same_spans(tmp_path):

@@ -22,7 +22,7 @@ from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger, check_segments
 from hybriddeid.classifiers.focus import run_bounds, runs_in_regions
 from hybriddeid.classifiers.sequences import UnitSequence
-from hybriddeid.classifiers.span_typer import SpanTyper
+from hybriddeid.classifiers.span_typer import TYPER_DEFAULTS, SpanTyper
 from hybriddeid.document import Document, Span
 from hybriddeid.features.char import CharWindow, char_features, token_projections
 from hybriddeid.features.char_ids import CharLine, CharScorer
@@ -36,6 +36,7 @@ LABEL_LEVELS = ("phi", "category", "subtype")
 # line's sentence and section facts. Clusters, dictionaries and the lexicon have their own switches.
 CHAR_FEATURE_FAMILIES = ("ngrams", "projection", "line")
 PHI = "PHI"
+TYPER_PREFIX = "typer_"  # the span typer's settings in the [char] section: typer_context, typer_c2, ...
 # Characters the fast engine scores in one batch (whole lines or segments, so a batch may exceed
 # it by one line): numpy's per-call cost is paid once per batch, memory stays bounded.
 _SCORE_BATCH = 16384
@@ -58,6 +59,10 @@ class CharCRF(CRFTagger):
         label_level: str = "phi",
         thin_interior: bool = True,
         features: Sequence[str] = CHAR_FEATURE_FAMILIES,
+        typer_context: int = TYPER_DEFAULTS["context"],
+        typer_c2: float = TYPER_DEFAULTS["c2"],
+        typer_max_iterations: int = TYPER_DEFAULTS["max_iterations"],
+        typer_lexicon: bool = TYPER_DEFAULTS["lexicon"],
         **crf_params: Any,
     ) -> None:
         if label_level not in LABEL_LEVELS:
@@ -72,6 +77,9 @@ class CharCRF(CRFTagger):
         self.language = language
         self.thin_interior = thin_interior
         self.features = [name for name in CHAR_FEATURE_FAMILIES if name in features]
+        # The span typer's settings (``SpanTyper``'s, prefixed): kept in this section of the config.
+        self.typer_params = {"context": typer_context, "c2": typer_c2, "max_iterations": typer_max_iterations,
+                             "lexicon": typer_lexicon}
         self._window = CharWindow.symmetric(radius, bigram_radius, trigram_radius)
         if "ngrams" not in self.features:
             self._window = CharWindow((0,), (), ())
@@ -83,6 +91,7 @@ class CharCRF(CRFTagger):
             "language": self.language,
             "thin_interior": self.thin_interior,
             "features": self.features,
+            **{TYPER_PREFIX + key: value for key, value in self.typer_params.items()},
         }
         for name in ("bigram_radius", "trigram_radius"):
             if getattr(self, name) is not None:
@@ -215,7 +224,7 @@ class CharCRF(CRFTagger):
         super().fit(docs)
         self.typer_: SpanTyper | None = None
         if self.label_level != "subtype":
-            self.typer_ = SpanTyper(language=self.language).fit(docs)
+            self.typer_ = SpanTyper(language=self.language, **self.typer_params).fit(docs)
         return self
 
     def finish(self, note: AnalysedNote, spans: list[Span]) -> list[Span]:
@@ -265,7 +274,12 @@ class CharCRF(CRFTagger):
         assert isinstance(model, CharCRF)
         name = tomllib.loads((path / "taxonomy.toml").read_text(encoding="utf-8"))["name"]
         model.taxonomy_ = load_taxonomy(name)
-        model.typer_ = SpanTyper.from_disk(path / "typer") if (path / "typer").is_dir() else None
+        model.typer_ = None
+        if (path / "typer").is_dir():
+            model.typer_ = SpanTyper.from_disk(path / "typer", model.language, **model.typer_params)
+            if model.typer_.get_params() != model.typer_params:  # an old model's own params.toml won
+                model.typer_params = model.typer_.get_params()
+                model.files_settings_ = {TYPER_PREFIX + key: value for key, value in model.typer_params.items()}
         return model
 
 
@@ -279,6 +293,7 @@ COMPONENT = ComponentSpec(
         "thin_interior": True,
         "features": list(CHAR_FEATURE_FAMILIES),
         **CRF_DEFAULTS,
+        **{TYPER_PREFIX + key: value for key, value in TYPER_DEFAULTS.items()},
     },
     accepts_regions=True,
     reads_marginals=True,

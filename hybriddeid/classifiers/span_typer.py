@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import pycrfsuite
-import tomli_w
 
 from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
@@ -21,6 +20,11 @@ from hybriddeid.document import Document, Span
 from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife, phrase_key
 from hybriddeid.features.lexical import short_shape
 
+# The typer's settings (besides its language) and their defaults. A saved model keeps them in its
+# owner's config section (the character CRF's ``typer_*`` keys), not in a file of its own.
+TYPER_DEFAULTS: dict[str, Any] = {"context": 3, "c2": 0.1, "max_iterations": 150, "lexicon": True}
+LEGACY_PARAMS_FILE = "params.toml"  # where models saved before one config kept the settings
+
 
 class SpanTyper:
     """Multinomial logistic regression from span features to a fine label."""
@@ -28,7 +32,12 @@ class SpanTyper:
     model_file = "typer.crfsuite"
 
     def __init__(
-        self, language: str = "en", context: int = 3, c2: float = 0.1, max_iterations: int = 150, lexicon: bool = True
+        self,
+        language: str = "en",
+        context: int = TYPER_DEFAULTS["context"],
+        c2: float = TYPER_DEFAULTS["c2"],
+        max_iterations: int = TYPER_DEFAULTS["max_iterations"],
+        lexicon: bool = TYPER_DEFAULTS["lexicon"],
     ) -> None:
         self.language = language
         self.context = context
@@ -100,26 +109,30 @@ class SpanTyper:
             best = self.tagger_.tag()[0]
         return span.with_label(best)
 
+    def get_params(self) -> dict[str, Any]:
+        """The settings ``to_disk`` leaves to the owner's config (``TYPER_DEFAULTS``' keys)."""
+        return {key: getattr(self, key) for key in TYPER_DEFAULTS}
+
     def to_disk(self, path: Path) -> None:
+        """The weights and the lexicon; the settings belong in the owner's config (``get_params``)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         (path / self.model_file).write_bytes(self.model_bytes_)
-        params = {
-            "language": self.language,
-            "context": self.context,
-            "c2": self.c2,
-            "max_iterations": self.max_iterations,
-            "lexicon": self.lexicon,
-        }
-        (path / "params.toml").write_text(tomli_w.dumps(params), encoding="utf-8")
         if self.lexicon_ is not None:
             self.lexicon_.to_disk(path / LEXICON_FILE)
 
     @classmethod
-    def from_disk(cls, path: Path) -> "SpanTyper":
+    def from_disk(cls, path: Path, language: str = "en", **params: Any) -> "SpanTyper":
+        """The typer saved in ``path``, with ``params`` from the owner's config; a model saved before
+        one config (a ``params.toml`` beside the weights) is read with that file's settings, which
+        are what it was trained with (its config had no typer settings)."""
         path = Path(path)
-        params = tomllib.loads((path / "params.toml").read_text(encoding="utf-8"))
-        params.setdefault("lexicon", False)  # typers saved before lexicons existed had none
+        legacy = path / LEGACY_PARAMS_FILE
+        if legacy.is_file():
+            params = tomllib.loads(legacy.read_text(encoding="utf-8"))
+            params.setdefault("lexicon", False)  # typers saved before lexicons existed had none
+        else:
+            params = {"language": language, **params}
         typer = cls(**params)
         typer._load_model((path / cls.model_file).read_bytes())
         if typer.lexicon:
