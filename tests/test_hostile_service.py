@@ -115,7 +115,8 @@ def test_an_api_keys_file_others_may_write_is_refused_at_start(tmp_path):
     keys.chmod(0o666)
     # In a process of its own: a server that took the file would serve until stopped.
     done = subprocess.run([sys.executable, "-m", "hybriddeid.cli", "serve", "--api-keys", str(keys), "--workers", "1",
-                           "--port", str(free_port())], capture_output=True, text=True, timeout=120)
+                           "--port", str(free_port())], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)  # the installed package (with its resources), not ./hybriddeid
     assert done.returncode == 2 and str(keys) in done.stderr and "chmod 600" in done.stderr, done.stderr
     # The keys commands refuse it too: rewriting it owner-only would keep a record someone else slipped in.
     assert main(["-q", "serve", "keys", "add", "other", "--api-keys", str(keys)]) == 2
