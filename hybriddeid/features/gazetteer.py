@@ -168,30 +168,6 @@ class Gazetteer:
                 tags[i + best_length - 1] = "E-" + best_label
             free = i + best_length
         return tags
-        words = tuple(words)
-        free = 0  # the first word not inside a match already made
-        for i in starts:
-            if i < free:
-                continue
-            best_length, best_label = 0, ""
-            for length in range(1, min(self.max_words, n - i) + 1):
-                key = word_keys[i] if length == 1 else _cached_key(words[i:i + length])
-                if key not in prefixes:
-                    break
-                label = table.get(key)
-                if label is not None:
-                    best_length, best_label = length, label
-            if best_length == 0:
-                continue
-            if best_length == 1:
-                tags[i] = "S-" + best_label
-            else:
-                tags[i] = "B-" + best_label
-                for j in range(i + 1, i + best_length - 1):
-                    tags[j] = "I-" + best_label
-                tags[i + best_length - 1] = "E-" + best_label
-            free = i + best_length
-        return tags
 
     def to_disk(self, path: Path) -> None:
         path = Path(path)
