@@ -215,6 +215,11 @@ def _clusters(seq: TokenSequence, feats: list[list[str]]) -> None:
         out.append("bc[1]=" + right)
 
 
+def word_case(text: str) -> str:
+    """"upper", "title", "lower" or "mixed": how a word is written."""
+    return "upper" if text.isupper() else "title" if text.istitle() else "lower" if text.islower() else "mixed"
+
+
 def vocabulary_features(text: str, vocabulary: frozenset[str]) -> list[str]:
     """Whether a word of two or more letters is one the language's word lists know, alone and with
     its case: a name from a locale no gazetteer holds ("Nguyen", "Andravi") or a lower-case surname
@@ -222,8 +227,7 @@ def vocabulary_features(text: str, vocabulary: frozenset[str]) -> list[str]:
     if len(text) < 2 or not text.isalpha():
         return []
     state = "known" if text.casefold() in vocabulary else "unk"
-    case = "upper" if text.isupper() else "title" if text.istitle() else "lower" if text.islower() else "mixed"
-    return ["voc=" + state, f"voc={state}|{case}"]
+    return ["voc=" + state, f"voc={state}|{word_case(text)}"]
 
 
 @token_extractor("vocabulary")
@@ -242,8 +246,7 @@ def proper_noun_features(text: str, proper_nouns: frozenset[str]) -> list[str]:
     word's case: the evidence a name keeps when a note is typed in capitals or in lower case."""
     if len(text) < 2 or not text.isalpha() or text.casefold() not in proper_nouns:
         return []
-    case = "upper" if text.isupper() else "title" if text.istitle() else "lower" if text.islower() else "mixed"
-    return ["prop=1", "prop=1|" + case]
+    return ["prop=1", "prop=1|" + word_case(text)]
 
 
 @token_extractor("proper")
