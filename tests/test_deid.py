@@ -430,6 +430,33 @@ def test_relation_words_stay_while_the_names_beside_them_are_replaced(language, 
             assert not re.search(rf"\b{word}\b", out), (word, out)
 
 
+@pytest.mark.parametrize("language, text, value, label, relation", [
+    ("es", "Contacto: hijo Rosa, 612 345 678.", "hijo Rosa", "CALLE", "hijo"),
+    ("es", "Avisar a su Hija  Marta Ferrando.", "Hija  Marta Ferrando", "CALLE", "Hija  "),
+    ("en", "Contact: son-in-law Peter Quinlan, 555-0199.", "son-in-law Peter Quinlan", "STREET", "son-in-law"),
+    ("en", "Call Daughter Miriam at home.", "Daughter Miriam", "HOSPITAL", "Daughter"),
+])
+def test_a_span_of_any_label_keeps_the_relation_words_it_begins_with(language, text, value, label, relation):
+    """A model that reads "hijo Rosa" as a street: the relation word stays as written (a clinical
+    fact), the rest becomes a surrogate of the span's kind; tag mode still tags the whole span."""
+    doc = note("r", text, [(value, label)])
+    result = deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=KEY))
+    [rep] = result.replacements
+    rest = value[len(relation):].strip()
+    assert rep.replacement.startswith(relation.rstrip() + " ") and rep.method == "surrogate", rep.replacement
+    assert rep.replacement[len(relation):].strip() and not re.search(rf"\b{rest.split()[0]}\b", result.text)
+    assert result.text[rep.out_start:rep.out_end] == rep.replacement  # the audit row holds the kept word
+    tagged = deidentify_document(doc, DeidOptions(mode="tag", language=language, key=KEY))
+    assert value not in tagged.text and relation.strip() not in tagged.text  # tag mode: the whole span, as before
+
+
+def test_a_span_of_relation_words_alone_keeps_its_handling():
+    """Nothing after the relation word: the span is replaced as its label says, as before."""
+    doc = note("r", "Contacto: hijo, 612 345 678.", [("hijo", "CALLE")])
+    [rep] = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY)).replacements
+    assert rep.replacement != "hijo" and rep.kind == "street"
+
+
 @pytest.mark.parametrize("language", ["en", "es"])
 def test_name_parts_become_parts_of_the_same_kind_and_never_repeat(language):
     """A surname becomes a surname, a given name a given name, a full name a full name of two

@@ -25,7 +25,8 @@ from hybriddeid.surrogates.dates import DateShifter
 from hybriddeid.surrogates.identifiers import valid_identifier
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.language import GENERATED_KINDS, LanguageResources, fold
-from hybriddeid.surrogates.names import GIVEN, NAME_WORD, NameInventory, NameSurrogates
+from hybriddeid.surrogates.names import (GIVEN, NAME_WORD, NameInventory, NameSurrogates, is_relation_word,
+                                        relation_prefix)
 from hybriddeid.surrogates.shape import copy_case, shape_surrogate
 
 _NUMBER = re.compile(r"\d+")
@@ -164,11 +165,27 @@ class Surrogates:
         """(surrogate, method) for ``value`` of surrogate ``kind``; unknown kinds keep the shape."""
         cache_key = (kind, value)
         if cache_key not in self._cache:
-            if kind in ABBREVIABLE_KINDS and is_abbreviation(value):
+            head = self._relation_head(kind, value)
+            if head:  # "hijo Rosa" read as a street: "hijo" stays, "Rosa" becomes a street
+                surrogate, method = self.replace(kind, value[len(head):])
+                self._cache[cache_key] = head + surrogate, method
+            elif kind in ABBREVIABLE_KINDS and is_abbreviation(value):
                 self._cache[cache_key] = self._abbreviation(kind, value)
             else:
                 self._cache[cache_key] = self._handlers.get(kind, self._shape)(value)
         return self._cache[cache_key]
+
+    def _relation_head(self, kind: str, value: str) -> str:
+        """The relation words ``value`` begins with and the space after them, kept as written, when
+        something to replace follows; "" otherwise. Names and family mentions keep relation words
+        wherever they stand (their own handlers); a span of relation words alone keeps its handling."""
+        if kind in ("person", "relative"):
+            return ""
+        end = relation_prefix(value, self.lang.relative_terms)
+        rest = value[end:].lstrip()
+        if not end or not any(c.isalnum() for c in rest):
+            return ""
+        return value[:len(value) - len(rest)]
 
     # -- draws ----------------------------------------------------------------------------------
     def _rng(self, *parts: str) -> random.Random:
@@ -437,8 +454,7 @@ class Surrogates:
             return text
 
         def compound(match: re.Match[str]) -> str:  # "son-in-law" is one relation word, "Ben-David" one name
-            key = fold(match.group())
-            if key in self.lang.relative_terms or any(part in self.lang.relative_terms for part in key.split("-")):
+            if is_relation_word(fold(match.group()), self.lang.relative_terms):
                 return match.group()
             return NAME_WORD.sub(word, match.group())
 

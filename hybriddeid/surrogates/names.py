@@ -78,6 +78,28 @@ def _hyphen_units(name: str, words: list["re.Match[str]"]) -> list[list[int]]:
         else:
             units.append([index])
     return units
+
+
+def is_relation_word(key: str, terms: frozenset[str]) -> bool:
+    """Whether a folded word or hyphenated whole is a relation word of ``terms`` ("hija",
+    "son-in-law"): kept as written in every surrogate, since who a person is to the patient is a
+    clinical fact."""
+    return key in terms or any(part in terms for part in key.split("-"))
+
+
+def relation_prefix(value: str, terms: frozenset[str]) -> int:
+    """The end of the relation words ``value`` begins with, 0 when it begins with none: a span of
+    any label that a model starts with one ("hijo Rosa" read as a street) keeps it as written."""
+    words = list(NAME_WORD.finditer(value))
+    end = 0
+    for unit in _hyphen_units(value, words):
+        key = "-".join(fold(words[i].group()) for i in unit)
+        if value[end:words[unit[0]].start()].strip() or not is_relation_word(key, terms):
+            break
+        end = words[unit[-1]].end()
+    return end
+
+
 _REDRAWS = 4  # draws for a word whose surrogate another word of the same name already got
 
 
@@ -186,8 +208,7 @@ class NameSurrogates:
         clinical fact)."""
         kept = set()
         for unit in units:
-            joined = "-".join(folded[i] for i in unit)
-            if joined in self.lang.relative_terms or any(folded[i] in self.lang.relative_terms for i in unit):
+            if is_relation_word("-".join(folded[i] for i in unit), self.lang.relative_terms):
                 kept.update(unit)
         for index, match in enumerate(words):
             key = folded[index]
