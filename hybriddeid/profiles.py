@@ -106,21 +106,30 @@ class YearRule:
             datetime.date.today().year - int(digits.group()) >= self.min_age
 
 
+def _pack_date_words(*keys: str) -> set[str]:
+    """The lower-case words under ``keys`` of every language pack's ``surrogates.toml`` [dates] (a key
+    holding lists of spellings, "weekday_abbreviations", is flattened); a malformed file is a ValueError."""
+    words: set[str] = set()
+    for code in available_languages():
+        pack = language_pack(code)
+        try:
+            dates = tomllib.loads(pack.read_text("surrogates")).get("dates", {})
+            for key in keys:
+                for item in dates.get(key, ()):
+                    words.update(str(name).lower() for name in (item if isinstance(item, list) else [item]))
+        except (tomllib.TOMLDecodeError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{pack.origin('surrogates')}: not a valid surrogate file ({type(exc).__name__})") from None
+    return words
+
+
 @register_cache
 @lru_cache(maxsize=None)
 def hipaa_year_rule() -> YearRule:
     """The ``hipaa`` set's year rule: the date category and age threshold of ``phi_sets.toml`` and every
     language pack's birth words (``surrogates.toml`` [dates] ``birth_words``)."""
     data = tomllib.loads(shared_resource("profiles", "phi_sets.toml").read_text("utf-8"))
-    words: set[str] = set()
-    for code in available_languages():
-        pack = language_pack(code)
-        try:
-            dates = tomllib.loads(pack.read_text("surrogates")).get("dates", {})
-            words.update(str(word).lower() for word in dates.get("birth_words", ()))
-        except (tomllib.TOMLDecodeError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{pack.origin('surrogates')}: not a valid surrogate file ({type(exc).__name__})") from None
-    return YearRule(str(data["hipaa"].get("date_category", "DATE")), int(data["hipaa"]["min_age"]), frozenset(words))
+    return YearRule(str(data["hipaa"].get("date_category", "DATE")), int(data["hipaa"]["min_age"]),
+                    frozenset(_pack_date_words("birth_words")))
 
 
 @register_cache
@@ -130,18 +139,9 @@ def hipaa_weekday_rule() -> WeekdayRule:
     pack's weekday names (``surrogates.toml`` [dates] ``weekdays`` and ``weekday_abbreviations``)."""
     data = tomllib.loads(shared_resource("profiles", "phi_sets.toml").read_text("utf-8"))
     category = str(data["hipaa"].get("date_category", "DATE"))
-    names: set[str] = set()
-    months: set[str] = set()  # a month is a date element: "mar" (Spanish martes, English March) stays
-    for code in available_languages():
-        pack = language_pack(code)
-        try:
-            dates = tomllib.loads(pack.read_text("surrogates")).get("dates", {})
-            names.update(str(name).lower() for name in dates.get("weekdays", ()))
-            names.update(str(name).lower() for group in dates.get("weekday_abbreviations", ()) for name in group)
-            months.update(str(name).lower() for name in dates.get("months", ()))
-            months.update(str(name).lower() for group in dates.get("month_abbreviations", ()) for name in group)
-        except (tomllib.TOMLDecodeError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{pack.origin('surrogates')}: not a valid surrogate file ({type(exc).__name__})") from None
+    names = _pack_date_words("weekdays", "weekday_abbreviations")
+    # a month is a date element: "mar" (Spanish martes, English March) stays
+    months = _pack_date_words("months", "month_abbreviations")
     return WeekdayRule(category, frozenset(names - months))
 
 

@@ -215,6 +215,14 @@ def _clusters(seq: TokenSequence, feats: list[list[str]]) -> None:
         out.append("bc[1]=" + right)
 
 
+def _each_word(seq: TokenSequence, feats: list[list[str]], words: frozenset[str] | None,
+               features: Callable[[str, frozenset[str]], list[str]]) -> None:
+    """Each token's ``features(text, words)``; nothing without a word list."""
+    if words:
+        for out, tok in zip(feats, seq.tokens):
+            out.extend(features(tok.text, words))
+
+
 def word_case(text: str) -> str:
     """"upper", "title", "lower" or "mixed": how a word is written."""
     return "upper" if text.isupper() else "title" if text.istitle() else "lower" if text.islower() else "mixed"
@@ -233,11 +241,7 @@ def vocabulary_features(text: str, vocabulary: frozenset[str]) -> list[str]:
 @token_extractor("vocabulary")
 def _vocabulary(seq: TokenSequence, feats: list[list[str]]) -> None:
     """Known or unknown word (``vocabulary_features``); no-op without the language's word list."""
-    vocabulary = seq.vocabulary
-    if not vocabulary:
-        return
-    for out, tok in zip(feats, seq.tokens):
-        out.extend(vocabulary_features(tok.text, vocabulary))
+    _each_word(seq, feats, seq.vocabulary, vocabulary_features)
 
 
 def proper_noun_features(text: str, proper_nouns: frozenset[str]) -> list[str]:
@@ -252,11 +256,7 @@ def proper_noun_features(text: str, proper_nouns: frozenset[str]) -> list[str]:
 @token_extractor("proper")
 def _proper(seq: TokenSequence, feats: list[list[str]]) -> None:
     """Proper nouns of the word list (``proper_noun_features``); no-op without one."""
-    proper_nouns = seq.proper_nouns
-    if not proper_nouns:
-        return
-    for out, tok in zip(feats, seq.tokens):
-        out.extend(proper_noun_features(tok.text, proper_nouns))
+    _each_word(seq, feats, seq.proper_nouns, proper_noun_features)
 
 
 @token_extractor("extra")

@@ -123,7 +123,6 @@ def proper_only_words(language: str) -> frozenset[str]:
     pack = language_pack(language)
     if not pack.has("words"):
         return frozenset()
-    entries = read_entries(pack.read_text("words"))
-    lower = {entry for entry in entries if entry.islower()}
-    return frozenset(entry.casefold() for entry in entries if not entry.islower() and entry.casefold() not in lower)
+    capitalised = {entry.casefold() for entry in read_entries(pack.read_text("words")) if not entry.islower()}
+    return frozenset(capitalised - lower_words(language))
 
