@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procinfo import resident_mb  # noqa: E402
 
-from hybriddeid.analysis import analyse
+from hybriddeid.features.analysis import analyse
 from hybriddeid.io import read_corpus
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.pipeline.core import Pipeline
 from hybriddeid.synth import generate_corpus
 
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"

@@ -28,10 +28,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.pipeline.core import Pipeline
 from hybriddeid.surrogates import DeidOptions, DeidResult, deidentify_document
 from hybriddeid.surrogates.language import fold
 

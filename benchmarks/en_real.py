@@ -34,7 +34,7 @@ Scoring, per corpus, row and PHI set (``--phi-set``, default ``hipaa`` and ``i2b
 its corpus taxonomy; hybriddeid's spans through i2b2 2014, so its PHI set drops what it would not
 redact under that set. The peers have no PHI-set switch: what they mark is what their users get
 redacted, so their spans are scored as they output them, under the label ``PHI``, which no taxonomy
-knows: ``hybriddeid.profiles`` keeps spans of unknown labels under every PHI set (it only drops what
+knows: ``hybriddeid.core.profiles`` keeps spans of unknown labels under every PHI set (it only drops what
 it knows to be outside; checked at run time and printed). Reading Presidio's types through
 ``presidio.toml`` instead would drop its ORGANIZATION spans, which on clinical text are mostly
 hospitals (PHI), because presidio-research's gold uses ORGANIZATION for companies (not PHI). Figures: binary token P/R/F1 (PHI or not), binary token recall per gold
@@ -141,18 +141,18 @@ for _folder in (HERE, HERE.parent / "tools"):  # peers.py and tools/real_text.py
 from peers import TOOLS, run_tools  # noqa: E402
 from real_text import CORPORA, PATIENT_INDEX, Relabeller  # noqa: E402
 
-from hybriddeid.document import Document, Span  # noqa: E402
+from hybriddeid.core.document import Document, Span  # noqa: E402
 from hybriddeid.evaluation import evaluate  # noqa: E402
 from hybriddeid.evaluation.matching import BINARY_LABEL, _outside_dont_care, span_tokens  # noqa: E402
 from hybriddeid.io import read_corpus  # noqa: E402
 from hybriddeid.knowledge.dictionaries import read_entries  # noqa: E402
-from hybriddeid.languages import language_pack  # noqa: E402
-from hybriddeid.processing import NoteSettings, process_notes  # noqa: E402
-from hybriddeid.profiles import PHI_SETS, filter_spans, hipaa_age_rule, in_phi_set, split_spans  # noqa: E402
+from hybriddeid.core.languages import language_pack  # noqa: E402
+from hybriddeid.runs.processing import NoteSettings, process_notes  # noqa: E402
+from hybriddeid.core.profiles import PHI_SETS, filter_spans, hipaa_age_rule, in_phi_set, split_spans  # noqa: E402
 from hybriddeid.surrogates import DeidOptions, Replacement  # noqa: E402
 from hybriddeid.surrogates.language import fold, load_language  # noqa: E402
 from hybriddeid.synth.generator import load_synth_resources  # noqa: E402
-from hybriddeid.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
+from hybriddeid.core.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
 
 CORPUS_TITLES = {"asq": "ASQ-PHI dev (clinician queries)", "presidio": "presidio-research synth dev (general PII sentences)",
                  "physionet": "PhysioNet deid dev (real ICU nursing notes)"}
@@ -901,7 +901,7 @@ def main() -> int:
             print(f"- **{key}**: {title}")
     if peers:
         print(f"- The peers have no PHI-set switch, so their spans are scored as they output them, labelled `{UNTYPED}`, a "
-              "label no taxonomy knows; hybriddeid.profiles "
+              "label no taxonomy knows; hybriddeid.core.profiles "
               + ("keeps spans of unknown labels, so every peer span is scored under every PHI set."
                  if out["untyped_kept"] else "drops them under some PHI set here: the peers' figures there miss them."))
     for corpus, data in out["corpora"].items():

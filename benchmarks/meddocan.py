@@ -20,8 +20,8 @@ from hybriddeid.classifiers.token_crf import TokenCRF
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.build import ensure_clusters
-from hybriddeid.merge import merge
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.core.merge import merge
+from hybriddeid.pipeline.core import Pipeline
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"
 BASELINE_FEATURES = ["words", "affixes", "shapes"]  # word, shape, affixes, words in [-2, 2]
@@ -38,7 +38,7 @@ def main() -> int:
                         "(its [pipeline] settings are replaced by the config's)")
     args = parser.parse_args()
 
-    from hybriddeid.pipeline import load_config
+    from hybriddeid.pipeline.core import load_config
 
     config_path = args.config or Path(__file__).with_name("meddocan.toml")
     config = load_config(config_path)

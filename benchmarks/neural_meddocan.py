@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 
 from hybriddeid.backends.neural.tagger import NeuralTagger
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.build import ensure_clusters
-from hybriddeid.pipeline import Pipeline, load_config
+from hybriddeid.pipeline.core import Pipeline, load_config
 
 
 def save_tagger(tagger: NeuralTagger, folder: Path) -> None:

@@ -47,7 +47,7 @@ def child(model: str, count: int, chars: int) -> dict[str, float]:
     """In this code's process: ms per note of ``handle`` (wall, CPU) and of each phase (wall)."""
     from service import make_notes
 
-    from hybriddeid.processing import load_model
+    from hybriddeid.runs.processing import load_model
     from hybriddeid.service.work import WorkSettings, handle, warm_up
     from hybriddeid.surrogates import DeidOptions
 

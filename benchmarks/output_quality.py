@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Sequence
 
 from hybriddeid import Pipeline
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
-from hybriddeid.processing import NoteSettings, process_notes
+from hybriddeid.runs.processing import NoteSettings, process_notes
 from hybriddeid.surrogates import DeidOptions, deidentify_patient
 from hybriddeid.surrogates.generator import is_abbreviation
 from hybriddeid.surrogates.language import load_kinds, load_language
@@ -315,7 +315,7 @@ def meaning_checks(language: str, n: int) -> dict:
             start = text.index(value, at)
             spans.append((start, start + len(value), label))
             at = start + len(value)
-        from hybriddeid.document import Span
+        from hybriddeid.core.document import Span
         doc = Document(patient, text, tuple(Span(s, e, label) for s, e, label in spans))
         result = deidentify_patient([doc], options, patient)[0]
         return [rec.replacement for rec in result.replacements], result.text

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
 from hybriddeid.synth import generate_corpus
-from hybriddeid.taxonomy import load_taxonomy
+from hybriddeid.core.taxonomy import load_taxonomy
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "peer_worker.py"

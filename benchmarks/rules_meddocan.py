@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from hybriddeid.classifiers.rules import RuleClassifier, measure_rules
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.io import read_corpus
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "meddocan"

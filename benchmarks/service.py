@@ -185,8 +185,8 @@ _PIPELINE: dict[str, object] = {}
 def direct(model: str, notes: list[str], requests: int) -> dict[str, float]:
     """The same notes through ``processing.process_notes`` one at a time in this process: what a request
     costs without HTTP, the queue or the workers (the model loaded once, outside the timing)."""
-    from hybriddeid.document import Document
-    from hybriddeid.processing import load_model, process_notes
+    from hybriddeid.core.document import Document
+    from hybriddeid.runs.processing import load_model, process_notes
     from hybriddeid.service.work import warm_up
 
     if model not in _PIPELINE:
@@ -220,7 +220,7 @@ def batch_annotate(notes: list[str], model: str, work: Path) -> dict[str, float]
     wall = time.perf_counter() - started
     load = f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from hybriddeid.processing import load_model; "
+    subprocess.run([sys.executable, "-c", "from hybriddeid.runs.processing import load_model; "
                     "from hybriddeid.service.work import warm_up; "
                     f"warm_up(load_model({model!r}))"], check=True)
     load_s = time.perf_counter() - started

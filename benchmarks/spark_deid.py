@@ -91,7 +91,7 @@ def run_spark(notes: Path, out: Path, model: str, key_file: Path, cores: int = C
     """Seconds to start Spark in local[cores] and to run the job (read, de-identify, write Parquet), and the
     CPU seconds of the JVM and its Python workers during the job."""
     from hybriddeid.integrations.spark import local_session, run_job
-    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.pipeline.core import Pipeline
     from hybriddeid.surrogates import DeidOptions, read_key
 
     options = DeidOptions(mode="surrogate", language=Pipeline.load(model).language, key=read_key(key_file))

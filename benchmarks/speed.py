@@ -38,9 +38,9 @@ from pathlib import Path
 
 from hybriddeid.classifiers.crf import ENGINES
 from hybriddeid.classifiers.token_crf import TokenCRF
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io import read_corpus, write_document
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.pipeline.core import Pipeline
 from hybriddeid.synth import generate_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"

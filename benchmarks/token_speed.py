@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from hybriddeid import Pipeline
-from hybriddeid.analysis import analyse
+from hybriddeid.features.analysis import analyse
 from hybriddeid.io import read_corpus
 from hybriddeid.synth import generate_corpus
 

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
-    from hybriddeid.batch import BatchResult
-    from hybriddeid.document import Document
+    from hybriddeid.runs.batch import BatchResult
+    from hybriddeid.core.document import Document
     from hybriddeid.io.sql import SqlSink
     from hybriddeid.io.tables import Columns
-    from hybriddeid.table_batch import FolderSink, TableInputs, TableProcessor
-    from hybriddeid.taxonomy import Taxonomy
-    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.runs.tables import FolderSink, TableInputs, TableProcessor
+    from hybriddeid.core.taxonomy import Taxonomy
+    from hybriddeid.pipeline.core import Pipeline
     from hybriddeid.surrogates import DeidOptions
 
 log = logging.getLogger("hybriddeid")
@@ -30,8 +30,8 @@ log = logging.getLogger("hybriddeid")
 def _train(args: argparse.Namespace) -> int:
     from hybriddeid.evaluation import evaluate
     from hybriddeid.io import read_corpus
-    from hybriddeid.pipeline import Pipeline
-    from hybriddeid.recipes import training_config
+    from hybriddeid.pipeline.core import Pipeline
+    from hybriddeid.pipeline.recipes import training_config
 
     train = read_corpus(args.train, args.input_format, encoding=args.encoding)
     if not train:
@@ -69,9 +69,9 @@ def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline 
     model's own config. A ValueError when unusable. With a sweep file the model (``--model``) is
     loaded to check that the sweep measured it, and returned so that the run does not load it again;
     else no model is loaded (None)."""
-    from hybriddeid.evaluation.sweep import Sweep
-    from hybriddeid.operating_point import NO_THRESHOLD, check_threshold, shown_probability
-    from hybriddeid.processing import load_model
+    from hybriddeid.pipeline.sweep import Sweep
+    from hybriddeid.pipeline.operating_point import NO_THRESHOLD, check_threshold, shown_probability
+    from hybriddeid.runs.processing import load_model
 
     if (args.recall_target is None) != (args.sweep_file is None):
         raise ValueError("--recall-target and --sweep-file go together")
@@ -90,10 +90,10 @@ def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline 
 
 
 def _annotate(args: argparse.Namespace) -> int:
-    from hybriddeid.batch import AnnotateProcessor, run_batch
+    from hybriddeid.runs.batch import AnnotateProcessor, run_batch
     from hybriddeid.io import ANNOTATION_FORMATS, InputError
-    from hybriddeid.pipeline import model_folder
-    from hybriddeid.processing import NoteSettings
+    from hybriddeid.pipeline.core import model_folder
+    from hybriddeid.runs.processing import NoteSettings
 
     model_folder(args.model)  # a missing model is told now, before any input is read
     table = _is_table_run(args)
@@ -113,7 +113,7 @@ def _annotate(args: argparse.Namespace) -> int:
         processor = AnnotateProcessor(args.model, args.format or "brat", settings, pipeline, engine=args.engine,
                                       device=args.device)
         if table:
-            from hybriddeid.table_batch import TableAnnotateProcessor
+            from hybriddeid.runs.tables import TableAnnotateProcessor
 
             inputs, sink = _table_io(args, lambda columns: columns.output(spans=True, text=False))
             return _run_table(args, inputs, TableAnnotateProcessor(processor, inputs.columns, sink))
@@ -140,7 +140,7 @@ SWEEP_OPTIONS = ("model", "thresholds", "plot", "recall_target", "sweep_out")
 def _evaluate(args: argparse.Namespace) -> int:
     from hybriddeid.evaluation import evaluate
     from hybriddeid.io import read_corpus
-    from hybriddeid.taxonomy import guess_taxonomy
+    from hybriddeid.core.taxonomy import guess_taxonomy
 
     if args.sweep:
         if args.pred_dir is not None:
@@ -184,7 +184,7 @@ def _known_labels(args: argparse.Namespace, docs: "list[Document]", side: str,
     """``docs`` with ``--label-map`` applied; a ValueError naming every label (with its count) that no
     bundled taxonomy knows, unless ``--allow-unknown-labels`` (then a warning): an unknown label would
     otherwise be scored, or learnt, as a category of its own without a word."""
-    from hybriddeid.taxonomy import describe_unknown, guess_taxonomy, read_label_map, relabel, unknown_labels
+    from hybriddeid.core.taxonomy import describe_unknown, guess_taxonomy, read_label_map, relabel, unknown_labels
 
     if args.label_map is not None:
         docs = relabel(docs, read_label_map(args.label_map))
@@ -202,9 +202,9 @@ def _known_labels(args: argparse.Namespace, docs: "list[Document]", side: str,
 def _sweep(args: argparse.Namespace) -> int:
     import json
 
-    from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS, parse_thresholds, run_sweep
-    from hybriddeid.operating_point import check_threshold, shown_probability
-    from hybriddeid.processing import load_model
+    from hybriddeid.pipeline.sweep import DEFAULT_THRESHOLDS, parse_thresholds, run_sweep
+    from hybriddeid.pipeline.operating_point import check_threshold, shown_probability
+    from hybriddeid.runs.processing import load_model
 
     try:
         thresholds = parse_thresholds(args.thresholds) if args.thresholds is not None else DEFAULT_THRESHOLDS
@@ -287,7 +287,7 @@ def _deid_key(args: argparse.Namespace, folders: Sequence[Path], needed: bool | 
 def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
     """The de-identification options of ``deid`` and ``spark-deid`` (the language defaults to the model's,
     read from its config alone: the model itself is loaded where it runs); ``key`` is ``_deid_key``'s."""
-    from hybriddeid.pipeline import model_language
+    from hybriddeid.pipeline.core import model_language
     from hybriddeid.surrogates import DeidOptions
 
     if getattr(args, "use_annotations", False) and args.language is None:
@@ -322,9 +322,9 @@ def _table_options_given(args: argparse.Namespace, names: Sequence[str]) -> list
 
 
 def _deid(args: argparse.Namespace) -> int:
-    from hybriddeid.deid_batch import DeidProcessor, run_deid
+    from hybriddeid.runs.deid import DeidProcessor, run_deid
     from hybriddeid.io import FHIR_FORMAT
-    from hybriddeid.renaming import Renamer
+    from hybriddeid.runs.renaming import Renamer
     from hybriddeid.surrogates.audit import format_summary
     from hybriddeid.surrogates.patients import PatientMap
 
@@ -354,7 +354,7 @@ def _deid(args: argparse.Namespace) -> int:
             threshold, pipeline = _operating_point(args)
         processor_class = DeidProcessor
         if args.input_format == FHIR_FORMAT:  # FHIR resources in, the same resources out
-            from hybriddeid.fhir_deid import FhirDeidProcessor
+            from hybriddeid.runs.fhir import FhirDeidProcessor
             processor_class = FhirDeidProcessor
         processor = processor_class(options, patients, None if args.use_annotations else args.model,
                                     args.audit_format, args.mapping_dir, phi_set=args.phi_set, threshold=threshold,
@@ -372,13 +372,13 @@ def _deid(args: argparse.Namespace) -> int:
 
 
 def _deid_table(args: argparse.Namespace) -> int:
-    """``deid`` over a table file or a database (``hybriddeid.table_batch``): the same notes, model and
+    """``deid`` over a table file or a database (``hybriddeid.runs.tables``): the same notes, model and
     options as a folder run, the output a table."""
-    from hybriddeid.deid_batch import DeidProcessor
+    from hybriddeid.runs.deid import DeidProcessor
     from hybriddeid.io import InputError
     from hybriddeid.io.sql import is_database_url
     from hybriddeid.surrogates.patients import PatientMap
-    from hybriddeid.table_batch import TableDeidProcessor
+    from hybriddeid.runs.tables import TableDeidProcessor
 
     refused = [flag for flag, on in (("--use-annotations", args.use_annotations), ("--rename", args.rename != "none"),
                                      ("--mapping-dir", args.mapping_dir is not None), ("--recursive", args.recursive))
@@ -408,7 +408,7 @@ def _table_io(args: argparse.Namespace, out_columns: "Callable[[Columns], list[s
     ``out_columns`` gives; a ValueError or ``InputError`` naming what is unusable."""
     from hybriddeid.io.sql import Database, SqlSink, SqlTable, is_database_url
     from hybriddeid.io.tables import Columns, detect_table_file_format, open_table
-    from hybriddeid.table_batch import FolderSink, TableInputs
+    from hybriddeid.runs.tables import FolderSink, TableInputs
 
     from_db, to_db = is_database_url(args.in_dir), is_database_url(args.out_dir)
     refused = [flag for flag, on in (("--query/--table", not from_db and (args.query or args.table)),
@@ -444,7 +444,7 @@ def _table_io(args: argparse.Namespace, out_columns: "Callable[[Columns], list[s
 
 def _run_table(args: argparse.Namespace, inputs: "TableInputs", processor: "TableProcessor") -> int:
     """Run a table's ``deid`` or ``annotate`` and tell its tally."""
-    from hybriddeid.table_batch import run_table
+    from hybriddeid.runs.tables import run_table
 
     result = run_table(inputs, processor, overwrite=args.overwrite, progress=_progress(args), jobs=args.jobs,
                        limits=args.limits)
@@ -508,8 +508,8 @@ def _serve(args: argparse.Namespace) -> int:
         log.error("serve needs FastAPI, uvicorn and prometheus_client: pip install 'hybriddeid[service]' (%s missing)",
                   exc.name)
         return 2
-    from hybriddeid.pipeline import model_folder
-    from hybriddeid.processing import load_model
+    from hybriddeid.pipeline.core import model_folder
+    from hybriddeid.runs.processing import load_model
     from hybriddeid.service.keys import KeyStore
     from hybriddeid.service.app import check_docs_assets
     from hybriddeid.service.limits import ServiceLimits, fit_open_files
@@ -656,9 +656,9 @@ def _synth(args: argparse.Namespace) -> int:
 
 def _risk(args: argparse.Namespace) -> int:
     from hybriddeid.io import atomic_write_text
-    from hybriddeid.processing import NoteSettings, load_model
-    from hybriddeid.reviewing import folder_risk, read_folder, reviewed_sample
-    from hybriddeid.risk import plot_reliability
+    from hybriddeid.runs.processing import NoteSettings, load_model
+    from hybriddeid.review.folders import folder_risk, read_folder, reviewed_sample
+    from hybriddeid.evaluation.risk import plot_reliability
 
     settings = NoteSettings(phi_set=args.phi_set)
     pipeline = load_model(args.model, device=args.device)
@@ -699,9 +699,9 @@ def _risk(args: argparse.Namespace) -> int:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from hybriddeid.processing import NoteSettings, load_model
-    from hybriddeid.review_server import ReviewServer, build_state, serve
-    from hybriddeid.reviewing import Corrections, read_folder
+    from hybriddeid.runs.processing import NoteSettings, load_model
+    from hybriddeid.review.server import ReviewServer, build_state, serve
+    from hybriddeid.review.folders import Corrections, read_folder
 
     if args.next is not None and args.next < 1:
         log.error("--next must be at least 1")
@@ -729,7 +729,7 @@ def _review(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from hybriddeid.run_report import write_report
+    from hybriddeid.runs.report import write_report
 
     target = write_report(args.out_dir, args.out, args.risk)
     log.info("report written to %s", target)
@@ -737,7 +737,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _add_phi_set(parser: argparse.ArgumentParser, help_text: str) -> None:
-    from hybriddeid.profiles import PHI_SETS
+    from hybriddeid.core.profiles import PHI_SETS
 
     parser.add_argument("--phi-set", choices=PHI_SETS, help=help_text)
 
@@ -755,7 +755,7 @@ def _add_deid_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_replacement_options(parser: argparse.ArgumentParser) -> None:
     """How spans are replaced (``deid``, ``spark-deid`` and ``serve``'s defaults): mode, key, surrogates."""
-    from hybriddeid.languages import available_languages
+    from hybriddeid.core.languages import available_languages
 
     parser.add_argument("--mode", choices=("tag", "mask", "surrogate"), default="tag")
     parser.add_argument("--key-file", type=Path, help="secret key for surrogates and deid --rename hash (created if "
@@ -784,7 +784,7 @@ def _add_api_keys(parser: argparse.ArgumentParser, default: object) -> None:
 
 def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     """``serve``'s options: the model, where to listen, the workers, the limits, the defaults of deid."""
-    from hybriddeid.batch import DEFAULT_MEMORY_MB
+    from hybriddeid.runs.batch import DEFAULT_MEMORY_MB
     from hybriddeid.service.limits import (DEFAULT_BULK_OVER_MB, DEFAULT_BULK_WORKERS, DEFAULT_BURST,
                                            DEFAULT_HEADER_TIMEOUT, DEFAULT_KEEP_ALIVE, DEFAULT_MAX_BODY_MB,
                                            DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_NOTE_CHARS, DEFAULT_MAX_NOTES,
@@ -851,7 +851,7 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_operating_point_options(parser: argparse.ArgumentParser) -> None:
-    """``annotate``'s and ``deid``'s choice of a P(O) threshold (hybriddeid.operating_point), and
+    """``annotate``'s and ``deid``'s choice of a P(O) threshold (hybriddeid.pipeline.operating_point), and
     of the engine the model's CRFs tag with."""
     parser.add_argument("--engine", choices=("fast", "crfsuite"),
                         help="how the CRFs tag: fast (weights as arrays, compiled decoding) or crfsuite (its own "
@@ -895,7 +895,7 @@ def _add_encoding(parser: argparse.ArgumentParser) -> None:
 
 def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     """What ``annotate`` and ``deid`` share about reading a folder and running its notes in workers."""
-    from hybriddeid.batch import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_PER_NOTE
+    from hybriddeid.runs.batch import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_PER_NOTE
 
     _add_encoding(parser)
     parser.add_argument("--follow-symlinks", action="store_true",
@@ -961,12 +961,12 @@ def _add_table_options(parser: argparse.ArgumentParser, patient: "argparse._Acti
 
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
-    from hybriddeid.evaluation.sweep import DEFAULT_THRESHOLDS
+    from hybriddeid.pipeline.sweep import DEFAULT_THRESHOLDS
     from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
     from hybriddeid.io.tables import TABLE_FILE_FORMATS
-    from hybriddeid.languages import available_languages
-    from hybriddeid.renaming import RENAME_MODES
-    from hybriddeid.risk import AUTO, CALIBRATIONS
+    from hybriddeid.core.languages import available_languages
+    from hybriddeid.runs.renaming import RENAME_MODES
+    from hybriddeid.evaluation.risk import AUTO, CALIBRATIONS
     from hybriddeid.surrogates.audit import AUDIT_FORMATS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
@@ -1201,7 +1201,7 @@ def _progress(args: argparse.Namespace) -> bool:
 
 def _check_run_options(args: argparse.Namespace) -> None:
     """Turn ``--encoding``, ``--jobs`` and the worker limits into checked values (a ValueError if unusable)."""
-    from hybriddeid.batch import Limits
+    from hybriddeid.runs.batch import Limits
     from hybriddeid.io import check_encoding
 
     if getattr(args, "encoding", None) is not None:
@@ -1230,9 +1230,9 @@ def _apply_max_file_mb(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from hybriddeid.batch import Interrupted, SetupError, describe_error
+    from hybriddeid.runs.batch import Interrupted, SetupError, describe_error
     from hybriddeid.io import InputError
-    from hybriddeid.pipeline import ConfigError
+    from hybriddeid.pipeline.core import ConfigError
 
     args = build_parser().parse_args(argv)
     level = logging.ERROR if args.quiet else logging.DEBUG if args.verbose else logging.INFO

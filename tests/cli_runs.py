@@ -19,7 +19,7 @@ def slow_cli(seconds: float) -> str:
     (outputs do not change)."""
     return f"""
 import sys, time
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.pipeline.core import Pipeline
 predict = Pipeline.predict
 def slow(self, *args, **kwargs):
     time.sleep({seconds!r})

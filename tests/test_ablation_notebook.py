@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hybriddeid.ablation import ablations, markdown_table
-from hybriddeid.pipeline import build_config
+from hybriddeid.pipeline.ablation import ablations, markdown_table
+from hybriddeid.pipeline.core import build_config
 
 REPO = Path(__file__).resolve().parents[1]
 MEDDOCAN = REPO.parent / "shared" / "corpora" / "meddocan"

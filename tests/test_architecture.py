@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from hybriddeid import Pipeline, analysis
-from hybriddeid.analysis import AnalysedNote, analyse
-from hybriddeid.document import Document, Span
-from hybriddeid.pipeline import ConfigError, build_config
-from hybriddeid.registry import ComponentSpec, component_names, register, unregister
+from hybriddeid import Pipeline
+from hybriddeid.features import analysis
+from hybriddeid.features.analysis import AnalysedNote, analyse
+from hybriddeid.core.document import Document, Span
+from hybriddeid.pipeline.core import ConfigError, build_config
+from hybriddeid.core.registry import ComponentSpec, component_names, register, unregister
 from hybriddeid.text.tokenize import tokenize
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -91,8 +92,8 @@ import json
 import re
 from pathlib import Path
 
-from hybriddeid.analysis import AnalysedNote
-from hybriddeid.document import Span
+from hybriddeid.features.analysis import AnalysedNote
+from hybriddeid.core.document import Span
 
 
 class SecretFinder:

@@ -38,6 +38,6 @@ def test_bundled_model_spans_unchanged(note_set: str) -> None:
 
 
 def test_digest_sees_a_changed_score() -> None:
-    from hybriddeid.document import Span
+    from hybriddeid.core.document import Span
 
     assert same_spans.span_digest([Span(0, 4, "NAME", "token", 0.5)]) != same_spans.span_digest([Span(0, 4, "NAME", "token", 0.5 + 1e-8)])

@@ -7,7 +7,7 @@ from hybriddeid.classifiers.char_crf import CharCRF
 from hybriddeid.classifiers.focus import runs_in_regions, unsure_stretches
 from hybriddeid.classifiers.schemes import decode_tags, encode_tags
 from hybriddeid.classifiers.token_crf import TokenCRF
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.lexical import shape, short_shape
 from hybriddeid.text.tokenize import tokenize
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io import read_corpus
 from hybriddeid.surrogates import DeidOptions, Keyed, date_offset, deidentify_document, deidentify_patient
 from hybriddeid.surrogates.dates import DateShifter
@@ -367,7 +367,7 @@ def test_the_example_discharge_summary_aggregates_her_age_and_birth_date():
 
 def test_a_first_name_alone_is_replaced_in_a_patients_other_note():
     from hybriddeid import Pipeline
-    from hybriddeid.processing import NoteSettings, process_notes
+    from hybriddeid.runs.processing import NoteSettings, process_notes
 
     first = Document("a", "Patient: Beatrice Harlowe, MRN 123456.\nSeen today with her daughter.\n")
     second = Document("b", "Call Beatrice at home tomorrow about her labs. Beatrice agrees.\n")

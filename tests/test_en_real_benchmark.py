@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
-from hybriddeid.profiles import PHI_SETS
-from hybriddeid.taxonomy import load_taxonomy
+from hybriddeid.core.profiles import PHI_SETS
+from hybriddeid.core.taxonomy import load_taxonomy
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "en_real.py"
 

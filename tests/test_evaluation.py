@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import CRITERIA, LEVELS, PRF, EvaluationReport, evaluate, evaluate_directories
-from hybriddeid.taxonomy import load_taxonomy
+from hybriddeid.core.taxonomy import load_taxonomy
 
 I2B2 = load_taxonomy("i2b2_2014")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

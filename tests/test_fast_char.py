@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybriddeid.analysis import analyse
+from hybriddeid.features.analysis import analyse
 from hybriddeid.classifiers.char_crf import CharCRF
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features import char_ids
 from hybriddeid.features.char import CharWindow
 from hybriddeid.features.char_ids import CharScorer, _CodeMemo, _Memo
 from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.clusters import WordClusters
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.pipeline.core import Pipeline
 from hybriddeid.synth import generate_corpus
 
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"

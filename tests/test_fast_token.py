@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybriddeid.analysis import analyse
+from hybriddeid.features.analysis import analyse
 from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features import token as token_features
 from hybriddeid.features.token import TokenSequence, extract_token_features, token_extractor
 from hybriddeid.features.token_ids import Dictionary, LineInput, TokenIds
 from hybriddeid.io import read_corpus
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.pipeline.core import Pipeline
 from hybriddeid.synth import generate_corpus
 
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"

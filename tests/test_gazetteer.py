@@ -1,7 +1,7 @@
 """Dictionary matching (BIOES tags, longest match) and the lexicon learned from training notes."""
 from __future__ import annotations
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.gazetteer import Gazetteer
 
 

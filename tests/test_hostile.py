@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hybriddeid.cli import main
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io import read_document, write_document
 
 MARKER = "Quorvendale Zibbinshaw"  # a name no log may ever hold
@@ -356,7 +356,7 @@ def test_read_only_output_folder_is_one_clear_message(tmp_path, capsys, caplog, 
     out.mkdir()
     out.chmod(0o500)
     if os.geteuid() == 0:  # root may write anyway: the system's refusal is simulated where the check asks
-        from hybriddeid import batch
+        from hybriddeid.runs import batch
 
         real_open = os.open
 
@@ -378,7 +378,7 @@ def test_read_only_output_folder_is_one_clear_message(tmp_path, capsys, caplog, 
 
 def test_unwritable_audit_folder_is_one_clear_message(tmp_path, capsys, caplog, monkeypatch):
     """As root cannot be refused a folder, the refusal is simulated where the check asks the system."""
-    from hybriddeid import batch
+    from hybriddeid.runs import batch
 
     notes = write(tmp_path / "in", {"good.txt": GOOD})
     real_open = os.open
@@ -464,7 +464,7 @@ def test_a_file_deleted_between_listing_and_reading(tmp_path, capsys, caplog, mo
 # -- notes that kill or hang their worker ---------------------------------------------------------------
 def sabotage(monkeypatch, action) -> None:
     """The model does ``action()`` on the note holding "SABOTAGE" (in the forked worker)."""
-    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.pipeline.core import Pipeline
 
     original = Pipeline.predict
 
@@ -480,7 +480,7 @@ def sabotage(monkeypatch, action) -> None:
 def test_the_memory_limit_counts_from_what_a_worker_holds_when_it_starts():
     """A CUDA build of torch reserves ~3.7 GB of address space at import; an absolute 4 GB cap left a
     neural model's worker no room to start its threads. The cap is what a worker may add."""
-    script = ("import mmap, resource; from hybriddeid.batch import limit_memory; "
+    script = ("import mmap, resource; from hybriddeid.runs.batch import limit_memory; "
               "held = mmap.mmap(-1, 2 * 2**30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0); "  # reserved, PROT_NONE, as torch does
               "limit_memory(256); cap = resource.getrlimit(resource.RLIMIT_AS)[0]; "
               "room = bytearray(128 * 2**20); del room\n"
@@ -523,7 +523,7 @@ def test_a_note_that_kills_its_worker_fails_alone(kind, jobs, tmp_path, capsys, 
 
 
 def test_a_model_that_cannot_load_is_told_once(tmp_path, capsys, caplog, monkeypatch):
-    from hybriddeid import batch, processing
+    from hybriddeid.runs import batch, processing
 
     def broken(model, engine=None, device=None):
         raise OSError(5, "Input/output error", "model/char/char.crfsuite")
@@ -586,7 +586,7 @@ def test_errors_never_share_a_line_with_the_progress_bar(tmp_path):
 
 def test_many_dying_workers_are_each_replaced(tmp_path, caplog):
     """Every third note kills its worker: each fails alone, by name, and every other note is written."""
-    from hybriddeid.batch import Limits, run_batch
+    from hybriddeid.runs.batch import Limits, run_batch
 
     notes = write(tmp_path / "in", {f"n{i:02d}.txt": ("DIE " if i % 3 == 0 else "") + GOOD for i in range(12)})
 

@@ -248,8 +248,8 @@ def test_a_degenerate_platt_fit_is_never_used_without_a_word():
     have (below 1e-6: one logit), and the two tokens above it are no PHI: the logistic curve has nothing to
     pin its slope, which ran to 3.7e10 without converging (as the issue's two-note fit ran to 5.9e10). The
     estimate says so and falls back to the raw sum; isotonic, which needs no slope, is used as it is."""
-    from hybriddeid.document import Span
-    from hybriddeid.risk import MIN_REVIEWED_NOTES, PLATT_MAX_SLOPE, Calibrator, Reviewed, TokenChance, estimate
+    from hybriddeid.core.document import Span
+    from hybriddeid.evaluation.risk import MIN_REVIEWED_NOTES, PLATT_MAX_SLOPE, Calibrator, Reviewed, TokenChance, estimate
 
     rng = np.random.default_rng(3)
     chances_of = lambda p: [TokenChance(i, i + 1, float(v)) for i, v in enumerate(p)]  # noqa: E731

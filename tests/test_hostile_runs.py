@@ -222,7 +222,7 @@ def test_a_missing_input_says_it_does_not_exist(command, missing, tmp_path):
 
 def gold_folder(folder: Path, names: list[str]) -> Path:
     """Annotated notes (BRAT) with their gold spans."""
-    from hybriddeid.document import Document, Span
+    from hybriddeid.core.document import Document, Span
     from hybriddeid.io import write_document
 
     start = NOTE.index("John Smith")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io import (
     FORMATS,
     InputError,

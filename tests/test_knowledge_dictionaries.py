@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from hybriddeid.knowledge.dictionaries import bundled_kinds, load_gazetteers
-from hybriddeid.languages import language_pack
+from hybriddeid.core.languages import language_pack
 from hybriddeid.text.tokenize import tokenize
 
 COMMON = {"first_names", "last_names", "cities", "states", "countries", "hospitals", "health_organizations",

@@ -1,4 +1,4 @@
-"""Language packs (hybriddeid.languages): discovery, extra folders, overrides, and a toy language
+"""Language packs (hybriddeid.core.languages): discovery, extra folders, overrides, and a toy language
 used end to end by the rules, the CRF features, the dictionaries, surrogates and a trained pipeline."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from hybriddeid.classifiers.rules import RuleClassifier, bundled_languages
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.context import section_headers
 from hybriddeid.knowledge.dictionaries import bundled_kinds, load_gazetteers
-from hybriddeid.languages import (
+from hybriddeid.core.languages import (
     ENV_VAR,
     MissingResourceError,
     add_language_folder,
@@ -23,12 +23,12 @@ from hybriddeid.languages import (
     language_pack,
     remove_language_folder,
 )
-from hybriddeid.pipeline import ConfigError, Pipeline, build_config
-from hybriddeid.profiles import hipaa_age_rule
-from hybriddeid.safelist import load_safelist
+from hybriddeid.pipeline.core import ConfigError, Pipeline, build_config
+from hybriddeid.core.profiles import hipaa_age_rule
+from hybriddeid.classifiers.safelist import load_safelist
 from hybriddeid.surrogates import DeidOptions, deidentify_document
 from hybriddeid.synth import load_synth_resources
-from hybriddeid.taxonomy import load_taxonomy
+from hybriddeid.core.taxonomy import load_taxonomy
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = b"k" * 32
@@ -268,14 +268,14 @@ def test_the_environment_variable_adds_folders(tmp_path, monkeypatch):
 def test_the_environment_variable_reaches_a_new_process_and_the_cli(tmp_path):
     write_pack(tmp_path, "qq")
     env = {**os.environ, ENV_VAR: str(tmp_path)}  # the installed package, as a user's new process gets it
-    code = ("from hybriddeid.languages import available_languages; from hybriddeid.cli import build_parser; "
+    code = ("from hybriddeid.core.languages import available_languages; from hybriddeid.cli import build_parser; "
             "print(available_languages(), build_parser().parse_args(['synth', '--n', '1', '--out', 'o', '--language', 'qq']).language)")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "('en', 'es', 'qq') qq"
 
 
 def test_a_pack_names_the_scripts_its_models_read(tmp_path):
-    from hybriddeid.languages import language_pack, unread_characters
+    from hybriddeid.core.languages import language_pack, unread_characters
 
     assert language_pack("en").scripts == ("Latin", "Greek")
     assert unread_characters("β-blocker, café, naïve", "en") == 0
@@ -287,8 +287,8 @@ def test_a_stretch_meets_unread_letters_exactly_where_the_unread_pattern_finds_t
     same answer as ``unread_pattern`` searched inside each span, on random mixes of scripts."""
     import random
 
-    from hybriddeid.languages import unread_letters, unread_pattern
-    from hybriddeid.pipeline import _meets
+    from hybriddeid.core.languages import unread_letters, unread_pattern
+    from hybriddeid.pipeline.core import _meets
 
     rng = random.Random(3)
     alphabet = "ab 1,.\n\u00e9\u03b2" + "\u0417\u0434\u0440\u0430\u0432" + "\u0645\u0631\u062d" + "\U0001F600" + "\u6f22"

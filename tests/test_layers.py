@@ -9,41 +9,46 @@ Imports under ``if TYPE_CHECKING:`` are exempt: they exist only for type hints a
 from __future__ import annotations
 
 import ast
+import importlib
+import re
+import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import pytest
 
-PACKAGE = "hybriddeid"
-ROOT = Path(__file__).resolve().parent.parent / PACKAGE
+from hybriddeid._moved import MOVED
 
-# Bottom to top: a module may import modules of its own layer or a lower one. A module belongs to the
-# layer of the longest prefix below that matches it (a prefix matches the module and its submodules).
+PACKAGE = "hybriddeid"
+PROJECT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT / PACKAGE
+
+# Bottom to top, one folder a layer (``tests/test_layers.py`` is the table ARCHITECTURE.md shows): a module may
+# import modules of its own layer or a lower one. A module belongs to the layer of the longest prefix below that
+# matches it (a prefix matches the module and its submodules); the root package's own modules are layer 0.
 LAYERS: tuple[tuple[int, tuple[str, ...], str], ...] = (
-    (0, ("hybriddeid", "hybriddeid.document", "hybriddeid.text", "hybriddeid.taxonomy", "hybriddeid.languages",
-         "hybriddeid.registry", "hybriddeid.io", "hybriddeid.profiles", "hybriddeid.merge", "hybriddeid.resources",
+    (0, ("hybriddeid", "hybriddeid.core", "hybriddeid.io", "hybriddeid.text", "hybriddeid.resources",
          "hybriddeid.models"),
-     "core data: documents, spans, label sets, language packs, the component registry (specs only), file "
-     "formats and bundled data; they know nothing of models"),
-    (1, ("hybriddeid.features", "hybriddeid.knowledge", "hybriddeid.analysis", "hybriddeid.evaluation",
-         "hybriddeid.risk"),
-     "analysis and knowledge: what a note's words look like, word lists and clusters, scoring, residual risk"),
-    (2, ("hybriddeid.classifiers", "hybriddeid.backends", "hybriddeid.surrogates", "hybriddeid.synth",
-         "hybriddeid.safelist"),
+     "core data: documents, spans, label sets, PHI sets, the merger, language packs, the component registry "
+     "(specs only), file formats and bundled data; they know nothing of models"),
+    (1, ("hybriddeid.features", "hybriddeid.knowledge", "hybriddeid.evaluation"),
+     "analysis and knowledge: the analysed note, what its words look like, word lists and clusters, scoring, "
+     "residual risk"),
+    (2, ("hybriddeid.classifiers", "hybriddeid.backends", "hybriddeid.surrogates", "hybriddeid.synth"),
      "classifiers, surrogates, the safe-list (word lists, titles): on spans and documents, never a pipeline"),
-    (3, ("hybriddeid.pipeline", "hybriddeid.operating_point",
-         "hybriddeid.ablation", "hybriddeid.evaluation.sweep", "hybriddeid.recipes"),
-     "the pipeline: combines classifiers; sweeps and ablations run pipelines; recipes and training configs"),
-    (4, ("hybriddeid.processing", "hybriddeid.batch", "hybriddeid.deid_batch", "hybriddeid.renaming",
-         "hybriddeid.table_batch", "hybriddeid.integrations", "hybriddeid.fhir_deid", "hybriddeid.reviewing",
-         "hybriddeid.run_report", "hybriddeid.service.work", "hybriddeid.service.schemas", "hybriddeid.service.pool"),
-     "runs: a pipeline over notes, folders, tables, databases, FHIR resources, Spark tables or a service's requests "
-     "(its forked workers), and the names they write; folders read for review"),
-    (5, ("hybriddeid.cli", "hybriddeid.integrations.spark_submit", "hybriddeid.review_server", "hybriddeid.service",
-         "hybriddeid.client"),
-     "the command line, spark-submit's entry point to it, the review page's server and the HTTP service (app, keys, "
-     "limits, server) and its client, on top of everything"),
+    (3, ("hybriddeid.pipeline",),
+     "the pipeline: combines classifiers; thresholds, sweeps and ablations run pipelines; recipes and training configs"),
+    (4, ("hybriddeid.runs",),
+     "runs: a pipeline over notes, folders, tables, databases or FHIR resources, the names they write, a run's "
+     "report"),
+    (5, ("hybriddeid.cli", "hybriddeid.client", "hybriddeid.review", "hybriddeid.service", "hybriddeid.integrations"),
+     "the interfaces, on top of everything: the command line and its HTTP client, the review page, the HTTP service "
+     "(its forked workers too) and Spark (its jobs and spark-submit's entry point)"),
 )
+
+# The top of the package: the public entry points (the package, its version, the command line, the service's
+# client) and the private table of moved module paths; everything else is a folder of LAYERS.
+TOP_MODULES = frozenset({"__init__.py", "_version.py", "_moved.py", "cli.py", "client.py"})
 
 # Edges the rules allow although they point up, each with why.
 ALLOWED: Mapping[tuple[str, str], str] = {
@@ -238,16 +243,65 @@ def test_imports_point_down_the_layers(graph):
     assert not fixed, f"fixed, so take them out of KNOWN_VIOLATIONS: {fixed}"
 
 
+def test_the_top_holds_the_entry_points_and_the_layer_folders():
+    folders = {prefix.split(".")[1] for _, prefixes, _ in LAYERS for prefix in prefixes if prefix != PACKAGE}
+    assert all(prefix.count(".") <= 1 for _, prefixes, _ in LAYERS for prefix in prefixes), \
+        "a layer is a whole folder (or an entry-point module) at the top of the package"
+    entries = {entry.name for entry in ROOT.iterdir() if entry.name != "__pycache__"}
+    modules = {name for name in entries if name.endswith(".py")}
+    assert modules == TOP_MODULES, f"modules at the top of {PACKAGE}/ that are no public entry point: " \
+                                   f"{sorted(modules - TOP_MODULES)}; missing: {sorted(TOP_MODULES - modules)}"
+    named = {name[:-3] for name in TOP_MODULES if not name.startswith("_") and name != "__init__.py"}
+    assert entries - modules == folders - named, (
+        f"top-level folders in no layer: {sorted(entries - modules - folders)}; "
+        f"layers without a folder: {sorted(folders - named - entries)}")
+
+
+def test_the_old_module_paths_import_their_new_modules_with_a_warning(monkeypatch):
+    for old, new in MOVED.items():
+        assert old not in module_files() and new in module_files(), (old, new)
+        monkeypatch.delitem(sys.modules, old, raising=False)
+        with pytest.warns(DeprecationWarning, match=rf"^{re.escape(old)} moved to {re.escape(new)};"):
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new)
+        monkeypatch.delitem(sys.modules, old)  # later imports warn again
+    with pytest.warns(DeprecationWarning, match="hybriddeid.runs.deid"):
+        from hybriddeid.deid_batch import DeidProcessor  # noqa: F401  (a name from a moved module)
+
+
+_OLD_PATH = re.compile(r"(?<![\w.])(%s)(?!\w)" % "|".join(re.escape(old) for old in sorted(MOVED, key=len, reverse=True)))
+_OLD_NAMES = {old.rpartition(".")[2] for old in MOVED if old.count(".") == 1}
+
+
+def test_nothing_in_the_project_uses_an_old_module_path():
+    """The project itself imports (and its docs name) the new paths; only users' code meets the shims."""
+    files = [path for folder in ("hybriddeid", "tests", "benchmarks", "tools", "examples", "docs")
+             for path in sorted((PROJECT / folder).rglob("*")) if path.suffix in (".py", ".md", ".ipynb", ".toml")]
+    files += [PROJECT / name for name in ("README.md", "ARCHITECTURE.md", "setup.cfg")]
+    skip = {ROOT / "_moved.py", Path(__file__).resolve()}
+    found = []
+    for path in files:
+        if path in skip or not path.is_file() or "resources" in path.relative_to(PROJECT).parts[:2]:
+            continue
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.relative_to(PROJECT)}: {match.group()}" for match in _OLD_PATH.finditer(text)]
+        if path.suffix == ".py":
+            found += [f"{path.relative_to(PROJECT)}: from hybriddeid import {alias.name}"
+                      for node in ast.walk(ast.parse(text)) if isinstance(node, ast.ImportFrom)
+                      and node.module == PACKAGE and not node.level for alias in node.names if alias.name in _OLD_NAMES]
+    assert not found, "old module paths (hybriddeid._moved.MOVED has the new ones):\n" + "\n".join(found)
+
+
 # -- the checks check -------------------------------------------------------------------------------
 def test_the_graph_sees_every_kind_of_import():
-    known = {"hybriddeid", "hybriddeid.io", "hybriddeid.io.core", "hybriddeid.cli", "hybriddeid.batch",
+    known = {"hybriddeid", "hybriddeid.io", "hybriddeid.io.core", "hybriddeid.cli", "hybriddeid.runs.batch",
              "hybriddeid.pipeline", "hybriddeid.surrogates", "hybriddeid.surrogates.deid", "hybriddeid.classifiers.crf"}
     source = '''
 """Docstring naming hybriddeid.cli, which is no import."""
 from typing import TYPE_CHECKING
 from . import deid
 from ..io import core
-import hybriddeid.batch
+import hybriddeid.runs.batch
 
 if TYPE_CHECKING:
     from hybriddeid.classifiers.crf import Tagger
@@ -258,7 +312,7 @@ def later():
     return import_module("hybriddeid.io"), "hybriddeid.io.core:read"
 '''
     found = imports_of("hybriddeid.surrogates", source, known, is_package=True)
-    assert found == {"hybriddeid.surrogates.deid", "hybriddeid.io.core", "hybriddeid.batch", "hybriddeid.pipeline",
+    assert found == {"hybriddeid.surrogates.deid", "hybriddeid.io.core", "hybriddeid.runs.batch", "hybriddeid.pipeline",
                      "hybriddeid.io"}
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hybriddeid import Pipeline
-from hybriddeid.analysis import AnalysedNote
-from hybriddeid.document import Document
+from hybriddeid.features.analysis import AnalysedNote
+from hybriddeid.core.document import Document
 from hybriddeid.features.context import FIELD_LINE_MIN_CHARS, field_labels, layout_lines
 from hybriddeid.synth import generate_corpus
 from hybriddeid.text.tokenize import iter_lines
@@ -101,7 +101,7 @@ def test_rules_are_measured_on_the_text_they_predict_on():
     """``RuleClassifier.fit`` reads a flattened note with its layout's line breaks, as ``predict`` does:
     on the raw text "Dr. Erin Mendez  Physical" ran into the next field and counted as a wrong hit."""
     from hybriddeid.classifiers.rules import RuleClassifier
-    from hybriddeid.document import Span
+    from hybriddeid.core.document import Span
 
     written = HEADER.replace("Attending: Kirk, Ashley N.", "Attending: Dr. Erin Mendez\r\nPhysical Exam: alert, lungs clear")
     text = flat(written)

@@ -15,11 +15,11 @@ import pytest
 import tomli_w
 
 from hybriddeid import Pipeline
-from hybriddeid.analysis import analyse
-from hybriddeid.document import Document, Span
+from hybriddeid.features.analysis import analyse
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features import context
 from hybriddeid.io._common import MAX_FILE_MB_ENV
-from hybriddeid.pipeline import ConfigError, build_config, model_folder
+from hybriddeid.pipeline.core import ConfigError, build_config, model_folder
 from hybriddeid.synth import generate_corpus
 
 

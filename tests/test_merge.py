@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from hybriddeid.document import Document, Span, span_order
-from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
+from hybriddeid.core.document import Document, Span, span_order
+from hybriddeid.core.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
 
 
 def s(start: int, end: int, label: str, source: str) -> Span:
@@ -179,7 +179,7 @@ def test_linking_carries_only_name_like_words_of_confident_name_spans():
 
 def test_a_fallback_widens_shorter_spans_inside_it_but_never_cuts_a_longer_one():
     """"Bernard Foley CRT": a rule read the whole name where the token CRF found "Bernard"."""
-    from hybriddeid.merge import FALLBACK_SUFFIX
+    from hybriddeid.core.merge import FALLBACK_SUFFIX
 
     fallback = "rule" + FALLBACK_SUFFIX
     token = [Span(0, 7, "PATIENT", "token"), Span(20, 30, "DOCTOR", "token")]
@@ -263,7 +263,7 @@ def test_remainders_never_overlap_each_other_or_a_winner_and_hold_a_letter_or_di
 
 def test_a_fallback_still_widens_a_remainder_inside_it():
     """Remainders are merged spans like any other: a fallback rule span around one widens it."""
-    from hybriddeid.merge import FALLBACK_SUFFIX
+    from hybriddeid.core.merge import FALLBACK_SUFFIX
 
     text = "Bernard Foley 45123987Z"
     fallback = "rule" + FALLBACK_SUFFIX

@@ -12,7 +12,7 @@ from hybriddeid import Pipeline  # noqa: E402
 from hybriddeid.backends.neural.crf_layer import CRF  # noqa: E402
 from hybriddeid.backends.neural.models import centered_windows, ngram_windows  # noqa: E402
 from hybriddeid.backends.neural.tagger import NeuralTagger  # noqa: E402
-from hybriddeid.document import Document, Span  # noqa: E402
+from hybriddeid.core.document import Document, Span  # noqa: E402
 
 NAMES = ["Ana Ruiz", "Pedro Gil", "Marta Sanz", "Luis Vega", "Eva Mora", "Juan Ortiz", "Rosa Prieto", "Hugo Lara"]
 TINY = {"epochs": 40, "patience": 40, "dev_fraction": 0.0, "word_dim": 16, "hidden_dim": 16, "char_dim": 8,
@@ -234,7 +234,7 @@ def test_cedi_deep_suffixes_are_embedded_saved_and_reloaded(corpus, tmp_path):
 def test_elman_and_jordan_feed_back_across_tokens_with_a_one_word_window(architecture, corpus, device):
     """With a window of one word, a later token's scores depend on an earlier token only through the
     recurrence: Elman's previous hidden state, Jordan's previous output posteriors."""
-    from hybriddeid.analysis import analyse
+    from hybriddeid.features.analysis import analyse
     from hybriddeid.backends.neural.encoding import note_tokens
     from hybriddeid.backends.neural.models import Batch, NoteTensors
 
@@ -342,7 +342,7 @@ def test_a_model_trained_on_cuda_tags_on_a_cpu_only_machine(corpus, tmp_path, ca
     """Its config keeps device "cuda" (where it trained); loaded here it tags on the CPU, with a
     warning, unless CUDA is asked for at load: then the error says so in words."""
     from hybriddeid.backends.neural.tagger import DeviceError
-    from hybriddeid.pipeline import CONFIG_FILE
+    from hybriddeid.pipeline.core import CONFIG_FILE
 
     config = {"pipeline": {"language": "es", "components": ["neural"], "precedence": ["neural"]}, "neural": TINY}
     pipeline = Pipeline(config).fit(corpus[:6], n_jobs=1)

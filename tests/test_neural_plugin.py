@@ -8,7 +8,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from hybriddeid.registry import ENTRY_POINT_GROUP, PluginUnavailable, find_component as find_plugin
+from hybriddeid.core.registry import ENTRY_POINT_GROUP, PluginUnavailable, find_component as find_plugin
 from hybriddeid.backends.neural import NEURAL_DEFAULTS, PLUGIN, NeuralSettings
 from hybriddeid.backends.neural.encoding import (
     RETURN,
@@ -19,9 +19,9 @@ from hybriddeid.backends.neural.encoding import (
     skeleton_threshold,
     skeleton_vocabulary,
 )
-from hybriddeid.analysis import analyse
-from hybriddeid.document import Document
-from hybriddeid.pipeline import ConfigError, build_config
+from hybriddeid.features.analysis import analyse
+from hybriddeid.core.document import Document
+from hybriddeid.pipeline.core import ConfigError, build_config
 
 
 def test_the_plugin_is_registered_as_an_entry_point():
@@ -49,13 +49,13 @@ def test_core_never_imports_torch_and_explains_a_missing_torch():
     """With torch made unimportable, configs still validate and building the component says what to install."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from hybriddeid.pipeline import Pipeline, build_component\n"
+        "from hybriddeid.pipeline.core import Pipeline, build_component\n"
         "p = Pipeline({'pipeline': {'components': ['rule', 'neural']}})\n"
         "try:\n    build_component('neural', p.config)\nexcept ImportError as exc:\n    print(type(exc).__name__, exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith(PluginUnavailable.__name__) and "hybriddeid[neural]" in out
-    code = "import sys, hybriddeid.pipeline, hybriddeid.backends.neural; print('torch' in sys.modules)"
+    code = "import sys, hybriddeid.pipeline.core, hybriddeid.backends.neural; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 

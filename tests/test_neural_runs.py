@@ -19,10 +19,10 @@ torch = pytest.importorskip("torch")
 from test_neural import DEVICES, TINY, make_corpus, spans_of  # noqa: E402
 
 from hybriddeid import Pipeline  # noqa: E402
-from hybriddeid.batch import AnnotateProcessor, run_batch  # noqa: E402
-from hybriddeid.document import Document  # noqa: E402
+from hybriddeid.runs.batch import AnnotateProcessor, run_batch  # noqa: E402
+from hybriddeid.core.document import Document  # noqa: E402
 from hybriddeid.io import read_corpus, write_document  # noqa: E402
-from hybriddeid.pipeline import CONFIG_FILE  # noqa: E402
+from hybriddeid.pipeline.core import CONFIG_FILE  # noqa: E402
 
 NOTES = 20
 # 4000-dimensional word vectors: the embedding's copy at load is above torch's grain for running in
@@ -143,7 +143,7 @@ def test_a_failure_to_put_the_model_on_its_device_is_told_in_words(trained, tmp_
 def test_a_worker_lifts_its_address_space_cap_before_cuda_starts(tmp_path):
     """The CUDA driver reserves more address space than --memory-limit-mb's cap (4 GB by default) and
     fails to start under it (seen on an H200: every note of `annotate --device cuda` failed)."""
-    script = ("import resource; from hybriddeid.batch import limit_memory; "
+    script = ("import resource; from hybriddeid.runs.batch import limit_memory; "
               "from hybriddeid.backends.neural.tagger import lift_address_space_cap; "
               "limit_memory(4096); before = resource.getrlimit(resource.RLIMIT_AS); lift_address_space_cap(); "
               "print(4096 * 2**20 < before[0] != before[1], resource.getrlimit(resource.RLIMIT_AS)[0] == before[1])")

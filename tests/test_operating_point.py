@@ -1,4 +1,4 @@
-"""The P(O) threshold (hybriddeid.operating_point), the sweep and the CLI flags, on a tiny model
+"""The P(O) threshold (hybriddeid.pipeline.operating_point), the sweep and the CLI flags, on a tiny model
 trained in seconds on generated notes (few iterations: an unsure model has much to add)."""
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 
 from hybriddeid import Pipeline
 from hybriddeid.cli import main
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import PRF, evaluate
-from hybriddeid.evaluation.sweep import Sweep, SweepPoint, parse_thresholds, run_sweep
+from hybriddeid.pipeline.sweep import Sweep, SweepPoint, parse_thresholds, run_sweep
 from hybriddeid.io import read_corpus, write_document
-from hybriddeid.operating_point import Candidate, Run, SourceCandidates, focus_levels, shown_probability, widen
-from hybriddeid.pipeline import ConfigError, build_config
+from hybriddeid.pipeline.operating_point import Candidate, Run, SourceCandidates, focus_levels, shown_probability, widen
+from hybriddeid.pipeline.core import ConfigError, build_config
 from hybriddeid.synth import generate_corpus
 from hybriddeid.surrogates.audit import read_audit
 

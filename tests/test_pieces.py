@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from hybriddeid import Pipeline
-from hybriddeid.analysis import analyse, analysed_pieces, note_pieces
-from hybriddeid.document import Document, Span
-from hybriddeid.pipeline import ConfigError, build_config
+from hybriddeid.features.analysis import analyse, analysed_pieces, note_pieces
+from hybriddeid.core.document import Document, Span
+from hybriddeid.pipeline.core import ConfigError, build_config
 from hybriddeid.synth import generate_corpus
 
 PIECE, OVERLAP = 10_000, 2_000

@@ -10,9 +10,9 @@ import pytest
 
 from hybriddeid import Pipeline
 from hybriddeid.cli import main
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io import read_corpus, write_document
-from hybriddeid.pipeline import ConfigError, build_config
+from hybriddeid.pipeline.core import ConfigError, build_config
 
 NAMES = ["Ana Ruiz", "Pedro Gil", "Marta Sanz", "Luis Vega", "Eva Mora", "Juan Ortiz", "Rosa Prieto", "Hugo Lara"]
 FAST = {
@@ -140,7 +140,7 @@ def test_config_rejects_a_focus_that_cannot_work():
 
 
 def test_flattened_copies_are_a_stable_share_of_the_notes_with_line_breaks():
-    from hybriddeid.pipeline import flattened_copies
+    from hybriddeid.pipeline.core import flattened_copies
 
     notes = [Document(f"note-{i}", f"Seen by\nDr. Ames on 3/{i % 28 + 1}/2020.\r\nPlan: rest.", (Span(12, 16, "DOCTOR"),))
              for i in range(400)] + [Document("one-line", "Dr. Ames", (Span(4, 8, "DOCTOR"),))]
@@ -158,7 +158,7 @@ def test_flattened_copies_are_a_stable_share_of_the_notes_with_line_breaks():
 
 
 def test_case_copies_are_stable_shares_in_each_case_with_the_spans_kept():
-    from hybriddeid.pipeline import case_copies
+    from hybriddeid.pipeline.core import case_copies
 
     notes = [Document(f"note-{i}", "Seen by Dr. Ames on 3/4/2020.", (Span(12, 16, "DOCTOR"),)) for i in range(400)]
     assert case_copies(notes, {}) == [] and case_copies(notes, {"upper": 0.0}) == []

@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from hybriddeid.classifiers.token_crf import TokenCRF
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.pos import NoteTags, load_tag_source, note_tags
 from hybriddeid.text.tokenize import tokenize
 

@@ -147,7 +147,7 @@ def test_spanish_identity_numbers_are_found_as_identifiers(pipelines: dict[str, 
 def test_a_name_stays_found_when_a_rule_takes_the_number_after_it(pipelines: dict[str, Pipeline], context: str,
                                                                  label: str | None) -> None:
     """The token CRF reads the name and the number as one span; the rule's number wins the overlap and
-    the merger keeps the rest, less the field label at the cut (hybriddeid.merge). Before, the whole
+    the merger keeps the rest, less the field label at the cut (hybriddeid.core.merge). Before, the whole
     CRF span was dropped and the name left in the output: 3/38 and 0/38 names of these two probe
     contexts covered, 36/38 and 38/38 after."""
     text = context.format(v="Jordi Kowalczyk")

@@ -1,4 +1,4 @@
-"""PHI sets (hybriddeid.profiles): the filter, the taxonomies' flags, the ASQ-PHI and Presidio
+"""PHI sets (hybriddeid.core.profiles): the filter, the taxonomies' flags, the ASQ-PHI and Presidio
 mappings, evaluation under a PHI set (don't-care regions), the pipeline setting and the CLI flags."""
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 
 from hybriddeid import Pipeline
 from hybriddeid.cli import main
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus, write_document
-from hybriddeid.pipeline import ConfigError, build_config, load_config
-from hybriddeid.profiles import PHI_SETS, check_phi_set, filter_document, filter_spans, hipaa_age_rule, split_spans
-from hybriddeid.taxonomy import BUNDLED_TAXONOMIES, guess_taxonomy, load_taxonomy
+from hybriddeid.pipeline.core import ConfigError, build_config, load_config
+from hybriddeid.core.profiles import PHI_SETS, check_phi_set, filter_document, filter_spans, hipaa_age_rule, split_spans
+from hybriddeid.core.taxonomy import BUNDLED_TAXONOMIES, guess_taxonomy, load_taxonomy
 
 I2B2 = load_taxonomy("i2b2-2014")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hybriddeid.document import Document, Span
-from hybriddeid.taxonomy import load_taxonomy
+from hybriddeid.core.document import Document, Span
+from hybriddeid.core.taxonomy import load_taxonomy
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 

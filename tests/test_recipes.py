@@ -9,10 +9,10 @@ import pytest
 
 from hybriddeid import Pipeline
 from hybriddeid.cli import main
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io import read_corpus, write_document
-from hybriddeid.languages import detect_language
-from hybriddeid.recipes import recipe_names, recipe_overrides, training_config
+from hybriddeid.core.languages import detect_language
+from hybriddeid.pipeline.recipes import recipe_names, recipe_overrides, training_config
 
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
 SPANISH = ["Paciente de 45 años que acude a urgencias por dolor abdominal de tres días de evolución.",

@@ -20,7 +20,7 @@ from hybriddeid.classifiers.rules import (
     parse_rule_file,
 )
 from hybriddeid.classifiers.validators import get_validator, register_validator, validator_names
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 
 # Invented notes in the MEDDOCAN and i2b2 styles (no corpus text).
 NOTE_ES = """Datos del paciente.
@@ -763,7 +763,7 @@ def test_the_pipeline_drops_dates_no_calendar_reads_whoever_found_them():
     """A vent setting read as a date is dropped from every output path (with and without a
     threshold); ``drop_impossible_dates = false`` keeps it."""
     from hybriddeid import Pipeline
-    from hybriddeid.document import Document, Span
+    from hybriddeid.core.document import Document, Span
 
     pipeline = Pipeline.load("en")
     text = "VENT SETTINGS 40/1000/15 A/C, extubated 10/3."
@@ -777,7 +777,7 @@ def test_the_pipeline_drops_dates_no_calendar_reads_whoever_found_them():
 def test_the_pipeline_drops_an_ip_address_with_no_address_shape():
     """A pH read as an IP address is dropped (surrogate mode would change the value); a real one stays."""
     from hybriddeid import Pipeline
-    from hybriddeid.document import Document, Span
+    from hybriddeid.core.document import Document, Span
 
     pipeline = Pipeline.load("en")
     text = "ABG pH 7.45, from 10.0.12.7 and fe80::1:2"
@@ -792,7 +792,7 @@ def test_the_pipeline_drops_identifiers_that_are_pieces_of_measurement_series():
     """Nursing notes' blood gases and pressures read as IDs or addresses are dropped (surrogate mode
     would rewrite the values); identifiers beside a slash or a word, and descending pairs, stay."""
     from hybriddeid import Pipeline
-    from hybriddeid.document import Document, Span
+    from hybriddeid.core.document import Document, Span
 
     pipeline = Pipeline.load("en")
     text = "FS 178-224. abg 80/48/7.45.34.7. BP 114-17-49/52-67. MRN 1234567/ACCT 12345678/99 ref 224-178"
@@ -811,7 +811,7 @@ def test_the_pipeline_drops_dates_that_are_readings_or_pieces_of_a_reading_serie
     """"PEEP 5/12" and the "45/80" of "7.35/45/80" are readings, not dates (surrogate mode would change the
     values); a date after an ordinary word, or a short date cut from its year, stays."""
     from hybriddeid import Pipeline
-    from hybriddeid.document import Document, Span
+    from hybriddeid.core.document import Document, Span
 
     pipeline = Pipeline.load("en")
     text = "PEEP 5/12, HR: 9-11, ABG 7.35/45/80, vent 10/5/40. Admitted 5/12, seen 3/4/95, on 6/7."
@@ -856,7 +856,7 @@ def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
     """"10/5/50%" (a ventilator setting) and "1000-2000cc" (a fluid balance) are readings, not a date or an
     age: a unit is glued to them; an age above 125 is none. A date before a blank and a real age stay."""
     from hybriddeid import Pipeline
-    from hybriddeid.document import Document, Span
+    from hybriddeid.core.document import Document, Span
 
     pipeline = Pipeline.load("en")
     text = "on 10/5/50% FIO2, 1000-2000cc out, 5/12PEEP. Born 10/5/50, a 92yo, age 131, on the 3rd, 1990s."

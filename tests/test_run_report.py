@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.io import write_documents
-from hybriddeid.run_report import read_run, write_report
+from hybriddeid.runs.report import read_run, write_report
 from hybriddeid.synth import generate_corpus
 
 

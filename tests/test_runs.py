@@ -10,10 +10,10 @@ import pytest
 
 from hybriddeid import Pipeline
 from hybriddeid.cli import main
-from hybriddeid.document import Document, Span
-from hybriddeid.evaluation.sweep import Sweep
+from hybriddeid.core.document import Document, Span
+from hybriddeid.pipeline.sweep import Sweep
 from hybriddeid.io import iter_documents, write_document
-from hybriddeid.pipeline import model_language
+from hybriddeid.pipeline.core import model_language
 
 NOTES = {
     "pt01_a": ("Nombre: Zebulon Quagmire.\nNHC: 4417920.\nFecha de ingreso: 11/03/2019.\n",
@@ -113,7 +113,7 @@ def test_each_input_is_read_once(run, fmt, jobs, tmp_path, opened):
 def test_past_the_held_text_budget_files_are_read_again_and_outputs_are_the_same(jobs, tmp_path, opened, monkeypatch):
     """A run keeps at most ``batch.HELD_CHARACTERS`` of note text from planning: with a budget of one
     note, the first file is read once and the others twice, and the outputs do not change."""
-    from hybriddeid import batch
+    from hybriddeid.runs import batch
 
     notes = write_notes(tmp_path / "in", "i2b2")
     key = ["--key-file", str(tmp_path / "deid.key")]

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fo
 
 SERVER = """
 import faulthandler, os, signal, sys, time
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.pipeline.core import Pipeline
 predict = Pipeline.predict
 def sabotaged(self, doc, *args, **kwargs):
     text = getattr(doc, "text", doc)

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pydantic", reason="the service's request models need pydantic (the [service] extra)")
 
-from hybriddeid.processing import load_model  # noqa: E402
+from hybriddeid.runs.processing import load_model  # noqa: E402
 from hybriddeid.service.work import warm_up  # noqa: E402
 
 

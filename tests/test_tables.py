@@ -225,7 +225,7 @@ def test_postgresql_kill_9_then_resume_gives_the_uninterrupted_table(setting, po
 def test_parts_read_again_by_the_workers_give_the_same_text(setting, tmp_path, monkeypatch, fmt):
     """Past the batch runner's text budget, parts are read again from their locators in the workers (a
     byte offset, a row number, the last id before them): with a budget of 0 every part is."""
-    monkeypatch.setattr("hybriddeid.batch.HELD_CHARACTERS", 0)
+    monkeypatch.setattr("hybriddeid.runs.batch.HELD_CHARACTERS", 0)
     rows = setting["rows"]
     if fmt == "csv":
         source, extra = str(write_csv(tmp_path / "notes.csv", rows)), []

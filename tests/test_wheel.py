@@ -24,11 +24,11 @@ MODEL_DEPENDENCIES = ("python-crfsuite>=0.9.9", "Faker>=30.0", "tqdm>=4.60", "nu
 CHECK = """
 import hybriddeid, pathlib, sys
 from hybriddeid.classifiers.rules import RuleClassifier, bundled_languages
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 
 assert pathlib.Path(sys.prefix) in pathlib.Path(hybriddeid.__file__).parents, hybriddeid.__file__
 assert {"en", "es"} <= set(bundled_languages()), bundled_languages()
-from hybriddeid.languages import available_languages, language_pack
+from hybriddeid.core.languages import available_languages, language_pack
 assert available_languages() == ("en", "es"), available_languages()
 assert language_pack("es").taxonomy == "meddocan" and not language_pack("es").has("synth")
 text = "NHC: 4455667.\\nEdad: 73 años Sexo: M.\\n"
@@ -51,7 +51,7 @@ from hybriddeid.synth import check_offsets, generate_corpus
 assert pathlib.Path(sys.prefix) in pathlib.Path(hybriddeid.__file__).parents, hybriddeid.__file__
 pipeline = Pipeline.load()
 assert pipeline.language == "en" and Pipeline.load("es").language == "es"
-from hybriddeid.recipes import recipe_names, recipe_overrides
+from hybriddeid.pipeline.recipes import recipe_names, recipe_overrides
 assert recipe_names() == ("en-default", "meddocan") and recipe_overrides("meddocan")["pipeline"]["language"] == "es"
 text = "Mr. Hugo Baptiste (MRN 4417920) was seen on 03/14/2024; Foley removed. Call (617) 555-0142."
 found = {(text[s.start:s.end], s.label) for s in pipeline.predict(text)}

@@ -135,8 +135,8 @@ def _toml_value(value: Any) -> str:
 
 def config_reference() -> str:
     """Every config section and key with its default, as Markdown."""
-    from hybriddeid.pipeline import PIPELINE_DEFAULTS
-    from hybriddeid.registry import component_names, find_component
+    from hybriddeid.pipeline.core import PIPELINE_DEFAULTS
+    from hybriddeid.core.registry import component_names, find_component
 
     lines = ["## `[pipeline]`", "", "| key | default |", "| --- | --- |"]
     lines += [f"| `{key}` | {_toml_value(value)} |" for key, value in PIPELINE_DEFAULTS.items()]
@@ -151,7 +151,7 @@ def taxonomy_reference() -> str:
     """Every bundled taxonomy's labels with their category and flags, as Markdown."""
     import tomllib
 
-    from hybriddeid.taxonomy import BUNDLED_TAXONOMIES, load_taxonomy
+    from hybriddeid.core.taxonomy import BUNDLED_TAXONOMIES, load_taxonomy
 
     lines: list[str] = []
     for key in BUNDLED_TAXONOMIES:

@@ -30,7 +30,7 @@ from typing import Iterator, Sequence
 
 import regex
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.gazetteer import NOT_IN_LEXICON
 from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.dictionaries import bundled_entries

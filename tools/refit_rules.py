@@ -20,7 +20,7 @@ from pathlib import Path
 
 from hybriddeid.classifiers.rules import STATE_FILE, RuleClassifier
 from hybriddeid.io import read_corpus
-from hybriddeid.pipeline import CONFIG_FILE, case_copies, component_params, flattened_copies, load_config
+from hybriddeid.pipeline.core import CONFIG_FILE, case_copies, component_params, flattened_copies, load_config
 from hybriddeid.synth import generate_corpus
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from hybriddeid import Pipeline
 from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.build import ensure_clusters
-from hybriddeid.pipeline import load_config
+from hybriddeid.pipeline.core import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 # Flattened copies of 15% of the notes: trained on MEDDOCAN train only and scored on dev flattened to

@@ -27,7 +27,7 @@ from real_text import CORPORA, load_relabelled
 
 from hybriddeid import Pipeline
 from hybriddeid.evaluation import evaluate
-from hybriddeid.pipeline import load_config
+from hybriddeid.pipeline.core import load_config
 from hybriddeid.synth import generate_corpus
 
 ROOT = Path(__file__).resolve().parents[1]

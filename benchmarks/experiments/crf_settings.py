@@ -22,7 +22,7 @@ from typing import Any
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.build import ensure_clusters
-from hybriddeid.pipeline import Pipeline, load_config
+from hybriddeid.pipeline.core import Pipeline, load_config
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout; this script is in benchmarks/experiments/
 SHARED = ROOT.parent / "shared" / "corpora" / "meddocan"

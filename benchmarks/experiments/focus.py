@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from hybriddeid.classifiers.focus import runs_in_regions
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
-from hybriddeid.pipeline import Pipeline, load_config
+from hybriddeid.pipeline.core import Pipeline, load_config
 
 BENCHMARKS = Path(__file__).resolve().parents[1]  # this script is in benchmarks/experiments/
 SHARED = BENCHMARKS.parents[1] / "shared" / "corpora" / "meddocan"

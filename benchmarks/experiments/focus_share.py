@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from hybriddeid.classifiers.focus import runs_in_regions
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.io import read_corpus
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.pipeline.core import Pipeline
 from hybriddeid.synth import generate_corpus
 
 # the shared corpora sit beside the checkout; this script is in benchmarks/experiments/

@@ -107,7 +107,7 @@ def main() -> int:
                         "max_train_minutes": 0, "num_threads": args.threads, "device": "cpu", "verbose": False}
             if settings.get("clusters") and args.clusters:
                 from hybriddeid.knowledge.build import ensure_clusters
-                from hybriddeid.pipeline import load_config
+                from hybriddeid.pipeline.core import load_config
 
                 ensure_clusters(load_config(BENCHMARKS / "meddocan.toml"), [args.train, args.dev], "es")
                 settings["clusters"] = str(args.neural_config.parent / settings["clusters"])

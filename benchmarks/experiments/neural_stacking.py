@@ -27,14 +27,14 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Iterator
 
-from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.token_crf import TokenCRF
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.token import TokenSequence
 from hybriddeid.io import read_corpus
-from hybriddeid.pipeline import Pipeline
+from hybriddeid.pipeline.core import Pipeline
 
 # the shared corpora sit beside the checkout; this script is in benchmarks/experiments/
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "meddocan"

@@ -5,7 +5,7 @@ learns state into attributes ending in ``_``; ``predict`` returns character-offs
 with the classifier's ``source`` name. ``to_disk`` writes only what was learned, in plain files
 (crfsuite models, TOML, JSON, numpy arrays), never pickles; ``from_disk(path, params)`` rebuilds
 the classifier from those files and its parameters, which a saved pipeline keeps in its one
-``config.toml``. A component's ``ComponentSpec`` (``hybriddeid.registry``) says which of the
+``config.toml``. A component's ``ComponentSpec`` (``hybriddeid.core.registry``) says which of the
 optional capabilities below it has.
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 
 if TYPE_CHECKING:
-    from hybriddeid.analysis import AnalysedNote
+    from hybriddeid.features.analysis import AnalysedNote
     from hybriddeid.classifiers.sequences import TaggedSequence
 
 
@@ -46,7 +46,7 @@ class Classifier(Protocol):
 @runtime_checkable
 class SequenceTagger(Classifier, Protocol):
     """A classifier with per-unit marginals (spec ``reads_marginals``): it can focus another
-    component and serve P(O) thresholds (``hybriddeid.operating_point``)."""
+    component and serve P(O) thresholds (``hybriddeid.pipeline.operating_point``)."""
 
     labels_: tuple[str, ...]  # the labels its tags carry (before a ``finish`` step retypes spans)
 

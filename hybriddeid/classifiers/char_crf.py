@@ -18,17 +18,17 @@ from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 
 import tomli_w
 
-from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger, check_segments
 from hybriddeid.classifiers.focus import run_bounds, runs_in_regions
 from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.classifiers.span_typer import TYPER_DEFAULTS, SpanTyper
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.char import CharWindow, char_features, token_projections
 from hybriddeid.features.char_ids import CharLine, CharScorer
 from hybriddeid.features.gazetteer import Gazetteer
-from hybriddeid.registry import ComponentSpec
-from hybriddeid.taxonomy import guess_taxonomy
+from hybriddeid.core.registry import ComponentSpec
+from hybriddeid.core.taxonomy import guess_taxonomy
 
 LABEL_LEVELS = ("phi", "category", "subtype")
 # Feature families of the character CRF (ablations drop them one at a time): the character
@@ -267,7 +267,7 @@ class CharCRF(CRFTagger):
 
     @classmethod
     def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "CharCRF":
-        from hybriddeid.taxonomy import load_taxonomy
+        from hybriddeid.core.taxonomy import load_taxonomy
 
         path = Path(path)
         model = super().from_disk(path, params)

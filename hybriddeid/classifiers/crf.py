@@ -14,14 +14,14 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Seque
 
 import pycrfsuite
 
-from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
 from hybriddeid.classifiers.crfsuite_decoding import Decoder, Marginals, UnitMarginals
 from hybriddeid.classifiers.crfsuite_files import CRFWeights, open_tagger, read_weights, train_to_bytes
 from hybriddeid.classifiers.focus import unsure_stretches
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.classifiers.sequences import TaggedSequence, UnitSequence
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife, keys_of_words
 from hybriddeid.features.resources import ClusterFeatures, dictionary_tags, grouped_gazetteers
 from hybriddeid.features.safe_words import safe_vocabulary
@@ -280,7 +280,7 @@ class CRFTagger:
     ) -> tuple[list[Span], list[TaggedSequence]]:
         """``predict``'s spans plus every sequence read, with each unit's P(O) and, where that is
         below ``keep_below``, its label probabilities: what a P(O) threshold up to ``keep_below``
-        and focus stretches at any level need (``hybriddeid.operating_point``). Sequences whose
+        and focus stretches at any level need (``hybriddeid.pipeline.operating_point``). Sequences whose
         ``bounds`` are in ``skip`` (already read by an earlier call) are left out."""
         note = analyse(note, self.language)
         spans, _, sequences = self._tag(note, regions, keep_below=keep_below, skip=skip)

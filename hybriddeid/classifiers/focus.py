@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Sequence
 
 from hybriddeid.classifiers.schemes import OUTSIDE
 from hybriddeid.classifiers.sequences import TaggedSequence
-from hybriddeid.document import Span
+from hybriddeid.core.document import Span
 from hybriddeid.features.context import LineContext
 from hybriddeid.text.tokenize import Token
 

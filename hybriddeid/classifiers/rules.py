@@ -1,6 +1,6 @@
 """The regex rule classifier (paper section 3.3): formulaic PHI found by rules kept as data.
 
-Rules live in TOML files (each language pack's ``regex.toml``, see :mod:`hybriddeid.languages`;
+Rules live in TOML files (each language pack's ``regex.toml``, see :mod:`hybriddeid.core.languages`;
 users add their own). Each ``[[rule]]`` has a ``name``, a ``label`` from the taxonomy named in the file
 header, a ``pattern`` whose named group ``phi`` marks the PHI part (the whole match if absent; a
 pattern may capture ``phi`` several times, one span each), and optionally ``flags``, ``context``
@@ -54,16 +54,16 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import regex
 import tomli_w
 
-from hybriddeid.analysis import AnalysedNote
+from hybriddeid.features.analysis import AnalysedNote
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.context import layout_lines, with_line_breaks
 from hybriddeid.io import atomic_write_text
 from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, known_words
-from hybriddeid.languages import available_languages, language_pack
-from hybriddeid.merge import FALLBACK_SUFFIX
-from hybriddeid.registry import ComponentSpec
-from hybriddeid.taxonomy import load_taxonomy
+from hybriddeid.core.languages import available_languages, language_pack
+from hybriddeid.core.merge import FALLBACK_SUFFIX
+from hybriddeid.core.registry import ComponentSpec
+from hybriddeid.core.taxonomy import load_taxonomy
 
 log = logging.getLogger(__name__)
 
@@ -561,7 +561,7 @@ def _parse_example(item: Any, fail: Callable[[str], RuleFileError]) -> Example:
 
 
 def bundled_languages() -> tuple[str, ...]:
-    """Languages whose pack (:mod:`hybriddeid.languages`) has a ``regex.toml`` rule file."""
+    """Languages whose pack (:mod:`hybriddeid.core.languages`) has a ``regex.toml`` rule file."""
     return tuple(code for code in available_languages() if language_pack(code).has("regex"))
 
 

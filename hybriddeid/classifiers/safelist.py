@@ -21,9 +21,9 @@ from typing import Sequence
 
 import regex
 
-from hybriddeid.document import Span, span_order
+from hybriddeid.core.document import Span, span_order
 from hybriddeid.knowledge.dictionaries import read_entries
-from hybriddeid.languages import language_pack, register_cache
+from hybriddeid.core.languages import language_pack, register_cache
 from hybriddeid.surrogates.language import fold, load_language
 
 _WORD = regex.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")

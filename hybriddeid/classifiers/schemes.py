@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 from typing import Iterable, Sequence
 
-from hybriddeid.document import Span
+from hybriddeid.core.document import Span
 
 OUTSIDE = "O"
 SCHEMES = ("BIO", "BIOES")

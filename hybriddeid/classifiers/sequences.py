@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hybriddeid.document import Span
+from hybriddeid.core.document import Span
 
 
 @dataclass(slots=True)

@@ -13,10 +13,10 @@ from typing import Any, Iterable, Sequence
 
 import pycrfsuite
 
-from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
 from hybriddeid.classifiers.crfsuite_files import open_tagger, train_to_bytes
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife, phrase_key
 from hybriddeid.features.lexical import short_shape
 

@@ -205,7 +205,7 @@ def _load_pack(code: str, extra: tuple[str, ...]) -> LanguagePack:
         regex.compile("".join(rf"\p{{Script={name}}}" for name in scripts))
     except regex.error:
         raise ValueError(f"{origin}: 'scripts' names an unknown Unicode script ({', '.join(scripts)})") from None
-    taxonomy_file = data["taxonomy"].replace("-", "_").lower() + ".toml"  # as hybriddeid.taxonomy names them
+    taxonomy_file = data["taxonomy"].replace("-", "_").lower() + ".toml"  # as hybriddeid.core.taxonomy names them
     if not shared_resource("taxonomy", taxonomy_file).is_file():
         bundled_taxonomies = sorted(entry.name[:-5] for entry in shared_resource("taxonomy").iterdir() if entry.name.endswith(".toml"))
         raise ValueError(f"{origin}: unknown taxonomy {data['taxonomy']!r}; bundled: {', '.join(bundled_taxonomies)}")

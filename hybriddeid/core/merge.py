@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
-from hybriddeid.document import Span, span_order
+from hybriddeid.core.document import Span, span_order
 
 DEFAULT_PRECEDENCE = ("rule", "char", "token")
 FALLBACK_SUFFIX = "+fallback"

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping
 
-from hybriddeid.document import Document, Span
-from hybriddeid.languages import available_languages, language_pack, register_cache, shared_resource
-from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
+from hybriddeid.core.document import Document, Span
+from hybriddeid.core.languages import available_languages, language_pack, register_cache, shared_resource
+from hybriddeid.core.taxonomy import Taxonomy, guess_taxonomy
 
 PHI_SETS = ("i2b2-2014", "hipaa")
 DEFAULT_PHI_SET = "i2b2-2014"

@@ -2,7 +2,7 @@
 
 A taxonomy maps each fine label (subtype) to its parent category and carries two flags: ``hipaa``,
 the i2b2 2014 evaluation scripts' HIPAA subset (the report's "HIPAA" rows), and ``safe_harbor``, HIPAA
-Safe Harbor's identifiers (45 CFR 164.514(b)(2)(i); the ``hipaa`` PHI set of ``hybriddeid.profiles``).
+Safe Harbor's identifiers (45 CFR 164.514(b)(2)(i); the ``hipaa`` PHI set of ``hybriddeid.core.profiles``).
 Evaluation, PHI sets and per-category reports read it; nothing hard-codes labels.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from hybriddeid.document import Document, Span
-from hybriddeid.languages import shared_resource
+from hybriddeid.core.document import Document, Span
+from hybriddeid.core.languages import shared_resource
 
 # Order matters: guess_taxonomy gives ties to the earlier one, surrogate kinds take the first that knows a label.
 BUNDLED_TAXONOMIES = ("i2b2_2014", "i2b2_2006", "meddocan", "asq_phi", "presidio", "physionet")

@@ -20,7 +20,7 @@ The label of an element is the span's subtype or its taxonomy category (``level`
 is taken by the caller, on gold and predictions alike, before matching (as the script's filters do).
 
 *Don't-care regions* (not in the i2b2 scripts): gold spans outside the PHI set being scored
-(``hybriddeid.profiles``). A predicted element (token, or span for strict and relaxed) that overlaps
+(``hybriddeid.core.profiles``). A predicted element (token, or span for strict and relaxed) that overlaps
 one of them, and no gold span that is scored, is left out: it counts neither as a true nor as a false
 positive, since the gold there says "PHI, but not of this set".
 """
@@ -30,7 +30,7 @@ import re
 from collections import defaultdict
 from typing import Callable, Iterable, Sequence
 
-from hybriddeid.document import Span
+from hybriddeid.core.document import Span
 
 CRITERIA = ("token", "strict", "relaxed", "binary_token")
 RELAXED_END_TOLERANCE = 2

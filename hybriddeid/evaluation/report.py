@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
 from hybriddeid.evaluation.matching import CRITERIA, Counts
-from hybriddeid.profiles import DEFAULT_PHI_SET
-from hybriddeid.taxonomy import Taxonomy
+from hybriddeid.core.profiles import DEFAULT_PHI_SET
+from hybriddeid.core.taxonomy import Taxonomy
 
 LEVELS = ("subtype", "category")
 AVERAGES = ("micro", "macro")

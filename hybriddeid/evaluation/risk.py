@@ -41,7 +41,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from hybriddeid.document import Span
+from hybriddeid.core.document import Span
 
 CALIBRATIONS = ("isotonic", "platt")
 AUTO = "auto"  # the calibration whose cross-fitted counts on the reviewed notes come closer

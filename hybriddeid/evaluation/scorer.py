@@ -5,11 +5,11 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation.matching import CRITERIA, DocumentMatcher
 from hybriddeid.evaluation.report import LEVELS, CountTable, EvaluationReport
-from hybriddeid.profiles import DEFAULT_PHI_SET, check_phi_set, filter_spans, split_spans
-from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
+from hybriddeid.core.profiles import DEFAULT_PHI_SET, check_phi_set, filter_spans, split_spans
+from hybriddeid.core.taxonomy import Taxonomy, guess_taxonomy
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def evaluate(
     that knows most (e.g. ASQ-PHI gold against i2b2 2014 predictions). Category-level scores thus
     compare across label sets; subtype-level ones only within one.
 
-    ``phi_set`` (``hybriddeid.profiles``; None = i2b2-2014, every span): predicted spans outside it
+    ``phi_set`` (``hybriddeid.core.profiles``; None = i2b2-2014, every span): predicted spans outside it
     are dropped; gold spans outside it become don't-care regions, where predictions count neither as
     true nor as false positives (``matching``: predicted tokens, or for strict and relaxed predicted
     spans, that overlap one and no scored gold span are left out).

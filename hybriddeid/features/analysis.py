@@ -8,7 +8,7 @@ import bisect
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.context import LineContext, iter_line_contexts, line_contexts, with_line_breaks
 from hybriddeid.text.tokenize import Token, tokenize
 

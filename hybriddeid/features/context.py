@@ -11,7 +11,7 @@ from typing import Iterable, Iterator
 
 import regex
 
-from hybriddeid.languages import language_pack, register_cache
+from hybriddeid.core.languages import language_pack, register_cache
 from hybriddeid.text.tokenize import iter_lines
 
 _END_MARKS = frozenset(".?!")
@@ -160,7 +160,7 @@ class LineContext:
 
 
 def line_contexts(text: str, language: str) -> tuple[LineContext, ...]:
-    """Per-line sentence and section facts for ``text`` (``hybriddeid.analysis`` computes them
+    """Per-line sentence and section facts for ``text`` (``hybriddeid.features.analysis`` computes them
     once per note for every classifier)."""
     return tuple(iter_line_contexts(text, language))
 

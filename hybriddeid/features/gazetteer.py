@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.text.tokenize import tokenize
 
 LEXICON_FILE = "lexicon.json"  # where a model keeps its training lexicon (hashed entries)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.text.tokenize import tokenize
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, NamedTu
 
 import numpy as np
 
-from hybriddeid.analysis import AnalysedLine
+from hybriddeid.features.analysis import AnalysedLine
 from hybriddeid.features import token as token_features
 from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, keys_of_words
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape

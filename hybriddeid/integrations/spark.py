@@ -1,6 +1,6 @@
 """De-identification on Apache Spark: PHI spans and de-identified text for a DataFrame of notes.
 
-Two stages of pandas functions over Arrow batches, both calling ``hybriddeid.processing.process_notes``
+Two stages of pandas functions over Arrow batches, both calling ``hybriddeid.runs.processing.process_notes``
 as ``hybriddeid annotate`` and ``deid`` do:
 
 1. *spans* (``mapInPandas``, any partitioning): each note's PHI spans from the model. The model is
@@ -32,10 +32,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io import TABLE_FORMATS, InputError, detect_table_format
-from hybriddeid.processing import NoteSettings, load_model, process_notes
-from hybriddeid.profiles import check_phi_set
+from hybriddeid.runs.processing import NoteSettings, load_model, process_notes
+from hybriddeid.core.profiles import check_phi_set
 from hybriddeid.surrogates import DeidOptions
 from hybriddeid.surrogates.patients import PatientMap
 

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 
 DEFAULT_MAX_BYTES = 20_000_000
 # A process-wide per-file limit in megabytes (10**6 bytes) for readers not told one: the CLI's

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io._common import (
     InputError,
     check_text,

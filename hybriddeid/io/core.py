@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.io._common import (
     DEFAULT_MAX_BYTES,
     LOG,
@@ -91,7 +91,7 @@ _REGISTRY = {
     "i2b2": _Format(".xml", read_i2b2, render_i2b2),
     "i2b2-2006": _Format(".xml", read_i2b2_2006, render_i2b2_2006, multi=True),
     "jsonl": _Format(".jsonl", read_jsonl, render_jsonl, multi=True),
-    # Not in FORMATS: only ``deid --input-format fhir`` reads and writes it (hybriddeid.fhir_deid).
+    # Not in FORMATS: only ``deid --input-format fhir`` reads and writes it (hybriddeid.runs.fhir).
     FHIR_FORMAT: _Format(".ndjson", read_fhir, render_fhir, multi=True, reads=FHIR_SUFFIXES, out_suffix=_fhir_suffix),
 }
 

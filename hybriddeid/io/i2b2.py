@@ -22,7 +22,7 @@ from typing import Sequence
 from xml.parsers import expat
 from xml.sax.saxutils import escape
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io._common import (
     InputError,
     check_text,
@@ -33,7 +33,7 @@ from hybriddeid.io._common import (
     read_text,
     safe_id,
 )
-from hybriddeid.taxonomy import guess_taxonomy
+from hybriddeid.core.taxonomy import guess_taxonomy
 
 _DECLARED_ENCODING = re.compile(r"""\s*<\?xml[^>]*?\bencoding\s*=\s*["']([^"']*)["']""")
 _UTF8_NAMES = {"utf-8", "utf8", "us-ascii", "ascii"}

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io._common import (
     PROVENANCE_KEYS,
     InputError,

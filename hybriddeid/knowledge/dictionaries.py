@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from hybriddeid.features.gazetteer import Gazetteer
-from hybriddeid.languages import language_pack, register_cache
+from hybriddeid.core.languages import language_pack, register_cache
 
 
 def _folder(language: str) -> Traversable:

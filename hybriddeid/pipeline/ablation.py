@@ -14,9 +14,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
-from hybriddeid.pipeline import Pipeline, build_component, build_config
+from hybriddeid.pipeline.core import Pipeline, build_component, build_config
 
 
 @dataclass(frozen=True)

@@ -27,25 +27,25 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 import tomli_w
 
 from hybriddeid._version import __version__
-from hybriddeid.analysis import AnalysedNote, Piece, analyse, analysed_pieces
+from hybriddeid.features.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
 from hybriddeid.classifiers.validators import (age_possible, ip_address_possible, measurement_piece,
                                                numeric_date_possible, reading_after_label, reading_with_unit,
                                                series_piece)
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.features.context import field_labels
 from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words
-from hybriddeid.languages import register_cache, stop_words, unread_letters
-from hybriddeid.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
-from hybriddeid.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
-from hybriddeid.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
-from hybriddeid.registry import component_names, find_component, get_component
-from hybriddeid.safelist import load_safelist
+from hybriddeid.core.languages import register_cache, stop_words, unread_letters
+from hybriddeid.core.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
+from hybriddeid.pipeline.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
+from hybriddeid.core.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
+from hybriddeid.core.registry import component_names, find_component, get_component
+from hybriddeid.classifiers.safelist import load_safelist
 from hybriddeid.surrogates.language import fold, load_kinds, load_language
 from hybriddeid.surrogates.names import NAME_WORD
-from hybriddeid.taxonomy import Taxonomy, guess_taxonomy
+from hybriddeid.core.taxonomy import Taxonomy, guess_taxonomy
 
 if TYPE_CHECKING:
     from hybriddeid.surrogates import DeidResult
@@ -59,7 +59,7 @@ BUNDLED_MODELS = ("en", "es")  # hybriddeid/models/<name>
 DEFAULT_BUNDLED = "en"  # what "default" (and no --model) loads
 RESOURCE_PATH_KEYS = ("clusters", "extra_gazetteers")  # relative paths in a config file mean "next to it"
 
-# The [pipeline] section; each component's section holds its registered defaults (hybriddeid.registry).
+# The [pipeline] section; each component's section holds its registered defaults (hybriddeid.core.registry).
 PIPELINE_DEFAULTS: dict[str, Any] = {
     "language": "en",
     "components": ["rule", "char", "token"],
@@ -68,7 +68,7 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     "min_score": {"char": 0.9, "token": 0.5},
     # Mark further occurrences, in the same note, of strings already found as PHI.
     "propagate": False,
-    # Drop merged spans made only of clinical safe-list entries (hybriddeid.safelist):
+    # Drop merged spans made only of clinical safe-list entries (hybriddeid.classifiers.safelist):
     # a bundled list's language ("en"), or "" for none.
     "safelist": "",
     # Cascade, e.g. {char = "token"}: the character CRF tags only the stretches around tokens
@@ -82,7 +82,7 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     "focus": {},
     "focus_below": 0.999,
     "focus_margin": 8,
-    # Which merged spans are PHI (hybriddeid.profiles): "i2b2-2014", every span; "hipaa", only
+    # Which merged spans are PHI (hybriddeid.core.profiles): "i2b2-2014", every span; "hipaa", only
     # HIPAA Safe Harbor's identifiers (no professions, states, countries; ages only over 89).
     "phi_set": DEFAULT_PHI_SET,
     # Drop a DATE span that is only numbers no numeric date writing reads ("40/1000/15", "70-84":
@@ -92,7 +92,7 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # ("7.45", a pH; validators.ip_address_possible) is dropped too, and so is an ID or IPADDR that is a
     # piece of a measurement series ("BP 114-17-49/52-67", "FS 178-224"; validators.measurement_piece).
     "drop_impossible_dates": True,
-    # Operating point for recall (hybriddeid.operating_point): a CRF token or character whose
+    # Operating point for recall (hybriddeid.pipeline.operating_point): a CRF token or character whose
     # marginal P(O) is below this is PHI too, on top of the output above. None (not written to
     # config.toml): no threshold.
     "phi_threshold": None,
@@ -478,7 +478,7 @@ class Pipeline:
     ) -> list[Span]:
         """Merged PHI spans of a note (character offsets into its text), within ``phi_set`` (default:
         the config's). ``threshold`` (default: the config's ``phi_threshold``, usually none; 0: none)
-        also makes PHI every CRF unit whose P(O) is below it (``hybriddeid.operating_point``); the
+        also makes PHI every CRF unit whose P(O) is below it (``hybriddeid.pipeline.operating_point``); the
         PHI set applies last, to those too. A long note is read piece by piece (``pieces``)."""
         doc = self._as_document(doc_or_text)
         threshold = self.threshold_for(threshold)
@@ -572,7 +572,7 @@ class Pipeline:
         threshold=t)`` for any t up to it (or None), without tagging again (what a threshold sweep needs).
         ``keep_below`` (at least ``max_threshold``) keeps more units, with their label
         probabilities, than the threshold needs, without reading more (the residual-risk
-        estimate reads every token's P(O): ``hybriddeid.risk``).
+        estimate reads every token's P(O): ``hybriddeid.evaluation.risk``).
 
         The base spans are ``predict_by_source``'s; with ``focus``, the focused CRF also reads the
         stretches of each level ``focus_levels`` adds for ``max_threshold``, each run only once."""

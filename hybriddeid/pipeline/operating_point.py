@@ -36,7 +36,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 
 if TYPE_CHECKING:
     from hybriddeid.classifiers.sequences import TaggedSequence

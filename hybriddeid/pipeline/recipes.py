@@ -5,7 +5,7 @@ package has them): ``meddocan`` (Spanish, tuned on MEDDOCAN, the bundled ``es`` 
 ``en-default`` (the bundled English model's). :func:`training_config` puts together what ``train``
 trains: the library defaults, then the recipe, then the user's config file (a key the config file
 sets wins over the recipe's), then ``--language``; with none of those naming a language it is
-detected from the training text (:func:`hybriddeid.languages.detect_language`). A recipe's
+detected from the training text (:func:`hybriddeid.core.languages.detect_language`). A recipe's
 ``clusters = "<name>"`` means word clusters built from the training text (plus any extra unlabelled
 folders); they are built once into a cache folder keyed by that text and reused.
 """
@@ -20,8 +20,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from hybriddeid.languages import detect_language, language_pack, shared_resource
-from hybriddeid.pipeline import build_config, config_overrides
+from hybriddeid.core.languages import detect_language, language_pack, shared_resource
+from hybriddeid.pipeline.core import build_config, config_overrides
 
 log = logging.getLogger("hybriddeid")
 

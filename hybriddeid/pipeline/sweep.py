@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.evaluation.report import PRF
 from hybriddeid.evaluation.scorer import evaluate
-from hybriddeid.operating_point import NO_THRESHOLD, check_threshold, shown_probability
-from hybriddeid.profiles import DEFAULT_PHI_SET
+from hybriddeid.pipeline.operating_point import NO_THRESHOLD, check_threshold, shown_probability
+from hybriddeid.core.profiles import DEFAULT_PHI_SET
 
 if TYPE_CHECKING:
-    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.pipeline.core import Pipeline
 
 # Dense near 1.0, where P(O) thresholds start to matter for a well-trained CRF.
 DEFAULT_THRESHOLDS = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999)

@@ -1,5 +1,5 @@
 """Folders of notes read for review: the model's spans and token chances, the residual-risk
-estimate (``hybriddeid.risk``), the notes worth reviewing first, and a reviewer's corrections.
+estimate (``hybriddeid.evaluation.risk``), the notes worth reviewing first, and a reviewer's corrections.
 
 ``hybriddeid risk`` and ``hybriddeid review`` both start here; every note goes through
 ``processing.process_notes`` (so the spans shown are those ``annotate`` writes).
@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
 
-from hybriddeid.batch import describe_error
-from hybriddeid.document import Document, Span
-from hybriddeid.pipeline import ConfigError
+from hybriddeid.runs.batch import describe_error
+from hybriddeid.core.document import Document, Span
+from hybriddeid.pipeline.core import ConfigError
 from hybriddeid.io import InputError, atomic_write_text, read_document, scan_inputs, write_document
-from hybriddeid.processing import NoteSettings, ProcessedNote, process_notes
-from hybriddeid.risk import AUTO, Reviewed, RiskEstimate, TokenChance, estimate, untagged
+from hybriddeid.runs.processing import NoteSettings, ProcessedNote, process_notes
+from hybriddeid.evaluation.risk import AUTO, Reviewed, RiskEstimate, TokenChance, estimate, untagged
 
 if TYPE_CHECKING:
-    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.pipeline.core import Pipeline
 
 log = logging.getLogger("hybriddeid")
 

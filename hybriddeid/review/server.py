@@ -4,7 +4,7 @@ The server binds to 127.0.0.1 only and answers nobody who does not hold its one-
 URL printed at start carries it (``/?token=...``, as Jupyter does); opening it sets a same-site,
 HTTP-only cookie and every later request must carry that cookie (and, to change anything, the
 token in an ``X-Review-Token`` header, which no other web page can send). A Host header other than
-the loopback address is refused too (DNS rebinding). Every asset (``review_assets/``) ships in the
+the loopback address is refused too (DNS rebinding). Every asset (``review/assets/``) ships in the
 package: no CDN, so the page works on a network with no way out.
 
 The notes are read once at start through ``reviewing.read_folder`` (``processing.process_notes``:
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Sequence
 
-from hybriddeid.document import Span
+from hybriddeid.core.document import Span
 from hybriddeid.io import InputError
-from hybriddeid.reviewing import Corrections, ReadNote, StaleSave, folder_risk, most_informative
-from hybriddeid.risk import AUTO, Reviewed, RiskEstimate
+from hybriddeid.review.folders import Corrections, ReadNote, StaleSave, folder_risk, most_informative
+from hybriddeid.evaluation.risk import AUTO, Reviewed, RiskEstimate
 
 log = logging.getLogger("hybriddeid")
 
@@ -38,7 +38,7 @@ READ_TIMEOUT_S = 30  # a connection that sends nothing (or less body than it ann
 
 
 def _asset(name: str) -> bytes:
-    return resources.files("hybriddeid").joinpath("review_assets", name).read_bytes()
+    return resources.files("hybriddeid.review").joinpath("assets", name).read_bytes()
 
 
 @dataclass

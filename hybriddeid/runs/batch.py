@@ -39,10 +39,10 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from hybriddeid.classifiers.base import ComponentError
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.io import InputError, Inputs, output_path, remove_temp_files, scan_inputs, scan_tree, write_documents
 from hybriddeid.io._common import shown_path
-from hybriddeid.processing import NoteSettings, load_model, process_notes
+from hybriddeid.runs.processing import NoteSettings, load_model, process_notes
 
 log = logging.getLogger(__name__)
 
@@ -507,7 +507,7 @@ def run_batch(
     """Process every document under ``in_dir`` and write the results to ``out_dir``.
 
     ``in_dir`` is a folder, or its ``Inputs`` (``hybriddeid.io.scan_inputs``; then ``in_format`` is
-    theirs), or another ``NoteSource`` (a table's parts: ``hybriddeid.table_batch``). ``transform`` is a document -> document function (written in ``out_format``) or a
+    theirs), or another ``NoteSource`` (a table's parts: ``hybriddeid.runs.tables``). ``transform`` is a document -> document function (written in ``out_format``) or a
     ``BatchProcessor``. Units whose outputs are all done are skipped unless ``overwrite``; errors
     are collected per input file and the run goes on. Units run in ``jobs`` worker processes under
     ``limits``; results do not depend on ``jobs``. ``encoding`` and ``follow_symlinks`` are how the

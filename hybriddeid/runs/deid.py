@@ -11,7 +11,7 @@ A note counts as done when its output equals its input with its audit's replacem
 interrupted run (outputs are written only after their audit) or a changed input is redone.
 
 With a ``Renamer`` (``--rename hash``), every name above (outputs, audits and their ``note`` field,
-mapping files) and every message is the note's or file's keyed hash (``hybriddeid.renaming``); the
+mapping files) and every message is the note's or file's keyed hash (``hybriddeid.runs.renaming``); the
 originals serve only to group a patient's notes. Without one, a run whose file names look like PHI
 says so once.
 """
@@ -25,15 +25,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from hybriddeid.batch import (BatchResult, Interrupted, Limits, check_folders, check_writable, output_lock, run_batch,
+from hybriddeid.runs.batch import (BatchResult, Interrupted, Limits, check_folders, check_writable, output_lock, run_batch,
                               run_tree, shown_entry, stop_on_signals)
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.io import (InputError, Inputs, atomic_write_text, output_path, read_document, remove_temp_files,
                            scan_inputs, write_documents)
 from hybriddeid.io._common import changed_settings, fit_file_name, name_problem, settings_digest
-from hybriddeid.processing import NoteSettings, ProcessedNote, load_model, process_notes
-from hybriddeid.profiles import check_phi_set
-from hybriddeid.renaming import Renamer, hashed_in_logs, phi_like_names
+from hybriddeid.runs.processing import NoteSettings, ProcessedNote, load_model, process_notes
+from hybriddeid.core.profiles import check_phi_set
+from hybriddeid.runs.renaming import Renamer, hashed_in_logs, phi_like_names
 from hybriddeid.surrogates.audit import audit_counts, audit_lines, audit_rows, read_audit_run, render_mapping, summarize
 from hybriddeid.surrogates.deid import DATE_OFFSET_RULE, DeidOptions, DeidResult, matches_replacements
 from hybriddeid.surrogates.keys import Keyed
@@ -61,7 +61,7 @@ class DeidProcessor:
     """De-identifies the notes of a folder; a ``BatchProcessor`` for ``run_batch``.
 
     ``model`` is a model folder or name whose predictions are replaced; None replaces the inputs'
-    own annotations (gold or earlier predictions) instead. ``phi_set`` (``hybriddeid.profiles``)
+    own annotations (gold or earlier predictions) instead. ``phi_set`` (``hybriddeid.core.profiles``)
     keeps only that set's spans: the model's predictions (default: the model's setting), or the
     inputs' annotations, read through the taxonomy that knows each note's labels (default: all).
     ``threshold`` is the model's P(O) threshold as ``Pipeline.predict`` takes it (None: the model's

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from hybriddeid.deid_batch import DeidProcessor
-from hybriddeid.document import Document
+from hybriddeid.runs.deid import DeidProcessor
+from hybriddeid.core.document import Document
 from hybriddeid.io import FHIR_FORMAT
 from hybriddeid.io.fhir import INSTALL_HINT, is_elements, part_of, require_models, with_output
-from hybriddeid.processing import NoteSettings, ProcessedNote, process_notes
-from hybriddeid.profiles import filter_document
+from hybriddeid.runs.processing import NoteSettings, ProcessedNote, process_notes
+from hybriddeid.core.profiles import filter_document
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """What is done to each note, the same wherever it runs: its PHI spans, then, if asked, their replacement.
 
-``hybriddeid annotate`` and ``deid`` (``hybriddeid.batch``, ``hybriddeid.deid_batch``) and Spark
+``hybriddeid annotate`` and ``deid`` (``hybriddeid.runs.batch``, ``hybriddeid.runs.deid``) and Spark
 (``hybriddeid.integrations.spark``) all call ``process_notes``, so one note gets the same spans and the
 same de-identified text from each of them. Reading notes, loading the model (once per process) and
 writing results stay with the callers.
@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from hybriddeid.document import Document
-from hybriddeid.profiles import check_phi_set, filter_document
-from hybriddeid.risk import TokenChance
+from hybriddeid.core.document import Document
+from hybriddeid.core.profiles import check_phi_set, filter_document
+from hybriddeid.evaluation.risk import TokenChance
 from hybriddeid.surrogates import DeidOptions, DeidResult, deidentify_patient
 
 # The least P(O) threshold a reading takes: with no threshold set, reading for this one reads no
@@ -22,17 +22,17 @@ MIN_READ_THRESHOLD = 1e-12
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.pipeline.core import Pipeline
 
 
 @dataclass(frozen=True)
 class NoteSettings:
     """Which spans are PHI and what becomes of them.
 
-    ``phi_set`` (``hybriddeid.profiles``) keeps only that set's spans (default: the model's setting, or
+    ``phi_set`` (``hybriddeid.core.profiles``) keeps only that set's spans (default: the model's setting, or
     every given span); ``threshold`` is the model's P(O) threshold as ``Pipeline.predict`` takes it
     (None: the model's config; 0: none); ``deid`` replaces the spans (None: the spans only);
-    ``chances`` also keeps every token's P(PHI) from the model's token CRF (``hybriddeid.risk``), the
+    ``chances`` also keeps every token's P(PHI) from the model's token CRF (``hybriddeid.evaluation.risk``), the
     spans unchanged.
     """
 
@@ -92,7 +92,7 @@ def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], s
 def token_chances(pipeline: "Pipeline", doc: Document, settings: NoteSettings) -> tuple[list, tuple[TokenChance, ...]]:
     """The spans ``pipeline.predict`` gives ``doc`` under ``settings`` (the same tagging, read once)
     and the P(PHI) of every token its token-unit CRF (highest in precedence) read."""
-    from hybriddeid.pipeline import ConfigError  # the model's problem, not the note's: callers stop on it
+    from hybriddeid.pipeline.core import ConfigError  # the model's problem, not the note's: callers stop on it
 
     if pipeline is None or not hasattr(pipeline, "read"):
         raise ConfigError("token chances need a loaded model (hybriddeid.pipeline.Pipeline)")
@@ -124,6 +124,6 @@ def load_model(model: "str | Path", engine: str | None = None, device: str | Non
     """The saved or bundled model ``model`` (``Pipeline.load``): the one place runs load a model.
     ``engine`` ("fast" or "crfsuite") overrides how its CRFs tag, ``device`` ("auto", "cpu",
     "cuda[:N]") where its neural components run (None: the model's config)."""
-    from hybriddeid.pipeline import Pipeline
+    from hybriddeid.pipeline.core import Pipeline
 
     return Pipeline.load(model, engine=engine, device=device)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.io import InputError, atomic_write_text
 from hybriddeid.io._common import record_name
 from hybriddeid.surrogates.keys import Keyed

@@ -36,10 +36,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from hybriddeid.batch import (AnnotateProcessor, BatchResult, Interrupted, Limits, check_writable, output_lock,
+from hybriddeid.runs.batch import (AnnotateProcessor, BatchResult, Interrupted, Limits, check_writable, output_lock,
                               run_batch, stop_on_signals)
-from hybriddeid.deid_batch import DeidProcessor, check_out_dir
-from hybriddeid.document import Document, Span
+from hybriddeid.runs.deid import DeidProcessor, check_out_dir
+from hybriddeid.core.document import Document, Span
 from hybriddeid.io import InputError, atomic_write_text, remove_temp_files
 from hybriddeid.io._common import atomic_write_bytes, settings_digest
 from hybriddeid.io.sql import SqlSink
@@ -308,7 +308,7 @@ class TableAnnotateProcessor(TableProcessor):
 def state_folder(sink: SqlSink) -> Path:
     """Where a run into a database table keeps its batch state: a folder of the user's cache named by the
     table (the lock that keeps two runs out of one table is the database's own, ``SqlSink.lock``)."""
-    from hybriddeid.recipes import cache_dir  # imports the pipeline: only for database runs, which load a model
+    from hybriddeid.pipeline.recipes import cache_dir  # imports the pipeline: only for database runs, which load a model
 
     return cache_dir() / "runs" / hashlib.sha256(sink.name.encode("utf-8")).hexdigest()[:16]
 

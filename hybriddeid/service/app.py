@@ -28,7 +28,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.process_collector import ProcessCollector
 
 from hybriddeid import __version__
-from hybriddeid.profiles import PHI_SETS
+from hybriddeid.core.profiles import PHI_SETS
 from hybriddeid.service.keys import KeyStore
 from hybriddeid.service.limits import RateLimiter, ServiceLimits
 from hybriddeid.service.pool import WorkerPool

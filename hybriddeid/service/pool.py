@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
 
-from hybriddeid.batch import STOP_SIGNALS, describe_death, die_with_parent, limit_memory
+from hybriddeid.runs.batch import STOP_SIGNALS, describe_death, die_with_parent, limit_memory
 from hybriddeid.service.work import Answer, WorkSettings, error_body, handle
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hybriddeid.document import Span
-from hybriddeid.profiles import PHI_SETS
+from hybriddeid.core.document import Span
+from hybriddeid.core.profiles import PHI_SETS
 from hybriddeid.surrogates.deid import Replacement
 
 PhiSet = Literal[PHI_SETS]  # type: ignore[valid-type]

@@ -21,7 +21,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from hybriddeid.batch import Interrupted, stop_on_signals
+from hybriddeid.runs.batch import Interrupted, stop_on_signals
 from hybriddeid.service.limits import OPEN_FILES_RESERVE, ServiceLimits
 from hybriddeid.service.work import error_body
 

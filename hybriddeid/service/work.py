@@ -13,10 +13,10 @@ from typing import Any, Sequence
 
 from pydantic import ValidationError
 
-from hybriddeid.batch import describe_error
-from hybriddeid.document import Document, Span
-from hybriddeid.operating_point import NO_THRESHOLD
-from hybriddeid.processing import NoteSettings, process_notes
+from hybriddeid.runs.batch import describe_error
+from hybriddeid.core.document import Document, Span
+from hybriddeid.pipeline.operating_point import NO_THRESHOLD
+from hybriddeid.runs.processing import NoteSettings, process_notes
 from hybriddeid.service.schemas import REQUEST_FIELDS, AnnotateRequest, DeidRequest, Note
 from hybriddeid.surrogates import DeidOptions
 from hybriddeid.surrogates.keys import derive_key

@@ -13,7 +13,7 @@ from itertools import chain, islice
 from operator import attrgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.io._common import record_name
 from hybriddeid.surrogates.deid import Replacement
 from hybriddeid.surrogates.generator import DATE_FALLBACK, SHAPE

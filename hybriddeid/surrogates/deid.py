@@ -12,9 +12,9 @@ from datetime import date
 from functools import lru_cache
 from typing import Iterable, Iterator, Sequence
 
-from hybriddeid.document import Document, Span
-from hybriddeid.languages import available_languages, unread_pattern
-from hybriddeid.profiles import hipaa_age_rule
+from hybriddeid.core.document import Document, Span
+from hybriddeid.core.languages import available_languages, unread_pattern
+from hybriddeid.core.profiles import hipaa_age_rule
 from hybriddeid.surrogates.dates import DAYS_PER_YEAR, DateShifter
 from hybriddeid.surrogates.generator import MAX_SHOWN_AGE, SurrogateSettings, Surrogates
 from hybriddeid.surrogates.keys import Keyed

@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 from faker import Faker
 
 from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds
-from hybriddeid.profiles import hipaa_age_rule
+from hybriddeid.core.profiles import hipaa_age_rule
 from hybriddeid.surrogates.dates import DateShifter
 from hybriddeid.surrogates.identifiers import valid_identifier
 from hybriddeid.surrogates.keys import Keyed

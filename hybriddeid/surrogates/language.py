@@ -1,5 +1,5 @@
 """Per-language resources for de-identified output (each language pack's ``surrogates.toml``, see
-:mod:`hybriddeid.languages`) and the language-independent label -> surrogate-kind table
+:mod:`hybriddeid.core.languages`) and the language-independent label -> surrogate-kind table
 (``resources/surrogates/kinds.toml``).
 
 Month names, date orders, titles, Faker locale, Safe Harbor ZIP prefixes and the like are data, so a
@@ -14,8 +14,8 @@ from functools import lru_cache
 from importlib.resources.abc import Traversable
 from typing import Any, Mapping
 
-from hybriddeid.languages import language_pack, register_cache, shared_resource
-from hybriddeid.taxonomy import BUNDLED_TAXONOMIES, load_taxonomy
+from hybriddeid.core.languages import language_pack, register_cache, shared_resource
+from hybriddeid.core.taxonomy import BUNDLED_TAXONOMIES, load_taxonomy
 
 # Kinds drawn from a Faker method or, where the language has one, a template.
 GENERATED_KINDS = ("username", "profession", "city", "state", "country", "organization", "hospital",

@@ -1,6 +1,6 @@
 """Which patient a note belongs to, so that a patient's notes share surrogates and a date offset.
 
-Used by ``hybriddeid deid`` (``hybriddeid.deid_batch``) and Spark (``hybriddeid.integrations.spark``).
+Used by ``hybriddeid deid`` (``hybriddeid.runs.deid``) and Spark (``hybriddeid.integrations.spark``).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from hybriddeid.document import Document
+from hybriddeid.core.document import Document
 from hybriddeid.io import InputError
 
 

@@ -24,9 +24,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 from faker import Faker
 
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.knowledge.dictionaries import bundled_entries
-from hybriddeid.languages import language_pack, register_cache
+from hybriddeid.core.languages import language_pack, register_cache
 from hybriddeid.surrogates.generator import faker_for, fill_template
 from hybriddeid.surrogates.language import LanguageResources, load_language
 from hybriddeid.synth.template import NoteWriter, TemplateError, render

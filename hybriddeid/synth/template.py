@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from hybriddeid.document import Span
+from hybriddeid.core.document import Span
 
 
 class TemplateError(ValueError):

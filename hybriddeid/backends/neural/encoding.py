@@ -1,7 +1,7 @@
 """From notes to integer sequences: whole-note token sequences, vocabularies, the text skeleton.
 
 No PyTorch here (the skeleton and vocabularies are plain data, saved as JSON). A note is one
-sequence: its lines' tokens (the project tokenizer, via ``hybriddeid.analysis``)
+sequence: its lines' tokens (the project tokenizer, via ``hybriddeid.features.analysis``)
 joined by a ``#RETURN`` marker, as TS-GRU does (paper 000, "Text skeleton"), so no model ever
 depends on sentence splitting (CEDI's point, paper 002 §2.1).
 """
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Sequence
 
-from hybriddeid.analysis import AnalysedNote
+from hybriddeid.features.analysis import AnalysedNote
 from hybriddeid.classifiers.schemes import OUTSIDE, encode_tags
-from hybriddeid.document import Span
+from hybriddeid.core.document import Span
 from hybriddeid.features.gazetteer import phrase_key
 from hybriddeid.features.resources import ClusterFeatures
 

@@ -35,10 +35,10 @@ from hybriddeid.backends.neural.encoding import UNK_ID, NoteTokens, Vocabularies
 from hybriddeid.backends.neural.models import Batch, NoteTensors, TaggerModel, build_model
 from hybriddeid.backends.neural.settings import CUDA_PREDICT_TOKENS, NeuralSettings, check_device
 from hybriddeid.classifiers.base import ComponentError, NotFittedError
-from hybriddeid.analysis import AnalysedNote, analyse
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.crf import CLUSTERS_DIR
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
-from hybriddeid.document import Document, Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
 from hybriddeid.features.resources import ClusterFeatures
 from hybriddeid.knowledge.clusters import WordClusters
