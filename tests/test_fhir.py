@@ -321,7 +321,7 @@ def test_reader_names_each_part_and_refuses_the_options_that_do_not_apply(tmp_pa
 
 
 def test_fhir_input_is_a_folder_and_refuses_the_table_options(tmp_path, caplog):
-    """``deid`` also reads table files and databases (``table_batch``); FHIR input stays a folder run."""
+    """``deid`` also reads table files and databases (``runs.tables``); FHIR input stays a folder run."""
     in_dir = bundle(tmp_path)
     write_ndjson(tmp_path / "one" / "notes.ndjson", document_reference("d9", "Patient/p9", "Jane Roe", NOTE_1))
     with caplog.at_level(logging.ERROR):

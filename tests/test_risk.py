@@ -173,21 +173,21 @@ def test_next_picks_the_most_uncertain_unreviewed_notes(english, tmp_path):
 
 
 def test_a_note_that_fails_is_named_without_its_text_and_the_rest_go_on(english, tmp_path, monkeypatch, caplog):
-    from hybriddeid.review import folders as reviewing
+    from hybriddeid.review import folders
 
     docs = list(generate_corpus(3, 7, "test"))
     write_documents(docs, tmp_path / "notes", "brat")
     planted = docs[1].text[:40]
-    real = reviewing.process_notes
+    real = folders.process_notes
 
     def failing_on_the_second(pipeline, notes, settings):
         if notes[0].name == docs[1].name:
             raise ValueError(f"cannot read {planted!r}")  # a message quoting the note, as library errors may
         return real(pipeline, notes, settings)
 
-    monkeypatch.setattr(reviewing, "process_notes", failing_on_the_second)
+    monkeypatch.setattr(folders, "process_notes", failing_on_the_second)
     with caplog.at_level("ERROR"):
-        read, _, failed = reviewing.read_folder(english, tmp_path / "notes")
+        read, _, failed = folders.read_folder(english, tmp_path / "notes")
     assert (len(read), failed) == (2, 1)
     assert "ValueError" in caplog.text and planted not in caplog.text
 

@@ -7,8 +7,8 @@ token in an ``X-Review-Token`` header, which no other web page can send). A Host
 the loopback address is refused too (DNS rebinding). Every asset (``review/assets/``) ships in the
 package: no CDN, so the page works on a network with no way out.
 
-The notes are read once at start through ``reviewing.read_folder`` (``processing.process_notes``:
-the spans ``annotate`` writes) and corrections go to ``reviewing.Corrections``. Note text only ever
+The notes are read once at start through ``folders.read_folder`` (``processing.process_notes``:
+the spans ``annotate`` writes) and corrections go to ``folders.Corrections``. Note text only ever
 travels to the page, never to the terminal or the log.
 """
 from __future__ import annotations
@@ -307,7 +307,7 @@ class ReviewServer(http.server.ThreadingHTTPServer):
 def build_state(pipeline: Any, notes: list[ReadNote], corrections: Corrections, calibration: str = AUTO,
                 next_count: int | None = None) -> ReviewState:
     """The review of ``notes``: ordered by risk, or with ``next_count`` the notes not yet reviewed
-    whose review would teach the model most (``reviewing.most_informative``), in that order."""
+    whose review would teach the model most (``folders.most_informative``), in that order."""
     labels = sorted(pipeline.labels)
     state = ReviewState(notes, corrections, labels, {label: pipeline.taxonomy.category(label) for label in labels}, calibration)
     if next_count is not None:

@@ -279,7 +279,7 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 class NoteSource(Protocol):
-    """What ``run_batch`` reads besides a folder's ``Inputs``: a table or a database (``table_batch``).
+    """What ``run_batch`` reads besides a folder's ``Inputs``: a table or a database (``runs.tables``).
     Iterating gives ``(path, documents)`` per input *part* (or ``(path, InputError)``), each path a name
     for one part; ``read(path)`` gives a part's documents again; ``check_output(out_dir)`` raises an
     ``InputError`` when ``out_dir`` cannot take this source's outputs (``check_folders`` for folders)."""
@@ -363,7 +363,7 @@ class AnnotateProcessor:
 
     def annotated(self, docs: Sequence[Document]) -> list[Document]:
         """``docs`` with the model's spans, each note read on its own (``process_notes`` without a patient):
-        what every ``annotate`` run writes, of a folder or a table (``table_batch``)."""
+        what every ``annotate`` run writes, of a folder or a table (``runs.tables``)."""
         return [note.document for note in process_notes(self.pipeline, docs, self.settings)]
 
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:

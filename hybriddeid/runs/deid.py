@@ -208,7 +208,7 @@ class DeidProcessor:
     def process_patient(self, pipeline: Any, docs: Sequence[Document], settings: NoteSettings,
                         patient: str) -> list[ProcessedNote]:
         """One patient's notes found and de-identified together (``processing.process_notes``); a subclass
-        may add to it (``fhir_deid``: a resource's own elements beside its notes)."""
+        may add to it (``runs.fhir``: a resource's own elements beside its notes)."""
         return process_notes(pipeline, docs, settings, patient)
 
     @cached_property

@@ -1,7 +1,7 @@
 """``hybriddeid deid --input-format fhir``: FHIR R4 DocumentReference and DiagnosticReport resources
-(Bundles, Bulk Data NDJSON) de-identified and written back as resources, on ``deid_batch``.
+(Bundles, Bulk Data NDJSON) de-identified and written back as resources, on ``runs.deid``.
 
-The run is ``deid_batch.run_deid`` (and so ``batch.run_batch``: the output folder's lock, stop signals,
+The run is ``deid.run_deid`` (and so ``batch.run_batch``: the output folder's lock, stop signals,
 atomic writes, resume, one audit per note) with this processor. ``hybriddeid.io.fhir`` reads each
 resource as notes (attachments, narrative, free-text strings) plus one ``.elements`` document of its own
 PHI-bearing elements, and writes the resources back. A patient is a resource's subject: every note of

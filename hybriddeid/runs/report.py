@@ -71,7 +71,7 @@ def _annotate_run(out_dir: Path) -> tuple[list[RunSpan], dict[str, str], str]:
 
 
 def _table_run(out_dir: Path, state: Path) -> tuple[list[RunSpan], dict[str, str], str]:
-    """A table run's folder (``table_batch``): the spans of every row of its part files, by note id, from
+    """A table run's folder (``tables``): the spans of every row of its part files, by note id, from
     the ``audit`` column (offsets in the output text) or else ``phi_spans`` (offsets in the input); the
     output text is the context when the audit is there and the text is the one column besides the id."""
     from hybriddeid.io.tables import AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, read_table
@@ -111,7 +111,7 @@ def read_run(out_dir: Path) -> tuple[list[RunSpan], dict[str, str], str]:
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         raise InputError(out_dir, "not a folder" if out_dir.exists() else "does not exist")
-    state = out_dir / "_hybriddeid" / "run.json"  # table_batch.STATE_DIR: a table run's folder
+    state = out_dir / "_hybriddeid" / "run.json"  # tables.STATE_DIR: a table run's folder
     if state.is_file():
         return _table_run(out_dir, state)
     return _deid_run(out_dir) if (out_dir / "audit").is_dir() else _annotate_run(out_dir)
