@@ -217,6 +217,34 @@ def test_a_pipeline_trains_and_predicts_in_the_toy_language(toy):
     assert "ZQ-2222" not in result.text
 
 
+def test_rules_and_dictionaries_are_read_beside_the_folder_of_packs_where_the_pack_has_none(tmp_path):
+    """The bundled layout (resources/regex/<code>.toml, resources/dictionaries/<code>/) for any pack;
+    a pack's own regex.toml and dictionaries/ win."""
+    assert language_pack("es").origin("regex") == "regex/es.toml"
+    assert language_pack("en").origin("dictionaries") == "dictionaries/en"
+    assert language_pack("en").origin("sections") == "languages/en/sections.txt"
+    assert (ROOT / "resources" / "regex" / "es.toml").read_text("utf-8") == language_pack("es").read_text("regex")
+    packs = tmp_path / "resources" / "languages"
+    write_pack(packs, "xx", **{"sections.txt": "zqplan\n"})
+    write_pack(packs, "yy", **{"regex.toml": TOY_RULES.replace("toy_record", "own_rule")})
+    for code in ("xx", "yy"):
+        (tmp_path / "resources" / "regex").mkdir(exist_ok=True)
+        (tmp_path / "resources" / "regex" / f"{code}.toml").write_text(TOY_RULES, encoding="utf-8")
+    (tmp_path / "resources" / "dictionaries" / "xx").mkdir(parents=True)
+    (tmp_path / "resources" / "dictionaries" / "xx" / "cities.txt").write_text("Zorblax\n", encoding="utf-8")
+    add_language_folder(packs)
+    try:
+        assert language_pack("xx").origin("regex") == str(tmp_path / "resources" / "regex" / "xx.toml")
+        assert [rule.name for rule in RuleClassifier("xx").rules] == ["toy_record"]
+        assert load_gazetteers("xx")["cities"].tag(["zorblax"]) == ["S-cities"]
+        assert [rule.name for rule in RuleClassifier("yy").rules] == ["own_rule"]  # its own file wins
+        assert not language_pack("yy").has("dictionaries")
+        with pytest.raises(MissingResourceError, match=r"language 'yy' has no dictionaries: its pack has no dictionaries \("):
+            language_pack("yy").dictionaries
+    finally:
+        remove_language_folder(packs)
+
+
 # -- extra folders override bundled packs -------------------------------------------------------------
 def test_an_extra_pack_overrides_the_bundled_one_and_removing_it_restores_it(extra_folder):
     bundled_rules = [rule.name for rule in RuleClassifier("es").rules]

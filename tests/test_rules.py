@@ -255,7 +255,7 @@ context_window = 10
 def test_rule_name_clash_between_files(tmp_path: Path) -> None:
     rules = 'taxonomy = "meddocan"\n[[rule]]\nname = "nhc"\nlabel = "FECHAS"\npattern = "x"\n'
     path = write(tmp_path, rules, "mine.toml")
-    message = r"mine\.toml: rule 'nhc': the name is already used in languages/es/regex\.toml"
+    message = r"mine\.toml: rule 'nhc': the name is already used in regex/es\.toml"
     with pytest.raises(RuleFileError, match=message):
         RuleClassifier("es", [path]).rules
 

@@ -37,6 +37,12 @@ assert ("4455667", "ID_SUJETO_ASISTENCIA") in es and ("73 años", "EDAD_SUJETO_A
 text = "Call (617) 555-0142."
 en = [(text[s.start:s.end], s.label) for s in RuleClassifier("en").predict(Document("en", text))]
 assert en == [("(617) 555-0142", "PHONE")], en
+import importlib, warnings
+from hybriddeid._moved import MOVED
+old, new = next(item for item in MOVED.items() if item[1] == "hybriddeid.core.languages")  # a path from before the folders
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    assert importlib.import_module(old) is importlib.import_module(new) and caught[0].category is DeprecationWarning
 from hybriddeid.knowledge.dictionaries import load_gazetteers
 assert load_gazetteers("es", kinds=["countries"])["countries"].tag(["españa"]) == ["S-countries"]
 print("wheel ok")
@@ -90,13 +96,15 @@ def test_wheel_ships_and_loads_the_rule_packs_and_the_default_model(tmp_path: Pa
     names = set(zipfile.ZipFile(wheel).namelist())
     for language in ("en", "es"):
         pack = f"hybriddeid/resources/languages/{language}"
-        assert {f"{pack}/{name}" for name in ("pack.toml", "regex.toml", "sections.txt", "surrogates.toml",
-                                              "numbers.toml", "stopwords.txt", "dictionaries/cities.txt",
-                                              "dictionaries/README.md")} <= names
+        assert {f"{pack}/{name}" for name in ("pack.toml", "sections.txt", "surrogates.toml", "numbers.toml",
+                                              "stopwords.txt")} <= names
+        assert {f"hybriddeid/resources/regex/{language}.toml", f"hybriddeid/resources/dictionaries/{language}/cities.txt",
+                f"hybriddeid/resources/dictionaries/{language}/README.md"} <= names
         assert f"hybriddeid/models/{language}/config.toml" in names
     assert {"hybriddeid/resources/languages/en/safelist.txt", "hybriddeid/resources/languages/en/synth.toml",
             "hybriddeid/resources/languages/README.md", "hybriddeid/resources/surrogates/kinds.toml",
-            "hybriddeid/resources/recipes/meddocan.toml", "hybriddeid/resources/recipes/en-default.toml"} <= names
+            "hybriddeid/resources/recipes/meddocan.toml", "hybriddeid/resources/recipes/en-default.toml",
+            "hybriddeid/review/assets/index.html", "hybriddeid/review/assets/app.js"} <= names
     assert wheel.stat().st_size < 20e6, f"the wheel is {wheel.stat().st_size / 1e6:.1f} MB"
 
     venv = tmp_path / "venv"

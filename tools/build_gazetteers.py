@@ -1,4 +1,4 @@
-"""Build resources/languages/{en,es}/dictionaries/<kind>.txt and their READMEs from well-kept packages.
+"""Build resources/dictionaries/{en,es}/<kind>.txt and their READMEs from well-kept packages.
 
 Build time only: none of these packages is a dependency of hybriddeid. In a scratch venv:
 
@@ -15,7 +15,7 @@ package (``names/dist.*``): all first names, and the last names up to a cumulati
 share (``--census-last-cumulative``).
 
 Common words are dropped from single-word names and small-town names (see ``is_common_word``);
-each language's dictionaries/README.md lists how many and which, and the two thresholds are
+each language's README.md there lists how many and which, and the two thresholds are
 options here. Names that are single-word entries of the language's clinical safe-list
 (``safelist.txt``: "Foley", "Tia" as TIA, "Des" as DES) are dropped too, and listed.
 """
@@ -30,7 +30,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "resources" / "languages"  # each language pack's dictionaries/ folder
+OUT = ROOT / "resources" / "dictionaries"  # one folder per language: resources/dictionaries/<language>/
+PACKS = ROOT / "resources" / "languages"  # the language packs (their safe-lists)
 HAND = Path(__file__).resolve().parent / "gazetteer_sources"
 LANGUAGES = ("en", "es")
 # Cities of at least this population are kept even when their name is a common word ("Murcia").
@@ -112,7 +113,7 @@ def safelisted_words(language: str) -> set[str]:
     """The single-word entries of ``resources/languages/<language>/safelist.txt``, folded and
     lower-cased ("Foley", "TIA", "Alert"); phrases ("Murphy sign") are left out, so eponyms that are
     common surnames stay names. Empty when the pack has no safe-list."""
-    path = OUT / language / "safelist.txt"
+    path = PACKS / language / "safelist.txt"
     if not path.is_file():
         return set()
     lines = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
@@ -247,7 +248,7 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
     """Write every kind's file for ``language``; return one report row per file."""
     locale = "en_US" if language == "en" else "es_ES"
     rows = []
-    folder = OUT / language / "dictionaries"
+    folder = OUT / language
     folder.mkdir(parents=True, exist_ok=True)
     safe = safelisted_words(language)
     for kind, (package, description, collect) in KINDS.items():
@@ -299,7 +300,7 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
             "unsafe": sorted(unsafe), "source": source, "licence": licence,
             "what": description.format(locale=locale),
         })
-        print(f"{language}/dictionaries/{kind}.txt: {len(entries)} entries ({len(removed)} common words"
+        print(f"dictionaries/{language}/{kind}.txt: {len(entries)} entries ({len(removed)} common words"
               f"{f', {len(unsafe)} safe-listed words' if unsafe else ''} removed)")
     return rows
 
@@ -368,7 +369,7 @@ README_NOTES = {
   lists them.
 - **No Spanish postal codes**: no offline package lists real Spanish codes (pgeocode downloads its
   data at run time), and all 5-digit numbers with a province prefix would be a pattern, not a
-  gazetteer; the Spanish rule pack (`resources/languages/es/regex.toml`) finds labelled postal codes.
+  gazetteer; the Spanish rule pack (`resources/regex/es.toml`) finds labelled postal codes.
 - Spanish professions are Faker's masculine job titles ("Abogado"), without feminine forms.
 - Cities carry GeoNames' own names, without alternate spellings (GeoNames' alternate names mix
   many languages and transliterations).
@@ -378,7 +379,7 @@ README_NAMES = {"en": "English", "es": "Spanish"}
 
 
 def write_readmes(rows: list[dict], min_zipf: float, excess: float, census_cut: float) -> None:
-    """One README per language pack, in its dictionaries/ folder, from ``build``'s report rows."""
+    """One README per language, in its dictionaries folder, from ``build``'s report rows."""
     for language in LANGUAGES:
         mine = [r for r in rows if r["language"] == language]
         table = "".join(
@@ -396,7 +397,7 @@ def write_readmes(rows: list[dict], min_zipf: float, excess: float, census_cut: 
                 + README_COMMON_WORDS.format(big_city=BIG_CITY, min_zipf=min_zipf, excess=excess,
                                              removed=removed, unsafe=unsafe, refs=", ".join(REFERENCE_LANGUAGES))
                 + README_NOTES[language].format(census_cut=census_cut, rare_share=CENSUS_RARE_SHARE))
-        (OUT / language / "dictionaries" / "README.md").write_text(text, encoding="utf-8", newline="\n")
+        (OUT / language / "README.md").write_text(text, encoding="utf-8", newline="\n")
 
 
 def main() -> None:
@@ -411,7 +412,7 @@ def main() -> None:
     rows = [row for language in LANGUAGES
             for row in build(language, args.min_zipf, args.excess, args.census_last_cumulative)]
     write_readmes(rows, args.min_zipf, args.excess, args.census_last_cumulative)
-    size = sum(p.stat().st_size for language in LANGUAGES for p in (OUT / language / "dictionaries").glob("*.txt"))
+    size = sum(p.stat().st_size for language in LANGUAGES for p in (OUT / language).glob("*.txt"))
     print(f"{len(rows)} files, {size / 1e6:.2f} MB")
 
 

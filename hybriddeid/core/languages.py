@@ -1,4 +1,4 @@
-"""Language packs: one folder per language with everything language-specific, and one loader.
+"""Language packs: everything language-specific, one pack per language, and one loader.
 
 A pack is a folder named by its language code (``en``, ``es``) that holds a ``pack.toml`` (name
 and label taxonomy) and the language's resource files: ``regex.toml`` (rules), ``sections.txt``
@@ -9,6 +9,12 @@ a long common-word list, the rules' lookup kind "unknown" is what it lacks) and
 ``dictionaries/<kind>.txt``. Only ``pack.toml`` makes a
 folder a pack; a missing resource is an error when something needs it, naming the language and
 the file. ``resources/languages/README.md`` describes the files.
+
+A pack's rules and dictionaries may also sit beside the folder of packs that holds it
+(``BESIDE_PACKS``): a pack ``<root>/languages/<code>/`` without a ``regex.toml`` reads
+``<root>/regex/<code>.toml``, one without ``dictionaries/`` reads ``<root>/dictionaries/<code>/``. The
+bundled packs are laid out so (``resources/regex/``, ``resources/dictionaries/``, the rest in
+``resources/languages/<code>/``); a pack of one's own is usually one folder with all its files.
 
 Packs are looked for, first found wins, in:
 
@@ -53,6 +59,9 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "measurements": ("measurements.txt", "measurement labels"),
     "dictionaries": ("dictionaries", "dictionaries"),
 }
+# Where a pack's resource is when its folder lacks it: a path under the folder that holds its folder of packs
+# (the bundled packs: under hybriddeid.resources, beside resources/languages/).
+BESIDE_PACKS: dict[str, str] = {"regex": "regex/{code}.toml", "dictionaries": "dictionaries/{code}"}
 _PACK_KEYS = frozenset({"name", "taxonomy", "description", "scripts"})
 DEFAULT_SCRIPTS = ("Latin",)
 _CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -75,6 +84,7 @@ class LanguagePack:
     folder: Traversable
     metadata: Mapping[str, Any] = field(compare=False)
     bundled: bool = True
+    root: Traversable | None = field(default=None, compare=False)  # what holds its folder of packs (BESIDE_PACKS)
 
     @property
     def name(self) -> str:
@@ -93,9 +103,7 @@ class LanguagePack:
 
     def has(self, resource: str) -> bool:
         """Whether the pack has ``resource`` (a key of ``RESOURCES``)."""
-        name = _resource_name(resource)
-        entry = self.folder.joinpath(name)
-        return entry.is_dir() if resource == "dictionaries" else entry.is_file()
+        return _exists(self._locate(resource)[0], resource)
 
     def resource(self, resource: str) -> Traversable:
         """The pack's file (or folder) for ``resource``; ``MissingResourceError`` if absent."""
@@ -103,16 +111,29 @@ class LanguagePack:
             name, what = RESOURCES[resource]
             raise MissingResourceError(f"language {self.code!r} has no {what}: its pack has no {name} "
                                        f"({self.origin(resource)})")
-        return self.folder.joinpath(_resource_name(resource))
+        return self._locate(resource)[0]
+
+    def _locate(self, resource: str) -> tuple[Traversable, str]:
+        """Where ``resource`` is (in the pack's folder, else where ``BESIDE_PACKS`` puts it; the pack's folder
+        when neither has it) and that place relative to the bundled resources, for messages."""
+        name = _resource_name(resource)
+        own = self.folder.joinpath(name)
+        if resource in BESIDE_PACKS and self.root is not None and not _exists(own, resource):
+            relative = BESIDE_PACKS[resource].format(code=self.code)
+            beside = self.root.joinpath(*relative.split("/"))
+            if _exists(beside, resource):
+                return beside, relative
+        return own, f"languages/{self.code}/{name}"
 
     def read_text(self, resource: str) -> str:
         """The UTF-8 text of a file resource."""
         return self.resource(resource).read_text(encoding="utf-8")
 
     def origin(self, resource: str) -> str:
-        """Where ``resource`` lives, for messages: ``languages/<code>/<name>`` when bundled, else its path."""
-        name = _resource_name(resource)
-        return f"languages/{self.code}/{name}" if self.bundled else str(Path(str(self.folder)) / name)
+        """Where ``resource`` lives, for messages: its path under the bundled resources when bundled
+        (``languages/<code>/sections.txt``, ``regex/<code>.toml``), else its path."""
+        entry, relative = self._locate(resource)
+        return relative if self.bundled else str(Path(str(entry)))
 
     @property
     def regex_rules(self) -> Traversable:
@@ -139,6 +160,10 @@ class LanguagePack:
         return self.resource("dictionaries")
 
 
+def _exists(entry: Traversable, resource: str) -> bool:
+    return entry.is_dir() if resource == "dictionaries" else entry.is_file()
+
+
 def _resource_name(resource: str) -> str:
     if resource not in RESOURCES:
         raise ValueError(f"unknown language-pack resource {resource!r}; known: {', '.join(RESOURCES)}")
@@ -162,17 +187,18 @@ def language_folders() -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=8)
-def _discover(extra: tuple[str, ...]) -> Mapping[str, tuple[Traversable, bool]]:
-    """code -> (pack folder, bundled?) over ``extra`` folders then the bundled one; first wins."""
-    found: dict[str, tuple[Traversable, bool]] = {}
-    folders: list[tuple[Traversable, bool]] = [(Path(p), False) for p in extra]
-    folders.append((bundled_folder(), True))
-    for folder, bundled in folders:
+def _discover(extra: tuple[str, ...]) -> Mapping[str, tuple[Traversable, bool, Traversable]]:
+    """code -> (pack folder, bundled?, what holds its folder of packs) over ``extra`` folders then the
+    bundled one; first wins."""
+    found: dict[str, tuple[Traversable, bool, Traversable]] = {}
+    folders: list[tuple[Traversable, bool, Traversable]] = [(Path(p), False, Path(p).resolve().parent) for p in extra]
+    folders.append((bundled_folder(), True, resources.files("hybriddeid.resources")))
+    for folder, bundled, root in folders:
         if not folder.is_dir():
             continue  # a missing folder on the path is skipped, as PATH does
         for entry in sorted(folder.iterdir(), key=lambda e: e.name):
             if _CODE.fullmatch(entry.name) and entry.is_dir() and entry.joinpath(PACK_FILE).is_file():
-                found.setdefault(entry.name, (entry, bundled))
+                found.setdefault(entry.name, (entry, bundled, root))
     return MappingProxyType(found)
 
 
@@ -186,7 +212,7 @@ def _load_pack(code: str, extra: tuple[str, ...]) -> LanguagePack:
     found = _discover(extra)
     if code not in found:
         raise ValueError(f"unknown language {code!r}; available: {', '.join(sorted(found)) or 'none'}")
-    folder, bundled = found[code]
+    folder, bundled, root = found[code]
     origin = f"languages/{code}/{PACK_FILE}" if bundled else str(Path(str(folder)) / PACK_FILE)
     try:
         data = tomllib.loads(folder.joinpath(PACK_FILE).read_text(encoding="utf-8"))
@@ -209,7 +235,7 @@ def _load_pack(code: str, extra: tuple[str, ...]) -> LanguagePack:
     if not shared_resource("taxonomy", taxonomy_file).is_file():
         bundled_taxonomies = sorted(entry.name[:-5] for entry in shared_resource("taxonomy").iterdir() if entry.name.endswith(".toml"))
         raise ValueError(f"{origin}: unknown taxonomy {data['taxonomy']!r}; bundled: {', '.join(bundled_taxonomies)}")
-    return LanguagePack(code, folder, MappingProxyType(data), bundled)
+    return LanguagePack(code, folder, MappingProxyType(data), bundled, root)
 
 
 def language_pack(code: str) -> LanguagePack:
