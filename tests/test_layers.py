@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -266,30 +267,32 @@ def test_the_old_module_paths_import_their_new_modules_with_a_warning(monkeypatc
         assert module is importlib.import_module(new)
         monkeypatch.delitem(sys.modules, old)  # later imports warn again
     with pytest.warns(DeprecationWarning, match="hybriddeid.runs.deid"):
-        from hybriddeid.deid_batch import DeidProcessor  # noqa: F401  (a name from a moved module)
-
-
-_OLD_PATH = re.compile(r"(?<![\w.])(%s)(?!\w)" % "|".join(re.escape(old) for old in sorted(MOVED, key=len, reverse=True)))
-_OLD_NAMES = {old.rpartition(".")[2] for old in MOVED if old.count(".") == 1}
+        from hybriddeid.deid_batch import DeidProcessor  # noqa: F401  (a name of a moved module: old path on purpose)
 
 
 def test_nothing_in_the_project_uses_an_old_module_path():
-    """The project itself imports (and its docs name) the new paths; only users' code meets the shims."""
-    files = [path for folder in ("hybriddeid", "tests", "benchmarks", "tools", "examples", "docs")
-             for path in sorted((PROJECT / folder).rglob("*")) if path.suffix in (".py", ".md", ".ipynb", ".toml")]
-    files += [PROJECT / name for name in ("README.md", "ARCHITECTURE.md", "setup.cfg")]
-    skip = {ROOT / "_moved.py", Path(__file__).resolve()}
-    found = []
-    for path in files:
-        if path in skip or not path.is_file() or "resources" in path.relative_to(PROJECT).parts[:2]:
-            continue
-        text = path.read_text(encoding="utf-8")
-        found += [f"{path.relative_to(PROJECT)}: {match.group()}" for match in _OLD_PATH.finditer(text)]
-        if path.suffix == ".py":
-            found += [f"{path.relative_to(PROJECT)}: from hybriddeid import {alias.name}"
-                      for node in ast.walk(ast.parse(text)) if isinstance(node, ast.ImportFrom)
-                      and node.module == PACKAGE and not node.level for alias in node.names if alias.name in _OLD_NAMES]
-    assert not found, "old module paths (hybriddeid._moved.MOVED has the new ones):\n" + "\n".join(found)
+    """The project itself imports (and its docs name) the new paths; only users' code meets the old ones.
+    tools/moved_imports.py rewrites what this finds."""
+    done = subprocess.run([sys.executable, "tools/moved_imports.py", "--check", "hybriddeid", "tests", "benchmarks",
+                           "tools", "examples", "docs", "resources", "README.md", "ARCHITECTURE.md", "setup.cfg"],
+                          cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and not done.stdout, f"old module paths (rewrite them with " \
+        f"tools/moved_imports.py):\n{done.stdout}{done.stderr}"
+
+
+def test_the_rewriting_tool_writes_the_new_paths(tmp_path):
+    old = tmp_path / "old.py"
+    lines = ("from hybriddeid.deid_batch import run_deid", "import hybriddeid.evaluation.sweep",  # old path on purpose
+             "from hybriddeid import taxonomy", "# hybriddeid/run_report.py; hybriddeid.pipeline stays")  # old path on purpose
+    old.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tool = [sys.executable, str(PROJECT / "tools" / "moved_imports.py")]
+    checked = subprocess.run([*tool, "--check", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 1 and "old.py:3: `from hybriddeid import`" in checked.stdout
+    assert "old.py: would rewrite" in checked.stdout and "deid_batch" in old.read_text(encoding="utf-8")
+    subprocess.run([*tool, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True)
+    assert old.read_text(encoding="utf-8") == (
+        "from hybriddeid.runs.deid import run_deid\nimport hybriddeid.pipeline.sweep\n"
+        "from hybriddeid import taxonomy\n# hybriddeid/runs/report.py; hybriddeid.pipeline stays\n")
 
 
 # -- the checks check -------------------------------------------------------------------------------
