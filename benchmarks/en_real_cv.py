@@ -44,9 +44,6 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from en_real import GOLD_TAXONOMY, PRED_TAXONOMY, patients_of, read_predictions, surrogate_check  # noqa: E402
-from real_text import CORPORA, cross_validation_splits, load_relabelled, sealed_groups, split_lockbox  # noqa: E402
-from train_en_default import DEFAULT_CONFIG, SYNTH_SEED  # noqa: E402
-
 from hybriddeid import Pipeline  # noqa: E402
 from hybriddeid.evaluation import evaluate  # noqa: E402
 from hybriddeid.evaluation.sweep import parse_thresholds  # noqa: E402
@@ -56,7 +53,8 @@ from hybriddeid.processing import process_notes  # noqa: E402
 from hybriddeid.profiles import PHI_SETS  # noqa: E402
 from hybriddeid.synth import generate_corpus  # noqa: E402
 from hybriddeid.taxonomy import load_taxonomy  # noqa: E402
-
+from real_text import CORPORA, cross_validation_splits, load_relabelled, sealed_groups, split_lockbox  # noqa: E402
+from train_en_default import DEFAULT_CONFIG, SYNTH_SEED  # noqa: E402
 
 LOCKBOX = "lockbox"
 

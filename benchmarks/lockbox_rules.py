@@ -22,17 +22,15 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from en_real import GOLD_TAXONOMY, PRED_TAXONOMY  # noqa: E402
-from real_text import CORPORA, load_relabelled, split_lockbox  # noqa: E402
-
 import hybriddeid.pipeline as pipeline_module  # noqa: E402
+from en_real import GOLD_TAXONOMY, PRED_TAXONOMY  # noqa: E402
 from hybriddeid import Pipeline  # noqa: E402
 from hybriddeid.evaluation import evaluate  # noqa: E402
 from hybriddeid.io import read_corpus  # noqa: E402
@@ -43,6 +41,7 @@ from hybriddeid.profiles import PHI_SETS  # noqa: E402
 from hybriddeid.safelist import SafeList, load_safelist  # noqa: E402
 from hybriddeid.surrogates.language import load_language  # noqa: E402
 from hybriddeid.taxonomy import load_taxonomy  # noqa: E402
+from real_text import CORPORA, load_relabelled, split_lockbox  # noqa: E402
 
 WRITTEN_FROM = re.compile(r"PhysioNet dev half|nursing|PhysioNet's notes|cross-validated", re.IGNORECASE)
 SECTION = re.compile(r"^# -{2,} (.+?) -{2,}\s*$")

@@ -18,8 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import evaluate

@@ -29,9 +29,9 @@ import sys
 import time
 import tomllib
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from hybriddeid.classifiers.validators import dni_letter, iban_check_digits, nie_number, vin_check_digit
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import copy
 import itertools
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation import evaluate

@@ -29,11 +29,12 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -81,7 +82,7 @@ class Interrupted(Exception):
     workers were ended and their temporary files removed. ``result`` holds what was done by then;
     ``exit_code`` is 128 + the signal's number, as shells report it (130 for Ctrl-C, 143 for SIGTERM)."""
 
-    def __init__(self, signum: int, result: "BatchResult | None" = None) -> None:
+    def __init__(self, signum: int, result: BatchResult | None = None) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
         self.signum = signum
         self.result = result
@@ -392,7 +393,7 @@ class BatchResult:
         left = f", {len(self.left_out)} not taken (not notes of this run)" if self.left_out else ""
         return f"{len(self.written)} written, {len(self.skipped)} already done, {len(self.failed)} failed{left}"
 
-    def add(self, other: "BatchResult") -> None:
+    def add(self, other: BatchResult) -> None:
         """Count ``other`` (the run of another folder of one ``--recursive`` run) in this result."""
         for mine, theirs in ((self.written, other.written), (self.skipped, other.skipped), (self.failed, other.failed),
                              (self.problems, other.problems), (self.left_out, other.left_out)):

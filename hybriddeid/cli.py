@@ -11,18 +11,19 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hybriddeid.batch import BatchResult
     from hybriddeid.document import Document
     from hybriddeid.io.sql import SqlSink
     from hybriddeid.io.tables import Columns
-    from hybriddeid.table_batch import FolderSink, TableInputs, TableProcessor
-    from hybriddeid.taxonomy import Taxonomy
     from hybriddeid.pipeline import Pipeline
     from hybriddeid.surrogates import DeidOptions
+    from hybriddeid.table_batch import FolderSink, TableInputs, TableProcessor
+    from hybriddeid.taxonomy import Taxonomy
 
 log = logging.getLogger("hybriddeid")
 
@@ -63,7 +64,7 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline | None]":
+def _operating_point(args: argparse.Namespace) -> tuple[float | None, Pipeline | None]:
     """The P(O) threshold of ``annotate``/``deid`` as ``Pipeline.predict`` takes it: ``--threshold``,
     or the one a saved sweep (``--sweep-file``) gives for ``--recall-target`` (0: none); None: the
     model's own config. A ValueError when unusable. With a sweep file the model (``--model``) is
@@ -128,7 +129,7 @@ def _annotate(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _tell_tally(out_dir: Path, result: "BatchResult") -> None:
+def _tell_tally(out_dir: Path, result: BatchResult) -> None:
     """The run's tally; an error line (shown even with -q) when a file of the run's own could not be
     written, since the tally on the terminal is then all there is."""
     log.log(logging.ERROR if result.problems else logging.INFO, "%s: %s", out_dir, result.summary())
@@ -166,7 +167,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_gold(args: argparse.Namespace) -> "list[Document]":
+def _read_gold(args: argparse.Namespace) -> list[Document]:
     """``evaluate``'s gold notes (labels checked, ``_known_labels``); a ValueError when none holds a span
     (plain .txt notes): scores against no gold would be zeros that look like a result."""
     from hybriddeid.io import read_corpus
@@ -179,8 +180,8 @@ def _read_gold(args: argparse.Namespace) -> "list[Document]":
     return gold
 
 
-def _known_labels(args: argparse.Namespace, docs: "list[Document]", side: str,
-                  prefer: "Taxonomy | None" = None) -> "list[Document]":
+def _known_labels(args: argparse.Namespace, docs: list[Document], side: str,
+                  prefer: Taxonomy | None = None) -> list[Document]:
     """``docs`` with ``--label-map`` applied; a ValueError naming every label (with its count) that no
     bundled taxonomy knows, unless ``--allow-unknown-labels`` (then a warning): an unknown label would
     otherwise be scored, or learnt, as a category of its own without a word."""
@@ -284,7 +285,7 @@ def _deid_key(args: argparse.Namespace, folders: Sequence[Path], needed: bool | 
     return key
 
 
-def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
+def _deid_options(args: argparse.Namespace, key: bytes | None) -> DeidOptions:
     """The de-identification options of ``deid`` and ``spark-deid`` (the language defaults to the model's,
     read from its config alone: the model itself is loaded where it runs); ``key`` is ``_deid_key``'s."""
     from hybriddeid.pipeline import model_language
@@ -401,8 +402,8 @@ def _deid_table(args: argparse.Namespace) -> int:
     return _run_table(args, inputs, processor)
 
 
-def _table_io(args: argparse.Namespace, out_columns: "Callable[[Columns], list[str]]"
-              ) -> "tuple[TableInputs, FolderSink | SqlSink]":
+def _table_io(args: argparse.Namespace, out_columns: Callable[[Columns], list[str]]
+              ) -> tuple[TableInputs, FolderSink | SqlSink]:
     """The table a ``deid`` or ``annotate`` run reads (a file, or a database's ``--table`` or ``--query``)
     and where its rows go (a folder of parts, or a database's ``--output-table``) with the columns
     ``out_columns`` gives; a ValueError or ``InputError`` naming what is unusable."""
@@ -442,7 +443,7 @@ def _table_io(args: argparse.Namespace, out_columns: "Callable[[Columns], list[s
     return TableInputs(source, columns), sink
 
 
-def _run_table(args: argparse.Namespace, inputs: "TableInputs", processor: "TableProcessor") -> int:
+def _run_table(args: argparse.Namespace, inputs: TableInputs, processor: TableProcessor) -> int:
     """Run a table's ``deid`` or ``annotate`` and tell its tally."""
     from hybriddeid.table_batch import run_table
 
@@ -510,8 +511,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     from hybriddeid.pipeline import model_folder
     from hybriddeid.processing import load_model
-    from hybriddeid.service.keys import KeyStore
     from hybriddeid.service.app import check_docs_assets
+    from hybriddeid.service.keys import KeyStore
     from hybriddeid.service.limits import ServiceLimits, fit_open_files
 
     try:
@@ -785,10 +786,20 @@ def _add_api_keys(parser: argparse.ArgumentParser, default: object) -> None:
 def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     """``serve``'s options: the model, where to listen, the workers, the limits, the defaults of deid."""
     from hybriddeid.batch import DEFAULT_MEMORY_MB
-    from hybriddeid.service.limits import (DEFAULT_BULK_OVER_MB, DEFAULT_BULK_WORKERS, DEFAULT_BURST,
-                                           DEFAULT_HEADER_TIMEOUT, DEFAULT_KEEP_ALIVE, DEFAULT_MAX_BODY_MB,
-                                           DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_NOTE_CHARS, DEFAULT_MAX_NOTES,
-                                           DEFAULT_MAX_WAITING, DEFAULT_RATE_LIMIT, DEFAULT_REQUEST_TIMEOUT)
+    from hybriddeid.service.limits import (
+        DEFAULT_BULK_OVER_MB,
+        DEFAULT_BULK_WORKERS,
+        DEFAULT_BURST,
+        DEFAULT_HEADER_TIMEOUT,
+        DEFAULT_KEEP_ALIVE,
+        DEFAULT_MAX_BODY_MB,
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_MAX_NOTE_CHARS,
+        DEFAULT_MAX_NOTES,
+        DEFAULT_MAX_WAITING,
+        DEFAULT_RATE_LIMIT,
+        DEFAULT_REQUEST_TIMEOUT,
+    )
 
     parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
@@ -934,8 +945,8 @@ def _add_input_format(parser: argparse.ArgumentParser, fhir: bool) -> None:
                              f"Notes: {', '.join(FORMATS)}; table files: {', '.join(TABLE_FILE_FORMATS)}{fhir_help}")
 
 
-def _add_table_options(parser: argparse.ArgumentParser, patient: "argparse._ActionsContainer | None" = None
-                       ) -> "argparse._ArgumentGroup":
+def _add_table_options(parser: argparse.ArgumentParser, patient: argparse._ActionsContainer | None = None
+                       ) -> argparse._ArgumentGroup:
     """The options ``deid`` and ``annotate`` share for tables and databases (``--patient-col`` goes into
     ``patient`` when given: deid's group of ways to find a note's patient); returns the group, for a
     command's own."""

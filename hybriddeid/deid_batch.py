@@ -20,16 +20,35 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from hybriddeid.batch import (BatchResult, Interrupted, Limits, check_folders, check_writable, output_lock, run_batch,
-                              run_tree, shown_entry, stop_on_signals)
+from hybriddeid.batch import (
+    BatchResult,
+    Interrupted,
+    Limits,
+    check_folders,
+    check_writable,
+    output_lock,
+    run_batch,
+    run_tree,
+    shown_entry,
+    stop_on_signals,
+)
 from hybriddeid.document import Document
-from hybriddeid.io import (InputError, Inputs, atomic_write_text, output_path, read_document, remove_temp_files,
-                           scan_inputs, write_documents)
+from hybriddeid.io import (
+    InputError,
+    Inputs,
+    atomic_write_text,
+    output_path,
+    read_document,
+    remove_temp_files,
+    scan_inputs,
+    write_documents,
+)
 from hybriddeid.io._common import changed_settings, fit_file_name, name_problem, settings_digest
 from hybriddeid.processing import NoteSettings, ProcessedNote, load_model, process_notes
 from hybriddeid.profiles import check_phi_set

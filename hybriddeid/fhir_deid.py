@@ -17,9 +17,10 @@ display link to names in the text.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from hybriddeid.deid_batch import DeidProcessor
 from hybriddeid.document import Document

@@ -27,13 +27,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 import regex
 
@@ -181,7 +182,7 @@ def available_languages() -> tuple[str, ...]:
     return tuple(sorted(_discover(language_folders())))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_pack(code: str, extra: tuple[str, ...]) -> LanguagePack:
     found = _discover(extra)
     if code not in found:
@@ -317,8 +318,8 @@ def _unread_char(code: str) -> str:
 
 
 @register_cache
-@lru_cache(maxsize=None)
-def unread_pattern(code: str) -> "regex.Pattern[str]":
+@cache
+def unread_pattern(code: str) -> regex.Pattern[str]:
     """Runs of text that language ``code``'s models do not read: letters of scripts its pack does not
     list, and emoji (with the spaces, digits and punctuation between them)."""
     char = _unread_char(code)
@@ -326,8 +327,8 @@ def unread_pattern(code: str) -> "regex.Pattern[str]":
 
 
 @register_cache
-@lru_cache(maxsize=None)
-def unread_letters(code: str) -> "regex.Pattern[str]":
+@cache
+def unread_letters(code: str) -> regex.Pattern[str]:
     """Runs of ``unread_pattern``'s characters alone (no spaces, digits or punctuation between them):
     a stretch holds text language ``code``'s models do not read exactly when it meets one of these."""
     return regex.compile(rf"{_unread_char(code)}+")

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
-from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from hybriddeid.document import Span, span_order
 
@@ -82,7 +82,7 @@ def _phrases(labels: frozenset[str]) -> tuple[frozenset[tuple[str, ...]], int]:
     return phrases, max(map(len, phrases), default=0)
 
 
-def _remainders(text: str, span: Span, taken: "_Taken",
+def _remainders(text: str, span: Span, taken: _Taken,
                 phrases: tuple[frozenset[tuple[str, ...]], int]) -> Iterator[tuple[int, int]]:
     """The stretches of ``span`` outside ``taken`` that still hold a word once trimmed, at each edge a
     taken span cut, of blanks, punctuation and label phrases ("NºCol" after a name glued to it too)."""
@@ -114,7 +114,7 @@ def _trim_labels(words: list[tuple[int, int, str]], known: frozenset[tuple[str, 
             return
 
 
-def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: "_Taken") -> list[Span]:
+def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: _Taken) -> list[Span]:
     """``kept`` with the fallback spans (longest first) that overlap none of it, or whose overlap is
     only shorter spans lying inside them: a rule that read "Bernard Foley CRT" widens a classifier's
     "Bernard" to the whole name, but never cuts a classifier's longer span."""

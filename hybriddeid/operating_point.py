@@ -33,8 +33,9 @@ which is what ``Pipeline.predict(note, threshold=t)`` and ``hybriddeid evaluate 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hybriddeid.document import Document, Span
 
@@ -111,7 +112,7 @@ class SourceCandidates:
     reads: list[tuple[float, list[list[tuple[int, Candidate]]]]] = field(default_factory=list)
     _finished: dict[tuple[int, int, str], tuple[int, int, str] | None] = field(default_factory=dict, repr=False)
 
-    def add_read(self, level: float, sequences: Sequence["TaggedSequence"], keep_below: float) -> None:
+    def add_read(self, level: float, sequences: Sequence[TaggedSequence], keep_below: float) -> None:
         """Keep the units of ``sequences`` whose P(O) is below ``keep_below``."""
         kept = []
         for seq in sequences:

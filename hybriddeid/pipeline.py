@@ -16,13 +16,14 @@ import platform
 import tempfile
 import time
 import tomllib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
@@ -31,9 +32,15 @@ from hybriddeid.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
 from hybriddeid.classifiers.sequences import TaggedSequence
-from hybriddeid.classifiers.validators import (age_possible, ip_address_possible, measurement_piece,
-                                               numeric_date_possible, reading_after_label, reading_with_unit,
-                                               series_piece)
+from hybriddeid.classifiers.validators import (
+    age_possible,
+    ip_address_possible,
+    measurement_piece,
+    numeric_date_possible,
+    reading_after_label,
+    reading_with_unit,
+    series_piece,
+)
 from hybriddeid.document import Document, Span
 from hybriddeid.features.context import field_labels
 from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words
@@ -225,7 +232,7 @@ def case_copies(docs: Sequence[Document], shares: Mapping[str, float]) -> list[D
     copies: list[Document] = []
     for case, share in shares.items():
         for doc in docs:
-            if share > 0 and hashlib.sha256(f"{case}:{doc.name}".encode("utf-8")).digest()[0] < share * 256:
+            if share > 0 and hashlib.sha256(f"{case}:{doc.name}".encode()).digest()[0] < share * 256:
                 copy = doc.recased(case)
                 if copy is not None:
                     copies.append(replace(copy, name=f"{doc.name}#{case}"))
@@ -269,7 +276,7 @@ def config_overrides(path: Path) -> dict[str, Any]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def label_words(language: str) -> frozenset[str]:
     """What names or joins a note's fields rather than fills them: ``language``'s field labels and
     stop words (lower-case). The merger trims them off a span where it cuts one (``merge.merge``)."""
@@ -338,7 +345,7 @@ class Pipeline:
         return _taxonomy_of(tuple(self.labels))
 
     # -- training -------------------------------------------------------------------------
-    def fit(self, docs: Iterable[Document], n_jobs: int = 2, corpus_name: str = "") -> "Pipeline":
+    def fit(self, docs: Iterable[Document], n_jobs: int = 2, corpus_name: str = "") -> Pipeline:
         """Train every component on ``docs``; the two CRFs train in parallel processes when n_jobs > 1."""
         docs = list(docs)
         if not any(doc.spans for doc in docs):
@@ -642,7 +649,7 @@ class Pipeline:
 
     def deidentify(self, doc_or_text: Document | str, patient_id: str | None = None, mode: str = "tag",
                    key: bytes | None = None, phi_set: str | None = None, threshold: float | None = None,
-                   **options: Any) -> "DeidResult":
+                   **options: Any) -> DeidResult:
         """The note with its PHI replaced: ``mode`` "tag", "mask" or "surrogate" (needs a ``key``);
         ``phi_set`` and ``threshold`` as in ``predict``.
 
@@ -692,7 +699,7 @@ class Pipeline:
 
     @classmethod
     def load(cls, path_or_name: str | Path = DEFAULT_MODEL, engine: str | None = None,
-             device: str | None = None) -> "Pipeline":
+             device: str | None = None) -> Pipeline:
         """Load a saved pipeline from a folder, or a bundled model by name: "en" (English, also
         "default"), "es" (Spanish, MEDDOCAN). A folder of that name with a model in it wins.
         ``engine`` ("fast" or "crfsuite") sets how every CRF component tags, whatever the saved

@@ -19,9 +19,10 @@ import logging
 import secrets
 import threading
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Sequence
+from typing import Any
 
 from hybriddeid.document import Span
 from hybriddeid.io import InputError
@@ -167,7 +168,7 @@ def _same(given: str, token: str) -> bool:
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    server: "ReviewServer"
+    server: ReviewServer
     protocol_version = "HTTP/1.1"
     timeout = READ_TIMEOUT_S
 

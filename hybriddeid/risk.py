@@ -35,9 +35,10 @@ Per type: a token's expected missed PHI is shared among labels as its label prob
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ class Calibrator:
         self._platt: tuple[float, float] = (1.0, 0.0)
         self._converged = True
 
-    def fit(self, p: np.ndarray, y: np.ndarray) -> "Calibrator":
+    def fit(self, p: np.ndarray, y: np.ndarray) -> Calibrator:
         """Fit on raw probabilities ``p`` and outcomes ``y`` (0/1). Too few points (or no PHI among
         them) still fit: isotonic gives zeros, Platt a steep curve; the interval says how unsure."""
         p, y = np.asarray(p, float), np.asarray(y, float)
@@ -284,7 +285,7 @@ class Reviewed:
     notes: int
 
     @classmethod
-    def collect(cls, items: Sequence[tuple[Sequence[TokenChance], Sequence[Span], Sequence[Span]]]) -> "Reviewed":
+    def collect(cls, items: Sequence[tuple[Sequence[TokenChance], Sequence[Span], Sequence[Span]]]) -> Reviewed:
         """From (chances, model output, reviewed spans) per note."""
         ps, ys, ids = [], [], []
         for index, (chances, output, reviewed) in enumerate(items):

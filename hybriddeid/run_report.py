@@ -15,9 +15,10 @@ import base64
 import html
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from hybriddeid.io import InputError, atomic_write_text, read_corpus
 

@@ -31,20 +31,28 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
-from hybriddeid.batch import (AnnotateProcessor, BatchResult, Interrupted, Limits, check_writable, output_lock,
-                              run_batch, stop_on_signals)
+from hybriddeid.batch import (
+    AnnotateProcessor,
+    BatchResult,
+    Interrupted,
+    Limits,
+    check_writable,
+    output_lock,
+    run_batch,
+    stop_on_signals,
+)
 from hybriddeid.deid_batch import DeidProcessor, check_out_dir
 from hybriddeid.document import Document, Span
 from hybriddeid.io import InputError, atomic_write_text, remove_temp_files
 from hybriddeid.io._common import atomic_write_bytes, settings_digest
 from hybriddeid.io.sql import SqlSink
-from hybriddeid.io.tables import (AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, Columns, TableSource,
-                                  render_table)
+from hybriddeid.io.tables import AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, Columns, TableSource, render_table
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +201,7 @@ class TableProcessor:
     are formed (``unit_key``); it has the fields ``columns`` and ``sink``."""
 
     columns: Columns
-    sink: "FolderSink | SqlSink"
+    sink: FolderSink | SqlSink
     _done: set[str] | None = None
 
     @property

@@ -12,10 +12,10 @@ import io
 import json
 import tomllib
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import shared_resource
@@ -59,7 +59,7 @@ class Taxonomy:
         return span.with_label(self.category(span.label))
 
     @classmethod
-    def from_toml(cls, text: str, origin: str = "<string>") -> "Taxonomy":
+    def from_toml(cls, text: str, origin: str = "<string>") -> Taxonomy:
         try:
             data = tomllib.loads(text)
             subtypes = data["subtypes"]
@@ -72,7 +72,7 @@ class Taxonomy:
             raise ValueError(f"{origin}: not a valid taxonomy file ({exc})") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_taxonomy(name: str) -> Taxonomy:
     """A bundled taxonomy by name: ``i2b2_2014``, ``i2b2_2006``, ``meddocan``, ``asq_phi`` or ``presidio``
     (dashes allowed)."""

@@ -9,8 +9,8 @@ Imports under ``if TYPE_CHECKING:`` are exempt: they exist only for type hints a
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import pytest
 

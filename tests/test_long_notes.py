@@ -23,7 +23,6 @@ from hybriddeid.pipeline import ConfigError, build_config, model_folder
 from hybriddeid.synth import generate_corpus
 
 
-
 def _model_with_segments(tmp_path: Path, segment_chars: int, overlap: int) -> Pipeline:
     """The bundled English model with the CRFs' segment settings changed in its saved config."""
     folder = tmp_path / f"en-{segment_chars}"

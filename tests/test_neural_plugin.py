@@ -8,7 +8,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from hybriddeid.registry import ENTRY_POINT_GROUP, PluginUnavailable, find_component as find_plugin
+from hybriddeid.analysis import analyse
 from hybriddeid.backends.neural import NEURAL_DEFAULTS, PLUGIN, NeuralSettings
 from hybriddeid.backends.neural.encoding import (
     RETURN,
@@ -19,9 +19,10 @@ from hybriddeid.backends.neural.encoding import (
     skeleton_threshold,
     skeleton_vocabulary,
 )
-from hybriddeid.analysis import analyse
 from hybriddeid.document import Document
 from hybriddeid.pipeline import ConfigError, build_config
+from hybriddeid.registry import ENTRY_POINT_GROUP, PluginUnavailable
+from hybriddeid.registry import find_component as find_plugin
 
 
 def test_the_plugin_is_registered_as_an_entry_point():

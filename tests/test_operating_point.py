@@ -17,8 +17,8 @@ from hybriddeid.evaluation.sweep import Sweep, SweepPoint, parse_thresholds, run
 from hybriddeid.io import read_corpus, write_document
 from hybriddeid.operating_point import Candidate, Run, SourceCandidates, focus_levels, shown_probability, widen
 from hybriddeid.pipeline import ConfigError, build_config
-from hybriddeid.synth import generate_corpus
 from hybriddeid.surrogates.audit import read_audit
+from hybriddeid.synth import generate_corpus
 
 GRID = (1e-4, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 0.99, 0.999, 0.9999, 1.0)
 TINY = {

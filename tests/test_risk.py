@@ -12,8 +12,17 @@ import pytest
 from hybriddeid.document import Span
 from hybriddeid.io import read_corpus, write_documents
 from hybriddeid.processing import NoteSettings, load_model, process_notes
-from hybriddeid.risk import (Calibrator, Reviewed, TokenChance, choose_calibration, estimate, logit_bins, outcomes,
-                             reliability, untagged)
+from hybriddeid.risk import (
+    Calibrator,
+    Reviewed,
+    TokenChance,
+    choose_calibration,
+    estimate,
+    logit_bins,
+    outcomes,
+    reliability,
+    untagged,
+)
 from hybriddeid.synth import generate_corpus
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notes"

@@ -22,10 +22,10 @@ import argparse
 import bisect
 import json
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Iterator
 
 from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.token_crf import TokenCRF

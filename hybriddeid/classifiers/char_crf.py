@@ -13,8 +13,9 @@ Design (measured choices are in docs/explanation/meddocan.md, "Character CRF des
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import tomli_w
 
@@ -218,7 +219,7 @@ class CharCRF(CRFTagger):
             return self.taxonomy_.category(span.label)
         return span.label
 
-    def fit(self, docs: Iterable[Document]) -> "CharCRF":
+    def fit(self, docs: Iterable[Document]) -> CharCRF:
         docs = list(docs)
         self.taxonomy_ = guess_taxonomy(span.label for doc in docs for span in doc.spans)
         super().fit(docs)
@@ -266,7 +267,7 @@ class CharCRF(CRFTagger):
             self.typer_.to_disk(path / "typer")
 
     @classmethod
-    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "CharCRF":
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> CharCRF:
         from hybriddeid.taxonomy import load_taxonomy
 
         path = Path(path)

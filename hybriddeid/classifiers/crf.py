@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import bisect
 from array import array
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pycrfsuite
 
@@ -226,7 +227,7 @@ class CRFTagger:
             tags["lex"] = lexicon.tag(lowers, word_keys)
         return tags
 
-    def fit(self, docs: Iterable[Document]) -> "CRFTagger":
+    def fit(self, docs: Iterable[Document]) -> CRFTagger:
         docs = list(docs)
         self._load_resources()
         if self.safe_min_count > 0:
@@ -433,7 +434,7 @@ class CRFTagger:
             gazetteer.to_disk(path / GAZETTEERS_DIR / f"{group}.json")
 
     @classmethod
-    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "CRFTagger":
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> CRFTagger:
         """The tagger saved in ``path`` by ``to_disk``, with ``params`` (its config section). Word
         clusters are read from the copy saved with the model, whatever folder ``clusters`` names:
         the weights were learned with those."""

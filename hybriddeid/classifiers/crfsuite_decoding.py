@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 import pycrfsuite

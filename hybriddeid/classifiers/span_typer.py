@@ -8,8 +8,9 @@ and saves as a crfsuite file.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pycrfsuite
 
@@ -72,7 +73,7 @@ class SpanTyper:
             feats.append("key=" + line.key if line.key and span.start >= line.key_end else "key=none")
         return feats
 
-    def fit(self, docs: Iterable[Document]) -> "SpanTyper":
+    def fit(self, docs: Iterable[Document]) -> SpanTyper:
         trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
         trainer.set_params({"c2": self.c2, "max_iterations": self.max_iterations})
         docs = list(docs)
@@ -122,7 +123,7 @@ class SpanTyper:
             self.lexicon_.to_disk(path / LEXICON_FILE)
 
     @classmethod
-    def from_disk(cls, path: Path, language: str = "en", **params: Any) -> "SpanTyper":
+    def from_disk(cls, path: Path, language: str = "en", **params: Any) -> SpanTyper:
         """The typer saved in ``path``, with ``params`` from the owner's config; a model saved before
         one config (a ``params.toml`` beside the weights) is read with that file's settings, which
         are what it was trained with (its config had no typer settings)."""

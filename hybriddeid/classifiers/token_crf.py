@@ -1,7 +1,8 @@
 """Token-level CRF (BIO over fine labels), paper section 3.2.2."""
 from __future__ import annotations
 
-from typing import Any, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import Any
 
 from hybriddeid.analysis import AnalysedNote, Segment, analyse
 from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger, check_segments

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.evaluation.matching import CRITERIA, DocumentMatcher

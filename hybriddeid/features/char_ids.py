@@ -31,8 +31,8 @@ a long batch does not grow a worker.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Collection, Hashable, Mapping, Sequence
 
 import numpy as np
 

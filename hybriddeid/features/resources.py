@@ -7,7 +7,7 @@ once per word and memoised, so a note costs dictionary lookups, not string build
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from hybriddeid.features.gazetteer import Gazetteer, keys_of_words
 from hybriddeid.knowledge.clusters import DEFAULT_PREFIX_LENGTHS, WordClusters

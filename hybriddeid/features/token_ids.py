@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -35,8 +36,14 @@ from hybriddeid.features import token as token_features
 from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, keys_of_words
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
 from hybriddeid.features.resources import ClusterFeatures, case_marked
-from hybriddeid.features.token import (TOKEN_EXTRACTORS, TokenSequence, check_token_features, extract_token_features,
-                                       proper_noun_features, vocabulary_features)
+from hybriddeid.features.token import (
+    TOKEN_EXTRACTORS,
+    TokenSequence,
+    check_token_features,
+    extract_token_features,
+    proper_noun_features,
+    vocabulary_features,
+)
 from hybriddeid.text.tokenize import Token
 
 if TYPE_CHECKING:

@@ -32,10 +32,11 @@ import hashlib
 import html
 import json
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from hybriddeid.document import Document, Span
 from hybriddeid.io._common import InputError, read_text
@@ -136,7 +137,7 @@ def is_elements(doc: Document) -> bool:
 
 # -- validation --------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
+@cache
 def _model(resource_type: str) -> Any:
     try:
         from fhir.resources.R4B import get_fhir_model_class

@@ -17,8 +17,8 @@ from __future__ import annotations
 import codecs
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 from xml.parsers import expat
 from xml.sax.saxutils import escape
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Protocol, Sequence
+from typing import Any, BinaryIO, Protocol
 
 from hybriddeid.io._common import InputError, configured_max_bytes
 
@@ -133,7 +134,7 @@ class _Lines:
         self.handle, self.path, self.encoding = handle, path, encoding
         self.offset, self.number = offset, number
 
-    def __iter__(self) -> "_Lines":
+    def __iter__(self) -> _Lines:
         return self
 
     def __next__(self) -> str:

@@ -22,8 +22,8 @@ O(C^2). ``_AMITable.check`` recomputes every entry from the definition; the test
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 

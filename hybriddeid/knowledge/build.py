@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from hybriddeid.io import InputError, iter_documents
 from hybriddeid.knowledge.clusters import WordClusters, normalize_word

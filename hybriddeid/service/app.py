@@ -14,9 +14,10 @@ import logging
 import math
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Security
 from fastapi.exceptions import RequestValidationError
@@ -32,7 +33,7 @@ from hybriddeid.profiles import PHI_SETS
 from hybriddeid.service.keys import KeyStore
 from hybriddeid.service.limits import RateLimiter, ServiceLimits
 from hybriddeid.service.pool import WorkerPool
-from hybriddeid.service.schemas import (AnnotateRequest, AnnotateResponse, DeidRequest, DeidResponse, ErrorResponse)
+from hybriddeid.service.schemas import AnnotateRequest, AnnotateResponse, DeidRequest, DeidResponse, ErrorResponse
 from hybriddeid.service.work import error_body, invalid
 
 log = logging.getLogger("hybriddeid.service")
@@ -169,7 +170,7 @@ async def _body(request: Request, limit: int, timeout: float) -> bytes:
 
     try:
         await asyncio.wait_for(read(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise ServiceError(408, "timeout", f"the request body did not arrive within {timeout:g} s (--request-timeout)",
                            {"Connection": "close"}) from None
     return b"".join(chunks)

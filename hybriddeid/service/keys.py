@@ -21,9 +21,9 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 
 from hybriddeid.io import atomic_write_text
 from hybriddeid.surrogates.keys import check_key_permissions
@@ -57,7 +57,7 @@ def _digest(salt: bytes, secret: str) -> str:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def check_name(name: str) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 

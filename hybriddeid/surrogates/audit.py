@@ -7,11 +7,12 @@ import csv
 import io
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields
-from pathlib import Path
 from itertools import chain, islice
 from operator import attrgetter
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from hybriddeid.document import Document
 from hybriddeid.io._common import record_name
@@ -68,7 +69,7 @@ def audit_lines(note: str, replacements: Sequence[Replacement], fmt: str = "json
     yield buffer.getvalue()
 
 
-def _json_row(note: str) -> "Callable[[Replacement], str]":
+def _json_row(note: str) -> Callable[[Replacement], str]:
     """A function writing a replacement's JSONL row exactly as ``json.dumps({"note": note, **rep.to_dict()},
     ensure_ascii=False)`` and a newline would: every value is a scalar, written as ``json`` writes it,
     with no dictionary or encoder made per row (a 20 MB note has about a million rows)."""

@@ -7,16 +7,16 @@ method, source, score, replacement, never the original value) for the audit.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import date
 from functools import lru_cache
-from typing import Iterable, Iterator, Sequence
 
 from hybriddeid.document import Document, Span
 from hybriddeid.languages import available_languages, unread_pattern
 from hybriddeid.profiles import hipaa_age_rule
 from hybriddeid.surrogates.dates import DAYS_PER_YEAR, DateShifter
-from hybriddeid.surrogates.generator import MAX_SHOWN_AGE, SurrogateSettings, Surrogates
+from hybriddeid.surrogates.generator import MAX_SHOWN_AGE, Surrogates, SurrogateSettings
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.language import fold, load_kinds, load_language
 from hybriddeid.surrogates.names import NAME_WORD, NameInventory

@@ -17,10 +17,11 @@ from __future__ import annotations
 import random
 import string
 import tomllib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
-from functools import lru_cache
-from typing import Any, Callable, Iterator, Mapping
+from functools import cache
+from typing import Any
 
 from faker import Faker
 
@@ -52,7 +53,7 @@ class SynthResources:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def load_synth_resources(language: str = "en") -> SynthResources:
     """The ``synth.toml`` of ``language``'s pack, checked: every section a note names exists."""
     pack = language_pack(language)

@@ -51,7 +51,7 @@ class NoteWriter:
         self.text(stripped)
         self.text(value[len(lead) + len(stripped):])
 
-    def append(self, other: "NoteWriter") -> None:
+    def append(self, other: NoteWriter) -> None:
         """Append everything ``other`` wrote, shifting its spans."""
         shift = self.length
         self.spans.extend(Span(s.start + shift, s.end + shift, s.label, s.source) for s in other.spans)

@@ -25,7 +25,8 @@ batched matrix products (T K^3 work instead of T K^2, which the CPU pays for, so
 from __future__ import annotations
 
 import functools
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -40,7 +41,7 @@ F = TypeVar("F", bound=Callable)
 def full_precision(method: F) -> F:
     """Run a CRF method with autocast off: its sums and products of probabilities need float32."""
     @functools.wraps(method)
-    def wrapped(self: "CRF", emissions: torch.Tensor, *args, **kwargs):
+    def wrapped(self: CRF, emissions: torch.Tensor, *args, **kwargs):
         with torch.autocast(emissions.device.type, enabled=False):
             return method(self, emissions.float(), *args, **kwargs)
     return wrapped  # type: ignore[return-value]

@@ -38,7 +38,7 @@ class NoteTensors:
     length: int
 
     @classmethod
-    def of(cls, note: EncodedNote) -> "NoteTensors":
+    def of(cls, note: EncodedNote) -> NoteTensors:
         features = {}
         for name, values in note.features.items():
             if name in NESTED_FEATURES:
@@ -48,7 +48,7 @@ class NoteTensors:
         tags = torch.tensor(note.tags, dtype=torch.long) if note.tags is not None else None
         return cls(features, tags, len(note))
 
-    def to(self, device: torch.device) -> "NoteTensors":
+    def to(self, device: torch.device) -> NoteTensors:
         """The same note with its tensors on ``device`` (training notes go to a GPU once)."""
         return NoteTensors({name: values.to(device) for name, values in self.features.items()},
                            None if self.tags is None else self.tags.to(device), self.length)
@@ -64,7 +64,7 @@ class Batch:
     tags: torch.Tensor | None = None  # [B, T]
 
     @classmethod
-    def collate(cls, notes: list[NoteTensors], device: torch.device) -> "Batch":
+    def collate(cls, notes: list[NoteTensors], device: torch.device) -> Batch:
         """The notes padded into one batch on ``device`` (the model's): built where the notes' tensors
         are, then copied (from pinned memory, without waiting, when the notes are on the CPU and
         ``device`` is a GPU)."""

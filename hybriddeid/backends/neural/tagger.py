@@ -26,16 +26,17 @@ import resource
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 
+from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.backends.neural.encoding import UNK_ID, NoteTokens, Vocabularies, note_tokens
 from hybriddeid.backends.neural.models import Batch, NoteTensors, TaggerModel, build_model
 from hybriddeid.backends.neural.settings import CUDA_PREDICT_TOKENS, NeuralSettings, check_device
 from hybriddeid.classifiers.base import ComponentError, NotFittedError
-from hybriddeid.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.crf import CLUSTERS_DIR
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.document import Document, Span
@@ -254,7 +255,7 @@ class NeuralTagger:
         return torch.autocast("cuda", dtype=dtype)
 
     # -- training ---------------------------------------------------------------------------
-    def fit(self, docs: Iterable[Document]) -> "NeuralTagger":
+    def fit(self, docs: Iterable[Document]) -> NeuralTagger:
         """Train on ``docs``, holding out ``dev_fraction`` of them for early stopping."""
         settings = self.settings
         fit_started = time.perf_counter()
@@ -409,7 +410,7 @@ class NeuralTagger:
         (path / TRAINING_FILE).write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_disk(cls, path: Path, params: Mapping[str, Any], device: str | None = None) -> "NeuralTagger":
+    def from_disk(cls, path: Path, params: Mapping[str, Any], device: str | None = None) -> NeuralTagger:
         """The tagger saved in ``path`` by ``to_disk``, with ``params`` (its config section); word
         clusters are read from the copy saved with the model. ``device`` ("auto", "cpu", "cuda",
         "cuda:N") is where it tags, a ``DeviceError`` if this machine lacks it; None: the config's
