@@ -697,10 +697,8 @@ class _PipeHandler(logging.Handler):
         self.conn = conn
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
+        with contextlib.suppress(Exception):  # a log line must never fail a unit
             self.conn.send(("log", record.name, record.levelno, record.getMessage()))
-        except Exception:  # noqa: BLE001 - a log line must never fail a unit
-            pass
 
 
 def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt: str,

@@ -6,6 +6,7 @@ Messages name files and problems only; note text never reaches the terminal or t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -722,10 +723,8 @@ def _review(args: argparse.Namespace) -> int:
         return 2
     log.info("%d notes read (%d files could not be); corrections go to %s", len(notes), failed, corrections_dir)
     print(f"Review page (this address holds its one-time token): {server.url}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         serve(server)
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

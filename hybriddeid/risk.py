@@ -290,8 +290,12 @@ class Reviewed:
         ps, ys, ids = [], [], []
         for index, (chances, output, reviewed) in enumerate(items):
             p, y = outcomes(chances, output, reviewed)
-            ps.append(p), ys.append(y), ids.append(np.full(len(p), index))
-        cat = (lambda parts, kind: np.concatenate(parts) if parts else np.zeros(0, kind))
+            ps.append(p)
+            ys.append(y)
+            ids.append(np.full(len(p), index))
+
+        def cat(parts: list[np.ndarray], kind: type) -> np.ndarray:
+            return np.concatenate(parts) if parts else np.zeros(0, kind)
         return cls(cat(ps, float), cat(ys, float), cat(ids, int), len(items))
 
 

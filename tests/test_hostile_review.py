@@ -29,7 +29,7 @@ import pytest
 from cli_runs import FAST_CLI, kill_9_after, run, slow_cli
 from hybriddeid.io import read_document, write_documents
 from hybriddeid.synth import generate_corpus
-from table_notes import NOTES, note_rows, pg_count, pg_load, postgres, write_sqlite  # noqa: F401 - postgres: a fixture
+from table_notes import NOTES, note_rows, pg_count, pg_load, write_sqlite
 
 
 # -- 9: database output locks -------------------------------------------------------------------------

@@ -22,10 +22,7 @@ pd = pytest.importorskip("pandas")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark needs Java, which is not installed", allow_module_level=True)
 
-from hybriddeid import (
-    Pipeline,  # noqa: E402
-    processing,  # noqa: E402
-)
+from hybriddeid import Pipeline, processing  # noqa: E402
 from hybriddeid.cli import main  # noqa: E402
 from hybriddeid.document import Document, Span  # noqa: E402
 from hybriddeid.integrations import spark as hspark  # noqa: E402

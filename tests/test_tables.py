@@ -25,7 +25,7 @@ from table_notes import (
     password_file_only,
     pg_count,
     pg_load,
-    pg_rows,  # noqa: F401 - postgres: a fixture
+    pg_rows,
     table_rows,
     write_csv,
     write_folder,

@@ -413,7 +413,7 @@ def _parse_defines(table: Any, origin: str) -> dict[str, str]:
     inlined: dict[str, str] = {}
     for name in table:
         where = f"{origin}: [define] {name!r}"
-        inlined[name] = _inline(f"(?&{name})", table, lambda problem: RuleFileError(f"{where}: {problem}"))
+        inlined[name] = _inline(f"(?&{name})", table, lambda problem, where=where: RuleFileError(f"{where}: {problem}"))
         try:
             regex.compile(inlined[name])
         except regex.error as exc:
