@@ -346,7 +346,10 @@ def _deid(args: argparse.Namespace) -> int:
     try:
         key = _deid_key(args, (args.in_dir, args.out_dir))
         options = _deid_options(args, key)
-        renamer = None if args.rename == "none" else Renamer(key, args.key_file if args.rename == "hash" else None)
+        renamer = None
+        if args.rename != "none":
+            assert key is not None  # _deid_key returns a key whenever --rename asks for one
+            renamer = Renamer(key, args.key_file if args.rename == "hash" else None)
         patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
         threshold = pipeline = None
         if args.use_annotations and (args.threshold is not None or args.recall_target is not None):
@@ -409,7 +412,7 @@ def _table_io(args: argparse.Namespace, out_columns: Callable[[Columns], list[st
     and where its rows go (a folder of parts, or a database's ``--output-table``) with the columns
     ``out_columns`` gives; a ValueError or ``InputError`` naming what is unusable."""
     from hybriddeid.io.sql import Database, SqlSink, SqlTable, is_database_url
-    from hybriddeid.io.tables import Columns, detect_table_file_format, open_table
+    from hybriddeid.io.tables import Columns, TableSource, detect_table_file_format, open_table
     from hybriddeid.table_batch import FolderSink, TableInputs
 
     from_db, to_db = is_database_url(args.in_dir), is_database_url(args.out_dir)
@@ -426,7 +429,8 @@ def _table_io(args: argparse.Namespace, out_columns: Callable[[Columns], list[st
     if part_rows < 1:
         raise ValueError("--part-rows must be at least 1")
     if from_db:
-        source = SqlTable(Database(args.in_dir, args.password_file), columns, part_rows, args.query, args.table)
+        source: TableSource = SqlTable(Database(args.in_dir, args.password_file), columns, part_rows, args.query,
+                                       args.table)
         fmt = args.format or "csv"
     else:
         fmt_in = args.input_format if args.input_format != "auto" else detect_table_file_format(Path(args.in_dir))

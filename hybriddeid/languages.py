@@ -27,14 +27,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import regex
 
@@ -58,10 +58,19 @@ _PACK_KEYS = frozenset({"name", "taxonomy", "description", "scripts"})
 DEFAULT_SCRIPTS = ("Latin",)
 _CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
-_added: list[str] = []  # add_language_folder's folders, the most recent last
-_caches: list[Callable[..., Any]] = []  # lru_caches keyed on a language, cleared with ours
 
-F = TypeVar("F", bound=Callable[..., Any])
+class _Cached(Protocol):
+    """What ``functools.cache`` and ``lru_cache`` make of a function: it can be called and cleared."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def cache_clear(self) -> None: ...
+
+
+_added: list[str] = []  # add_language_folder's folders, the most recent last
+_caches: list[_Cached] = []  # lru_caches keyed on a language, cleared with ours
+
+F = TypeVar("F", bound=_Cached)
 
 
 class MissingResourceError(ValueError):
@@ -271,8 +280,8 @@ def detect_language(texts: Iterable[str], languages: Iterable[str] | None = None
             break
     shares = {code: hits[code] / n_words if n_words else 0.0 for code in lists}
     best = max(shares, key=lambda code: (shares[code], code), default=None)
-    code = best if best is not None and shares[best] >= DETECT_MIN_SHARE else None
-    return LanguageGuess(code, MappingProxyType(shares), n_words)
+    guess = best if best is not None and shares[best] >= DETECT_MIN_SHARE else None
+    return LanguageGuess(guess, MappingProxyType(shares), n_words)
 
 
 def add_language_folder(path: str | os.PathLike[str]) -> None:

@@ -182,7 +182,9 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
                 taken.take(start, end)
             # A whole word starts after a character that is not alphanumeric, so none starts inside the
             # alphanumeric run from here: skip it (a repeat inside a megabyte of digits was found at every digit).
-            start = text.find(surface, _ALNUM_RUN.match(text, start).end() + 1)
+            run = _ALNUM_RUN.match(text, start)
+            assert run is not None  # the pattern matches the empty string
+            start = text.find(surface, run.end() + 1)
     return sorted(out, key=span_order)
 
 

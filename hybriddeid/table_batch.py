@@ -204,6 +204,14 @@ class TableProcessor:
     sink: FolderSink | SqlSink
     _done: set[str] | None = None
 
+    def setup(self) -> None:
+        """Prepare once per process before any unit runs (e.g. load a model)."""
+        raise NotImplementedError
+
+    def unit_key(self, path: Path, doc: Document) -> str:
+        """Rows sharing a key are processed in one unit."""
+        raise NotImplementedError
+
     @property
     def run_record(self) -> dict[str, str]:
         raise NotImplementedError

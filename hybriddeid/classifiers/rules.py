@@ -269,9 +269,10 @@ class Rule:
                 if match.start() < resume:  # inside a match lengthened on the whole text
                     continue
                 if match.end() == reading_end < len(text):
-                    match = self._regex.match(text, match.start(), timeout=timeout)
-                    if match is None:
+                    longer = self._regex.match(text, match.start(), timeout=timeout)
+                    if longer is None:
                         continue
+                    match = longer
                 resume = max(match.end(), match.start() + 1)
                 yield match
 
@@ -413,7 +414,8 @@ def _parse_defines(table: Any, origin: str) -> dict[str, str]:
     inlined: dict[str, str] = {}
     for name in table:
         where = f"{origin}: [define] {name!r}"
-        inlined[name] = _inline(f"(?&{name})", table, lambda problem, where=where: RuleFileError(f"{where}: {problem}"))
+        inlined[name] = _inline(f"(?&{name})", table,
+                                lambda problem: RuleFileError(f"{where}: {problem}"))  # noqa: B023 - called at once
         try:
             regex.compile(inlined[name])
         except regex.error as exc:

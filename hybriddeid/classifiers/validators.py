@@ -160,7 +160,9 @@ def series_piece(text: str, start: int, end: int) -> bool:
     if not (_SHORT_NUMBER_SLASH_BEFORE.search(text[max(0, start - 12):start])
             or _SHORT_NUMBER_SLASH_AFTER.search(text[end:end + 12])):
         return False
-    run = _NUMBER_RUN_AROUND.match(text, _NUMBER_RUN_BEFORE.search(text, max(0, start - 40), start).start())
+    before = _NUMBER_RUN_BEFORE.search(text, max(0, start - 40), start)
+    assert before is not None  # the pattern matches the empty string
+    run = _NUMBER_RUN_AROUND.match(text, before.start())
     whole = run.group() if run else text[start:end]
     # "3/4" of "3/4/95" cut short is still a date: a run of at most three numbers that reads as one
     return not (len(_NUMBER.findall(whole)) <= 3 and "." not in whole and numeric_date_possible(whole))

@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 from hybriddeid.document import Document
 from hybriddeid.text.tokenize import tokenize
@@ -54,7 +55,7 @@ def keys_of_words(words: Sequence[str]) -> list[str]:
         for i, key in enumerate(keys):
             if key is None:
                 keys[i] = _WORD_KEYS[words[i]] = phrase_key((words[i],))
-    return keys
+    return cast("list[str]", keys)  # every None filled above
 
 
 def phrase_tokens(phrase: str) -> tuple[str, ...]:

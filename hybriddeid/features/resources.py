@@ -39,7 +39,7 @@ class ClusterFeatures:
             if prefixes:
                 lengths = self.prefix_lengths
                 near = prefixes[lengths.index(NEIGHBOUR_PREFIX) if NEIGHBOUR_PREFIX in lengths else 0]
-            projected = ("tbc=" + near, "twv=" + str(dict(ids).get(self._projected_k, "none")))
+            projected = ("tbc=" + near, "twv=" + next((str(cluster) for k, cluster in ids if k == self._projected_k), "none"))
             entry = (own or ("bc=none",), near, projected)
             if len(self._memo) < 1 << 18:
                 self._memo[word] = entry

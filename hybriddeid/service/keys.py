@@ -188,7 +188,7 @@ class KeyStore:
         self._refresh()
         match = _KEY.match(token)
         record = self._by_id.get(match.group(1)) if match else None
-        if record is None or not record.matches(match.group(2)):
+        if match is None or record is None or not record.matches(match.group(2)):
             return 401, None
         return (403 if record.revoked is not None else 200), record
 

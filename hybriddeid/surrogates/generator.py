@@ -235,9 +235,10 @@ class Surrogates:
         """An identifier of a documented format (DNI, NIE, IBAN) becomes another valid one (its check
         letter or digits recomputed); any other keeps its shape."""
         for attempt in range(_RETRIES):
-            surrogate = valid_identifier(value, self._rng("id", fold(value), str(attempt)))
-            if surrogate is None:
+            valid = valid_identifier(value, self._rng("id", fold(value), str(attempt)))
+            if valid is None:
                 return self._shape(value)
+            surrogate = valid
             if self._acceptable(surrogate, value):
                 break
         return surrogate, SURROGATE

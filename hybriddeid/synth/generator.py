@@ -20,7 +20,7 @@ import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from faker import Faker
@@ -189,6 +189,9 @@ class Note:
     def _pattern(self, label: str) -> str:
         return self.faker().bothify(self.rng.choice(self.data["ids"][label]), letters=string.ascii_uppercase)
 
+    def _labelled_pattern(self, label: str) -> tuple[str, str]:
+        return self._pattern(label), label
+
     def _phone(self) -> str:
         return self.faker().numerify(self.rng.choice(self.data["contact"]["phone_formats"]))
 
@@ -310,7 +313,7 @@ class Note:
         }
         for label in data["ids"]:
             if label != "ROOM":
-                table[label.lower()] = (lambda label=label: (self._pattern(label), label))
+                table[label.lower()] = partial(self._labelled_pattern, label)
         table["mrn"] = table["medicalrecord"]
         return table
 

@@ -97,7 +97,9 @@ def _closing(template: str, start: int) -> int:
 
 def split_alternatives(body: str) -> list[str]:
     """``body`` split at the ``|`` that are not inside nested braces."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in body:
         if char == "{":
             depth += 1
