@@ -395,8 +395,9 @@ class BatchResult:
 
     def add(self, other: BatchResult) -> None:
         """Count ``other`` (the run of another folder of one ``--recursive`` run) in this result."""
-        for mine, theirs in ((self.written, other.written), (self.skipped, other.skipped), (self.failed, other.failed),
-                             (self.problems, other.problems), (self.left_out, other.left_out)):
+        self.written.extend(other.written)
+        self.skipped.extend(other.skipped)
+        for mine, theirs in ((self.failed, other.failed), (self.problems, other.problems), (self.left_out, other.left_out)):
             mine.extend(theirs)
 
     def problem(self, path: Path, problem: str) -> None:
@@ -600,7 +601,7 @@ def _run_all(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcess
 
 
 def _plan(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
-          notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]],
+          notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document] | Inputs | NoteSource],
                                            dict[str, Path]]:
     """Read every input once: the units to run (files joined by shared keys), which files are done,
     the documents of each file that can be processed (those read while the text kept stays within

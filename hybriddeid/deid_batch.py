@@ -373,9 +373,9 @@ def _run_deid_folder(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_f
             result = run_batch(inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs,
                                limits=limits)
         except Interrupted as stop:
-            for folder in (out_dir / AUDIT_DIR, processor.mapping_dir):
-                if folder is not None:
-                    remove_temp_files(Path(folder))
+            for left in (out_dir / AUDIT_DIR, processor.mapping_dir):
+                if left is not None:
+                    remove_temp_files(Path(left))
             if stop.result is not None:
                 _write_summary(out_dir, processor, stop.result, in_dir)
             raise

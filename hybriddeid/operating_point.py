@@ -141,7 +141,7 @@ class SourceCandidates:
                         pieces.append(Run(unit.start, unit.end, {(unit.start, unit.end): unit}))
                     previous = index
         if self.words is not None:
-            self._widen_to_words(pieces)
+            self._widen_to_words(pieces, self.words)
         pieces.sort(key=lambda run: run.start)
         runs: list[Run] = []
         for piece in pieces:
@@ -155,16 +155,17 @@ class SourceCandidates:
                 runs.append(piece)
         return runs
 
-    def _widen_to_words(self, runs: list[Run]) -> None:
-        """Move each run's ends out to the edges of the tokens they fall in."""
-        starts = [start for start, _ in self.words]
+    @staticmethod
+    def _widen_to_words(runs: list[Run], words: Sequence[tuple[int, int]]) -> None:
+        """Move each run's ends out to the edges of the ``words`` (token offsets) they fall in."""
+        starts = [start for start, _ in words]
         for run in runs:
             at = bisect.bisect_right(starts, run.start) - 1
-            if at >= 0 and self.words[at][1] > run.start:
-                run.start = self.words[at][0]
+            if at >= 0 and words[at][1] > run.start:
+                run.start = words[at][0]
             at = bisect.bisect_left(starts, run.end) - 1
-            if at >= 0 and self.words[at][1] > run.end:
-                run.end = self.words[at][1]
+            if at >= 0 and words[at][1] > run.end:
+                run.end = words[at][1]
 
     def new_span(self, start: int, end: int, units: Sequence[Candidate]) -> Span | None:
         """The span this CRF makes of ``text[start:end]`` (none: the typer's trimming left nothing):

@@ -571,7 +571,7 @@ class Pipeline:
         return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, taxonomy, phi_set)
 
     def read(
-        self, doc_or_text: Document | str, max_threshold: float, precedence: Sequence[str] | None = None,
+        self, doc_or_text: AnalysedNote | Document | str, max_threshold: float, precedence: Sequence[str] | None = None,
         keep_below: float | None = None,
     ) -> NoteReading:
         """Run the components over a note once, keeping each CRF unit whose P(O) is below
@@ -759,7 +759,7 @@ def warn_unseen_labels(components: Mapping[str, Any], labels: Iterable[str], whe
         foreign = [label for label in extra if taxonomy is None or not taxonomy.knows(label)]
         if foreign:
             log.warning("component %r can predict labels not in %s: %s", name, where, ", ".join(foreign))
-        if len(foreign) < len(extra):
+        if taxonomy is not None and len(foreign) < len(extra):
             log.info("component %r can predict labels of the %s taxonomy that %s lacks: %s", name,
                      taxonomy.name, where, ", ".join(label for label in extra if label not in foreign))
 

@@ -71,6 +71,7 @@ def process_notes(pipeline: Pipeline | Any | None, docs: Sequence[Document], set
     notes' own spans (gold, or found earlier), within ``settings.phi_set``. Errors propagate; their
     messages may quote note text, so callers report only their type.
     """
+    chances: list[tuple[TokenChance, ...] | None]
     if settings.chances:
         found, chances = [], []
         for doc in docs:
@@ -82,15 +83,13 @@ def process_notes(pipeline: Pipeline | Any | None, docs: Sequence[Document], set
     if pipeline is not None and hasattr(pipeline, "link_names"):  # a name found once is looked for again
         one_patient = settings.deid is not None or patient is not None
         found = pipeline.link_names(found) if one_patient else [pipeline.link_names([doc])[0] for doc in found]
-    if settings.deid is None:
+    if settings.deid is None or not found:
         return [ProcessedNote(doc, None, chance) for doc, chance in zip(found, chances)]
-    if patient is None and found:
-        patient = found[0].name
-    results = deidentify_patient(found, settings.deid, patient)
+    results = deidentify_patient(found, settings.deid, found[0].name if patient is None else patient)
     return [ProcessedNote(doc, result, chance) for doc, result, chance in zip(found, results, chances)]
 
 
-def token_chances(pipeline: Pipeline, doc: Document, settings: NoteSettings) -> tuple[list, tuple[TokenChance, ...]]:
+def token_chances(pipeline: Pipeline | None, doc: Document, settings: NoteSettings) -> tuple[list, tuple[TokenChance, ...]]:
     """The spans ``pipeline.predict`` gives ``doc`` under ``settings`` (the same tagging, read once)
     and the P(PHI) of every token its token-unit CRF (highest in precedence) read."""
     from hybriddeid.pipeline import ConfigError  # the model's problem, not the note's: callers stop on it

@@ -44,7 +44,7 @@ class ComponentSpec:
     # Problems with a config section (e.g. unknown feature names), checked when a config is built.
     check: Callable[[Mapping[str, Any]], list[str]] | None = None
 
-    def component_class(self) -> type:
+    def component_class(self) -> type[Any]:
         """The classifier class (imports the component's module and its dependencies)."""
         module_name, _, class_name = self.class_path.partition(":")
         try:

@@ -164,7 +164,7 @@ def _spans_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Span, ...
                  for r in records)
 
 
-def note_id_problem(note_id: object, uses: object) -> str | None:
+def note_id_problem(note_id: object, uses: Any) -> str | None:
     """``NO_ID`` for a null or empty note id, ``DUPLICATE_ID`` when ``uses`` (the rows holding this id)
     is over one, else None: as ``hybriddeid deid`` refuses such rows of a folder or table, since
     outputs are known by their id (of two rows with one id, every one is refused: Spark's order
@@ -174,7 +174,7 @@ def note_id_problem(note_id: object, uses: object) -> str | None:
     return DUPLICATE_ID if not _is_null(uses) and int(uses) > 1 else None
 
 
-def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_chars: int,
+def note_spans(pipeline: Any, note_id: str, text: object, given: Any, max_chars: int,
                phi_set: str | None = None) -> tuple[list | None, str | None]:
     """(span records, None) for one note, or (None, error code); never raises. The spans are
     ``process_notes``'s: the model's, or (``pipeline`` None) the given ones; ``phi_set`` keeps only
@@ -232,7 +232,7 @@ def spans_frame(stage: SpanStage, frame: pd.DataFrame) -> pd.DataFrame:
         errors.append(error)
         patients_out.append(patient)
     frame = frame.copy()
-    frame[stage.spans_col] = spans_out
+    frame[stage.spans_col] = spans_out  # type: ignore[assignment]  # a column of lists: pandas takes one, its stubs not
     frame[stage.error_col] = errors
     if stage.patients:
         frame[_PATIENT] = patients_out
@@ -293,13 +293,14 @@ def deid_frame(stage: DeidStage, frame: pd.DataFrame) -> pd.DataFrame:
                 errors[row] = f"{DEID_FAILED}:{type(exc).__name__}"
             continue
         for row, note in zip(ok, notes):
+            assert note.deid is not None  # NoteSettings(deid=...) de-identifies every note
             deid[row] = note.deid.text
             audit[row] = [replacement.to_dict() for replacement in note.deid.replacements]
     frame = frame.copy()
     frame[stage.deid_col] = deid
     frame[stage.error_col] = [None if _is_null(e) else e for e in errors]
     if stage.audit_col:
-        frame[stage.audit_col] = audit
+        frame[stage.audit_col] = audit  # type: ignore[assignment]  # a column of lists: pandas takes one, its stubs not
     return frame
 
 

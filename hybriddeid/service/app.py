@@ -182,7 +182,7 @@ def _request_body(model: type) -> dict[str, Any]:
         "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
 
 
-_ERRORS = {status: {"model": ErrorResponse, "description": text} for status, text in (
+_ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": ErrorResponse, "description": text} for status, text in (
     (401, "no API key, or an unknown one"), (403, "a revoked API key"), (413, "body, note or note count too large"),
     (408, "the body was sent too slowly (--request-timeout)"), (422, "not JSON, or invalid fields"), (429, "rate limit: wait Retry-After seconds"),
     (500, "the worker failed (error_id in the server's log)"), (503, "too many requests waiting"),
@@ -308,16 +308,17 @@ def create_app(service: Service) -> FastAPI:
     original_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = original_openapi()
-            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in (AnnotateRequest, DeidRequest):
-                body = model.model_json_schema(ref_template="#/components/schemas/{model}")
-                schemas.update(body.pop("$defs", {}))
-                schemas[model.__name__] = body
-        return app.openapi_schema
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = original_openapi()  # kept as app.openapi_schema too: changed in place here
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in (AnnotateRequest, DeidRequest):
+            body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(body.pop("$defs", {}))
+            schemas[model.__name__] = body
+        return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
     app.add_middleware(AccessLog, metrics=service.metrics)
     return app
 

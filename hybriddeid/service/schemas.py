@@ -10,7 +10,7 @@ from hybriddeid.document import Span
 from hybriddeid.profiles import PHI_SETS
 from hybriddeid.surrogates.deid import Replacement
 
-PhiSet = Literal[PHI_SETS]  # type: ignore[valid-type]
+PhiSet = Literal[PHI_SETS]  # type: ignore[valid-type]  # the names from profiles at run time, kept in one place
 Mode = Literal["tag", "mask", "surrogate"]
 
 
@@ -18,10 +18,11 @@ class Note(BaseModel):
     """One note of a batch."""
 
     model_config = ConfigDict(extra="forbid")
-    id: str | None = Field(None, min_length=1, max_length=200,
+    # default= by keyword: type checkers read a positional default of Field as a required field
+    id: str | None = Field(default=None, min_length=1, max_length=200,
                               description="the note's id, echoed in the answer (default: its position, from 0)")
     text: str = Field(description="the note's text")
-    patient: str | None = Field(None, min_length=1, max_length=200,
+    patient: str | None = Field(default=None, min_length=1, max_length=200,
                                    description="deid: the note's patient (default: the request's patient, else "
                                                "the note's id, as batch runs take the file name)")
 

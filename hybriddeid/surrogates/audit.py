@@ -124,7 +124,7 @@ def read_audit(path: Path) -> list[dict[str, object]]:
     return list(audit_rows(path))
 
 
-def audit_rows(path: Path) -> Iterator[dict[str, object]]:
+def audit_rows(path: Path) -> Iterator[dict[str, Any]]:
     """``read_audit``'s rows one at a time (a long note's audit is never held whole)."""
     return islice(_audit_items(path), 1, None)
 
