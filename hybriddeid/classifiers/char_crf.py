@@ -50,6 +50,8 @@ class CharCRF(CRFTagger):
     scheme = "BIOES"
     model_file = "char.crfsuite"
     unit = "character"
+    # from_disk's, for a model whose own files hold the typer's settings: Pipeline.load moves them to the config
+    files_settings_: dict[str, Any]
 
     def __init__(
         self,
@@ -79,7 +81,7 @@ class CharCRF(CRFTagger):
         self.thin_interior = thin_interior
         self.features = [name for name in CHAR_FEATURE_FAMILIES if name in features]
         # The span typer's settings (``SpanTyper``'s, prefixed): kept in this section of the config.
-        self.typer_params = {"context": typer_context, "c2": typer_c2, "max_iterations": typer_max_iterations,
+        self.typer_params: dict[str, Any] = {"context": typer_context, "c2": typer_c2, "max_iterations": typer_max_iterations,
                              "lexicon": typer_lexicon}
         self._window = CharWindow.symmetric(radius, bigram_radius, trigram_radius)
         if "ngrams" not in self.features:
@@ -145,7 +147,7 @@ class CharCRF(CRFTagger):
         What depends on a token's text alone (settled, clusters) each adds itself."""
         if lexicon is None:
             lexicon = self.lexicon_
-        region_starts = [start for start, _ in regions] if regions is not None else None
+        region_starts = [start for start, _ in regions] if regions is not None else []
         for segment in note.segments(self.segment_chars, self.segment_overlap):
             analysed = segment.line
             line, tokens = analysed.context, analysed.tokens
@@ -230,8 +232,8 @@ class CharCRF(CRFTagger):
 
     def finish(self, note: AnalysedNote, spans: list[Span]) -> list[Span]:
         """Trimmed spans, typed by the span typer (for ``label_level`` "phi" or "category")."""
-        spans = [self._trim(note.text, span) for span in spans]
-        spans = [span for span in spans if span is not None]
+        trimmed = [self._trim(note.text, span) for span in spans]
+        spans = [span for span in trimmed if span is not None]
         if self.typer_ is None:
             return spans
         allowed = None

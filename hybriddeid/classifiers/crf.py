@@ -132,12 +132,12 @@ class CRFTagger:
         self.gazetteers_: dict[str, Gazetteer] = {}
 
     # -- what subclasses provide -------------------------------------------------------------
-    def sequences(self, note: AnalysedNote, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
+    def sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
         """The note's sequences; ``lexicon`` (default: the learned one) tags tokens for features."""
         raise NotImplementedError
 
     def emission_sequences(
-        self, note: AnalysedNote, regions: Sequence[tuple[int, int]] | None = None,
+        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None,
         skip: Collection[tuple[int, int]] = (),
     ) -> Iterator[UnitSequence]:
         """The fast engine's input: ``sequences`` with each unit's label scores in ``emissions``
@@ -158,12 +158,15 @@ class CRFTagger:
         return cached[1]
 
     def _sequences_for(
-        self, note: AnalysedNote, regions: Sequence[tuple[int, int]] | None, skip: Collection[tuple[int, int]] = (),
+        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None,
+        skip: Collection[tuple[int, int]] = (),
     ) -> Iterator[UnitSequence]:
         """``sequences`` of the whole note, or of ``regions`` (less ``skip``) for taggers that take them."""
         if regions is None:
             return self.sequences(note)
-        return self.sequences(note, regions=regions, skip=skip) if skip else self.sequences(note, regions=regions)
+        # a tagger whose component accepts_regions (the only ones the pipeline focuses) takes them
+        sequences: Callable[..., Iterator[UnitSequence]] = self.sequences
+        return sequences(note, regions=regions, skip=skip) if skip else sequences(note, regions=regions)
 
     def training_sequences(self, docs: list[Document]) -> Iterator[tuple[Document, Iterable[UnitSequence]]]:
         """Each training document with its sequences (each note analysed as it is read).
@@ -384,7 +387,7 @@ class CRFTagger:
             if need_outside:  # one column read, not a call per unit (a 20 MB line has millions)
                 outside = marginal.column(OUTSIDE)[lo:hi]
                 chain.outside.extend(outside)
-                if per_tag_wanted:
+                if per_tag_wanted and keep_below is not None:
                     for offset, p_outside in enumerate(outside):
                         if p_outside < keep_below:
                             chain.per_tag[base + offset] = {name: marginal(name, lo + offset) for name in all_tags}

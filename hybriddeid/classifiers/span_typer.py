@@ -77,6 +77,7 @@ class SpanTyper:
         trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
         trainer.set_params({"c2": self.c2, "max_iterations": self.max_iterations})
         docs = list(docs)
+        batches: list[tuple[Sequence[Document], Gazetteer | None]]
         if self.lexicon:
             self.lexicon_ = Gazetteer.from_documents(docs)
             batches = list(jackknife(docs))
