@@ -219,6 +219,8 @@ class Vocabularies:
         if self.suffixes is not None:
             features["suffixes"] = self.suffixes.ids(suffix(word, self.prefix_length) for word in note.words)
         if self.clusters is not None:
+            if self.cluster_features is None:
+                raise ValueError("a clusters vocabulary needs the tagger's cluster features (cluster_features)")
             own = self.cluster_features.own
             features["clusters"] = [[] if word == RETURN else self.clusters.ids(own(word)) for word in note.words]
         tags = None
@@ -241,6 +243,6 @@ class Vocabularies:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Vocabularies:
-        optional = {name: Vocabulary(data[name]) for name in OPTIONAL_VOCABULARIES if name in data}
+        optional: dict[str, Any] = {name: Vocabulary(data[name]) for name in OPTIONAL_VOCABULARIES if name in data}
         return cls(data["architecture"], data["tags"], Vocabulary(data["words"]), **optional,
                    prefix_length=data["prefix_length"], max_word_length=data["max_word_length"])

@@ -132,7 +132,8 @@ def bucketed(lengths: Sequence[int], batch_size: int, rng: random.Random | None 
     if max_tokens <= 0:
         batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     else:
-        batches, current, longest = [], [], 0
+        current: list[int] = []
+        batches, longest = [], 0
         for i in order:
             if current and (len(current) + 1) * max(longest, lengths[i]) > max_tokens:
                 batches.append(current)
@@ -194,6 +195,11 @@ class NeuralTagger:
 
     source = "neural"
     unit = "token"
+    # learned (fit, from_disk)
+    model_: TaggerModel
+    device_: torch.device
+    fit_seconds_: float | None
+    _ready_in: int | None  # the process the model was made ready in (_ready)
 
     def __init__(self, language: str = "en", **params: Any) -> None:
         self.language = language
