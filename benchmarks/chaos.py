@@ -27,10 +27,9 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hybriddeid.surrogates import create_key_file  # noqa: E402
 from procinfo import family  # noqa: E402
 from soak import write_notes  # noqa: E402 - the soak run's note writer
-
-from hybriddeid.surrogates import create_key_file  # noqa: E402
 
 FAULTS = ("kill -9 parent", "kill -9 worker", "SIGTERM parent")
 TEMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")

@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from procinfo import resident_mb  # noqa: E402
-
 from hybriddeid.features.analysis import analyse
 from hybriddeid.io import read_corpus
 from hybriddeid.pipeline.core import Pipeline
 from hybriddeid.synth import generate_corpus
+from procinfo import resident_mb  # noqa: E402
 
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
 ENGINES = ("fast", "crfsuite")

@@ -126,10 +126,11 @@ import argparse
 import json
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from functools import lru_cache
-from typing import Callable, ClassVar, Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import ClassVar
 
 import regex
 
@@ -138,21 +139,20 @@ for _folder in (HERE, HERE.parent / "tools"):  # peers.py and tools/real_text.py
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
 
-from peers import TOOLS, run_tools  # noqa: E402
-from real_text import CORPORA, PATIENT_INDEX, Relabeller  # noqa: E402
-
 from hybriddeid.core.document import Document, Span  # noqa: E402
+from hybriddeid.core.languages import language_pack  # noqa: E402
+from hybriddeid.core.profiles import PHI_SETS, filter_spans, hipaa_age_rule, in_phi_set, split_spans  # noqa: E402
+from hybriddeid.core.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
 from hybriddeid.evaluation import evaluate  # noqa: E402
 from hybriddeid.evaluation.matching import BINARY_LABEL, _outside_dont_care, span_tokens  # noqa: E402
 from hybriddeid.io import read_corpus  # noqa: E402
 from hybriddeid.knowledge.dictionaries import read_entries  # noqa: E402
-from hybriddeid.core.languages import language_pack  # noqa: E402
 from hybriddeid.runs.processing import NoteSettings, process_notes  # noqa: E402
-from hybriddeid.core.profiles import PHI_SETS, filter_spans, hipaa_age_rule, in_phi_set, split_spans  # noqa: E402
 from hybriddeid.surrogates import DeidOptions, Replacement  # noqa: E402
 from hybriddeid.surrogates.language import fold, load_language  # noqa: E402
 from hybriddeid.synth.generator import load_synth_resources  # noqa: E402
-from hybriddeid.core.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
+from peers import TOOLS, run_tools  # noqa: E402
+from real_text import CORPORA, PATIENT_INDEX, Relabeller  # noqa: E402
 
 CORPUS_TITLES = {"asq": "ASQ-PHI dev (clinician queries)", "presidio": "presidio-research synth dev (general PII sentences)",
                  "physionet": "PhysioNet deid dev (real ICU nursing notes)"}
@@ -344,7 +344,7 @@ class ErrorRules:
     miss_groups: ClassVar[Mapping[str, str]] = MISS_GROUPS
 
     @classmethod
-    def english(cls) -> "ErrorRules":
+    def english(cls) -> ErrorRules:
         entries = [*load_synth_resources("en").data["vocab"]["drug"], *safelist_section("en", "drug")]
         drugs = frozenset(fold(word) for entry in entries for word in regex.findall(r"\p{L}+", entry)
                           if len(word) >= MIN_DRUG_WORD)
@@ -420,7 +420,7 @@ class PhysioNetRules:
     miss_groups: ClassVar[Mapping[str, str]] = PHYSIONET_MISS_GROUPS
 
     @classmethod
-    def english(cls) -> "PhysioNetRules":
+    def english(cls) -> PhysioNetRules:
         vital = {fold(word) for word in VITAL_KEYWORDS}
         return cls(frozenset(word for word in load_language("en").dates.weekday_lookup if word not in vital))
 

@@ -44,19 +44,17 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from en_real import GOLD_TAXONOMY, PRED_TAXONOMY, patients_of, read_predictions, surrogate_check  # noqa: E402
-from real_text import CORPORA, cross_validation_splits, load_relabelled, sealed_groups, split_lockbox  # noqa: E402
-from train_en_default import DEFAULT_CONFIG, SYNTH_SEED  # noqa: E402
-
 from hybriddeid import Pipeline  # noqa: E402
+from hybriddeid.core.profiles import PHI_SETS  # noqa: E402
+from hybriddeid.core.taxonomy import load_taxonomy  # noqa: E402
 from hybriddeid.evaluation import evaluate  # noqa: E402
-from hybriddeid.pipeline.sweep import parse_thresholds  # noqa: E402
 from hybriddeid.io import read_corpus, write_document  # noqa: E402
 from hybriddeid.pipeline.core import build_component, load_config  # noqa: E402
+from hybriddeid.pipeline.sweep import parse_thresholds  # noqa: E402
 from hybriddeid.runs.processing import process_notes  # noqa: E402
-from hybriddeid.core.profiles import PHI_SETS  # noqa: E402
 from hybriddeid.synth import generate_corpus  # noqa: E402
-from hybriddeid.core.taxonomy import load_taxonomy  # noqa: E402
-
+from real_text import CORPORA, cross_validation_splits, load_relabelled, sealed_groups, split_lockbox  # noqa: E402
+from train_en_default import DEFAULT_CONFIG, SYNTH_SEED  # noqa: E402
 
 LOCKBOX = "lockbox"
 

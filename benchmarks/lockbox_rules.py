@@ -22,27 +22,26 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from en_real import GOLD_TAXONOMY, PRED_TAXONOMY  # noqa: E402
-from real_text import CORPORA, load_relabelled, split_lockbox  # noqa: E402
-
 import hybriddeid.pipeline.core as pipeline_module  # noqa: E402
+from en_real import GOLD_TAXONOMY, PRED_TAXONOMY  # noqa: E402
 from hybriddeid import Pipeline  # noqa: E402
+from hybriddeid.classifiers.safelist import SafeList, load_safelist  # noqa: E402
+from hybriddeid.core.languages import language_pack  # noqa: E402
+from hybriddeid.core.profiles import PHI_SETS  # noqa: E402
+from hybriddeid.core.taxonomy import load_taxonomy  # noqa: E402
 from hybriddeid.evaluation import evaluate  # noqa: E402
 from hybriddeid.io import read_corpus  # noqa: E402
 from hybriddeid.knowledge.dictionaries import read_entries  # noqa: E402
-from hybriddeid.core.languages import language_pack  # noqa: E402
 from hybriddeid.runs.processing import process_notes  # noqa: E402
-from hybriddeid.core.profiles import PHI_SETS  # noqa: E402
-from hybriddeid.classifiers.safelist import SafeList, load_safelist  # noqa: E402
 from hybriddeid.surrogates.language import load_language  # noqa: E402
-from hybriddeid.core.taxonomy import load_taxonomy  # noqa: E402
+from real_text import CORPORA, load_relabelled, split_lockbox  # noqa: E402
 
 WRITTEN_FROM = re.compile(r"PhysioNet dev half|nursing|PhysioNet's notes|cross-validated", re.IGNORECASE)
 SECTION = re.compile(r"^# -{2,} (.+?) -{2,}\s*$")
@@ -107,7 +106,7 @@ def main() -> int:
             def without(title: str = title) -> None:
                 kept = [line for other, lines in sections.items() if other != title for line in lines]
                 reduced = SafeList.from_entries(read_entries("\n".join(kept)), load_language("en").titles)
-                pipeline_module.load_safelist = lambda language: reduced  # type: ignore[assignment]
+                pipeline_module.load_safelist = lambda language: reduced  # type: ignore[assignment]  # a stand-in for the run
             yield "safe-list section", title, without
 
     started = time.perf_counter()

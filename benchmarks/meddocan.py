@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 from hybriddeid.classifiers.token_crf import TokenCRF
+from hybriddeid.core.merge import merge
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus
 from hybriddeid.knowledge.build import ensure_clusters
-from hybriddeid.core.merge import merge
 from hybriddeid.pipeline.core import Pipeline
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan"

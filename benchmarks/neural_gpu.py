@@ -24,11 +24,11 @@ from pathlib import Path
 
 import torch
 
-from hybriddeid.features.analysis import analyse
 from hybriddeid.backends.neural.encoding import note_tokens
 from hybriddeid.backends.neural.tagger import NeuralTagger
 from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
+from hybriddeid.features.analysis import analyse
 from hybriddeid.io import read_corpus, write_document
 from neural_meddocan import save_tagger  # noqa: E402 - beside this script
 

@@ -45,11 +45,10 @@ PHASES = (  # (label, component or None for the pipeline, method)
 
 def child(model: str, count: int, chars: int) -> dict[str, float]:
     """In this code's process: ms per note of ``handle`` (wall, CPU) and of each phase (wall)."""
-    from service import make_notes
-
     from hybriddeid.runs.processing import load_model
     from hybriddeid.service.work import WorkSettings, handle, warm_up
     from hybriddeid.surrogates import DeidOptions
+    from service import make_notes
 
     pipeline = load_model(model)
     spent: dict[str, float] = {}

@@ -32,8 +32,8 @@ import re
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hybriddeid import Pipeline
 from hybriddeid.core.document import Document

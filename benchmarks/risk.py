@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hybriddeid.io import read_corpus
-from hybriddeid.runs.processing import NoteSettings, load_model, process_notes
-from hybriddeid.review.folders import ReadNote
 from hybriddeid.evaluation.risk import Reviewed, estimate, outcomes, plot_reliability
+from hybriddeid.io import read_corpus
+from hybriddeid.review.folders import ReadNote
+from hybriddeid.runs.processing import NoteSettings, load_model, process_notes
 from hybriddeid.synth import generate_corpus
 
 METHODS = ("raw", "isotonic", "platt", "auto")

@@ -15,8 +15,8 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from hybriddeid import Pipeline
 from hybriddeid.core.document import Document, Span

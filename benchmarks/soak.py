@@ -20,10 +20,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from procinfo import family, resident_mb  # noqa: E402
-
 from hybriddeid.io import write_document  # noqa: E402
 from hybriddeid.synth import generate_corpus  # noqa: E402
+from procinfo import family, resident_mb  # noqa: E402
 
 
 def write_notes(folder: Path, count: int, seed: int) -> int:

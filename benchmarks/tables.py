@@ -27,11 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from procinfo import family, resident_mb  # noqa: E402
-
 from hybriddeid.io.tables import read_table  # noqa: E402
 from hybriddeid.synth import generate_corpus  # noqa: E402
-
+from procinfo import family, resident_mb  # noqa: E402
 
 WARM_ROWS = 2000  # the warm-up run's notes: enough to load the model and create the key
 

@@ -6,22 +6,24 @@ Messages name files and problems only; note text never reaches the terminal or t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hybriddeid.runs.batch import BatchResult
     from hybriddeid.core.document import Document
+    from hybriddeid.core.taxonomy import Taxonomy
     from hybriddeid.io.sql import SqlSink
     from hybriddeid.io.tables import Columns
-    from hybriddeid.runs.tables import FolderSink, TableInputs, TableProcessor
-    from hybriddeid.core.taxonomy import Taxonomy
     from hybriddeid.pipeline.core import Pipeline
+    from hybriddeid.runs.batch import BatchResult
+    from hybriddeid.runs.tables import FolderSink, TableInputs, TableProcessor
     from hybriddeid.surrogates import DeidOptions
 
 log = logging.getLogger("hybriddeid")
@@ -63,14 +65,14 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline | None]":
+def _operating_point(args: argparse.Namespace) -> tuple[float | None, Pipeline | None]:
     """The P(O) threshold of ``annotate``/``deid`` as ``Pipeline.predict`` takes it: ``--threshold``,
     or the one a saved sweep (``--sweep-file``) gives for ``--recall-target`` (0: none); None: the
     model's own config. A ValueError when unusable. With a sweep file the model (``--model``) is
     loaded to check that the sweep measured it, and returned so that the run does not load it again;
     else no model is loaded (None)."""
-    from hybriddeid.pipeline.sweep import Sweep
     from hybriddeid.pipeline.operating_point import NO_THRESHOLD, check_threshold, shown_probability
+    from hybriddeid.pipeline.sweep import Sweep
     from hybriddeid.runs.processing import load_model
 
     if (args.recall_target is None) != (args.sweep_file is None):
@@ -90,9 +92,9 @@ def _operating_point(args: argparse.Namespace) -> "tuple[float | None, Pipeline 
 
 
 def _annotate(args: argparse.Namespace) -> int:
-    from hybriddeid.runs.batch import AnnotateProcessor, run_batch
     from hybriddeid.io import ANNOTATION_FORMATS, InputError
     from hybriddeid.pipeline.core import model_folder
+    from hybriddeid.runs.batch import AnnotateProcessor, run_batch
     from hybriddeid.runs.processing import NoteSettings
 
     model_folder(args.model)  # a missing model is told now, before any input is read
@@ -128,7 +130,7 @@ def _annotate(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _tell_tally(out_dir: Path, result: "BatchResult") -> None:
+def _tell_tally(out_dir: Path, result: BatchResult) -> None:
     """The run's tally; an error line (shown even with -q) when a file of the run's own could not be
     written, since the tally on the terminal is then all there is."""
     log.log(logging.ERROR if result.problems else logging.INFO, "%s: %s", out_dir, result.summary())
@@ -138,9 +140,9 @@ SWEEP_OPTIONS = ("model", "thresholds", "plot", "recall_target", "sweep_out")
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from hybriddeid.core.taxonomy import guess_taxonomy
     from hybriddeid.evaluation import evaluate
     from hybriddeid.io import read_corpus
-    from hybriddeid.core.taxonomy import guess_taxonomy
 
     if args.sweep:
         if args.pred_dir is not None:
@@ -166,7 +168,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_gold(args: argparse.Namespace) -> "list[Document]":
+def _read_gold(args: argparse.Namespace) -> list[Document]:
     """``evaluate``'s gold notes (labels checked, ``_known_labels``); a ValueError when none holds a span
     (plain .txt notes): scores against no gold would be zeros that look like a result."""
     from hybriddeid.io import read_corpus
@@ -179,8 +181,8 @@ def _read_gold(args: argparse.Namespace) -> "list[Document]":
     return gold
 
 
-def _known_labels(args: argparse.Namespace, docs: "list[Document]", side: str,
-                  prefer: "Taxonomy | None" = None) -> "list[Document]":
+def _known_labels(args: argparse.Namespace, docs: list[Document], side: str,
+                  prefer: Taxonomy | None = None) -> list[Document]:
     """``docs`` with ``--label-map`` applied; a ValueError naming every label (with its count) that no
     bundled taxonomy knows, unless ``--allow-unknown-labels`` (then a warning): an unknown label would
     otherwise be scored, or learnt, as a category of its own without a word."""
@@ -202,8 +204,8 @@ def _known_labels(args: argparse.Namespace, docs: "list[Document]", side: str,
 def _sweep(args: argparse.Namespace) -> int:
     import json
 
-    from hybriddeid.pipeline.sweep import DEFAULT_THRESHOLDS, parse_thresholds, run_sweep
     from hybriddeid.pipeline.operating_point import check_threshold, shown_probability
+    from hybriddeid.pipeline.sweep import DEFAULT_THRESHOLDS, parse_thresholds, run_sweep
     from hybriddeid.runs.processing import load_model
 
     try:
@@ -284,7 +286,7 @@ def _deid_key(args: argparse.Namespace, folders: Sequence[Path], needed: bool | 
     return key
 
 
-def _deid_options(args: argparse.Namespace, key: bytes | None) -> "DeidOptions":
+def _deid_options(args: argparse.Namespace, key: bytes | None) -> DeidOptions:
     """The de-identification options of ``deid`` and ``spark-deid`` (the language defaults to the model's,
     read from its config alone: the model itself is loaded where it runs); ``key`` is ``_deid_key``'s."""
     from hybriddeid.pipeline.core import model_language
@@ -322,8 +324,8 @@ def _table_options_given(args: argparse.Namespace, names: Sequence[str]) -> list
 
 
 def _deid(args: argparse.Namespace) -> int:
-    from hybriddeid.runs.deid import DeidProcessor, run_deid
     from hybriddeid.io import FHIR_FORMAT
+    from hybriddeid.runs.deid import DeidProcessor, run_deid
     from hybriddeid.runs.renaming import Renamer
     from hybriddeid.surrogates.audit import format_summary
     from hybriddeid.surrogates.patients import PatientMap
@@ -344,7 +346,10 @@ def _deid(args: argparse.Namespace) -> int:
     try:
         key = _deid_key(args, (args.in_dir, args.out_dir))
         options = _deid_options(args, key)
-        renamer = None if args.rename == "none" else Renamer(key, args.key_file if args.rename == "hash" else None)
+        renamer = None
+        if args.rename != "none":
+            assert key is not None  # _deid_key returns a key whenever --rename asks for one
+            renamer = Renamer(key, args.key_file if args.rename == "hash" else None)
         patients = PatientMap.from_file(args.patient_map) if args.patient_map else PatientMap(pattern=args.patient_pattern)
         threshold = pipeline = None
         if args.use_annotations and (args.threshold is not None or args.recall_target is not None):
@@ -374,11 +379,11 @@ def _deid(args: argparse.Namespace) -> int:
 def _deid_table(args: argparse.Namespace) -> int:
     """``deid`` over a table file or a database (``hybriddeid.runs.tables``): the same notes, model and
     options as a folder run, the output a table."""
-    from hybriddeid.runs.deid import DeidProcessor
     from hybriddeid.io import InputError
     from hybriddeid.io.sql import is_database_url
-    from hybriddeid.surrogates.patients import PatientMap
+    from hybriddeid.runs.deid import DeidProcessor
     from hybriddeid.runs.tables import TableDeidProcessor
+    from hybriddeid.surrogates.patients import PatientMap
 
     refused = [flag for flag, on in (("--use-annotations", args.use_annotations), ("--rename", args.rename != "none"),
                                      ("--mapping-dir", args.mapping_dir is not None), ("--recursive", args.recursive))
@@ -401,13 +406,13 @@ def _deid_table(args: argparse.Namespace) -> int:
     return _run_table(args, inputs, processor)
 
 
-def _table_io(args: argparse.Namespace, out_columns: "Callable[[Columns], list[str]]"
-              ) -> "tuple[TableInputs, FolderSink | SqlSink]":
+def _table_io(args: argparse.Namespace, out_columns: Callable[[Columns], list[str]]
+              ) -> tuple[TableInputs, FolderSink | SqlSink]:
     """The table a ``deid`` or ``annotate`` run reads (a file, or a database's ``--table`` or ``--query``)
     and where its rows go (a folder of parts, or a database's ``--output-table``) with the columns
     ``out_columns`` gives; a ValueError or ``InputError`` naming what is unusable."""
     from hybriddeid.io.sql import Database, SqlSink, SqlTable, is_database_url
-    from hybriddeid.io.tables import Columns, detect_table_file_format, open_table
+    from hybriddeid.io.tables import Columns, TableSource, detect_table_file_format, open_table
     from hybriddeid.runs.tables import FolderSink, TableInputs
 
     from_db, to_db = is_database_url(args.in_dir), is_database_url(args.out_dir)
@@ -424,7 +429,8 @@ def _table_io(args: argparse.Namespace, out_columns: "Callable[[Columns], list[s
     if part_rows < 1:
         raise ValueError("--part-rows must be at least 1")
     if from_db:
-        source = SqlTable(Database(args.in_dir, args.password_file), columns, part_rows, args.query, args.table)
+        source: TableSource = SqlTable(Database(args.in_dir, args.password_file), columns, part_rows, args.query,
+                                       args.table)
         fmt = args.format or "csv"
     else:
         fmt_in = args.input_format if args.input_format != "auto" else detect_table_file_format(Path(args.in_dir))
@@ -442,7 +448,7 @@ def _table_io(args: argparse.Namespace, out_columns: "Callable[[Columns], list[s
     return TableInputs(source, columns), sink
 
 
-def _run_table(args: argparse.Namespace, inputs: "TableInputs", processor: "TableProcessor") -> int:
+def _run_table(args: argparse.Namespace, inputs: TableInputs, processor: TableProcessor) -> int:
     """Run a table's ``deid`` or ``annotate`` and tell its tally."""
     from hybriddeid.runs.tables import run_table
 
@@ -510,8 +516,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     from hybriddeid.pipeline.core import model_folder
     from hybriddeid.runs.processing import load_model
-    from hybriddeid.service.keys import KeyStore
     from hybriddeid.service.app import check_docs_assets
+    from hybriddeid.service.keys import KeyStore
     from hybriddeid.service.limits import ServiceLimits, fit_open_files
 
     try:
@@ -655,10 +661,10 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _risk(args: argparse.Namespace) -> int:
-    from hybriddeid.io import atomic_write_text
-    from hybriddeid.runs.processing import NoteSettings, load_model
-    from hybriddeid.review.folders import folder_risk, read_folder, reviewed_sample
     from hybriddeid.evaluation.risk import plot_reliability
+    from hybriddeid.io import atomic_write_text
+    from hybriddeid.review.folders import folder_risk, read_folder, reviewed_sample
+    from hybriddeid.runs.processing import NoteSettings, load_model
 
     settings = NoteSettings(phi_set=args.phi_set)
     pipeline = load_model(args.model, device=args.device)
@@ -699,9 +705,9 @@ def _risk(args: argparse.Namespace) -> int:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from hybriddeid.runs.processing import NoteSettings, load_model
-    from hybriddeid.review.server import ReviewServer, build_state, serve
     from hybriddeid.review.folders import Corrections, read_folder
+    from hybriddeid.review.server import ReviewServer, build_state, serve
+    from hybriddeid.runs.processing import NoteSettings, load_model
 
     if args.next is not None and args.next < 1:
         log.error("--next must be at least 1")
@@ -721,10 +727,8 @@ def _review(args: argparse.Namespace) -> int:
         return 2
     log.info("%d notes read (%d files could not be); corrections go to %s", len(notes), failed, corrections_dir)
     print(f"Review page (this address holds its one-time token): {server.url}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         serve(server)
-    except KeyboardInterrupt:
-        pass
     return 0
 
 
@@ -785,10 +789,20 @@ def _add_api_keys(parser: argparse.ArgumentParser, default: object) -> None:
 def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     """``serve``'s options: the model, where to listen, the workers, the limits, the defaults of deid."""
     from hybriddeid.runs.batch import DEFAULT_MEMORY_MB
-    from hybriddeid.service.limits import (DEFAULT_BULK_OVER_MB, DEFAULT_BULK_WORKERS, DEFAULT_BURST,
-                                           DEFAULT_HEADER_TIMEOUT, DEFAULT_KEEP_ALIVE, DEFAULT_MAX_BODY_MB,
-                                           DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_NOTE_CHARS, DEFAULT_MAX_NOTES,
-                                           DEFAULT_MAX_WAITING, DEFAULT_RATE_LIMIT, DEFAULT_REQUEST_TIMEOUT)
+    from hybriddeid.service.limits import (
+        DEFAULT_BULK_OVER_MB,
+        DEFAULT_BULK_WORKERS,
+        DEFAULT_BURST,
+        DEFAULT_HEADER_TIMEOUT,
+        DEFAULT_KEEP_ALIVE,
+        DEFAULT_MAX_BODY_MB,
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_MAX_NOTE_CHARS,
+        DEFAULT_MAX_NOTES,
+        DEFAULT_MAX_WAITING,
+        DEFAULT_RATE_LIMIT,
+        DEFAULT_REQUEST_TIMEOUT,
+    )
 
     parser.add_argument("--model", default="default", help='model folder, or a bundled model: "en" (the default) or "es"')
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
@@ -934,8 +948,8 @@ def _add_input_format(parser: argparse.ArgumentParser, fhir: bool) -> None:
                              f"Notes: {', '.join(FORMATS)}; table files: {', '.join(TABLE_FILE_FORMATS)}{fhir_help}")
 
 
-def _add_table_options(parser: argparse.ArgumentParser, patient: "argparse._ActionsContainer | None" = None
-                       ) -> "argparse._ArgumentGroup":
+def _add_table_options(parser: argparse.ArgumentParser, patient: argparse._ActionsContainer | None = None
+                       ) -> argparse._ArgumentGroup:
     """The options ``deid`` and ``annotate`` share for tables and databases (``--patient-col`` goes into
     ``patient`` when given: deid's group of ways to find a note's patient); returns the group, for a
     command's own."""
@@ -961,12 +975,12 @@ def _add_table_options(parser: argparse.ArgumentParser, patient: "argparse._Acti
 
 def build_parser() -> argparse.ArgumentParser:
     from hybriddeid import __version__
-    from hybriddeid.pipeline.sweep import DEFAULT_THRESHOLDS
+    from hybriddeid.core.languages import available_languages
+    from hybriddeid.evaluation.risk import AUTO, CALIBRATIONS
     from hybriddeid.io import ANNOTATION_FORMATS, INPUT_FORMATS, TABLE_FORMATS
     from hybriddeid.io.tables import TABLE_FILE_FORMATS
-    from hybriddeid.core.languages import available_languages
+    from hybriddeid.pipeline.sweep import DEFAULT_THRESHOLDS
     from hybriddeid.runs.renaming import RENAME_MODES
-    from hybriddeid.evaluation.risk import AUTO, CALIBRATIONS
     from hybriddeid.surrogates.audit import AUDIT_FORMATS
 
     parser = argparse.ArgumentParser(prog="hybriddeid", description="Find and remove PHI in clinical notes.")
@@ -1201,8 +1215,8 @@ def _progress(args: argparse.Namespace) -> bool:
 
 def _check_run_options(args: argparse.Namespace) -> None:
     """Turn ``--encoding``, ``--jobs`` and the worker limits into checked values (a ValueError if unusable)."""
-    from hybriddeid.runs.batch import Limits
     from hybriddeid.io import check_encoding
+    from hybriddeid.runs.batch import Limits
 
     if getattr(args, "encoding", None) is not None:
         args.encoding = check_encoding(args.encoding)
@@ -1230,9 +1244,9 @@ def _apply_max_file_mb(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from hybriddeid.runs.batch import Interrupted, SetupError, describe_error
     from hybriddeid.io import InputError
     from hybriddeid.pipeline.core import ConfigError
+    from hybriddeid.runs.batch import Interrupted, SetupError, describe_error
 
     args = build_parser().parse_args(argv)
     level = logging.ERROR if args.quiet else logging.DEBUG if args.verbose else logging.INFO

@@ -7,8 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 NOTES = 30
 TEMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+# Shared fixtures requested by name (``postgres``: a PostgreSQL server for the table tests), found
+# by pytest here rather than imported into each test module, where an import looks unused.
+pytest_plugins = ["table_notes"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Slow tests still run by default (CI included); deselect locally with -m "not slow".

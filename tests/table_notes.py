@@ -11,14 +11,14 @@ import csv
 import json
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from cli_runs import FAST_CLI, TEMP, files, kill_9_after, run, slow_cli
-from pg_server import NoServer, private_server
 from hybriddeid.io.tables import read_table
+from pg_server import NoServer, private_server
 
 NOTES = 30
 FIRST = ["Quorvendale", "Ambrith", "Teodric", "Marisol", "Kestrel", "Oswin"]

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from hybriddeid import Pipeline
+from hybriddeid.core.document import Document, Span
+from hybriddeid.core.registry import ComponentSpec, component_names, register, unregister
 from hybriddeid.features import analysis
 from hybriddeid.features.analysis import AnalysedNote, analyse
-from hybriddeid.core.document import Document, Span
 from hybriddeid.pipeline.core import ConfigError, build_config
-from hybriddeid.core.registry import ComponentSpec, component_names, register, unregister
 from hybriddeid.text.tokenize import tokenize
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

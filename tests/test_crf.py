@@ -95,7 +95,7 @@ def test_predict_before_fit_is_a_clear_error():
 
 
 def test_char_features_thin_interior_whitespace_and_edges():
-    from hybriddeid.features.char import CharWindow, char_features, token_projections
+    from hybriddeid.features.char import CharWindow, char_features
     from hybriddeid.features.context import line_contexts
 
     text = "Sr. Ana_Ruiz 12\n"

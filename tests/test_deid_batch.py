@@ -12,9 +12,9 @@ import pytest
 from hybriddeid.cli import main
 from hybriddeid.core.document import Document, Span
 from hybriddeid.io import read_corpus, write_document
+from hybriddeid.runs.deid import DeidProcessor, PatientMap, run_deid
 from hybriddeid.surrogates import DeidOptions, read_key
 from hybriddeid.surrogates.audit import read_audit
-from hybriddeid.runs.deid import DeidProcessor, PatientMap, run_deid
 
 # Distinctive PHI values: any of them in a log line or an error is a leak.
 PATIENTS = {"pt01": ("Zebulon Quagmire", "4417920"), "pt02": ("Ximena Urquidi", "5523011"), "pt03": ("Bartolo Yáñez", "6634102")}

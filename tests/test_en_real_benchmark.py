@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hybriddeid.core.document import Document, Span
-from hybriddeid.evaluation import evaluate
 from hybriddeid.core.profiles import PHI_SETS
 from hybriddeid.core.taxonomy import load_taxonomy
+from hybriddeid.evaluation import evaluate
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "en_real.py"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybriddeid.features.analysis import analyse
 from hybriddeid.classifiers.crf import ENGINES, check_segments
 from hybriddeid.classifiers.crfsuite_decoding import Decoder
 from hybriddeid.classifiers.crfsuite_files import emission_model, read_weights
+from hybriddeid.features.analysis import analyse
 from hybriddeid.io import read_corpus
 from hybriddeid.pipeline.core import Pipeline
 from hybriddeid.synth import generate_corpus

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from hybriddeid.core.document import Document, Span
-from hybriddeid.evaluation import CRITERIA, LEVELS, PRF, EvaluationReport, evaluate, evaluate_directories
 from hybriddeid.core.taxonomy import load_taxonomy
+from hybriddeid.evaluation import CRITERIA, LEVELS, PRF, EvaluationReport, evaluate, evaluate_directories
 
 I2B2 = load_taxonomy("i2b2_2014")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybriddeid.features.analysis import analyse
 from hybriddeid.classifiers.char_crf import CharCRF
 from hybriddeid.core.document import Document, Span
 from hybriddeid.features import char_ids
+from hybriddeid.features.analysis import analyse
 from hybriddeid.features.char import CharWindow
 from hybriddeid.features.char_ids import CharScorer, _CodeMemo, _Memo
 from hybriddeid.io import read_corpus

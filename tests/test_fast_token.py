@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybriddeid.features.analysis import analyse
 from hybriddeid.classifiers.token_crf import DEFAULT_TOKEN_FEATURES, TokenCRF
 from hybriddeid.core.document import Document, Span
 from hybriddeid.features import token as token_features
+from hybriddeid.features.analysis import analyse
 from hybriddeid.features.token import TokenSequence, extract_token_features, token_extractor
 from hybriddeid.features.token_ids import Dictionary, LineInput, TokenIds
 from hybriddeid.io import read_corpus

@@ -308,3 +308,17 @@ def test_labels_outside_the_taxonomy_stop_evaluate_and_train_unless_mapped_or_al
     scores = json.loads(capsys.readouterr().out)["scores"]
     assert scores["strict"]["subtype"]["all"]["micro"]["f1"] == 1.0  # mapped back, gold and predictions agree
     assert main(["evaluate", str(renamed), str(annotated), "--allow-unknown-labels"]) == 0
+
+
+def test_a_csv_label_map_row_of_another_width_is_refused_naming_the_file(tmp_path):
+    from hybriddeid.core.taxonomy import read_label_map
+
+    good = tmp_path / "labels.csv"
+    good.write_text("# from,to\nPERSONNAME, DOCTOR\n", encoding="utf-8")
+    assert read_label_map(good) == {"PERSONNAME": "DOCTOR"}
+    for name, text in (("three.csv", "PERSONNAME,DOCTOR,NAME\n"), ("one.tsv", "PERSONNAME\n")):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        cells = len(text.strip().split("," if name.endswith(".csv") else "\t"))
+        with pytest.raises(ValueError, match=rf"{name}: cannot read the label map \(a row has {cells} cells, not two"):
+            read_label_map(path)

@@ -17,9 +17,15 @@ pytest.importorskip("fhir.resources", reason="FHIR input needs fhir.resources (p
 
 from cli_runs import FAST_CLI, TEMP, files, kill_9_after, run, slow_cli  # noqa: E402
 from hybriddeid.cli import main  # noqa: E402
+from hybriddeid.io.fhir import (  # noqa: E402
+    DATA_ABSENT_REASON,
+    SECURITY_SYSTEM,
+    html_text,
+    html_with_edits,
+    read_fhir,
+    validation_problem,
+)
 from hybriddeid.surrogates.keys import render_key  # noqa: E402
-from hybriddeid.io.fhir import (DATA_ABSENT_REASON, SECURITY_SYSTEM, html_text, html_with_edits, read_fhir,  # noqa: E402
-                                validation_problem)
 
 NOTE_1 = ("Patient John Smith was seen on 03/14/2023 by Dr. Alice Grant.\n"
           "MRN 4417920. Phone (617) 555-1234.\nLives in Boston, MA.\n")

@@ -27,9 +27,9 @@ import numpy as np
 import pytest
 
 from cli_runs import FAST_CLI, kill_9_after, run, slow_cli
-from table_notes import NOTES, note_rows, pg_count, pg_load, postgres, write_sqlite  # noqa: F401 - postgres: a fixture
 from hybriddeid.io import read_document, write_documents
 from hybriddeid.synth import generate_corpus
+from table_notes import NOTES, note_rows, pg_count, pg_load, write_sqlite
 
 
 # -- 9: database output locks -------------------------------------------------------------------------
@@ -249,7 +249,14 @@ def test_a_degenerate_platt_fit_is_never_used_without_a_word():
     pin its slope, which ran to 3.7e10 without converging (as the issue's two-note fit ran to 5.9e10). The
     estimate says so and falls back to the raw sum; isotonic, which needs no slope, is used as it is."""
     from hybriddeid.core.document import Span
-    from hybriddeid.evaluation.risk import MIN_REVIEWED_NOTES, PLATT_MAX_SLOPE, Calibrator, Reviewed, TokenChance, estimate
+    from hybriddeid.evaluation.risk import (
+        MIN_REVIEWED_NOTES,
+        PLATT_MAX_SLOPE,
+        Calibrator,
+        Reviewed,
+        TokenChance,
+        estimate,
+    )
 
     rng = np.random.default_rng(3)
     chances_of = lambda p: [TokenChance(i, i + 1, float(v)) for i, v in enumerate(p)]  # noqa: E731

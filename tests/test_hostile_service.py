@@ -28,11 +28,10 @@ pytest.importorskip("fastapi", reason="the service tests need hybriddeid[service
 pytest.importorskip("uvicorn", reason="the service tests need hybriddeid[service] (uvicorn)")
 pytest.importorskip("prometheus_client", reason="the service tests need hybriddeid[service] (prometheus_client)")
 
-from test_service import NAMES, SERVER, Server, assert_no_phi, free_port  # noqa: E402
-
 from hybriddeid.cli import main  # noqa: E402
 from hybriddeid.service.keys import add_key  # noqa: E402
 from hybriddeid.surrogates.keys import render_key  # noqa: E402
+from test_service import NAMES, SERVER, Server, assert_no_phi, free_port  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks workers and reads /proc")
 
@@ -208,7 +207,7 @@ def closed_by_server(sock: socket.socket, within: float) -> bool:
                 return True
     except ConnectionResetError:  # closed with bytes of ours unread
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
     return False
 

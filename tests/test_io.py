@@ -196,7 +196,7 @@ BAD_INPUTS = {
     "latin-1": ({"a.txt": "Brígida".encode("latin-1")}, "a.txt", "text", "not valid UTF-8 (byte offset 2)"),
     "utf-16": ({"a.txt": "Brígida".encode("utf-16")}, "a.txt", "text", "UTF-16"),
     "too big": ({"a.txt": b"Pardo " * 10}, "a.txt", "text", "over the limit of 50"),
-    "xml malformed": ({"a.xml": "<deIdi2b2>\n<TEXT>Pardo</TEX>\n</deIdi2b2>".encode()}, "a.xml", "i2b2",
+    "xml malformed": ({"a.xml": b"<deIdi2b2>\n<TEXT>Pardo</TEX>\n</deIdi2b2>"}, "a.xml", "i2b2",
                       "malformed XML at line 2, column"),
     "xml latin-1 declared": ({"a.xml": b"<?xml version='1.0' encoding='ISO-8859-1'?><a/>"}, "a.xml", "i2b2",
                              "name it with --encoding"),
@@ -218,7 +218,7 @@ BAD_INPUTS = {
     "2006 duplicate ID": ({"a.xml": b'<ROOT><RECORD ID="1"><TEXT>a</TEXT></RECORD>'
                                     b'<RECORD ID="1"><TEXT>b</TEXT></RECORD></ROOT>'}, "a.xml", "i2b2-2006",
                           "duplicate record ID"),
-    "brat malformed line": ({"a.txt": b"Nombre: Pardo", "a.ann": "T1\tDOCTOR 8 13\tPardo\nT2 Pardo\n".encode()},
+    "brat malformed line": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13\tPardo\nT2 Pardo\n"},
                             "a.ann", "brat", "line 2: malformed annotation"),
     "brat malformed offsets": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13;\tPardo\n"}, "a.ann", "brat",
                                "line 1: malformed offsets for T1"),

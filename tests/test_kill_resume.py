@@ -20,7 +20,10 @@ def test_kill_9_then_resume_gives_the_uninterrupted_outputs(command, tmp_path):
     assert key.exists() == (command == "deid")  # the interrupted run reuses the key the reference created
 
     out = tmp_path / "out"
-    written = (lambda: list(out.glob("*.txt")) if command == "deid" else list(out.glob("*.ann")))
+
+    def written():
+        return list(out.glob("*.txt" if command == "deid" else "*.ann"))
+
     kill_9_after(SLOW_CLI, [*options, str(notes), str(out)], tmp_path, lambda: len(written()), 5)
     assert 5 <= len(written()) < NOTES
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from hybriddeid.knowledge.dictionaries import bundled_kinds, load_gazetteers
 from hybriddeid.core.languages import language_pack
+from hybriddeid.knowledge.dictionaries import bundled_kinds, load_gazetteers
 from hybriddeid.text.tokenize import tokenize
 
 COMMON = {"first_names", "last_names", "cities", "states", "countries", "hospitals", "health_organizations",

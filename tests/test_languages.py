@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from hybriddeid.classifiers.rules import RuleClassifier, bundled_languages
+from hybriddeid.classifiers.safelist import load_safelist
 from hybriddeid.core.document import Document, Span
-from hybriddeid.features.context import section_headers
-from hybriddeid.knowledge.dictionaries import bundled_kinds, load_gazetteers
 from hybriddeid.core.languages import (
     ENV_VAR,
     MissingResourceError,
@@ -23,12 +22,13 @@ from hybriddeid.core.languages import (
     language_pack,
     remove_language_folder,
 )
-from hybriddeid.pipeline.core import ConfigError, Pipeline, build_config
 from hybriddeid.core.profiles import hipaa_age_rule
-from hybriddeid.classifiers.safelist import load_safelist
+from hybriddeid.core.taxonomy import load_taxonomy
+from hybriddeid.features.context import section_headers
+from hybriddeid.knowledge.dictionaries import bundled_kinds, load_gazetteers
+from hybriddeid.pipeline.core import ConfigError, Pipeline, build_config
 from hybriddeid.surrogates import DeidOptions, deidentify_document
 from hybriddeid.synth import load_synth_resources
-from hybriddeid.core.taxonomy import load_taxonomy
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = b"k" * 32
@@ -240,7 +240,7 @@ def test_rules_and_dictionaries_are_read_beside_the_folder_of_packs_where_the_pa
         assert [rule.name for rule in RuleClassifier("yy").rules] == ["own_rule"]  # its own file wins
         assert not language_pack("yy").has("dictionaries")
         with pytest.raises(MissingResourceError, match=r"language 'yy' has no dictionaries: its pack has no dictionaries \("):
-            language_pack("yy").dictionaries
+            _ = language_pack("yy").dictionaries
     finally:
         remove_language_folder(packs)
 

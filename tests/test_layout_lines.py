@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hybriddeid import Pipeline
-from hybriddeid.features.analysis import AnalysedNote
 from hybriddeid.core.document import Document
+from hybriddeid.features.analysis import AnalysedNote
 from hybriddeid.features.context import FIELD_LINE_MIN_CHARS, field_labels, layout_lines
 from hybriddeid.synth import generate_corpus
 from hybriddeid.text.tokenize import iter_lines

@@ -15,13 +15,12 @@ import pytest
 import tomli_w
 
 from hybriddeid import Pipeline
-from hybriddeid.features.analysis import analyse
 from hybriddeid.core.document import Document, Span
 from hybriddeid.features import context
+from hybriddeid.features.analysis import analyse
 from hybriddeid.io._common import MAX_FILE_MB_ENV
 from hybriddeid.pipeline.core import ConfigError, build_config, model_folder
 from hybriddeid.synth import generate_corpus
-
 
 
 def _model_with_segments(tmp_path: Path, segment_chars: int, overlap: int) -> Pipeline:
@@ -196,7 +195,7 @@ def test_jsonl_audit_rows_are_what_json_dumps_writes() -> None:
     scores = [1.0, 0.97312345678901, 1e-9, 1e300, -0.0, float("nan"), float("inf"), -float("inf"), 1, 0.1 + 0.2]
     replacements = [Replacement(i, i + 1, 2 * i, 2 * i + 3, "NAME", "NAME", "person", method, "char", score, text)
                     for i, (text, score, method) in enumerate((t, s, m) for t in texts for s in scores for m in ("tag", "m\u00e4sk"))]
-    replacements.append(Replacement(9, 10, 9, 10, "NAME", "NAME", "person", "tag", "char", 0.5, None))  # type: ignore[arg-type]
+    replacements.append(Replacement(9, 10, 9, 10, "NAME", "NAME", "person", "tag", "char", 0.5, None))  # type: ignore[arg-type]  # no text, on purpose
     for note in ("n", 'caf\u00e9 "7".txt', "a\\b\udce9"):
         lines = list(audit_lines(note, replacements, "jsonl", {"settings": "x"}))
         name = record_name(note)  # a file name's undecodable byte is written \\xNN, as in every record

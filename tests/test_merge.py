@@ -254,7 +254,7 @@ def test_remainders_never_overlap_each_other_or_a_winner_and_hold_a_letter_or_di
         assert all(a.end <= b.start for a, b in zip(out, out[1:])), text
         assert all(any(ch.isalnum() for ch in text[s.start:s.end]) for s in out if s not in by_source[s.source])
 
-        def letters_and_digits(spans):
+        def letters_and_digits(spans, text=text):
             return {i for s in spans for i in range(s.start, s.end) if text[i].isalnum()}
 
         # without labels to trim, every letter and digit the merger kept without the text it keeps with it

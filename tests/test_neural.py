@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -234,9 +235,9 @@ def test_cedi_deep_suffixes_are_embedded_saved_and_reloaded(corpus, tmp_path):
 def test_elman_and_jordan_feed_back_across_tokens_with_a_one_word_window(architecture, corpus, device):
     """With a window of one word, a later token's scores depend on an earlier token only through the
     recurrence: Elman's previous hidden state, Jordan's previous output posteriors."""
-    from hybriddeid.features.analysis import analyse
     from hybriddeid.backends.neural.encoding import note_tokens
     from hybriddeid.backends.neural.models import Batch, NoteTensors
+    from hybriddeid.features.analysis import analyse
 
     tagger = NeuralTagger(language="es", architecture=architecture, **{**TINY, "window": 1, "epochs": 1, "device": device})
     tagger.fit(corpus[:4])
@@ -323,6 +324,25 @@ def test_vectorised_crf_matches_the_plain_recursions_on_long_padded_batches(devi
         crf.cpu()
         assert torch.allclose(log_z.detach().cpu().double(), expected.detach(), rtol=1e-6, atol=1e-3), scan
         assert torch.allclose(new_gradient.cpu().double(), gradient, atol=1e-5), scan
+
+
+def test_a_batch_or_model_without_what_it_needs_is_refused_saying_what():
+    from hybriddeid.backends.neural.encoding import Vocabularies, Vocabulary
+    from hybriddeid.backends.neural.models import Batch, NoteTensors, build_model
+    from hybriddeid.backends.neural.settings import NeuralSettings
+
+    words = torch.tensor([2, 3])
+    tagged, untagged = NoteTensors({"words": words}, torch.tensor([0, 1]), 2), NoteTensors({"words": words}, None, 2)
+    with pytest.raises(ValueError, match="mixes notes with and without gold tags"):
+        Batch.collate([tagged, untagged], torch.device("cpu"))
+    vocabularies = Vocabularies("bigru", ["O", "B-NAME"], Vocabulary(["<pad>", "<unk>", "a", "b"]))
+    model = build_model(NeuralSettings(architecture="bigru"), vocabularies)
+    with pytest.raises(ValueError, match="the loss needs a batch with gold tags"):
+        model.loss(Batch.collate([untagged], torch.device("cpu")))
+    assert model.loss(Batch.collate([tagged], torch.device("cpu"))).item() > 0
+    for architecture, missing in (("tsgru", "skeleton"), ("cedi", "prefix")):
+        with pytest.raises(ValueError, match=f"needs the {missing} vocabulary"):
+            build_model(NeuralSettings(architecture=architecture), replace(vocabularies, architecture=architecture))
 
 
 def test_batches_by_tokens_keep_lengths_together_within_the_budget():

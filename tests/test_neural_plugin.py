@@ -8,7 +8,6 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from hybriddeid.core.registry import ENTRY_POINT_GROUP, PluginUnavailable, find_component as find_plugin
 from hybriddeid.backends.neural import NEURAL_DEFAULTS, PLUGIN, NeuralSettings
 from hybriddeid.backends.neural.encoding import (
     RETURN,
@@ -19,8 +18,10 @@ from hybriddeid.backends.neural.encoding import (
     skeleton_threshold,
     skeleton_vocabulary,
 )
-from hybriddeid.features.analysis import analyse
 from hybriddeid.core.document import Document
+from hybriddeid.core.registry import ENTRY_POINT_GROUP, PluginUnavailable
+from hybriddeid.core.registry import find_component as find_plugin
+from hybriddeid.features.analysis import analyse
 from hybriddeid.pipeline.core import ConfigError, build_config
 
 

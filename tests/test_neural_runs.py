@@ -16,13 +16,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_neural import DEVICES, TINY, make_corpus, spans_of  # noqa: E402
-
 from hybriddeid import Pipeline  # noqa: E402
-from hybriddeid.runs.batch import AnnotateProcessor, run_batch  # noqa: E402
 from hybriddeid.core.document import Document  # noqa: E402
 from hybriddeid.io import read_corpus, write_document  # noqa: E402
 from hybriddeid.pipeline.core import CONFIG_FILE  # noqa: E402
+from hybriddeid.runs.batch import AnnotateProcessor, run_batch  # noqa: E402
+from test_neural import DEVICES, TINY, make_corpus, spans_of  # noqa: E402
 
 NOTES = 20
 # 4000-dimensional word vectors: the embedding's copy at load is above torch's grain for running in

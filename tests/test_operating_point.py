@@ -13,12 +13,12 @@ from hybriddeid import Pipeline
 from hybriddeid.cli import main
 from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import PRF, evaluate
-from hybriddeid.pipeline.sweep import Sweep, SweepPoint, parse_thresholds, run_sweep
 from hybriddeid.io import read_corpus, write_document
-from hybriddeid.pipeline.operating_point import Candidate, Run, SourceCandidates, focus_levels, shown_probability, widen
 from hybriddeid.pipeline.core import ConfigError, build_config
-from hybriddeid.synth import generate_corpus
+from hybriddeid.pipeline.operating_point import Candidate, Run, SourceCandidates, focus_levels, shown_probability, widen
+from hybriddeid.pipeline.sweep import Sweep, SweepPoint, parse_thresholds, run_sweep
 from hybriddeid.surrogates.audit import read_audit
+from hybriddeid.synth import generate_corpus
 
 GRID = (1e-4, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 0.99, 0.999, 0.9999, 1.0)
 TINY = {

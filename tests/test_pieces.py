@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from hybriddeid import Pipeline
-from hybriddeid.features.analysis import analyse, analysed_pieces, note_pieces
 from hybriddeid.core.document import Document, Span
+from hybriddeid.features.analysis import analyse, analysed_pieces, note_pieces
 from hybriddeid.pipeline.core import ConfigError, build_config
 from hybriddeid.synth import generate_corpus
 

@@ -12,11 +12,11 @@ import pytest
 from hybriddeid import Pipeline
 from hybriddeid.cli import main
 from hybriddeid.core.document import Document, Span
+from hybriddeid.core.profiles import PHI_SETS, check_phi_set, filter_document, filter_spans, hipaa_age_rule, split_spans
+from hybriddeid.core.taxonomy import BUNDLED_TAXONOMIES, guess_taxonomy, load_taxonomy
 from hybriddeid.evaluation import evaluate
 from hybriddeid.io import read_corpus, write_document
 from hybriddeid.pipeline.core import ConfigError, build_config, load_config
-from hybriddeid.core.profiles import PHI_SETS, check_phi_set, filter_document, filter_spans, hipaa_age_rule, split_spans
-from hybriddeid.core.taxonomy import BUNDLED_TAXONOMIES, guess_taxonomy, load_taxonomy
 
 I2B2 = load_taxonomy("i2b2-2014")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"

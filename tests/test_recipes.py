@@ -10,8 +10,8 @@ import pytest
 from hybriddeid import Pipeline
 from hybriddeid.cli import main
 from hybriddeid.core.document import Document, Span
-from hybriddeid.io import read_corpus, write_document
 from hybriddeid.core.languages import detect_language
+from hybriddeid.io import read_corpus, write_document
 from hybriddeid.pipeline.recipes import recipe_names, recipe_overrides, training_config
 
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from hybriddeid.cli import main
-from hybriddeid.runs.deid import DeidProcessor, run_deid
 from hybriddeid.core.document import Document, Span
 from hybriddeid.io import read_corpus, write_document
+from hybriddeid.runs.deid import DeidProcessor, run_deid
 from hybriddeid.runs.renaming import HASH_CHARS, Renamer, names_file
 from hybriddeid.surrogates import DeidOptions, read_key
 from hybriddeid.surrogates.patients import PatientMap

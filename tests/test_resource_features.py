@@ -11,7 +11,6 @@ from hybriddeid.classifiers.token_crf import TokenCRF
 from hybriddeid.core.document import Document, Span
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.resources import ClusterFeatures, case_marked, grouped_gazetteers
-from hybriddeid.features.token import extract_token_features
 from hybriddeid.knowledge.clusters import WordClusters
 from hybriddeid.pipeline.core import Pipeline, load_config
 from hybriddeid.text.tokenize import tokenize

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from hybriddeid.io import read_document, write_documents
-from hybriddeid.runs.processing import load_model
-from hybriddeid.review.server import ReviewServer, build_state
 from hybriddeid.review.folders import REVIEWS_FILE, Corrections, read_folder
+from hybriddeid.review.server import ReviewServer, build_state
+from hybriddeid.runs.processing import load_model
 from hybriddeid.synth import generate_corpus
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,10 +10,19 @@ import numpy as np
 import pytest
 
 from hybriddeid.core.document import Span
+from hybriddeid.evaluation.risk import (
+    Calibrator,
+    Reviewed,
+    TokenChance,
+    choose_calibration,
+    estimate,
+    logit_bins,
+    outcomes,
+    reliability,
+    untagged,
+)
 from hybriddeid.io import read_corpus, write_documents
 from hybriddeid.runs.processing import NoteSettings, load_model, process_notes
-from hybriddeid.evaluation.risk import (Calibrator, Reviewed, TokenChance, choose_calibration, estimate, logit_bins, outcomes,
-                             reliability, untagged)
 from hybriddeid.synth import generate_corpus
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notes"
@@ -150,8 +159,8 @@ def test_a_reviewed_note_of_the_folder_counts_as_corrected(tmp_path):
 
 
 def test_next_picks_the_most_uncertain_unreviewed_notes(english, tmp_path):
-    from hybriddeid.review.server import build_state
     from hybriddeid.review.folders import Corrections, ReadNote, most_informative, read_folder
+    from hybriddeid.review.server import build_state
 
     notes = tmp_path / "notes"
     write_documents(list(generate_corpus(5, 8, "test", "en")), notes, "text")
@@ -195,8 +204,8 @@ def test_a_note_that_fails_is_named_without_its_text_and_the_rest_go_on(english,
 def test_the_review_page_counts_a_note_marked_reviewed_as_corrected(english, tmp_path):
     """Once a note is marked reviewed its expected misses drop to none (its tokens calibrate the others,
     which still count); the folder's total follows."""
-    from hybriddeid.review.server import ReviewState
     from hybriddeid.review.folders import Corrections, read_folder
+    from hybriddeid.review.server import ReviewState
 
     folder = tmp_path / "notes"
     write_documents([doc.with_spans(()) for doc in generate_corpus(4, 5, "test", "en")], folder, "text")

@@ -72,7 +72,7 @@ def test_rule_examples_and_counter_examples(rule) -> None:
 
 def test_unknown_language_names_the_bundled_ones() -> None:
     with pytest.raises(ValueError, match="'xx'; available: en, es"):
-        RuleClassifier("xx").rules
+        _ = RuleClassifier("xx").rules
 
 
 @pytest.mark.parametrize(
@@ -257,7 +257,7 @@ def test_rule_name_clash_between_files(tmp_path: Path) -> None:
     path = write(tmp_path, rules, "mine.toml")
     message = r"mine\.toml: rule 'nhc': the name is already used in regex/es\.toml"
     with pytest.raises(RuleFileError, match=message):
-        RuleClassifier("es", [path]).rules
+        _ = RuleClassifier("es", [path]).rules
 
 
 # ---- validation on load -------------------------------------------------------------------------
@@ -312,7 +312,7 @@ BAD_FILES = {  # id: (file text, expected message)
 def test_bad_rule_files_are_rejected_naming_file_and_rule(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path, text, "bad.toml")
     with pytest.raises(RuleFileError, match=message):
-        RuleClassifier(None, [path]).rules
+        _ = RuleClassifier(None, [path]).rules
 
 
 def test_parse_rule_file_reads_flags_context_and_examples() -> None:

@@ -11,9 +11,9 @@ import pytest
 from hybriddeid import Pipeline
 from hybriddeid.cli import main
 from hybriddeid.core.document import Document, Span
-from hybriddeid.pipeline.sweep import Sweep
 from hybriddeid.io import iter_documents, write_document
 from hybriddeid.pipeline.core import model_language
+from hybriddeid.pipeline.sweep import Sweep
 
 NOTES = {
     "pt01_a": ("Nombre: Zebulon Quagmire.\nNHC: 4417920.\nFecha de ingreso: 11/03/2019.\n",

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
+from hybriddeid.classifiers.safelist import SafeList, load_safelist
 from hybriddeid.core.document import Span
 from hybriddeid.pipeline.core import ConfigError, build_config
-from hybriddeid.classifiers.safelist import SafeList, load_safelist
 from hybriddeid.synth import load_synth_resources
 
 

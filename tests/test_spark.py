@@ -25,8 +25,8 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 from hybriddeid import Pipeline  # noqa: E402
 from hybriddeid.cli import main  # noqa: E402
 from hybriddeid.core.document import Document, Span  # noqa: E402
-from hybriddeid.runs import processing  # noqa: E402
 from hybriddeid.integrations import spark as hspark  # noqa: E402
+from hybriddeid.runs import processing  # noqa: E402
 from hybriddeid.surrogates import DeidOptions, deidentify_document, deidentify_patient  # noqa: E402
 
 KEY = bytes(range(32))

@@ -9,10 +9,10 @@ import pytest
 
 from hybriddeid.cli import main
 from hybriddeid.core.document import Document, Span
+from hybriddeid.core.taxonomy import load_taxonomy
 from hybriddeid.io import read_corpus, write_documents
 from hybriddeid.synth import check_offsets, generate_corpus, load_synth_resources
 from hybriddeid.synth.template import NoteWriter, TemplateError, render
-from hybriddeid.core.taxonomy import load_taxonomy
 
 N = 250
 

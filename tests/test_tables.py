@@ -15,10 +15,22 @@ from pathlib import Path
 import pytest
 
 from cli_runs import FAST_CLI, files, kill_9_after, run, slow_cli
-from table_notes import (NOTES, PHI_STRINGS, kill_9_then_resume, note_rows, password_file_only, pg_count, pg_load,
-                         pg_rows, postgres, table_rows, write_csv, write_folder, write_sqlite)  # noqa: F401 - postgres: a fixture
 from hybriddeid.cli import main
 from hybriddeid.io.tables import read_table
+from table_notes import (
+    NOTES,
+    PHI_STRINGS,
+    kill_9_then_resume,
+    note_rows,
+    password_file_only,
+    pg_count,
+    pg_load,
+    pg_rows,
+    table_rows,
+    write_csv,
+    write_folder,
+    write_sqlite,
+)
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

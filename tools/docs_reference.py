@@ -17,8 +17,9 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "reference"
@@ -135,8 +136,8 @@ def _toml_value(value: Any) -> str:
 
 def config_reference() -> str:
     """Every config section and key with its default, as Markdown."""
-    from hybriddeid.pipeline.core import PIPELINE_DEFAULTS
     from hybriddeid.core.registry import component_names, find_component
+    from hybriddeid.pipeline.core import PIPELINE_DEFAULTS
 
     lines = ["## `[pipeline]`", "", "| key | default |", "| --- | --- |"]
     lines += [f"| `{key}` | {_toml_value(value)} |" for key, value in PIPELINE_DEFAULTS.items()]

@@ -24,8 +24,8 @@ MOVED = _moved.MOVED
 
 SUFFIXES = (".py", ".md", ".ipynb", ".toml", ".sh")
 _OLD = sorted(MOVED, key=len, reverse=True)  # "hybriddeid.evaluation.sweep" before any shorter prefix
-DOTTED = re.compile(r"(?<![\w.])(%s)(?!\w)" % "|".join(re.escape(old) for old in _OLD))
-SLASHED = re.compile(r"(?<![\w./])(%s)\.py\b" % "|".join(re.escape(old.replace(".", "/")) for old in _OLD))
+DOTTED = re.compile(r"(?<![\w.])({})(?!\w)".format("|".join(re.escape(old) for old in _OLD)))
+SLASHED = re.compile(r"(?<![\w./])({})\.py\b".format("|".join(re.escape(old.replace(".", "/")) for old in _OLD)))
 OLD_NAMES = {old.rpartition(".")[2] for old in MOVED if old.count(".") == 1}
 ON_PURPOSE = "old path on purpose"
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import random
 import tomllib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import regex
 
@@ -65,7 +65,7 @@ class Relabeller:
     join_date_years: bool = False
 
     @classmethod
-    def for_corpus(cls, corpus: str) -> "Relabeller":
+    def for_corpus(cls, corpus: str) -> Relabeller:
         data = tomllib.loads(LABELS_FILE.read_text("utf-8"))
         common, own = data["common"], data[corpus]
         ages = own.get("add_ages")
@@ -153,7 +153,7 @@ class Relabeller:
         return doc.with_spans(spans)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _entries(kind: str) -> frozenset[str]:
     """The bundled English dictionary ``kind`` as a set, for membership tests."""
     return frozenset(bundled_entries("en", kind))
@@ -181,7 +181,7 @@ def _patients(corpus: str, folder: Path) -> dict[str, str]:
     return {row[0]: row[1] for row in rows}
 
 
-@lru_cache(maxsize=None)
+@cache
 def sealed_groups() -> frozenset[str]:
     """The lockbox's patients as ``group_of`` names them ("physionet/<patient>")."""
     lines = LOCKBOX_FILE.read_text("utf-8").splitlines()

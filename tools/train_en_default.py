@@ -23,12 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-from real_text import CORPORA, load_relabelled
-
 from hybriddeid import Pipeline
 from hybriddeid.evaluation import evaluate
 from hybriddeid.pipeline.core import load_config
 from hybriddeid.synth import generate_corpus
+from real_text import CORPORA, load_relabelled
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "tools" / "en_default.toml"

@@ -22,15 +22,15 @@ import argparse
 import bisect
 import json
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Iterator
 
-from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.token_crf import TokenCRF
 from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.token import TokenSequence
 from hybriddeid.io import read_corpus

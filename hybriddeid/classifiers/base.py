@@ -10,14 +10,15 @@ optional capabilities below it has.
 """
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from hybriddeid.core.document import Document, Span
 
 if TYPE_CHECKING:
-    from hybriddeid.features.analysis import AnalysedNote
     from hybriddeid.classifiers.sequences import TaggedSequence
+    from hybriddeid.features.analysis import AnalysedNote
 
 
 @runtime_checkable
@@ -27,9 +28,9 @@ class Classifier(Protocol):
     source: str  # the name its spans carry (the merger ranks sources)
     unit: str  # what it tags: "token", "character" or "span"
 
-    def fit(self, docs: Iterable[Document]) -> "Classifier": ...
+    def fit(self, docs: Iterable[Document]) -> Classifier: ...
 
-    def predict(self, note: "AnalysedNote | Document", regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
+    def predict(self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
         """Spans of the note; a component whose spec says ``accepts_regions`` reads only the
         sorted character stretches ``regions`` when given (others are never given any)."""
         ...
@@ -40,7 +41,7 @@ class Classifier(Protocol):
     def to_disk(self, path: Path) -> None: ...
 
     @classmethod
-    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "Classifier": ...
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> Classifier: ...
 
 
 @runtime_checkable
@@ -51,15 +52,15 @@ class SequenceTagger(Classifier, Protocol):
     labels_: tuple[str, ...]  # the labels its tags carry (before a ``finish`` step retypes spans)
 
     def predict_with_focus(
-        self, note: "AnalysedNote", below: float, margin: int, claim_from: float | None = None
+        self, note: AnalysedNote, below: float, margin: int, claim_from: float | None = None
     ) -> tuple[list[Span], list[tuple[int, int]]]: ...
 
     def read(
-        self, note: "AnalysedNote", keep_below: float, regions: Sequence[tuple[int, int]] | None = None,
+        self, note: AnalysedNote, keep_below: float, regions: Sequence[tuple[int, int]] | None = None,
         skip: Collection[tuple[int, int]] = (),
-    ) -> tuple[list[Span], list["TaggedSequence"]]: ...
+    ) -> tuple[list[Span], list[TaggedSequence]]: ...
 
-    def finish(self, note: "AnalysedNote", spans: list[Span]) -> list[Span]: ...
+    def finish(self, note: AnalysedNote, spans: list[Span]) -> list[Span]: ...
 
 
 class ComponentError(RuntimeError):

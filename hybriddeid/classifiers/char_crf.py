@@ -13,22 +13,23 @@ Design (measured choices are in docs/explanation/meddocan.md, "Character CRF des
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import tomli_w
 
-from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger, check_segments
 from hybriddeid.classifiers.focus import run_bounds, runs_in_regions
 from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.classifiers.span_typer import TYPER_DEFAULTS, SpanTyper
 from hybriddeid.core.document import Document, Span
+from hybriddeid.core.registry import ComponentSpec
+from hybriddeid.core.taxonomy import guess_taxonomy
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.features.char import CharWindow, char_features, token_projections
 from hybriddeid.features.char_ids import CharLine, CharScorer
 from hybriddeid.features.gazetteer import Gazetteer
-from hybriddeid.core.registry import ComponentSpec
-from hybriddeid.core.taxonomy import guess_taxonomy
 
 LABEL_LEVELS = ("phi", "category", "subtype")
 # Feature families of the character CRF (ablations drop them one at a time): the character
@@ -49,6 +50,8 @@ class CharCRF(CRFTagger):
     scheme = "BIOES"
     model_file = "char.crfsuite"
     unit = "character"
+    # from_disk's, for a model whose own files hold the typer's settings: Pipeline.load moves them to the config
+    files_settings_: dict[str, Any]
 
     def __init__(
         self,
@@ -78,7 +81,7 @@ class CharCRF(CRFTagger):
         self.thin_interior = thin_interior
         self.features = [name for name in CHAR_FEATURE_FAMILIES if name in features]
         # The span typer's settings (``SpanTyper``'s, prefixed): kept in this section of the config.
-        self.typer_params = {"context": typer_context, "c2": typer_c2, "max_iterations": typer_max_iterations,
+        self.typer_params: dict[str, Any] = {"context": typer_context, "c2": typer_c2, "max_iterations": typer_max_iterations,
                              "lexicon": typer_lexicon}
         self._window = CharWindow.symmetric(radius, bigram_radius, trigram_radius)
         if "ngrams" not in self.features:
@@ -144,7 +147,7 @@ class CharCRF(CRFTagger):
         What depends on a token's text alone (settled, clusters) each adds itself."""
         if lexicon is None:
             lexicon = self.lexicon_
-        region_starts = [start for start, _ in regions] if regions is not None else None
+        region_starts = [start for start, _ in regions] if regions is not None else []
         for segment in note.segments(self.segment_chars, self.segment_overlap):
             analysed = segment.line
             line, tokens = analysed.context, analysed.tokens
@@ -218,7 +221,7 @@ class CharCRF(CRFTagger):
             return self.taxonomy_.category(span.label)
         return span.label
 
-    def fit(self, docs: Iterable[Document]) -> "CharCRF":
+    def fit(self, docs: Iterable[Document]) -> CharCRF:
         docs = list(docs)
         self.taxonomy_ = guess_taxonomy(span.label for doc in docs for span in doc.spans)
         super().fit(docs)
@@ -229,8 +232,8 @@ class CharCRF(CRFTagger):
 
     def finish(self, note: AnalysedNote, spans: list[Span]) -> list[Span]:
         """Trimmed spans, typed by the span typer (for ``label_level`` "phi" or "category")."""
-        spans = [self._trim(note.text, span) for span in spans]
-        spans = [span for span in spans if span is not None]
+        trimmed = [self._trim(note.text, span) for span in spans]
+        spans = [span for span in trimmed if span is not None]
         if self.typer_ is None:
             return spans
         allowed = None
@@ -266,7 +269,7 @@ class CharCRF(CRFTagger):
             self.typer_.to_disk(path / "typer")
 
     @classmethod
-    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "CharCRF":
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> CharCRF:
         from hybriddeid.core.taxonomy import load_taxonomy
 
         path = Path(path)

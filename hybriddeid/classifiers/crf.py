@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import bisect
 from array import array
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pycrfsuite
 
-from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
 from hybriddeid.classifiers.crfsuite_decoding import Decoder, Marginals, UnitMarginals
 from hybriddeid.classifiers.crfsuite_files import CRFWeights, open_tagger, read_weights, train_to_bytes
@@ -22,6 +22,7 @@ from hybriddeid.classifiers.focus import unsure_stretches
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.classifiers.sequences import TaggedSequence, UnitSequence
 from hybriddeid.core.document import Document, Span
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife, keys_of_words
 from hybriddeid.features.resources import ClusterFeatures, dictionary_tags, grouped_gazetteers
 from hybriddeid.features.safe_words import safe_vocabulary
@@ -131,12 +132,12 @@ class CRFTagger:
         self.gazetteers_: dict[str, Gazetteer] = {}
 
     # -- what subclasses provide -------------------------------------------------------------
-    def sequences(self, note: AnalysedNote, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
+    def sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[UnitSequence]:
         """The note's sequences; ``lexicon`` (default: the learned one) tags tokens for features."""
         raise NotImplementedError
 
     def emission_sequences(
-        self, note: AnalysedNote, regions: Sequence[tuple[int, int]] | None = None,
+        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None,
         skip: Collection[tuple[int, int]] = (),
     ) -> Iterator[UnitSequence]:
         """The fast engine's input: ``sequences`` with each unit's label scores in ``emissions``
@@ -157,12 +158,15 @@ class CRFTagger:
         return cached[1]
 
     def _sequences_for(
-        self, note: AnalysedNote, regions: Sequence[tuple[int, int]] | None, skip: Collection[tuple[int, int]] = (),
+        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None,
+        skip: Collection[tuple[int, int]] = (),
     ) -> Iterator[UnitSequence]:
         """``sequences`` of the whole note, or of ``regions`` (less ``skip``) for taggers that take them."""
         if regions is None:
             return self.sequences(note)
-        return self.sequences(note, regions=regions, skip=skip) if skip else self.sequences(note, regions=regions)
+        # a tagger whose component accepts_regions (the only ones the pipeline focuses) takes them
+        sequences: Callable[..., Iterator[UnitSequence]] = self.sequences
+        return sequences(note, regions=regions, skip=skip) if skip else sequences(note, regions=regions)
 
     def training_sequences(self, docs: list[Document]) -> Iterator[tuple[Document, Iterable[UnitSequence]]]:
         """Each training document with its sequences (each note analysed as it is read).
@@ -226,7 +230,7 @@ class CRFTagger:
             tags["lex"] = lexicon.tag(lowers, word_keys)
         return tags
 
-    def fit(self, docs: Iterable[Document]) -> "CRFTagger":
+    def fit(self, docs: Iterable[Document]) -> CRFTagger:
         docs = list(docs)
         self._load_resources()
         if self.safe_min_count > 0:
@@ -383,7 +387,7 @@ class CRFTagger:
             if need_outside:  # one column read, not a call per unit (a 20 MB line has millions)
                 outside = marginal.column(OUTSIDE)[lo:hi]
                 chain.outside.extend(outside)
-                if per_tag_wanted:
+                if per_tag_wanted and keep_below is not None:
                     for offset, p_outside in enumerate(outside):
                         if p_outside < keep_below:
                             chain.per_tag[base + offset] = {name: marginal(name, lo + offset) for name in all_tags}
@@ -433,7 +437,7 @@ class CRFTagger:
             gazetteer.to_disk(path / GAZETTEERS_DIR / f"{group}.json")
 
     @classmethod
-    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "CRFTagger":
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> CRFTagger:
         """The tagger saved in ``path`` by ``to_disk``, with ``params`` (its config section). Word
         clusters are read from the copy saved with the model, whatever folder ``clusters`` names:
         the weights were learned with those."""

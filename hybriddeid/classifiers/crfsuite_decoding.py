@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 import pycrfsuite
@@ -151,6 +152,7 @@ class Decoder:
         self._fallback: pycrfsuite.Tagger | None = None
         self._names = [str(j) for j in range(len(self.labels))]
         if _LIBRARY is not None:
+            self._lib = _LIBRARY  # what the context's calls go through (there is a context only with it)
             self._context = self._new_context(weights.transitions)
             if self._context is not None:
                 self._fields = self._context.contents  # a live view of crfsuite's struct
@@ -163,13 +165,13 @@ class Decoder:
 
     def _new_context(self, transitions: np.ndarray):
         n_labels = len(self.labels)
-        context = _LIBRARY.crf1dc_new(_CONTEXT_VITERBI_AND_MARGINALS, n_labels, 1)
+        context = self._lib.crf1dc_new(_CONTEXT_VITERBI_AND_MARGINALS, n_labels, 1)
         if not context or context.contents.num_labels != n_labels:
             return None
-        _LIBRARY.crf1dc_reset(context, _RESET_TRANSITIONS)
+        self._lib.crf1dc_reset(context, _RESET_TRANSITIONS)
         trans = np.ctypeslib.as_array(context.contents.trans, shape=(n_labels * n_labels,))
         trans[:] = np.ascontiguousarray(transitions, dtype=np.float64).ravel()
-        _LIBRARY.crf1dc_exp_transition(context)
+        self._lib.crf1dc_exp_transition(context)
         return context
 
     def _agrees_with_crfsuite(self, tagger: pycrfsuite.Tagger) -> bool:
@@ -200,13 +202,13 @@ class Decoder:
             return self._decode_with_tagger(emissions)
         context, fields = self._context, self._fields
         n_items = len(emissions)
-        if _LIBRARY.crf1dc_set_num_items(context, n_items) != 0:  # grows the arrays when needed
+        if self._lib.crf1dc_set_num_items(context, n_items) != 0:  # grows the arrays when needed
             raise MemoryError("crfsuite could not allocate a sequence this long")
         if self._arrays_cap != fields.cap_items:
             self._new_arrays()
         self._state[:n_items] = emissions  # into crfsuite's state scores, as float64
         path = self._path
-        _LIBRARY.crf1dc_viterbi(context, path)
+        self._lib.crf1dc_viterbi(context, path)
         labels = self.labels
         tags = [labels[i] for i in path[:n_items]]
         return tags, _TableMarginals(lambda: self._state_marginals(n_items), self.columns)
@@ -229,7 +231,7 @@ class Decoder:
         1 / scale, in that order, so the same bits), without its transition marginals, which
         cost as much again and are never read."""
         context = self._context
-        for step in (_LIBRARY.crf1dc_exp_state, _LIBRARY.crf1dc_alpha_score, _LIBRARY.crf1dc_beta_score):
+        for step in (self._lib.crf1dc_exp_state, self._lib.crf1dc_alpha_score, self._lib.crf1dc_beta_score):
             step(context)
         alpha = self._alpha[:n_items] * self._beta[:n_items]
         alpha *= (1.0 / self._scale[:n_items])[:, None]

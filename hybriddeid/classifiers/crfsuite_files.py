@@ -5,9 +5,9 @@ import itertools
 import os
 import struct
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pycrfsuite

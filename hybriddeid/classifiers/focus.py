@@ -7,7 +7,7 @@ stretches around units it tags as PHI or whose P(O) is below ``focus_below`` (wi
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from hybriddeid.classifiers.schemes import OUTSIDE
 from hybriddeid.classifiers.sequences import TaggedSequence

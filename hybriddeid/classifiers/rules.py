@@ -46,24 +46,25 @@ import hashlib
 import logging
 import tomllib
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import regex
 import tomli_w
 
-from hybriddeid.features.analysis import AnalysedNote
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
 from hybriddeid.core.document import Document, Span
-from hybriddeid.features.context import layout_lines, with_line_breaks
-from hybriddeid.io import atomic_write_text
-from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, known_words
 from hybriddeid.core.languages import available_languages, language_pack
 from hybriddeid.core.merge import FALLBACK_SUFFIX
 from hybriddeid.core.registry import ComponentSpec
 from hybriddeid.core.taxonomy import load_taxonomy
+from hybriddeid.features.analysis import AnalysedNote
+from hybriddeid.features.context import layout_lines, with_line_breaks
+from hybriddeid.io import atomic_write_text
+from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, known_words
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ class Lookup:
     optional: bool = False
 
     @classmethod
-    def parse(cls, group: str, spec: str) -> "Lookup":
+    def parse(cls, group: str, spec: str) -> Lookup:
         """``spec`` as a rule file writes it: "cities,!states", "last_names?"."""
         kinds = [kind.strip() for kind in spec.rstrip("?").split(",")]
         return cls(group, tuple(k for k in kinds if not k.startswith("!")), tuple(k[1:] for k in kinds if k.startswith("!")),
@@ -177,10 +178,10 @@ class Rule:
     language: str | None = None
     fallback: bool = False
     needs: tuple[str, ...] = ()
-    _regex: "regex.Pattern[str]" = field(init=False, repr=False)
-    _needs: "tuple[regex.Pattern[str], ...]" = field(init=False, repr=False)
-    _literals: "tuple[tuple[str, bool] | None, ...]" = field(init=False, repr=False)
-    _context_regex: "regex.Pattern[str] | None" = field(init=False, repr=False)
+    _regex: regex.Pattern[str] = field(init=False, repr=False)
+    _needs: tuple[regex.Pattern[str], ...] = field(init=False, repr=False)
+    _literals: tuple[tuple[str, bool] | None, ...] = field(init=False, repr=False)
+    _context_regex: regex.Pattern[str] | None = field(init=False, repr=False)
     _validate: Validator | None = field(init=False, repr=False)
     _has_phi_group: bool = field(init=False, repr=False)
 
@@ -227,7 +228,7 @@ class Rule:
             found.extend(parts)
         return found
 
-    def _looked_up(self, match: "regex.Match[str]", parts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    def _looked_up(self, match: regex.Match[str], parts: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """``parts`` when every ``lookup`` group that took part passes its dictionaries; a failed
         optional group cuts the parts before it; a failed required group drops the hit ([])."""
         text = match.string
@@ -243,7 +244,7 @@ class Rule:
                 parts = [(s, min(e, cut)) for s, e in parts if s < cut]
         return [(s, e) for s, e in parts if e > s]
 
-    def _matches(self, text: str, timeout: float | None, needs_seen: NeedsSeen | None = None) -> Iterator["regex.Match[str]"]:
+    def _matches(self, text: str, timeout: float | None, needs_seen: NeedsSeen | None = None) -> Iterator[regex.Match[str]]:
         """The matches ``finditer`` gives on the whole text, found window by window in a long one.
 
         Each window is searched with ``pos``/``endpos`` on the whole string (so ``^``, lookbehinds and
@@ -268,9 +269,10 @@ class Rule:
                 if match.start() < resume:  # inside a match lengthened on the whole text
                     continue
                 if match.end() == reading_end < len(text):
-                    match = self._regex.match(text, match.start(), timeout=timeout)
-                    if match is None:
+                    longer = self._regex.match(text, match.start(), timeout=timeout)
+                    if longer is None:
                         continue
+                    match = longer
                 resume = max(match.end(), match.start() + 1)
                 yield match
 
@@ -338,7 +340,7 @@ def _literal_found(literal: tuple[str, bool], text: str) -> bool:
     return word in folded
 
 
-def _found(needs: "regex.Pattern[str]", text: str, window_start: int, start: int, end: int, timeout: float | None,
+def _found(needs: regex.Pattern[str], text: str, window_start: int, start: int, end: int, timeout: float | None,
            needs_seen: NeedsSeen | None) -> bool:
     """Whether ``needs`` matches in ``text[start:end]``. Its first match from ``window_start`` is kept
     in ``needs_seen`` for the next rule needing it; without lookarounds, a match found there that
@@ -412,7 +414,8 @@ def _parse_defines(table: Any, origin: str) -> dict[str, str]:
     inlined: dict[str, str] = {}
     for name in table:
         where = f"{origin}: [define] {name!r}"
-        inlined[name] = _inline(f"(?&{name})", table, lambda problem: RuleFileError(f"{where}: {problem}"))
+        inlined[name] = _inline(f"(?&{name})", table,
+                                lambda problem: RuleFileError(f"{where}: {problem}"))  # noqa: B023 - called at once
         try:
             regex.compile(inlined[name])
         except regex.error as exc:
@@ -423,7 +426,7 @@ def _parse_defines(table: Any, origin: str) -> dict[str, str]:
 def _inline(pattern: str, defines: Mapping[str, str], fail: Callable[[str], RuleFileError],
             seen: tuple[str, ...] = ()) -> str:
     """``pattern`` with each ``(?&name)`` of a definition replaced by ``(?x:definition)``."""
-    def one(match: "regex.Match[str]") -> str:
+    def one(match: regex.Match[str]) -> str:
         name = match.group(1)
         if name not in defines:
             return match.group(0)  # a group of the pattern's own
@@ -443,7 +446,7 @@ def _with_defines(pattern: str, defines: Mapping[str, str], fail: Callable[[str]
     return _CALL.sub(lambda m: defines.get(m.group(1), m.group(0)), pattern) if used else pattern
 
 
-@lru_cache(maxsize=None)
+@cache
 def dictionary_set(language: str, kind: str) -> frozenset[str]:
     """``language``'s bundled dictionary ``kind``, case-folded with blanks normalised: what a rule's
     ``lookup`` compares a group with."""
@@ -685,7 +688,7 @@ class RuleClassifier:
                         rule.name, self.timeout, doc.name)
             return []
 
-    def fit(self, docs: Iterable[Document]) -> "RuleClassifier":
+    def fit(self, docs: Iterable[Document]) -> RuleClassifier:
         """Measure every rule on the gold spans of ``docs``; keep those with precision >= min_precision.
 
         A hit is correct when a gold span has its offsets and label (the mapped label, with
@@ -725,7 +728,7 @@ class RuleClassifier:
         return {"map_labels": self.map_labels, "label_map": dict(getattr(self, "label_map_", {})),
                 "unmapped": list(getattr(self, "unmapped_", ()))}
 
-    def predict(self, note: "AnalysedNote | Document", regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
+    def predict(self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
         """Non-overlapping rule spans of the note, sorted by offset (rules read the whole text)."""
         doc = note.doc if isinstance(note, AnalysedNote) else note
         # A note exported on one line is read in the lines the CRFs see, so a rule does not run on
@@ -769,7 +772,7 @@ class RuleClassifier:
         atomic_write_text(path / STATE_FILE, tomli_w.dumps(state, multiline_strings=True))
 
     @classmethod
-    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> "RuleClassifier":
+    def from_disk(cls, path: Path, params: Mapping[str, Any]) -> RuleClassifier:
         """Rebuild a classifier saved by :meth:`to_disk` with ``params`` (its config section and
         language); the user rules are the saved copies. Refuses a state naming unknown rules."""
         state_file = Path(path) / STATE_FILE

@@ -14,16 +14,15 @@ the over-redaction that hurts a note's clinical value most, without touching rea
 from __future__ import annotations
 
 import bisect
-
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Sequence
+from functools import cache
 
 import regex
 
 from hybriddeid.core.document import Span, span_order
-from hybriddeid.knowledge.dictionaries import read_entries
 from hybriddeid.core.languages import language_pack, register_cache
+from hybriddeid.knowledge.dictionaries import read_entries
 from hybriddeid.surrogates.language import fold, load_language
 
 _WORD = regex.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
@@ -41,11 +40,11 @@ class SafeList:
     """Single safe words, a pattern of safe phrases, and the titles that protect a span."""
 
     words: frozenset[str]
-    phrases: "regex.Pattern[str] | None"
+    phrases: regex.Pattern[str] | None
     titles: frozenset[str]
 
     @classmethod
-    def from_entries(cls, entries: Sequence[str], titles: frozenset[str] = frozenset()) -> "SafeList":
+    def from_entries(cls, entries: Sequence[str], titles: frozenset[str] = frozenset()) -> SafeList:
         words = frozenset(_key(e) for e in entries if len(_WORD.findall(e)) == 1 and _WORD.fullmatch(e.strip()))
         phrase_list = sorted({e.strip() for e in entries if _key(e) not in words}, key=len, reverse=True)
         pattern = None
@@ -89,7 +88,7 @@ class SafeList:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def load_safelist(language: str) -> SafeList:
     """The safe-list of ``language``'s pack, protected by that language's name titles."""
     text = language_pack(language).read_text("safelist")

@@ -6,7 +6,7 @@ output through these two functions, so one note gives the same spans whichever t
 from __future__ import annotations
 
 import bisect
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from hybriddeid.core.document import Span
 

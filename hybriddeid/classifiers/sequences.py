@@ -2,6 +2,7 @@
 and the tagged sequences that P(O) thresholds and focus stretches are computed from later."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,7 +22,7 @@ class UnitSequence:
     labels) and ``features`` may be empty."""
 
     units: list[tuple[int, int]]
-    features: list[list[str]]
+    features: Sequence[Sequence[str]]
     core: tuple[int, int] | None = None
     key: tuple[int, int] | None = None
     emissions: np.ndarray | None = None

@@ -8,15 +8,16 @@ and saves as a crfsuite file.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pycrfsuite
 
-from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.base import NotFittedError
 from hybriddeid.classifiers.crfsuite_files import open_tagger, train_to_bytes
 from hybriddeid.core.document import Document, Span
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife, phrase_key
 from hybriddeid.features.lexical import short_shape
 
@@ -72,10 +73,11 @@ class SpanTyper:
             feats.append("key=" + line.key if line.key and span.start >= line.key_end else "key=none")
         return feats
 
-    def fit(self, docs: Iterable[Document]) -> "SpanTyper":
+    def fit(self, docs: Iterable[Document]) -> SpanTyper:
         trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
         trainer.set_params({"c2": self.c2, "max_iterations": self.max_iterations})
         docs = list(docs)
+        batches: list[tuple[Sequence[Document], Gazetteer | None]]
         if self.lexicon:
             self.lexicon_ = Gazetteer.from_documents(docs)
             batches = list(jackknife(docs))
@@ -122,7 +124,7 @@ class SpanTyper:
             self.lexicon_.to_disk(path / LEXICON_FILE)
 
     @classmethod
-    def from_disk(cls, path: Path, language: str = "en", **params: Any) -> "SpanTyper":
+    def from_disk(cls, path: Path, language: str = "en", **params: Any) -> SpanTyper:
         """The typer saved in ``path``, with ``params`` from the owner's config; a model saved before
         one config (a ``params.toml`` beside the weights) is read with that file's settings, which
         are what it was trained with (its config had no typer settings)."""

@@ -1,18 +1,19 @@
 """Token-level CRF (BIO over fine labels), paper section 3.2.2."""
 from __future__ import annotations
 
-from typing import Any, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import Any
 
-from hybriddeid.features.analysis import AnalysedNote, Segment, analyse
 from hybriddeid.classifiers.crf import CRF_DEFAULTS, CRFTagger, check_segments
 from hybriddeid.classifiers.sequences import UnitSequence
 from hybriddeid.core.document import Document
+from hybriddeid.core.registry import ComponentSpec
+from hybriddeid.features.analysis import AnalysedNote, Segment, analyse
 from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.features.pos import NoteTags, note_tags
 from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, extract_token_features
 from hybriddeid.features.token_ids import Dictionary, LineInput, TokenIds
 from hybriddeid.knowledge.dictionaries import known_words, proper_only_words
-from hybriddeid.core.registry import ComponentSpec
 from hybriddeid.text.tokenize import Token
 
 # Tokens scored per call of the fast engine's featurizer: its numpy sums run once per batch of lines.

@@ -9,7 +9,7 @@ registry when they load, so a misspelt name fails early.
 from __future__ import annotations
 
 import calendar
-from typing import Callable
+from collections.abc import Callable
 
 import regex
 
@@ -39,7 +39,7 @@ def validator_names() -> tuple[str, ...]:
     return tuple(sorted(_VALIDATORS))
 
 
-def _phi(match: "regex.Match[str]") -> str:
+def _phi(match: regex.Match[str]) -> str:
     """The PHI part of a match: group ``phi`` when the pattern has it, else the whole match."""
     return match.group("phi") if "phi" in match.re.groupindex else match.group()
 
@@ -48,7 +48,7 @@ def _digits(text: str) -> str:
     return "".join(ch for ch in text if ch.isdigit())
 
 
-def _group(match: "regex.Match[str]", name: str) -> str | None:
+def _group(match: regex.Match[str], name: str) -> str | None:
     return match.group(name) if name in match.re.groupindex else None
 
 
@@ -56,7 +56,7 @@ def _group(match: "regex.Match[str]", name: str) -> str | None:
 _MIN_YEAR, _MAX_YEAR = 1900, 2099
 
 
-def _valid_date(match: "regex.Match[str]", two_digit_year_ok: bool) -> bool:
+def _valid_date(match: regex.Match[str], two_digit_year_ok: bool) -> bool:
     day, month, year = (_group(match, key) for key in ("day", "month", "year"))
     year_value: int | None = None
     if year is not None:
@@ -160,7 +160,9 @@ def series_piece(text: str, start: int, end: int) -> bool:
     if not (_SHORT_NUMBER_SLASH_BEFORE.search(text[max(0, start - 12):start])
             or _SHORT_NUMBER_SLASH_AFTER.search(text[end:end + 12])):
         return False
-    run = _NUMBER_RUN_AROUND.match(text, _NUMBER_RUN_BEFORE.search(text, max(0, start - 40), start).start())
+    before = _NUMBER_RUN_BEFORE.search(text, max(0, start - 40), start)
+    assert before is not None  # the pattern matches the empty string
+    run = _NUMBER_RUN_AROUND.match(text, before.start())
     whole = run.group() if run else text[start:end]
     # "3/4" of "3/4/95" cut short is still a date: a run of at most three numbers that reads as one
     return not (len(_NUMBER.findall(whole)) <= 3 and "." not in whole and numeric_date_possible(whole))
@@ -194,19 +196,19 @@ def reading_after_label(text: str, start: int, end: int, labels: frozenset[str])
 
 
 @register_validator("date")
-def valid_date(match: "regex.Match[str]") -> bool:
+def valid_date(match: regex.Match[str]) -> bool:
     """Numeric groups ``day``/``month``/``year`` form a real calendar date in 1900-2099."""
     return _valid_date(match, two_digit_year_ok=True)
 
 
 @register_validator("date_4digit_year")
-def valid_date_4digit_year(match: "regex.Match[str]") -> bool:
+def valid_date_4digit_year(match: regex.Match[str]) -> bool:
     """As ``date`` but the year must have four digits."""
     return _valid_date(match, two_digit_year_ok=False)
 
 
 @register_validator("luhn")
-def valid_luhn(match: "regex.Match[str]") -> bool:
+def valid_luhn(match: regex.Match[str]) -> bool:
     """The digits of the PHI pass the Luhn checksum (payment cards, some record numbers)."""
     digits = _digits(_phi(match))
     if len(digits) < 2:
@@ -221,7 +223,7 @@ def valid_luhn(match: "regex.Match[str]") -> bool:
 
 
 @register_validator("ipv4")
-def valid_ipv4(match: "regex.Match[str]") -> bool:
+def valid_ipv4(match: regex.Match[str]) -> bool:
     """Four dot-separated octets, each 0-255, without leading zeros (so not a version number)."""
     parts = _phi(match).split(".")
     return len(parts) == 4 and all(
@@ -231,7 +233,7 @@ def valid_ipv4(match: "regex.Match[str]") -> bool:
 
 
 @register_validator("us_ssn")
-def valid_us_ssn(match: "regex.Match[str]") -> bool:
+def valid_us_ssn(match: regex.Match[str]) -> bool:
     """A US social security number the SSA could issue: area not 000/666/9xx, group and serial not 0."""
     digits = _digits(_phi(match))
     if len(digits) != 9:
@@ -241,7 +243,7 @@ def valid_us_ssn(match: "regex.Match[str]") -> bool:
 
 
 @register_validator("age_over_89")
-def valid_age_over_89(match: "regex.Match[str]") -> bool:
+def valid_age_over_89(match: regex.Match[str]) -> bool:
     """An age HIPAA requires removed: 90 to 125 years."""
     digits = _digits(_phi(match))
     return bool(digits) and 90 <= int(digits) <= 125
@@ -265,7 +267,7 @@ def nie_number(prefix: str, digits: str) -> int:
 
 
 @register_validator("dni_nie")
-def valid_dni_nie(match: "regex.Match[str]") -> bool:
+def valid_dni_nie(match: regex.Match[str]) -> bool:
     """Groups ``number`` (digits, dots allowed), ``letter`` and optional ``nie`` (X/Y/Z): a DNI of 7-8
     digits or a NIE of 7 whose letter is its check letter."""
     digits, letter, prefix = _digits(match.group("number")), match.group("letter"), _group(match, "nie")
@@ -284,7 +286,7 @@ def iban_check_digits(country: str, bban: str) -> str:
 
 
 @register_validator("iban")
-def valid_iban(match: "regex.Match[str]") -> bool:
+def valid_iban(match: regex.Match[str]) -> bool:
     """The PHI, blanks removed, is 15-34 letters and digits whose ISO 13616 check digits hold."""
     compact = "".join(_phi(match).split()).upper()
     if not 15 <= len(compact) <= 34 or not compact.isalnum() or not compact[:2].isalpha():
@@ -293,7 +295,7 @@ def valid_iban(match: "regex.Match[str]") -> bool:
 
 
 @register_validator("nss")
-def valid_nss(match: "regex.Match[str]") -> bool:
+def valid_nss(match: regex.Match[str]) -> bool:
     """A Spanish Social Security number: 2 province digits, 8 of the number and 2 control digits that
     are the rest mod 97 of province and number (the number without its leading zero when it is below
     10,000,000, as the Seguridad Social computes it)."""
@@ -318,7 +320,7 @@ def vin_check_digit(vin: str) -> str:
 
 
 @register_validator("vin")
-def valid_vin(match: "regex.Match[str]") -> bool:
+def valid_vin(match: regex.Match[str]) -> bool:
     """17 characters without I, O or Q whose ninth is the check digit of the rest."""
     vin = _phi(match).upper()
     return len(vin) == 17 and all(char in _VIN_VALUES for char in vin) and vin_check_digit(vin) == vin[8]

@@ -5,9 +5,10 @@ Token and character label schemes (BIO, BIOES) stay private to the taggers that 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -37,13 +38,13 @@ class Span:
     def __len__(self) -> int:
         return self.end - self.start
 
-    def overlaps(self, other: "Span") -> bool:
+    def overlaps(self, other: Span) -> bool:
         return self.start < other.end and other.start < self.end
 
-    def with_label(self, label: str) -> "Span":
+    def with_label(self, label: str) -> Span:
         return replace(self, label=label)
 
-    def with_source(self, source: str) -> "Span":
+    def with_source(self, source: str) -> Span:
         return replace(self, source=source)
 
 
@@ -73,16 +74,16 @@ class Document:
                 )
         object.__setattr__(self, "spans", spans)
 
-    def with_spans(self, spans: Iterable[Span]) -> "Document":
+    def with_spans(self, spans: Iterable[Span]) -> Document:
         """A copy of this document holding ``spans`` instead of its own."""
         return Document(self.name, self.text, tuple(spans), self.meta)
 
-    def flattened(self) -> "Document":
+    def flattened(self) -> Document:
         """This note on one line, each line-break character a space, so spans keep their offsets:
         a note as a careless CSV or database export leaves it."""
         return Document(self.name, self.text.replace("\r", " ").replace("\n", " "), self.spans, self.meta)
 
-    def recased(self, case: str) -> "Document | None":
+    def recased(self, case: str) -> Document | None:
         """This note in ``case`` ("upper", "lower" or "title"), spans kept, as notes typed in capitals
         or in lower case are; None where a character changes length in that case (German "ß"), which
         would move the offsets."""

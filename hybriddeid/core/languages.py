@@ -33,13 +33,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import regex
 
@@ -66,10 +67,19 @@ _PACK_KEYS = frozenset({"name", "taxonomy", "description", "scripts"})
 DEFAULT_SCRIPTS = ("Latin",)
 _CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
-_added: list[str] = []  # add_language_folder's folders, the most recent last
-_caches: list[Callable[..., Any]] = []  # lru_caches keyed on a language, cleared with ours
 
-F = TypeVar("F", bound=Callable[..., Any])
+class _Cached(Protocol):
+    """What ``functools.cache`` and ``lru_cache`` make of a function: it can be called and cleared."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def cache_clear(self) -> None: ...
+
+
+_added: list[str] = []  # add_language_folder's folders, the most recent last
+_caches: list[_Cached] = []  # lru_caches keyed on a language, cleared with ours
+
+F = TypeVar("F", bound=_Cached)
 
 
 class MissingResourceError(ValueError):
@@ -207,7 +217,7 @@ def available_languages() -> tuple[str, ...]:
     return tuple(sorted(_discover(language_folders())))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_pack(code: str, extra: tuple[str, ...]) -> LanguagePack:
     found = _discover(extra)
     if code not in found:
@@ -296,8 +306,8 @@ def detect_language(texts: Iterable[str], languages: Iterable[str] | None = None
             break
     shares = {code: hits[code] / n_words if n_words else 0.0 for code in lists}
     best = max(shares, key=lambda code: (shares[code], code), default=None)
-    code = best if best is not None and shares[best] >= DETECT_MIN_SHARE else None
-    return LanguageGuess(code, MappingProxyType(shares), n_words)
+    guess = best if best is not None and shares[best] >= DETECT_MIN_SHARE else None
+    return LanguageGuess(guess, MappingProxyType(shares), n_words)
 
 
 def add_language_folder(path: str | os.PathLike[str]) -> None:
@@ -343,8 +353,8 @@ def _unread_char(code: str) -> str:
 
 
 @register_cache
-@lru_cache(maxsize=None)
-def unread_pattern(code: str) -> "regex.Pattern[str]":
+@cache
+def unread_pattern(code: str) -> regex.Pattern[str]:
     """Runs of text that language ``code``'s models do not read: letters of scripts its pack does not
     list, and emoji (with the spaces, digits and punctuation between them)."""
     char = _unread_char(code)
@@ -352,8 +362,8 @@ def unread_pattern(code: str) -> "regex.Pattern[str]":
 
 
 @register_cache
-@lru_cache(maxsize=None)
-def unread_letters(code: str) -> "regex.Pattern[str]":
+@cache
+def unread_letters(code: str) -> regex.Pattern[str]:
     """Runs of ``unread_pattern``'s characters alone (no spaces, digits or punctuation between them):
     a stretch holds text language ``code``'s models do not read exactly when it meets one of these."""
     return regex.compile(rf"{_unread_char(code)}+")

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
-from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from hybriddeid.core.document import Span, span_order
 
@@ -82,7 +82,7 @@ def _phrases(labels: frozenset[str]) -> tuple[frozenset[tuple[str, ...]], int]:
     return phrases, max(map(len, phrases), default=0)
 
 
-def _remainders(text: str, span: Span, taken: "_Taken",
+def _remainders(text: str, span: Span, taken: _Taken,
                 phrases: tuple[frozenset[tuple[str, ...]], int]) -> Iterator[tuple[int, int]]:
     """The stretches of ``span`` outside ``taken`` that still hold a word once trimmed, at each edge a
     taken span cut, of blanks, punctuation and label phrases ("NºCol" after a name glued to it too)."""
@@ -114,7 +114,7 @@ def _trim_labels(words: list[tuple[int, int, str]], known: frozenset[tuple[str, 
             return
 
 
-def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: "_Taken") -> list[Span]:
+def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: _Taken) -> list[Span]:
     """``kept`` with the fallback spans (longest first) that overlap none of it, or whose overlap is
     only shorter spans lying inside them: a rule that read "Bernard Foley CRT" widens a classifier's
     "Bernard" to the whole name, but never cuts a classifier's longer span."""
@@ -182,7 +182,9 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
                 taken.take(start, end)
             # A whole word starts after a character that is not alphanumeric, so none starts inside the
             # alphanumeric run from here: skip it (a repeat inside a megabyte of digits was found at every digit).
-            start = text.find(surface, _ALNUM_RUN.match(text, start).end() + 1)
+            run = _ALNUM_RUN.match(text, start)
+            assert run is not None  # the pattern matches the empty string
+            start = text.find(surface, run.end() + 1)
     return sorted(out, key=span_order)
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import datetime
 import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Iterable, Mapping
+from functools import cache
 
 from hybriddeid.core.document import Document, Span
 from hybriddeid.core.languages import available_languages, language_pack, register_cache, shared_resource
@@ -123,7 +123,7 @@ def _pack_date_words(*keys: str) -> set[str]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def hipaa_year_rule() -> YearRule:
     """The ``hipaa`` set's year rule: the date category and age threshold of ``phi_sets.toml`` and every
     language pack's birth words (``surrogates.toml`` [dates] ``birth_words``)."""
@@ -133,7 +133,7 @@ def hipaa_year_rule() -> YearRule:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def hipaa_weekday_rule() -> WeekdayRule:
     """The ``hipaa`` set's weekday rule: the date category of ``phi_sets.toml`` and every language
     pack's weekday names (``surrogates.toml`` [dates] ``weekdays`` and ``weekday_abbreviations``)."""
@@ -146,7 +146,7 @@ def hipaa_weekday_rule() -> WeekdayRule:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def hipaa_age_rule() -> AgeRule:
     """The ``hipaa`` set's age rule, from ``resources/profiles/phi_sets.toml`` and the number words
     of every language pack that has a ``numbers.toml`` (in code order; a later pack's value wins)."""

@@ -12,11 +12,12 @@ Adding a classifier: write its module (a class following ``classifiers.base.Clas
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Any, Callable, Mapping
+from typing import Any
 
 ENTRY_POINT_GROUP = "hybriddeid.classifiers"
 
@@ -43,7 +44,7 @@ class ComponentSpec:
     # Problems with a config section (e.g. unknown feature names), checked when a config is built.
     check: Callable[[Mapping[str, Any]], list[str]] | None = None
 
-    def component_class(self) -> type:
+    def component_class(self) -> type[Any]:
         """The classifier class (imports the component's module and its dependencies)."""
         module_name, _, class_name = self.class_path.partition(":")
         try:
@@ -55,12 +56,12 @@ class ComponentSpec:
 _added: dict[str, ComponentSpec] = {}  # by register(), on top of the entry points
 
 
-@lru_cache(maxsize=None)
+@cache
 def _entry_point_names() -> tuple[str, ...]:
     return tuple(sorted({point.name for point in entry_points(group=ENTRY_POINT_GROUP)}))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _from_entry_point(name: str) -> ComponentSpec:
     point = next(point for point in entry_points(group=ENTRY_POINT_GROUP) if point.name == name)
     spec = point.load()

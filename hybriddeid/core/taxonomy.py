@@ -12,10 +12,10 @@ import io
 import json
 import tomllib
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from hybriddeid.core.document import Document, Span
 from hybriddeid.core.languages import shared_resource
@@ -59,7 +59,7 @@ class Taxonomy:
         return span.with_label(self.category(span.label))
 
     @classmethod
-    def from_toml(cls, text: str, origin: str = "<string>") -> "Taxonomy":
+    def from_toml(cls, text: str, origin: str = "<string>") -> Taxonomy:
         try:
             data = tomllib.loads(text)
             subtypes = data["subtypes"]
@@ -72,7 +72,7 @@ class Taxonomy:
             raise ValueError(f"{origin}: not a valid taxonomy file ({exc})") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_taxonomy(name: str) -> Taxonomy:
     """A bundled taxonomy by name: ``i2b2_2014``, ``i2b2_2006``, ``meddocan``, ``asq_phi`` or ``presidio``
     (dashes allowed)."""
@@ -116,7 +116,7 @@ def read_label_map(path: Path) -> dict[str, str]:
             mapping = json.loads(text)
         elif path.suffix in (".csv", ".tsv"):
             rows = csv.reader(io.StringIO(text), delimiter="\t" if path.suffix == ".tsv" else ",")
-            mapping = dict(tuple(cell.strip() for cell in row) for row in rows if row and not row[0].startswith("#"))
+            mapping = dict(_pair(row) for row in rows if row and not row[0].startswith("#"))
         else:
             mapping = tomllib.loads(text)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
@@ -124,6 +124,13 @@ def read_label_map(path: Path) -> dict[str, str]:
     if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in mapping.items()):
         raise ValueError(f"{path}: a label map maps label names to label names (FROM = \"TO\")")
     return mapping
+
+
+def _pair(row: list[str]) -> tuple[str, str]:
+    """A CSV/TSV label map row's (from, to); a ValueError for a row of another width."""
+    if len(row) != 2:
+        raise ValueError(f"a row has {len(row)} cells, not two (from, to)")
+    return row[0].strip(), row[1].strip()
 
 
 def relabel(docs: Iterable[Document], mapping: Mapping[str, str]) -> list[Document]:

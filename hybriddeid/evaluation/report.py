@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from hybriddeid.evaluation.matching import CRITERIA, Counts
 from hybriddeid.core.profiles import DEFAULT_PHI_SET
 from hybriddeid.core.taxonomy import Taxonomy
+from hybriddeid.evaluation.matching import CRITERIA, Counts
 
 LEVELS = ("subtype", "category")
 AVERAGES = ("micro", "macro")
@@ -46,7 +47,7 @@ class PRF:
     f1: float
 
     @classmethod
-    def from_counts(cls, tp: int, fp: int, fn: int) -> "PRF":
+    def from_counts(cls, tp: int, fp: int, fn: int) -> PRF:
         precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
         return cls(tp, fp, fn, precision, recall, _f1(precision, recall))
 

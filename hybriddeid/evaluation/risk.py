@@ -35,9 +35,10 @@ Per type: a token's expected missed PHI is shared among labels as its label prob
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ class Calibrator:
         self._platt: tuple[float, float] = (1.0, 0.0)
         self._converged = True
 
-    def fit(self, p: np.ndarray, y: np.ndarray) -> "Calibrator":
+    def fit(self, p: np.ndarray, y: np.ndarray) -> Calibrator:
         """Fit on raw probabilities ``p`` and outcomes ``y`` (0/1). Too few points (or no PHI among
         them) still fit: isotonic gives zeros, Platt a steep curve; the interval says how unsure."""
         p, y = np.asarray(p, float), np.asarray(y, float)
@@ -146,6 +147,7 @@ class Calibrator:
         if not self.fitted:
             return p
         if self.method == "isotonic":
+            assert self._knots is not None  # fitted
             xs, ys = self._knots
             return np.interp(p, xs, ys)
         a, b = self._platt
@@ -155,6 +157,7 @@ class Calibrator:
         if not self.fitted:
             return {"method": "none"}
         if self.method == "isotonic":
+            assert self._knots is not None  # fitted
             return {"method": "isotonic", "x": self._knots[0].tolist(), "y": self._knots[1].tolist()}
         return {"method": "platt", "a": self._platt[0], "b": self._platt[1]}
 
@@ -196,7 +199,9 @@ def _isotonic(p: np.ndarray, y: np.ndarray, bins: int = 400) -> tuple[np.ndarray
     blocks_x: list[float] = []
     blocks_y: list[float] = []
     for w, sx, m in zip(weights, sums_x, means):
-        blocks_w.append(w), blocks_x.append(sx), blocks_y.append(m)
+        blocks_w.append(w)
+        blocks_x.append(sx)
+        blocks_y.append(m)
         while len(blocks_y) > 1 and blocks_y[-2] > blocks_y[-1]:
             total = blocks_w[-2] + blocks_w[-1]
             blocks_y[-2] = (blocks_y[-2] * blocks_w[-2] + blocks_y[-1] * blocks_w[-1]) / total
@@ -284,13 +289,17 @@ class Reviewed:
     notes: int
 
     @classmethod
-    def collect(cls, items: Sequence[tuple[Sequence[TokenChance], Sequence[Span], Sequence[Span]]]) -> "Reviewed":
+    def collect(cls, items: Sequence[tuple[Sequence[TokenChance], Sequence[Span], Sequence[Span]]]) -> Reviewed:
         """From (chances, model output, reviewed spans) per note."""
         ps, ys, ids = [], [], []
         for index, (chances, output, reviewed) in enumerate(items):
             p, y = outcomes(chances, output, reviewed)
-            ps.append(p), ys.append(y), ids.append(np.full(len(p), index))
-        cat = (lambda parts, kind: np.concatenate(parts) if parts else np.zeros(0, kind))
+            ps.append(p)
+            ys.append(y)
+            ids.append(np.full(len(p), index))
+
+        def cat(parts: list[np.ndarray], kind: type) -> np.ndarray:
+            return np.concatenate(parts) if parts else np.zeros(0, kind)
         return cls(cat(ps, float), cat(ys, float), cat(ids, int), len(items))
 
 
@@ -391,12 +400,13 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
     raw = [np.array([chance.p_phi for chance in chances], float) for _, _, chances in notes]
     flat = np.concatenate(raw) if raw else np.zeros(0)
     why = uncalibrated_because(reviewed)
+    chosen_from: dict[str, float]
     if why is not None and method == AUTO:
         method, chosen_from = "isotonic", {}  # nothing to choose between: neither is fitted
     else:
         method, chosen_from = resolve_calibration(method, reviewed)
     calibrator = Calibrator(method)
-    if why is None:
+    if why is None and reviewed is not None:  # why is None only with reviewed notes
         calibrator.fit(reviewed.p, reviewed.y)
         degenerate = calibrator.degenerate()
         if degenerate is not None:
@@ -405,7 +415,7 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
     calibrated = calibrator(flat)
     total = float(calibrated.sum())
     rng = np.random.default_rng(seed)
-    if calibrator.fitted:  # enough reviewed notes for a bootstrap over them
+    if calibrator.fitted and reviewed is not None:  # enough reviewed notes for a bootstrap over them
         draws = []
         by_note = [np.flatnonzero(reviewed.note == i) for i in range(reviewed.notes)]
         counts, centres = logit_bins(flat)
@@ -474,7 +484,8 @@ def plot_reliability(reviewed: Reviewed, calibrator_method: str, path: Path) -> 
     for values, name, marker in ((reviewed.p, "raw P(PHI)", "o"), (calibrated, f"{calibrator_method} (cross-fitted)", "s")):
         bins = reliability(values, reviewed.y)
         ax.plot([b["predicted"] for b in bins], [max(b["observed"], 1e-4) for b in bins], marker=marker, label=name)
-    ax.set_xscale("log"), ax.set_yscale("log")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
     ax.set_xlim(1e-4, 1), ax.set_ylim(1e-4, 1)
     ax.set_xlabel("predicted P(PHI) of untagged tokens")
     ax.set_ylabel("observed share that was PHI")

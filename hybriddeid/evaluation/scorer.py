@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hybriddeid.core.document import Document, Span
-from hybriddeid.evaluation.matching import CRITERIA, DocumentMatcher
-from hybriddeid.evaluation.report import LEVELS, CountTable, EvaluationReport
 from hybriddeid.core.profiles import DEFAULT_PHI_SET, check_phi_set, filter_spans, split_spans
 from hybriddeid.core.taxonomy import Taxonomy, guess_taxonomy
+from hybriddeid.evaluation.matching import CRITERIA, DocumentMatcher
+from hybriddeid.evaluation.report import LEVELS, CountTable, EvaluationReport
 
 log = logging.getLogger(__name__)
 

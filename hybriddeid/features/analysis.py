@@ -5,8 +5,9 @@ classifier (as spaCy's ``Doc`` is). The pipeline builds one per note; a classifi
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from hybriddeid.core.document import Document, Span
 from hybriddeid.features.context import LineContext, iter_line_contexts, line_contexts, with_line_breaks

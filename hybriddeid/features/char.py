@@ -7,8 +7,8 @@ once and shared by all its characters.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from hybriddeid.features.context import LineContext
 from hybriddeid.features.lexical import short_shape
@@ -26,14 +26,14 @@ class CharWindow:
     trigrams: tuple[int, ...] = tuple(range(-5, 4))
 
     @classmethod
-    def symmetric(cls, radius: int, bigram_radius: int | None = None, trigram_radius: int | None = None) -> "CharWindow":
+    def symmetric(cls, radius: int, bigram_radius: int | None = None, trigram_radius: int | None = None) -> CharWindow:
         b = radius if bigram_radius is None else bigram_radius
         t = radius if trigram_radius is None else trigram_radius
         return cls(tuple(range(-radius, radius + 1)), tuple(range(-b, b)), tuple(range(-t, t - 1)))
 
 
 _PAD = 6
-_NGRAM_CACHE: dict["CharWindow", dict[str, tuple[str, ...]]] = {}
+_NGRAM_CACHE: dict[CharWindow, dict[str, tuple[str, ...]]] = {}
 _NGRAM_CACHE_LIMIT = 1 << 16  # contexts; 1 << 19 let a worker grow to ~1.2 GB over 50k notes (benchmarks/soak.py) at no gain in speed
 
 

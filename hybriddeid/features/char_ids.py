@@ -31,8 +31,8 @@ a long batch does not grow a worker.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Collection, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -86,7 +86,7 @@ class _Memo:
 
     def __init__(self, width: int, dtype: type, limit: int, build: Callable[[list], np.ndarray]) -> None:
         self._rows: dict[Hashable, int] = {}
-        self.table = np.zeros((min(limit, 1024), width), dtype)
+        self.table: np.ndarray = np.zeros((min(limit, 1024), width), dtype)
         self._limit = limit
         self._build = build
 
@@ -135,7 +135,7 @@ class _CodeMemo:
     def __init__(self, width: int, dtype: type, limit: int, build: Callable[[list[int]], np.ndarray]) -> None:
         self._limit = limit
         self._build = build
-        self.table = np.zeros((min(limit, 1024), width), dtype)
+        self.table: np.ndarray = np.zeros((min(limit, 1024), width), dtype)
         self._count = 0
         self._slots(1024)
 
@@ -314,6 +314,7 @@ class CharScorer:
         shifts = np.array([_CODE_BITS * (size - 1 - j) for j in range(size)], np.int64)
         n_labels = self.state.shape[1]
         present = [i for i, prefix in enumerate(columns) if prefix]  # the offsets where this size is read
+        prefixes = [prefix for prefix in columns if prefix]  # theirs, in the same order
         ids_of = getattr(getattr(self.attribute_id, "__self__", None), "attribute_ids_of", None)
 
         def build(keys: list[int]) -> np.ndarray:
@@ -323,7 +324,7 @@ class CharScorer:
             grams = [joined[i:i + size] for i in range(0, len(joined), size)]
             if ids_of is not None:  # one feature (or none) per offset: its weights' row, the zero row where none
                 ids = np.full((len(keys), len(columns)), len(self.state) - 1, np.int64)
-                ids[:, present] = np.array(ids_of([columns[i] + gram for gram in grams for i in present]),
+                ids[:, present] = np.array(ids_of([prefix + gram for gram in grams for prefix in prefixes]),
                                            np.int64).reshape(len(keys), len(present))
                 own = self.state[ids].reshape(len(keys), len(columns) * n_labels)
             else:
@@ -342,7 +343,7 @@ class CharScorer:
     def _word_scores(self, texts: list[str]) -> np.ndarray:
         """Per token text, the blocks ``_OWN`` (its form, suffix, shape and classes), ``_FORM``
         and what it gives the tokens around it (``token_projections``), then 1.0 if it is settled."""
-        blocks = []
+        blocks: list[list[str]] = []
         for text in texts:
             w = text.lower()
             classes = list(self.token_classes(text)) if self.token_classes is not None else []

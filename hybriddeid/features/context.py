@@ -5,9 +5,9 @@ information" (which header the text sits under) are computed once per line here.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Iterable, Iterator
+from functools import cache
 
 import regex
 
@@ -21,7 +21,7 @@ FIELD_LINE_MIN_LABELS = 3
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def section_headers(language: str) -> frozenset[str]:
     """The section headers of ``language``'s pack (its ``sections.txt``)."""
     entries = (line.strip() for line in language_pack(language).read_text("sections").splitlines())
@@ -29,7 +29,7 @@ def section_headers(language: str) -> frozenset[str]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def field_labels(language: str) -> frozenset[str]:
     """The field labels of ``language``'s pack (its ``fields.txt``; none without one)."""
     pack = language_pack(language)
@@ -49,7 +49,7 @@ class _FieldLabels:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def _labels_of(language: str) -> _FieldLabels | None:
     labels = frozenset(tuple(label.split()) for label in field_labels(language) | section_headers(language))
     if not labels:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import cast
 
 from hybriddeid.core.document import Document
 from hybriddeid.text.tokenize import tokenize
@@ -54,7 +55,7 @@ def keys_of_words(words: Sequence[str]) -> list[str]:
         for i, key in enumerate(keys):
             if key is None:
                 keys[i] = _WORD_KEYS[words[i]] = phrase_key((words[i],))
-    return keys
+    return cast("list[str]", keys)  # every None filled above
 
 
 def phrase_tokens(phrase: str) -> tuple[str, ...]:
@@ -73,7 +74,7 @@ class Gazetteer:
         self.prefixes = set(prefixes) | set(self.table)
 
     @classmethod
-    def from_phrases(cls, phrases: Mapping[str, Iterable[str]]) -> "Gazetteer":
+    def from_phrases(cls, phrases: Mapping[str, Iterable[str]]) -> Gazetteer:
         """A gazetteer from ``{label: phrases}``; a phrase listed under two labels keeps the first."""
         table: dict[str, str] = {}
         prefixes: set[str] = set()
@@ -88,7 +89,7 @@ class Gazetteer:
         return cls(table, longest, prefixes)
 
     @classmethod
-    def from_documents(cls, docs: Iterable[Document], max_words: int = 6) -> "Gazetteer":
+    def from_documents(cls, docs: Iterable[Document], max_words: int = 6) -> Gazetteer:
         """Every gold span's phrase (up to ``max_words`` tokens) with its most frequent label; documents
         marked ``NOT_IN_LEXICON`` give none."""
         votes: dict[str, Counter[str]] = defaultdict(Counter)
@@ -106,7 +107,7 @@ class Gazetteer:
         return cls({key: counts.most_common(1)[0][0] for key, counts in votes.items()}, longest, prefixes)
 
     @classmethod
-    def union(cls, gazetteers: Iterable["Gazetteer"]) -> "Gazetteer":
+    def union(cls, gazetteers: Iterable[Gazetteer]) -> Gazetteer:
         """One matcher for several (e.g. first and last names): a phrase in two keeps the first's label."""
         table: dict[str, str] = {}
         prefixes: set[str] = set()
@@ -181,7 +182,7 @@ class Gazetteer:
         path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
     @classmethod
-    def from_disk(cls, path: Path) -> "Gazetteer":
+    def from_disk(cls, path: Path) -> Gazetteer:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         return cls(data["entries"], int(data["max_words"]), data.get("prefixes", ()))
 

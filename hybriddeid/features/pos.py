@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable, Sequence
+from functools import cache
 
 from hybriddeid.text.tokenize import Token
 
@@ -100,7 +100,7 @@ def _nltk_tagger() -> Tagger:
     return tag
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_tag_source(spec: str) -> Tagger | None:
     """The tagger named by ``spec`` ("spacy:<pipeline>", "nltk"), or None (with one warning)
     when it is not installed. An empty spec means no tagger, silently."""

@@ -7,7 +7,7 @@ once per word and memoised, so a note costs dictionary lookups, not string build
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from hybriddeid.features.gazetteer import Gazetteer, keys_of_words
 from hybriddeid.knowledge.clusters import DEFAULT_PREFIX_LENGTHS, WordClusters
@@ -39,7 +39,7 @@ class ClusterFeatures:
             if prefixes:
                 lengths = self.prefix_lengths
                 near = prefixes[lengths.index(NEIGHBOUR_PREFIX) if NEIGHBOUR_PREFIX in lengths else 0]
-            projected = ("tbc=" + near, "twv=" + str(dict(ids).get(self._projected_k, "none")))
+            projected = ("tbc=" + near, "twv=" + next((str(cluster) for k, cluster in ids if k == self._projected_k), "none"))
             entry = (own or ("bc=none",), near, projected)
             if len(self._memo) < 1 << 18:
                 self._memo[word] = entry

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from hybriddeid.core.document import Document
 from hybriddeid.text.tokenize import tokenize

@@ -6,8 +6,8 @@ cheap. Keys are namespaced by extractor so configs can mix them freely.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from hybriddeid.features.context import LineContext
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape

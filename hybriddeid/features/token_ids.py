@@ -26,17 +26,24 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
-from hybriddeid.features.analysis import AnalysedLine
 from hybriddeid.features import token as token_features
+from hybriddeid.features.analysis import AnalysedLine
 from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, keys_of_words
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
 from hybriddeid.features.resources import ClusterFeatures, case_marked
-from hybriddeid.features.token import (TOKEN_EXTRACTORS, TokenSequence, check_token_features, extract_token_features,
-                                       proper_noun_features, vocabulary_features)
+from hybriddeid.features.token import (
+    TOKEN_EXTRACTORS,
+    TokenSequence,
+    check_token_features,
+    extract_token_features,
+    proper_noun_features,
+    vocabulary_features,
+)
 from hybriddeid.text.tokenize import Token
 
 if TYPE_CHECKING:
@@ -308,11 +315,12 @@ class TokenIds:
             names.extend(orthography(text))
         if "shapes" in on:
             names += ["sh=" + shape(text), "ss=" + short]
-        if "clusters" in on:
+        # each of these is on only when its resource was given (__init__)
+        if "clusters" in on and self.clusters is not None:
             names.extend(self.clusters.own(text))
-        if "vocabulary" in on:
+        if "vocabulary" in on and self.vocabulary is not None:
             names.extend(vocabulary_features(text, self.vocabulary))
-        if "proper" in on:
+        if "proper" in on and self.proper_nouns is not None:
             names.extend(proper_noun_features(text, self.proper_nouns))
         own = len(names)
         # the per-form columns' names too, all looked up at once: (column, name) after the own names
@@ -324,7 +332,7 @@ class TokenIds:
         if "shapes" in on:
             columns += (base + _SSL, base + _SSR)
             names += ("ss[-1]=" + short, "ss[1]=" + short)
-        if "clusters" in on:
+        if "clusters" in on and self.clusters is not None:
             near = self.clusters.neighbour(text)
             columns += (base + _BCL, base + _BCR)
             names += ("bc[-1]=" + near, "bc[1]=" + near)
@@ -415,7 +423,7 @@ class TokenIds:
                         code = by_tag[tag] = self._tag_row((aid(f"{name}={tag}"), aid(f"{name}[-1]={tag}"),
                                                             aid(f"{name}[1]={tag}")))
                     found[i] = code
-        return found
+        return cast("list[int]", found)  # every None filled above
 
     # -- scoring --------------------------------------------------------------------------------
     def emissions(self, lines: Sequence[LineInput]) -> np.ndarray:
@@ -455,10 +463,11 @@ class TokenIds:
                     inkey += 1
                 line_inkey.append(inkey)
         texts = [tok.text for tok in flat]
-        forms = list(map(self._forms.get, texts))
-        if None in forms:
+        known = list(map(self._forms.get, texts))
+        forms = cast("list[int]", known)  # as it is when every form is known
+        if None in known:
             intern = self._intern
-            forms = [intern(text) if form is None else form for form, text in zip(forms, texts)]
+            forms = [intern(text) if form is None else form for form, text in zip(known, texts)]
             self._sum_new()
         # per token: its line, place in the line and position in ``flat``
         n_of = np.array(sizes, np.int64)
@@ -601,10 +610,10 @@ class TokenIds:
         tagged = np.zeros(total, bool)  # tokens at or beside a dictionary tag that is not "O"
         if places:
             outside = np.array([self._tag_codes[name][OUTSIDE] for name in in_places], np.int64)
-            found = (grid[:places] != outside[:, None]).any(axis=0)
-            tagged |= found
-            tagged[1:] |= found[:-1] & has_left[1:]
-            tagged[:-1] |= found[1:] & has_right[:-1]
+            marked = (grid[:places] != outside[:, None]).any(axis=0)
+            tagged |= marked
+            tagged[1:] |= marked[:-1] & has_left[1:]
+            tagged[:-1] |= marked[1:] & has_right[:-1]
             self._add_tags(out, np.flatnonzero(tagged), grid[:places], in_places, has_left, has_right)
         if places < len(names):
             self._add_tags(out, np.arange(total), grid[places:], names[places:], has_left, has_right)
@@ -621,6 +630,7 @@ class TokenIds:
         left = np.where(has_left[rows], grid[:, np.maximum(rows - 1, 0)], pads[:, :1])
         right = np.where(has_right[rows], grid[:, np.minimum(rows + 1, grid.shape[1] - 1)], pads[:, 1:])
         table = self._tag_table
+        assert table is not None  # built by _extra before it adds tags
         ids = np.concatenate((table[mine, 0], table[left, 1], table[right, 2]))
         ids[np.tile(mine < 0, (3, 1))] = self.none
         found = self.state[ids[0]]
@@ -675,7 +685,7 @@ class TokenIds:
                           if name != "pos" or item.pos is not None or TOKEN_EXTRACTORS["pos"] is not _POS]
             if line in with_nul:
                 extractors.append("ngrams")
-            first = needs_first and bool((safe[row:row + n] == _NEEDS_STRINGS).any())
+            first = needs_first and safe is not None and bool((safe[row:row + n] == _NEEDS_STRINGS).any())
             if extractors or first:
                 seq = self._token_sequence(item)
                 if extractors:
@@ -686,6 +696,7 @@ class TokenIds:
                         extra_rows += [row + i] * len(found)
                         extra_ids += map(aid, found)
                 if first:
+                    assert safe is not None  # first implies it
                     feats = extract_token_features(seq, self.features)
                     for i in range(n):
                         if safe[row + i] == _NEEDS_STRINGS:

@@ -27,15 +27,16 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from hybriddeid.core.document import Document, Span
+from hybriddeid.core.profiles import check_phi_set
 from hybriddeid.io import TABLE_FORMATS, InputError, detect_table_format
 from hybriddeid.runs.processing import NoteSettings, load_model, process_notes
-from hybriddeid.core.profiles import check_phi_set
 from hybriddeid.surrogates import DeidOptions
 from hybriddeid.surrogates.patients import PatientMap
 
@@ -77,7 +78,7 @@ _PIPELINES: dict[str, Any] = {}  # model reference -> Pipeline, in this Python p
 _STAGING: tempfile.TemporaryDirectory | None = None  # driver: copies of local models, named by content
 
 
-def ship_model(spark: "SparkSession", model: str | Path = "default") -> str:
+def ship_model(spark: SparkSession, model: str | Path = "default") -> str:
     """Make ``model`` reachable from every executor; returns the reference executors load it by.
 
     A local model folder is copied to a folder named by a hash of its files and added with
@@ -106,7 +107,7 @@ def ship_model(spark: "SparkSession", model: str | Path = "default") -> str:
 _ADDED: set[tuple[str, str]] = set()  # (application id, path) already given to addFile
 
 
-def _add_file(spark: "SparkSession", path: str) -> None:
+def _add_file(spark: SparkSession, path: str) -> None:
     added = (spark.sparkContext.applicationId, path)
     if added not in _ADDED:  # Spark warns when a path is added twice
         spark.sparkContext.addFile(path, recursive=True)
@@ -163,7 +164,7 @@ def _spans_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Span, ...
                  for r in records)
 
 
-def note_id_problem(note_id: object, uses: object) -> str | None:
+def note_id_problem(note_id: object, uses: Any) -> str | None:
     """``NO_ID`` for a null or empty note id, ``DUPLICATE_ID`` when ``uses`` (the rows holding this id)
     is over one, else None: as ``hybriddeid deid`` refuses such rows of a folder or table, since
     outputs are known by their id (of two rows with one id, every one is refused: Spark's order
@@ -173,7 +174,7 @@ def note_id_problem(note_id: object, uses: object) -> str | None:
     return DUPLICATE_ID if not _is_null(uses) and int(uses) > 1 else None
 
 
-def note_spans(pipeline: Any, note_id: str, text: object, given: object, max_chars: int,
+def note_spans(pipeline: Any, note_id: str, text: object, given: Any, max_chars: int,
                phi_set: str | None = None) -> tuple[list | None, str | None]:
     """(span records, None) for one note, or (None, error code); never raises. The spans are
     ``process_notes``'s: the model's, or (``pipeline`` None) the given ones; ``phi_set`` keeps only
@@ -209,7 +210,7 @@ def note_patient(stage: SpanStage, note_id: str, patient: object) -> str | None:
     return note_id
 
 
-def spans_frame(stage: SpanStage, frame: "pd.DataFrame") -> "pd.DataFrame":
+def spans_frame(stage: SpanStage, frame: pd.DataFrame) -> pd.DataFrame:
     """One Arrow batch of notes with the spans and error columns (and the patient column) filled; a row
     whose id is missing or shared (``note_id_problem``, from the ``_ID_USES`` column ``deidentify`` adds)
     gets its error code and nothing else."""
@@ -231,14 +232,14 @@ def spans_frame(stage: SpanStage, frame: "pd.DataFrame") -> "pd.DataFrame":
         errors.append(error)
         patients_out.append(patient)
     frame = frame.copy()
-    frame[stage.spans_col] = spans_out
+    frame[stage.spans_col] = spans_out  # type: ignore[assignment]  # a column of lists: pandas takes one, its stubs not
     frame[stage.error_col] = errors
     if stage.patients:
         frame[_PATIENT] = patients_out
     return frame
 
 
-def _spans_batches(stage: SpanStage, schema_names: list[str], batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+def _spans_batches(stage: SpanStage, schema_names: list[str], batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     for frame in batches:
         yield spans_frame(stage, frame)[schema_names]
 
@@ -258,7 +259,7 @@ class DeidStage:
     model_ref: str | None = None  # the model that found the spans: its names are linked across a patient's notes
 
 
-def deid_frame(stage: DeidStage, frame: "pd.DataFrame") -> "pd.DataFrame":
+def deid_frame(stage: DeidStage, frame: pd.DataFrame) -> pd.DataFrame:
     """Rows with the de-identified text (and audit) filled: each patient's notes together (their names
     linked across them, and in surrogate mode one surrogate per value), as ``hybriddeid deid`` does; in
     surrogate mode a patient with a failed note gets no output (its surrogates
@@ -292,17 +293,18 @@ def deid_frame(stage: DeidStage, frame: "pd.DataFrame") -> "pd.DataFrame":
                 errors[row] = f"{DEID_FAILED}:{type(exc).__name__}"
             continue
         for row, note in zip(ok, notes):
+            assert note.deid is not None  # NoteSettings(deid=...) de-identifies every note
             deid[row] = note.deid.text
             audit[row] = [replacement.to_dict() for replacement in note.deid.replacements]
     frame = frame.copy()
     frame[stage.deid_col] = deid
     frame[stage.error_col] = [None if _is_null(e) else e for e in errors]
     if stage.audit_col:
-        frame[stage.audit_col] = audit
+        frame[stage.audit_col] = audit  # type: ignore[assignment]  # a column of lists: pandas takes one, its stubs not
     return frame
 
 
-def _deid_batches(stage: DeidStage, schema_names: list[str], batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+def _deid_batches(stage: DeidStage, schema_names: list[str], batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     for frame in batches:
         yield deid_frame(stage, frame)[schema_names]
 
@@ -319,7 +321,7 @@ def _struct_array(fields: tuple[tuple[str, str], ...]):
     return ArrayType(StructType([StructField(name, types[kind], True) for name, kind in fields]), True)
 
 
-def _with_columns(schema: "StructType", added: Mapping[str, Any]) -> "StructType":
+def _with_columns(schema: StructType, added: Mapping[str, Any]) -> StructType:
     """``schema`` with ``added`` (name -> type) replacing or appended to its fields."""
     from pyspark.sql.types import StructField, StructType
 
@@ -327,15 +329,15 @@ def _with_columns(schema: "StructType", added: Mapping[str, Any]) -> "StructType
     return StructType(kept + [StructField(name, kind, True) for name, kind in added.items()])
 
 
-def _check_columns(df: "DataFrame", *names: str | None) -> None:
+def _check_columns(df: DataFrame, *names: str | None) -> None:
     missing = [name for name in names if name and name not in df.columns]
     if missing:
         raise ValueError(f"the DataFrame has no column {', '.join(map(repr, missing))} (it has {', '.join(df.columns)})")
 
 
-def find_phi(df: "DataFrame", model: str | Path = "default", *, note_id_col: str = "note_id", text_col: str = "text",
+def find_phi(df: DataFrame, model: str | Path = "default", *, note_id_col: str = "note_id", text_col: str = "text",
              spans_col: str = "phi_spans", error_col: str = "error", max_chars: int = DEFAULT_MAX_CHARS,
-             phi_set: str | None = None) -> "DataFrame":
+             phi_set: str | None = None) -> DataFrame:
     """``df`` with each note's PHI spans (array of start, end, label, source, score; the single-machine
     ``Pipeline.predict`` output, within ``phi_set``: default the model's) and an error column (null, or an
     error code when the note failed)."""
@@ -349,11 +351,11 @@ def find_phi(df: "DataFrame", model: str | Path = "default", *, note_id_col: str
     return df.mapInPandas(partial(_spans_batches, stage, schema.names), schema)
 
 
-def deidentify(df: "DataFrame", options: DeidOptions, model: str | Path | None = "default", *,
+def deidentify(df: DataFrame, options: DeidOptions, model: str | Path | None = "default", *,
                note_id_col: str = "note_id", text_col: str = "text", patient_col: str | None = None,
                patient_pattern: str | None = None, spans_col: str = "phi_spans", deid_col: str = "deid_text",
                audit_col: str | None = None, error_col: str = "error",
-               max_chars: int = DEFAULT_MAX_CHARS, phi_set: str | None = None) -> "DataFrame":
+               max_chars: int = DEFAULT_MAX_CHARS, phi_set: str | None = None) -> DataFrame:
     """``df`` with the de-identified text of each note (``deid_col``), its spans and an error column.
 
     ``model=None`` replaces the spans already in ``spans_col`` (gold, or an earlier ``find_phi``)
@@ -395,7 +397,7 @@ def deidentify(df: "DataFrame", options: DeidOptions, model: str | Path | None =
 
 
 # -- files in, files out (hybriddeid spark-deid) --------------------------------------------------
-def local_session(master: str | None = None, app_name: str = "hybriddeid") -> "SparkSession":
+def local_session(master: str | None = None, app_name: str = "hybriddeid") -> SparkSession:
     """A SparkSession: ``spark-submit``'s when run under it, else ``master`` (default local[*]).
 
     In local mode the Python workers run this interpreter (which has hybriddeid installed) unless
@@ -417,8 +419,8 @@ def local_session(master: str | None = None, app_name: str = "hybriddeid") -> "S
     return spark
 
 
-def read_notes(spark: "SparkSession", path: str, input_format: str = "auto", note_id_col: str = "note_id",
-               text_col: str = "text") -> "DataFrame":
+def read_notes(spark: SparkSession, path: str, input_format: str = "auto", note_id_col: str = "note_id",
+               text_col: str = "text") -> DataFrame:
     """Notes as a DataFrame: Parquet or JSON Lines tables, or a folder of ``.txt`` notes (one per file,
     its name without ``.txt`` as note id, as ``hybriddeid deid`` names them)."""
     from pyspark.sql import functions as F
@@ -450,7 +452,7 @@ def _error_counts(error_col: str):
             *(F.sum(F.when(code == name, 1).otherwise(0)).alias(name) for name in ERROR_CODES)]
 
 
-def run_job(spark: "SparkSession", input_path: str, output_path: str, options: DeidOptions, model: str | None = "default",
+def run_job(spark: SparkSession, input_path: str, output_path: str, options: DeidOptions, model: str | None = "default",
             *, input_format: str = "auto", output_format: str = "parquet", note_id_col: str = "note_id",
             text_col: str = "text", patient_col: str | None = None, patient_pattern: str | None = None,
             with_spans: bool = False, with_audit: bool = False, partitions: int | None = None,

@@ -8,7 +8,7 @@ pickled by reference to it (and to its per-process model cache).
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:

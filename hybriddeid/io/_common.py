@@ -13,8 +13,9 @@ import os
 import re
 import stat
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from hybriddeid.core.document import Document, Span
 

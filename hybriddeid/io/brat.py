@@ -9,8 +9,8 @@ text must equal the fragments joined by single spaces, as BRAT writes it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hybriddeid.core.document import Document, Span
 from hybriddeid.io._common import (

@@ -9,9 +9,9 @@ extension), so adding one is one registry entry.
 from __future__ import annotations
 
 import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
 
 from hybriddeid.core.document import Document
 from hybriddeid.io._common import (

@@ -32,10 +32,11 @@ import hashlib
 import html
 import json
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from hybriddeid.core.document import Document, Span
 from hybriddeid.io._common import InputError, read_text
@@ -136,7 +137,7 @@ def is_elements(doc: Document) -> bool:
 
 # -- validation --------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
+@cache
 def _model(resource_type: str) -> Any:
     try:
         from fhir.resources.R4B import get_fhir_model_class
@@ -194,10 +195,10 @@ def read_fhir(path: Path, max_bytes: int, encoding: str = "utf-8", spans: bool =
         first = f"; {rejected[0][0]} ({rejected[0][1]}): {rejected[0][2]}" if rejected else ""
         raise InputError(path, f"no resource to de-identify ({len(rejected)} left out{first})")
     if rejected:
-        first = next(doc for doc in docs if is_elements(doc))  # the first resource's
-        part = part_of(first)
-        docs[docs.index(first)] = Document(first.name, first.text, first.spans,
-                                           {**first.meta, "fhir": _replace(part, rejected=tuple(rejected))})
+        head = next(doc for doc in docs if is_elements(doc))  # the first resource's
+        part = part_of(head)
+        docs[docs.index(head)] = Document(head.name, head.text, head.spans,
+                                          {**head.meta, "fhir": _replace(part, rejected=tuple(rejected))})
     return docs
 
 
@@ -234,7 +235,7 @@ def _resources(path: Path, text: str) -> tuple[dict | None, list[tuple[str, Any,
             raise InputError(path, "Bundle.entry is not a list")
         # what the Bundle says beside its entries; search links and totals would tell what was left out
         shell = {key: value for key, value in whole.items() if key not in ("entry", "link", "total")}
-        found = []
+        found: list[tuple[str, Any, dict | None]] = []
         for number, entry in enumerate(entries, 1):
             resource = entry.get("resource") if isinstance(entry, dict) else None
             # the entry's other fields (fullUrl, request, search) go back beside the resource
@@ -346,7 +347,8 @@ def _elements(resource: dict) -> tuple[str, tuple[Span, ...], tuple[tuple[Path_,
             if not isinstance(value, str) or not value.strip():
                 continue
             is_date = label == "DATE"
-            end = cursor + (_DATE_PART.match(value).end() if is_date and _DATE_PART.match(value) else len(value))
+            date_part = _DATE_PART.match(value) if is_date else None
+            end = cursor + (date_part.end() if date_part else len(value))
             spans.append(Span(cursor, end, label))
             elements.append((where, cursor, cursor + len(value), is_date))
             pieces.append(value + "\n")

@@ -17,12 +17,13 @@ from __future__ import annotations
 import codecs
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 from xml.parsers import expat
 from xml.sax.saxutils import escape
 
 from hybriddeid.core.document import Document, Span
+from hybriddeid.core.taxonomy import guess_taxonomy
 from hybriddeid.io._common import (
     InputError,
     check_text,
@@ -33,7 +34,6 @@ from hybriddeid.io._common import (
     read_text,
     safe_id,
 )
-from hybriddeid.core.taxonomy import guess_taxonomy
 
 _DECLARED_ENCODING = re.compile(r"""\s*<\?xml[^>]*?\bencoding\s*=\s*["']([^"']*)["']""")
 _UTF8_NAMES = {"utf-8", "utf8", "us-ascii", "ascii"}
@@ -122,7 +122,6 @@ def read_i2b2_2006(path: Path, max_bytes: int, text: str | None = None, encoding
                    spans: bool = True) -> list[Document]:
     """One document per ``<RECORD>``, its inline ``<PHI TYPE>`` elements as gold spans (``spans=False``:
     their text only; the markup must still be well formed)."""
-    with_spans = spans
     root = parse_xml(path, max_bytes, text, encoding)
     docs: list[Document] = []
     names: set[str] = set()
@@ -138,18 +137,19 @@ def read_i2b2_2006(path: Path, max_bytes: int, text: str | None = None, encoding
         if name in names:
             raise InputError(path, f"{where}: duplicate record ID")
         names.add(name)
-        parts, spans = [text_elements[0].text or ""], []
+        parts = [text_elements[0].text or ""]
+        found: list[tuple[str, Span]] = []
         length = len(parts[0])
         for index, phi in enumerate(text_elements[0], 1):
             if phi.tag != "PHI" or len(phi):
                 raise InputError(path, f"{where}: <TEXT> may hold only flat <PHI> elements (element {index})")
             end = length + len(phi.text or "")
             sid = f"{index} of {where}"
-            if with_spans:
-                spans.append((sid, make_span(path, sid, length, end, phi.get("TYPE"), end)))
+            if spans:
+                found.append((sid, make_span(path, sid, length, end, phi.get("TYPE"), end)))
             parts += [phi.text or "", phi.tail or ""]
             length = end + len(phi.tail or "")
-        docs.append(make_document(path, name, "".join(parts), spans,
+        docs.append(make_document(path, name, "".join(parts), found,
                                   _meta(path, "i2b2-2006", root, record=record_id)))
     if not docs:
         raise InputError(path, "no <RECORD> elements under the root")

@@ -19,8 +19,9 @@ import os
 import re
 import socket
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from hybriddeid.io._common import InputError, changed_settings
 from hybriddeid.io.tables import Columns, Row
@@ -284,7 +285,7 @@ class SqlSink:
             try:
                 schema, _, bare = self.table_name.rpartition(".")
                 schema = schema or conn.execute(text("SELECT current_schema()")).scalar() or "public"
-                digest = hashlib.sha256(f"hybriddeid output table {schema}.{bare}".encode("utf-8")).digest()
+                digest = hashlib.sha256(f"hybriddeid output table {schema}.{bare}".encode()).digest()
                 key = int.from_bytes(digest[:8], "big", signed=True)
                 taken = conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key}).scalar()
                 holder = None if taken else conn.execute(text(

@@ -20,9 +20,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Protocol, Sequence
+from typing import Any, BinaryIO, Protocol
 
 from hybriddeid.io._common import InputError, configured_max_bytes
 
@@ -83,7 +84,10 @@ class Columns:
 class TableSource(Protocol):
     """A table read in parts: ``scan`` once through, then any part again by its locator."""
 
-    name: str  # how messages name the table: a file path, or a database URL without its password
+    @property
+    def name(self) -> str:
+        """How messages name the table: a file path, or a database URL without its password."""
+
     format: str
 
     def scan(self) -> Iterator[tuple[Any, list[Row] | InputError]]:
@@ -133,7 +137,7 @@ class _Lines:
         self.handle, self.path, self.encoding = handle, path, encoding
         self.offset, self.number = offset, number
 
-    def __iter__(self) -> "_Lines":
+    def __iter__(self) -> _Lines:
         return self
 
     def __next__(self) -> str:
@@ -346,7 +350,7 @@ def _parquet() -> Any:
 
 
 # -- writing a part -----------------------------------------------------------------------------------
-def render_table(fmt: str, columns: Sequence[str], rows: Sequence[dict[str, Any]], schema: Any = None,
+def render_table(fmt: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]], schema: Any = None,
                  delimiter: str | None = None) -> bytes:
     """The bytes of one output part in ``fmt`` holding ``rows`` (dicts by column) in ``columns`` order.
     CSV and TSV: a header row, RFC 4180 quoting, ``\\r\\n`` between records (line breaks inside a field are

@@ -22,8 +22,8 @@ O(C^2). ``_AMITable.check`` recomputes every entry from the definition; the test
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -227,7 +227,7 @@ def _count(sequences: Iterable[Sequence[str]], min_count: int) -> tuple[list[str
             counts[word] = counts.get(word, 0) + 1
     vocab = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
     index = {w: i for i, w in enumerate(vocab)}
-    ids = np.fromiter((index.get(w, -1) for seq in sequences for w in (*seq, None)), dtype=np.int64)
+    ids = np.fromiter((-1 if w is None else index.get(w, -1) for seq in sequences for w in (*seq, None)), dtype=np.int64)
     n_tokens = len(ids) - len(sequences)
     n_bigrams = n_tokens - sum(1 for seq in sequences if seq)
     left, right = ids[:-1], ids[1:]
@@ -275,7 +275,8 @@ def brown_clusters(
         slot_of_word[members[gone]] = keep
         members[keep].extend(members[gone])
         members[gone] = []
-        children = tuple(sorted((int(node_of_slot[i]), int(node_of_slot[j]))))
+        a, b = int(node_of_slot[i]), int(node_of_slot[j])
+        children = (a, b) if a <= b else (b, a)
         node_of_slot[keep], node_of_slot[gone] = next_node, -1
         next_node += 1
         free.append(gone)

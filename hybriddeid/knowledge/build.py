@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from hybriddeid.io import InputError, iter_documents
 from hybriddeid.knowledge.clusters import WordClusters, normalize_word
@@ -31,7 +31,7 @@ def read_texts(folders: Sequence[Path], input_format: str = "auto") -> list[str]
     """The text of every note in ``folders``; unreadable files are logged by name and skipped."""
     texts: list[str] = []
     for folder in folders:
-        for path, doc in iter_documents(Path(folder), input_format):
+        for _path, doc in iter_documents(Path(folder), input_format):
             if isinstance(doc, InputError):
                 log.warning("%s", doc)
                 continue

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 BROWN_FILE = "brown.txt"
 WCLUSTER_FILE = "paths"  # the name wcluster gives its output
@@ -138,7 +139,7 @@ class WordClusters:
         (directory / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_disk(cls, directory: Path) -> "WordClusters":
+    def from_disk(cls, directory: Path) -> WordClusters:
         """Load a clusters folder (``brown.txt`` or wcluster's ``paths``, ``word2vec-k*.txt``, ``meta.json``)."""
         directory = Path(directory)
         if not directory.is_dir():

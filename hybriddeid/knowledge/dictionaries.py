@@ -6,13 +6,13 @@ lists by path: a file whose stem is a bundled kind extends it, any other stem is
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Iterable, Sequence
+from functools import cache, lru_cache
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from hybriddeid.features.gazetteer import Gazetteer
 from hybriddeid.core.languages import language_pack, register_cache
+from hybriddeid.features.gazetteer import Gazetteer
 
 
 def _folder(language: str) -> Traversable:
@@ -34,7 +34,7 @@ def read_entries(text: str) -> list[str]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def bundled_entries(language: str, kind: str) -> tuple[str, ...]:
     """The entries of ``dictionaries/<kind>.txt`` in ``language``'s pack."""
     return tuple(read_entries(_folder(language).joinpath(f"{kind}.txt").read_text("utf-8")))
@@ -74,7 +74,7 @@ def load_gazetteers(
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def known_words(language: str) -> frozenset[str]:
     """The ordinary words of ``language``, case-folded: its pack's common-word list (``words.txt``),
     safe-list (drugs, eponyms, abbreviations) and stop words: what rule lookup kind ``unknown`` is
@@ -85,7 +85,7 @@ def known_words(language: str) -> frozenset[str]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def name_words(language: str) -> frozenset[str]:
     """The words of ``language``'s bundled first- and last-name dictionaries, case-folded (empty for a
     pack without them). The build tool already dropped names that are mostly common words ("Will")."""
@@ -94,7 +94,7 @@ def name_words(language: str) -> frozenset[str]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def lower_words(language: str) -> frozenset[str]:
     """The ordinary words of ``language``: the entries its common-word list (``words.txt``) writes in
     lower case ("bill", "will"; not "Bernini"), and its stop words. Empty without a ``words.txt``."""
@@ -106,7 +106,7 @@ def lower_words(language: str) -> frozenset[str]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def measurement_labels(language: str) -> frozenset[str]:
     """``language``'s measurement labels (``measurements.txt``: "peep", "hr"), lower case; empty
     without one. A pair of numbers right after one is a reading, not a date."""
@@ -116,7 +116,7 @@ def measurement_labels(language: str) -> frozenset[str]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def proper_only_words(language: str) -> frozenset[str]:
     """Case-folded words that ``language``'s word list (``words.txt``) writes only capitalised
     ("bernini", "january"): proper nouns, for the token CRF's "proper" feature. Empty without one."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -65,7 +65,9 @@ def kmeans(vectors: np.ndarray, k: int, seed: int = 1, max_iter: int = 100) -> n
         return np.maximum(sq_norms - 2 * points @ center + center @ center, 0).astype(np.float64)
 
     # k-means++: each next seed drawn with probability proportional to its squared distance.
-    centers = np.empty((k, points.shape[1]), dtype=np.float32)
+    # float32 seeds; the updates below divide by integer sizes, so the centres are float64 from then on
+    # (kept: float32 throughout would change the clusters a model was built with)
+    centers: np.ndarray = np.empty((k, points.shape[1]), dtype=np.float32)
     centers[0] = points[rng.integers(n)]
     nearest = squared_distances(centers[0])
     for c in range(1, k):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import copy
 import itertools
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
@@ -108,7 +109,7 @@ def run_ablation(
     def merged(by_source: dict[str, list[list[Span]]], names: Sequence[str]) -> list[list[Span]]:
         return [pipeline.combine(doc, {n: by_source[n][i] for n in names}, list(names)) for i, doc in enumerate(dev)]
 
-    systems = []
+    systems: list[dict[str, Any]] = []
     for size in range(1, len(order) + 1):
         for names in itertools.combinations(order, size):
             label = " + ".join(names) if size < len(order) else "merged " + " > ".join(names)
@@ -137,12 +138,12 @@ def run_ablation(
             say(f"{row.component} without {row.family}: F1 {alone['f1']:.4f} alone, {with_others['f1']:.4f} merged")
 
     categories = []
-    for system, spans in (("token", merged(full, ["token"]) if "token" in full else None),
+    for system, found in (("token", merged(full, ["token"]) if "token" in full else None),
                           ("char", merged(full, ["char"]) if "char" in full else None),
                           ("merged", merged_full)):
-        if spans is None:
+        if found is None:
             continue
-        report = evaluate(dev, [doc.with_spans(s) for doc, s in zip(dev, spans)])
+        report = evaluate(dev, [doc.with_spans(s) for doc, s in zip(dev, found)])
         for category, prf in report.per_label("strict", "category").items():
             categories.append({"system": system, "category": category, "precision": prf.precision,
                                "recall": prf.recall, "f1": prf.f1, "gold": prf.tp + prf.fn})

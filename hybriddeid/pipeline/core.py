@@ -16,36 +16,49 @@ import platform
 import tempfile
 import time
 import tomllib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
 from hybriddeid._version import __version__
-from hybriddeid.features.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.classifiers.crf import CLUSTERS_DIR, ENGINES
 from hybriddeid.classifiers.focus import focus_stretches
+from hybriddeid.classifiers.safelist import load_safelist
 from hybriddeid.classifiers.sequences import TaggedSequence
-from hybriddeid.classifiers.validators import (age_possible, ip_address_possible, measurement_piece,
-                                               numeric_date_possible, reading_after_label, reading_with_unit,
-                                               series_piece)
+from hybriddeid.classifiers.validators import (
+    age_possible,
+    ip_address_possible,
+    measurement_piece,
+    numeric_date_possible,
+    reading_after_label,
+    reading_with_unit,
+    series_piece,
+)
 from hybriddeid.core.document import Document, Span
-from hybriddeid.features.context import field_labels
-from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words
 from hybriddeid.core.languages import register_cache, stop_words, unread_letters
 from hybriddeid.core.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
-from hybriddeid.pipeline.operating_point import NO_THRESHOLD, NoteReading, SourceCandidates, check_threshold, focus_levels
 from hybriddeid.core.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
 from hybriddeid.core.registry import component_names, find_component, get_component
-from hybriddeid.classifiers.safelist import load_safelist
+from hybriddeid.core.taxonomy import Taxonomy, guess_taxonomy
+from hybriddeid.features.analysis import AnalysedNote, Piece, analyse, analysed_pieces
+from hybriddeid.features.context import field_labels
+from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words
+from hybriddeid.pipeline.operating_point import (
+    NO_THRESHOLD,
+    NoteReading,
+    SourceCandidates,
+    check_threshold,
+    focus_levels,
+)
 from hybriddeid.surrogates.language import fold, load_kinds, load_language
 from hybriddeid.surrogates.names import NAME_WORD
-from hybriddeid.core.taxonomy import Taxonomy, guess_taxonomy
 
 if TYPE_CHECKING:
     from hybriddeid.surrogates import DeidResult
@@ -225,7 +238,7 @@ def case_copies(docs: Sequence[Document], shares: Mapping[str, float]) -> list[D
     copies: list[Document] = []
     for case, share in shares.items():
         for doc in docs:
-            if share > 0 and hashlib.sha256(f"{case}:{doc.name}".encode("utf-8")).digest()[0] < share * 256:
+            if share > 0 and hashlib.sha256(f"{case}:{doc.name}".encode()).digest()[0] < share * 256:
                 copy = doc.recased(case)
                 if copy is not None:
                     copies.append(replace(copy, name=f"{doc.name}#{case}"))
@@ -269,7 +282,7 @@ def config_overrides(path: Path) -> dict[str, Any]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def label_words(language: str) -> frozenset[str]:
     """What names or joins a note's fields rather than fills them: ``language``'s field labels and
     stop words (lower-case). The merger trims them off a span where it cuts one (``merge.merge``)."""
@@ -338,7 +351,7 @@ class Pipeline:
         return _taxonomy_of(tuple(self.labels))
 
     # -- training -------------------------------------------------------------------------
-    def fit(self, docs: Iterable[Document], n_jobs: int = 2, corpus_name: str = "") -> "Pipeline":
+    def fit(self, docs: Iterable[Document], n_jobs: int = 2, corpus_name: str = "") -> Pipeline:
         """Train every component on ``docs``; the two CRFs train in parallel processes when n_jobs > 1."""
         docs = list(docs)
         if not any(doc.spans for doc in docs):
@@ -564,7 +577,7 @@ class Pipeline:
         return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, taxonomy, phi_set)
 
     def read(
-        self, doc_or_text: Document | str, max_threshold: float, precedence: Sequence[str] | None = None,
+        self, doc_or_text: AnalysedNote | Document | str, max_threshold: float, precedence: Sequence[str] | None = None,
         keep_below: float | None = None,
     ) -> NoteReading:
         """Run the components over a note once, keeping each CRF unit whose P(O) is below
@@ -642,7 +655,7 @@ class Pipeline:
 
     def deidentify(self, doc_or_text: Document | str, patient_id: str | None = None, mode: str = "tag",
                    key: bytes | None = None, phi_set: str | None = None, threshold: float | None = None,
-                   **options: Any) -> "DeidResult":
+                   **options: Any) -> DeidResult:
         """The note with its PHI replaced: ``mode`` "tag", "mask" or "surrogate" (needs a ``key``);
         ``phi_set`` and ``threshold`` as in ``predict``.
 
@@ -692,7 +705,7 @@ class Pipeline:
 
     @classmethod
     def load(cls, path_or_name: str | Path = DEFAULT_MODEL, engine: str | None = None,
-             device: str | None = None) -> "Pipeline":
+             device: str | None = None) -> Pipeline:
         """Load a saved pipeline from a folder, or a bundled model by name: "en" (English, also
         "default"), "es" (Spanish, MEDDOCAN). A folder of that name with a model in it wins.
         ``engine`` ("fast" or "crfsuite") sets how every CRF component tags, whatever the saved
@@ -752,7 +765,7 @@ def warn_unseen_labels(components: Mapping[str, Any], labels: Iterable[str], whe
         foreign = [label for label in extra if taxonomy is None or not taxonomy.knows(label)]
         if foreign:
             log.warning("component %r can predict labels not in %s: %s", name, where, ", ".join(foreign))
-        if len(foreign) < len(extra):
+        if taxonomy is not None and len(foreign) < len(extra):
             log.info("component %r can predict labels of the %s taxonomy that %s lacks: %s", name,
                      taxonomy.name, where, ", ".join(label for label in extra if label not in foreign))
 

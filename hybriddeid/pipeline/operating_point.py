@@ -33,8 +33,9 @@ which is what ``Pipeline.predict(note, threshold=t)`` and ``hybriddeid evaluate 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hybriddeid.core.document import Document, Span
 
@@ -111,7 +112,7 @@ class SourceCandidates:
     reads: list[tuple[float, list[list[tuple[int, Candidate]]]]] = field(default_factory=list)
     _finished: dict[tuple[int, int, str], tuple[int, int, str] | None] = field(default_factory=dict, repr=False)
 
-    def add_read(self, level: float, sequences: Sequence["TaggedSequence"], keep_below: float) -> None:
+    def add_read(self, level: float, sequences: Sequence[TaggedSequence], keep_below: float) -> None:
         """Keep the units of ``sequences`` whose P(O) is below ``keep_below``."""
         kept = []
         for seq in sequences:
@@ -140,7 +141,7 @@ class SourceCandidates:
                         pieces.append(Run(unit.start, unit.end, {(unit.start, unit.end): unit}))
                     previous = index
         if self.words is not None:
-            self._widen_to_words(pieces)
+            self._widen_to_words(pieces, self.words)
         pieces.sort(key=lambda run: run.start)
         runs: list[Run] = []
         for piece in pieces:
@@ -154,16 +155,17 @@ class SourceCandidates:
                 runs.append(piece)
         return runs
 
-    def _widen_to_words(self, runs: list[Run]) -> None:
-        """Move each run's ends out to the edges of the tokens they fall in."""
-        starts = [start for start, _ in self.words]
+    @staticmethod
+    def _widen_to_words(runs: list[Run], words: Sequence[tuple[int, int]]) -> None:
+        """Move each run's ends out to the edges of the ``words`` (token offsets) they fall in."""
+        starts = [start for start, _ in words]
         for run in runs:
             at = bisect.bisect_right(starts, run.start) - 1
-            if at >= 0 and self.words[at][1] > run.start:
-                run.start = self.words[at][0]
+            if at >= 0 and words[at][1] > run.start:
+                run.start = words[at][0]
             at = bisect.bisect_left(starts, run.end) - 1
-            if at >= 0 and self.words[at][1] > run.end:
-                run.end = self.words[at][1]
+            if at >= 0 and words[at][1] > run.end:
+                run.end = words[at][1]
 
     def new_span(self, start: int, end: int, units: Sequence[Candidate]) -> Span | None:
         """The span this CRF makes of ``text[start:end]`` (none: the typer's trimming left nothing):

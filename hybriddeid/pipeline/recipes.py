@@ -17,8 +17,9 @@ import logging
 import os
 import shutil
 import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from hybriddeid.core.languages import detect_language, language_pack, shared_resource
 from hybriddeid.pipeline.core import build_config, config_overrides

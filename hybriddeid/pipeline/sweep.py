@@ -12,15 +12,16 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hybriddeid.core.document import Document
+from hybriddeid.core.profiles import DEFAULT_PHI_SET
 from hybriddeid.evaluation.report import PRF
 from hybriddeid.evaluation.scorer import evaluate
 from hybriddeid.pipeline.operating_point import NO_THRESHOLD, check_threshold, shown_probability
-from hybriddeid.core.profiles import DEFAULT_PHI_SET
 
 if TYPE_CHECKING:
     from hybriddeid.pipeline.core import Pipeline
@@ -52,7 +53,7 @@ class SweepPoint:
                 "strict": self.strict.to_dict(), "pred_spans": self.pred_spans}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SweepPoint":
+    def from_dict(cls, data: dict[str, Any]) -> SweepPoint:
         threshold = data["threshold"]
         return cls(None if threshold is None else check_threshold(threshold), PRF(**data["binary_token"]),
                    PRF(**data["strict"]), int(data["pred_spans"]))
@@ -138,7 +139,7 @@ class Sweep:
                              "thresholds (evaluate --sweep --thresholds) or lower the target")
         return NO_THRESHOLD if point.threshold is None else point.threshold
 
-    def check_model(self, pipeline: "Pipeline", name: str) -> None:
+    def check_model(self, pipeline: Pipeline, name: str) -> None:
         """A ValueError when ``pipeline`` (loaded as ``name``) is not the model the sweep measured:
         another model's thresholds would not give the recall the sweep promises."""
         trained_at = str(pipeline.meta.get("trained_at", ""))
@@ -159,7 +160,7 @@ class Sweep:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Sweep":
+    def from_dict(cls, data: dict[str, Any]) -> Sweep:
         seconds = data.get("seconds", {})
         return cls(tuple(SweepPoint.from_dict(point) for point in data["points"]), str(data.get("model", "")),
                    str(data.get("model_trained_at", "")), int(data["documents"]), int(data["gold_spans"]),
@@ -170,7 +171,7 @@ class Sweep:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: Path) -> "Sweep":
+    def load(cls, path: Path) -> Sweep:
         """A sweep written by ``save`` (``evaluate --sweep --sweep-out``); ValueError if it is not one."""
         try:
             return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
@@ -235,7 +236,7 @@ def parse_thresholds(text: str) -> tuple[float, ...]:
     return tuple(sorted({check_threshold(value, "each threshold") for value in values}))
 
 
-def run_sweep(pipeline: "Pipeline", gold: Iterable[Document], thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+def run_sweep(pipeline: Pipeline, gold: Iterable[Document], thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
               model: str = "", progress: bool = False, phi_set: str | None = None) -> Sweep:
     """Run ``pipeline`` over the gold notes once and score it without a threshold and at each of
     ``thresholds`` (binary token and strict micro), as ``evaluate`` scores it under ``phi_set``

@@ -17,16 +17,17 @@ import logging
 import math
 import os
 import time
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from hybriddeid.runs.batch import describe_error
 from hybriddeid.core.document import Document, Span
-from hybriddeid.pipeline.core import ConfigError
-from hybriddeid.io import InputError, atomic_write_text, read_document, scan_inputs, write_document
-from hybriddeid.runs.processing import NoteSettings, ProcessedNote, process_notes
 from hybriddeid.evaluation.risk import AUTO, Reviewed, RiskEstimate, TokenChance, estimate, untagged
+from hybriddeid.io import InputError, atomic_write_text, read_document, scan_inputs, write_document
+from hybriddeid.pipeline.core import ConfigError
+from hybriddeid.runs.batch import describe_error
+from hybriddeid.runs.processing import NoteSettings, ProcessedNote, process_notes
 
 if TYPE_CHECKING:
     from hybriddeid.pipeline.core import Pipeline
@@ -68,7 +69,7 @@ class ReadNote:
         return total
 
 
-def read_folder(pipeline: "Pipeline", folder: Path, settings: NoteSettings = NoteSettings(),
+def read_folder(pipeline: Pipeline, folder: Path, settings: NoteSettings = NoteSettings(),
                 encoding: str = "utf-8", gold: bool = False) -> tuple[list[ReadNote], list[Document], int]:
     """Every note of ``folder`` read by ``pipeline`` (``process_notes`` with token chances), its gold
     or reviewed spans alongside when ``gold`` (else the files' annotations are not read), and the
@@ -96,7 +97,7 @@ def read_folder(pipeline: "Pipeline", folder: Path, settings: NoteSettings = Not
     return read, given, failed
 
 
-def reviewed_sample(pipeline: "Pipeline", folder: Path, settings: NoteSettings = NoteSettings(),
+def reviewed_sample(pipeline: Pipeline, folder: Path, settings: NoteSettings = NoteSettings(),
                     encoding: str = "utf-8") -> tuple[Reviewed, dict[str, str]]:
     """The reviewed notes of ``folder`` (a corrections folder or any annotated one) as calibration
     data: the model's untagged tokens and whether the reviewer's spans hold them; and each reviewed

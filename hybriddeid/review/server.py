@@ -19,14 +19,15 @@ import logging
 import secrets
 import threading
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Sequence
+from typing import Any
 
 from hybriddeid.core.document import Span
+from hybriddeid.evaluation.risk import AUTO, Reviewed, RiskEstimate
 from hybriddeid.io import InputError
 from hybriddeid.review.folders import Corrections, ReadNote, StaleSave, folder_risk, most_informative
-from hybriddeid.evaluation.risk import AUTO, Reviewed, RiskEstimate
 
 log = logging.getLogger("hybriddeid")
 
@@ -51,7 +52,7 @@ class ReviewState:
     categories: dict[str, str] = field(default_factory=dict)  # label -> category, for colours
     calibration: str = AUTO
     queue: list[str] = field(default_factory=list)  # names in the order the page lists them
-    risk: RiskEstimate | None = None
+    risk: RiskEstimate = field(init=False)  # refresh_risk's, from __post_init__ on
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -151,7 +152,7 @@ def _parse_spans(raw: Any, length: int, labels: Sequence[str]) -> list[Span]:
         start, end, label = item.get("start"), item.get("end"), item.get("label")
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= length):
             raise ValueError("span offsets must be integers inside the note")
-        if label not in labels:
+        if not isinstance(label, str) or label not in labels:
             raise ValueError(f"unknown label {label!r}")
         spans.append(Span(start, end, label, "review", 1.0))
     spans.sort()
@@ -167,7 +168,7 @@ def _same(given: str, token: str) -> bool:
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    server: "ReviewServer"
+    server: ReviewServer
     protocol_version = "HTTP/1.1"
     timeout = READ_TIMEOUT_S
 

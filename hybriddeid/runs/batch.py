@@ -29,11 +29,12 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -81,7 +82,7 @@ class Interrupted(Exception):
     workers were ended and their temporary files removed. ``result`` holds what was done by then;
     ``exit_code`` is 128 + the signal's number, as shells report it (130 for Ctrl-C, 143 for SIGTERM)."""
 
-    def __init__(self, signum: int, result: "BatchResult | None" = None) -> None:
+    def __init__(self, signum: int, result: BatchResult | None = None) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
         self.signum = signum
         self.result = result
@@ -392,10 +393,11 @@ class BatchResult:
         left = f", {len(self.left_out)} not taken (not notes of this run)" if self.left_out else ""
         return f"{len(self.written)} written, {len(self.skipped)} already done, {len(self.failed)} failed{left}"
 
-    def add(self, other: "BatchResult") -> None:
+    def add(self, other: BatchResult) -> None:
         """Count ``other`` (the run of another folder of one ``--recursive`` run) in this result."""
-        for mine, theirs in ((self.written, other.written), (self.skipped, other.skipped), (self.failed, other.failed),
-                             (self.problems, other.problems), (self.left_out, other.left_out)):
+        self.written.extend(other.written)
+        self.skipped.extend(other.skipped)
+        for mine, theirs in ((self.failed, other.failed), (self.problems, other.problems), (self.left_out, other.left_out)):
             mine.extend(theirs)
 
     def problem(self, path: Path, problem: str) -> None:
@@ -599,7 +601,7 @@ def _run_all(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcess
 
 
 def _plan(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
-          notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document]],
+          notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document] | Inputs | NoteSource],
                                            dict[str, Path]]:
     """Read every input once: the units to run (files joined by shared keys), which files are done,
     the documents of each file that can be processed (those read while the text kept stays within
@@ -696,10 +698,8 @@ class _PipeHandler(logging.Handler):
         self.conn = conn
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
+        with contextlib.suppress(Exception):  # a log line must never fail a unit
             self.conn.send(("log", record.name, record.levelno, record.getMessage()))
-        except Exception:  # noqa: BLE001 - a log line must never fail a unit
-            pass
 
 
 def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt: str,

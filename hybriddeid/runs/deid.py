@@ -20,19 +20,38 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from hybriddeid.runs.batch import (BatchResult, Interrupted, Limits, check_folders, check_writable, output_lock, run_batch,
-                              run_tree, shown_entry, stop_on_signals)
 from hybriddeid.core.document import Document
-from hybriddeid.io import (InputError, Inputs, atomic_write_text, output_path, read_document, remove_temp_files,
-                           scan_inputs, write_documents)
-from hybriddeid.io._common import changed_settings, fit_file_name, name_problem, settings_digest
-from hybriddeid.runs.processing import NoteSettings, ProcessedNote, load_model, process_notes
 from hybriddeid.core.profiles import check_phi_set
+from hybriddeid.io import (
+    InputError,
+    Inputs,
+    atomic_write_text,
+    output_path,
+    read_document,
+    remove_temp_files,
+    scan_inputs,
+    write_documents,
+)
+from hybriddeid.io._common import changed_settings, fit_file_name, name_problem, settings_digest
+from hybriddeid.runs.batch import (
+    BatchResult,
+    Interrupted,
+    Limits,
+    check_folders,
+    check_writable,
+    output_lock,
+    run_batch,
+    run_tree,
+    shown_entry,
+    stop_on_signals,
+)
+from hybriddeid.runs.processing import NoteSettings, ProcessedNote, load_model, process_notes
 from hybriddeid.runs.renaming import Renamer, hashed_in_logs, phi_like_names
 from hybriddeid.surrogates.audit import audit_counts, audit_lines, audit_rows, read_audit_run, render_mapping, summarize
 from hybriddeid.surrogates.deid import DATE_OFFSET_RULE, DeidOptions, DeidResult, matches_replacements
@@ -354,9 +373,9 @@ def _run_deid_folder(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_f
             result = run_batch(inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs,
                                limits=limits)
         except Interrupted as stop:
-            for folder in (out_dir / AUDIT_DIR, processor.mapping_dir):
-                if folder is not None:
-                    remove_temp_files(Path(folder))
+            for left in (out_dir / AUDIT_DIR, processor.mapping_dir):
+                if left is not None:
+                    remove_temp_files(Path(left))
             if stop.result is not None:
                 _write_summary(out_dir, processor, stop.result, in_dir)
             raise

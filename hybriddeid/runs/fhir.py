@@ -17,16 +17,17 @@ display link to names in the text.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from hybriddeid.runs.deid import DeidProcessor
 from hybriddeid.core.document import Document
+from hybriddeid.core.profiles import filter_document
 from hybriddeid.io import FHIR_FORMAT
 from hybriddeid.io.fhir import INSTALL_HINT, is_elements, part_of, require_models, with_output
+from hybriddeid.runs.deid import DeidProcessor
 from hybriddeid.runs.processing import NoteSettings, ProcessedNote, process_notes
-from hybriddeid.core.profiles import filter_document
 
 
 @dataclass

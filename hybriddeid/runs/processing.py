@@ -7,8 +7,9 @@ writing results stay with the callers.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hybriddeid.core.document import Document
 from hybriddeid.core.profiles import check_phi_set, filter_document
@@ -57,7 +58,7 @@ class ProcessedNote:
     chances: tuple[TokenChance, ...] | None = None
 
 
-def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], settings: NoteSettings = NoteSettings(),
+def process_notes(pipeline: Pipeline | Any | None, docs: Sequence[Document], settings: NoteSettings = NoteSettings(),
                   patient: str | None = None) -> list[ProcessedNote]:
     """Each note's PHI spans and, with ``settings.deid``, the notes de-identified together as the notes
     of ``patient`` (default: the first note's name, a note alone being its own patient). A name word a
@@ -70,6 +71,7 @@ def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], s
     notes' own spans (gold, or found earlier), within ``settings.phi_set``. Errors propagate; their
     messages may quote note text, so callers report only their type.
     """
+    chances: list[tuple[TokenChance, ...] | None]
     if settings.chances:
         found, chances = [], []
         for doc in docs:
@@ -81,15 +83,13 @@ def process_notes(pipeline: "Pipeline | Any | None", docs: Sequence[Document], s
     if pipeline is not None and hasattr(pipeline, "link_names"):  # a name found once is looked for again
         one_patient = settings.deid is not None or patient is not None
         found = pipeline.link_names(found) if one_patient else [pipeline.link_names([doc])[0] for doc in found]
-    if settings.deid is None:
+    if settings.deid is None or not found:
         return [ProcessedNote(doc, None, chance) for doc, chance in zip(found, chances)]
-    if patient is None and found:
-        patient = found[0].name
-    results = deidentify_patient(found, settings.deid, patient)
+    results = deidentify_patient(found, settings.deid, found[0].name if patient is None else patient)
     return [ProcessedNote(doc, result, chance) for doc, result, chance in zip(found, results, chances)]
 
 
-def token_chances(pipeline: "Pipeline", doc: Document, settings: NoteSettings) -> tuple[list, tuple[TokenChance, ...]]:
+def token_chances(pipeline: Pipeline | None, doc: Document, settings: NoteSettings) -> tuple[list, tuple[TokenChance, ...]]:
     """The spans ``pipeline.predict`` gives ``doc`` under ``settings`` (the same tagging, read once)
     and the P(PHI) of every token its token-unit CRF (highest in precedence) read."""
     from hybriddeid.pipeline.core import ConfigError  # the model's problem, not the note's: callers stop on it
@@ -120,7 +120,7 @@ def _find_phi(pipeline: Any, doc: Document, settings: NoteSettings) -> Document:
     return doc.with_spans(pipeline.predict(doc, **chosen))
 
 
-def load_model(model: "str | Path", engine: str | None = None, device: str | None = None) -> "Pipeline":
+def load_model(model: str | Path, engine: str | None = None, device: str | None = None) -> Pipeline:
     """The saved or bundled model ``model`` (``Pipeline.load``): the one place runs load a model.
     ``engine`` ("fast" or "crfsuite") overrides how its CRFs tag, ``device`` ("auto", "cpu",
     "cuda[:N]") where its neural components run (None: the model's config)."""

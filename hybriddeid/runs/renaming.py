@@ -18,9 +18,9 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
 from hybriddeid.core.document import Document
 from hybriddeid.io import InputError, atomic_write_text

@@ -15,9 +15,10 @@ import base64
 import html
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from hybriddeid.io import InputError, atomic_write_text, read_corpus
 
@@ -121,7 +122,10 @@ def _context(text: str | None, span: RunSpan) -> str:
     """HTML of the span's surroundings with the span itself masked as its label."""
     if text is None:
         return "<em>output text not found</em>"
-    clean = (lambda part: html.escape(part.replace("\r", "").replace("\n", " ⏎ ")))
+
+    def clean(part: str) -> str:
+        return html.escape(part.replace("\r", "").replace("\n", " ⏎ "))
+
     before = text[max(0, span.start - CONTEXT_CHARS):span.start]
     after = text[span.end:span.end + CONTEXT_CHARS]
     return f"…{clean(before)}<mark>[{html.escape(span.label)}]</mark>{clean(after)}…"

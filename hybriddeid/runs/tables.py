@@ -31,20 +31,28 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
-from hybriddeid.runs.batch import (AnnotateProcessor, BatchResult, Interrupted, Limits, check_writable, output_lock,
-                              run_batch, stop_on_signals)
-from hybriddeid.runs.deid import DeidProcessor, check_out_dir
 from hybriddeid.core.document import Document, Span
 from hybriddeid.io import InputError, atomic_write_text, remove_temp_files
 from hybriddeid.io._common import atomic_write_bytes, settings_digest
 from hybriddeid.io.sql import SqlSink
-from hybriddeid.io.tables import (AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, Columns, TableSource,
-                                  render_table)
+from hybriddeid.io.tables import AUDIT_COLUMN, OUTPUT_SUFFIXES, SPANS_COLUMN, Columns, TableSource, render_table
+from hybriddeid.runs.batch import (
+    AnnotateProcessor,
+    BatchResult,
+    Interrupted,
+    Limits,
+    check_writable,
+    output_lock,
+    run_batch,
+    stop_on_signals,
+)
+from hybriddeid.runs.deid import DeidProcessor, check_out_dir
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +201,16 @@ class TableProcessor:
     are formed (``unit_key``); it has the fields ``columns`` and ``sink``."""
 
     columns: Columns
-    sink: "FolderSink | SqlSink"
+    sink: FolderSink | SqlSink
     _done: set[str] | None = None
+
+    def setup(self) -> None:
+        """Prepare once per process before any unit runs (e.g. load a model)."""
+        raise NotImplementedError
+
+    def unit_key(self, path: Path, doc: Document) -> str:
+        """Rows sharing a key are processed in one unit."""
+        raise NotImplementedError
 
     @property
     def run_record(self) -> dict[str, str]:
@@ -308,7 +324,9 @@ class TableAnnotateProcessor(TableProcessor):
 def state_folder(sink: SqlSink) -> Path:
     """Where a run into a database table keeps its batch state: a folder of the user's cache named by the
     table (the lock that keeps two runs out of one table is the database's own, ``SqlSink.lock``)."""
-    from hybriddeid.pipeline.recipes import cache_dir  # imports the pipeline: only for database runs, which load a model
+    from hybriddeid.pipeline.recipes import (
+        cache_dir,  # imports the pipeline: only for database runs, which load a model
+    )
 
     return cache_dir() / "runs" / hashlib.sha256(sink.name.encode("utf-8")).hexdigest()[:16]
 

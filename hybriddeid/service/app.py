@@ -14,9 +14,10 @@ import logging
 import math
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Security
 from fastapi.exceptions import RequestValidationError
@@ -32,7 +33,7 @@ from hybriddeid.core.profiles import PHI_SETS
 from hybriddeid.service.keys import KeyStore
 from hybriddeid.service.limits import RateLimiter, ServiceLimits
 from hybriddeid.service.pool import WorkerPool
-from hybriddeid.service.schemas import (AnnotateRequest, AnnotateResponse, DeidRequest, DeidResponse, ErrorResponse)
+from hybriddeid.service.schemas import AnnotateRequest, AnnotateResponse, DeidRequest, DeidResponse, ErrorResponse
 from hybriddeid.service.work import error_body, invalid
 
 log = logging.getLogger("hybriddeid.service")
@@ -169,7 +170,7 @@ async def _body(request: Request, limit: int, timeout: float) -> bytes:
 
     try:
         await asyncio.wait_for(read(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise ServiceError(408, "timeout", f"the request body did not arrive within {timeout:g} s (--request-timeout)",
                            {"Connection": "close"}) from None
     return b"".join(chunks)
@@ -181,7 +182,7 @@ def _request_body(model: type) -> dict[str, Any]:
         "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
 
 
-_ERRORS = {status: {"model": ErrorResponse, "description": text} for status, text in (
+_ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": ErrorResponse, "description": text} for status, text in (
     (401, "no API key, or an unknown one"), (403, "a revoked API key"), (413, "body, note or note count too large"),
     (408, "the body was sent too slowly (--request-timeout)"), (422, "not JSON, or invalid fields"), (429, "rate limit: wait Retry-After seconds"),
     (500, "the worker failed (error_id in the server's log)"), (503, "too many requests waiting"),
@@ -307,16 +308,17 @@ def create_app(service: Service) -> FastAPI:
     original_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = original_openapi()
-            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in (AnnotateRequest, DeidRequest):
-                body = model.model_json_schema(ref_template="#/components/schemas/{model}")
-                schemas.update(body.pop("$defs", {}))
-                schemas[model.__name__] = body
-        return app.openapi_schema
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = original_openapi()  # kept as app.openapi_schema too: changed in place here
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in (AnnotateRequest, DeidRequest):
+            body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(body.pop("$defs", {}))
+            schemas[model.__name__] = body
+        return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
     app.add_middleware(AccessLog, metrics=service.metrics)
     return app
 

@@ -21,9 +21,9 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 
 from hybriddeid.io import atomic_write_text
 from hybriddeid.surrogates.keys import check_key_permissions
@@ -57,7 +57,7 @@ def _digest(salt: bytes, secret: str) -> str:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def check_name(name: str) -> str:
@@ -188,7 +188,7 @@ class KeyStore:
         self._refresh()
         match = _KEY.match(token)
         record = self._by_id.get(match.group(1)) if match else None
-        if record is None or not record.matches(match.group(2)):
+        if match is None or record is None or not record.matches(match.group(2)):
             return 401, None
         return (403 if record.revoked is not None else 200), record
 

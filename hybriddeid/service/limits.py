@@ -3,8 +3,8 @@ line can show them without FastAPI installed)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 DEFAULT_MAX_BODY_MB = 32.0
 DEFAULT_MAX_NOTE_CHARS = 20_000_000  # as the batch readers' 20 MB file limit

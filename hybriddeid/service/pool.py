@@ -220,14 +220,14 @@ class WorkerPool:
         self.waiting += 1
         try:
             worker = await asyncio.wait_for(self._take(bulk), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _timeout(timeout, error_id, "no worker became free")
         finally:
             self.waiting -= 1
         frame = _frame({"kind": kind, "error_id": error_id, "client": client}, body)
         try:
             header, answer_body = await asyncio.wait_for(self._exchange(worker, frame), max(0.0, deadline - loop.time()))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._replace(worker)
             return _timeout(timeout, error_id, "the worker was stopped and replaced")
         except WorkerDied as died:

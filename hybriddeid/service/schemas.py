@@ -2,7 +2,7 @@
 worker process, and the OpenAPI document is drawn from them."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -10,7 +10,7 @@ from hybriddeid.core.document import Span
 from hybriddeid.core.profiles import PHI_SETS
 from hybriddeid.surrogates.deid import Replacement
 
-PhiSet = Literal[PHI_SETS]  # type: ignore[valid-type]
+PhiSet = Literal[PHI_SETS]  # type: ignore[valid-type]  # the names from profiles at run time, kept in one place
 Mode = Literal["tag", "mask", "surrogate"]
 
 
@@ -18,10 +18,11 @@ class Note(BaseModel):
     """One note of a batch."""
 
     model_config = ConfigDict(extra="forbid")
-    id: Optional[str] = Field(None, min_length=1, max_length=200,
+    # default= by keyword: type checkers read a positional default of Field as a required field
+    id: str | None = Field(default=None, min_length=1, max_length=200,
                               description="the note's id, echoed in the answer (default: its position, from 0)")
     text: str = Field(description="the note's text")
-    patient: Optional[str] = Field(None, min_length=1, max_length=200,
+    patient: str | None = Field(default=None, min_length=1, max_length=200,
                                    description="deid: the note's patient (default: the request's patient, else "
                                                "the note's id, as batch runs take the file name)")
 
@@ -30,14 +31,14 @@ class AnnotateRequest(BaseModel):
     """One note (``text``) or a batch (``notes``), and how PHI is found."""
 
     model_config = ConfigDict(extra="forbid")
-    text: Optional[str] = Field(None, description="one note (its id is \"0\")")
-    notes: Optional[list[Note]] = Field(None, description="a batch of notes")
-    phi_set: Optional[PhiSet] = Field(None, description="keep only this PHI set's spans (default: the model's)")
-    threshold: Optional[float] = Field(None, ge=0, le=1,
+    text: str | None = Field(None, description="one note (its id is \"0\")")
+    notes: list[Note] | None = Field(None, description="a batch of notes")
+    phi_set: PhiSet | None = Field(None, description="keep only this PHI set's spans (default: the model's)")
+    threshold: float | None = Field(None, ge=0, le=1,
                                        description="P(O) threshold in (0, 1]; 0: none (default: the model's config)")
 
     @model_validator(mode="after")
-    def _one_of(self) -> "AnnotateRequest":
+    def _one_of(self) -> AnnotateRequest:
         if (self.text is None) == (self.notes is None):
             raise ValueError("give either text (one note) or notes (a batch), not both")
         return self
@@ -51,8 +52,8 @@ class AnnotateRequest(BaseModel):
 class DeidRequest(AnnotateRequest):
     """Notes to de-identify, and how."""
 
-    mode: Optional[Mode] = Field(None, description="tag, mask or surrogate (default: the server's --mode)")
-    patient: Optional[str] = Field(None, min_length=1, max_length=200,
+    mode: Mode | None = Field(None, description="tag, mask or surrogate (default: the server's --mode)")
+    patient: str | None = Field(None, min_length=1, max_length=200,
                                    description="the patient of every note without its own (surrogates and date "
                                                "shifts are consistent per patient, across requests)")
 
@@ -88,6 +89,6 @@ class ErrorResponse(BaseModel):
     error: str = Field(description="the kind: unauthorized, forbidden, rate_limited, too_large, invalid, timeout, "
                                    "worker_failed, overloaded, internal")
     message: str = Field(description="what is wrong, never quoting note text")
-    error_id: Optional[str] = Field(None, description="for 500s and 504s: the id the server's log gives the failure")
-    details: Optional[list[dict]] = Field(None, description="422: each invalid field (location, message, type); "
+    error_id: str | None = Field(None, description="for 500s and 504s: the id the server's log gives the failure")
+    details: list[dict] | None = Field(None, description="422: each invalid field (location, message, type); "
                                                           "an unknown field's name is never repeated")

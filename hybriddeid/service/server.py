@@ -70,7 +70,7 @@ class _GuardedProtocol(H11Protocol):
     header_timeout: float = 10.0
     max_connections: int = 512
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn declares it
         super().connection_made(transport)
         self._idle_since = self.loop.time()
         self._header_timer: asyncio.TimerHandle | None = None

@@ -8,14 +8,15 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
-from hybriddeid.runs.batch import describe_error
 from hybriddeid.core.document import Document, Span
 from hybriddeid.pipeline.operating_point import NO_THRESHOLD
+from hybriddeid.runs.batch import describe_error
 from hybriddeid.runs.processing import NoteSettings, process_notes
 from hybriddeid.service.schemas import REQUEST_FIELDS, AnnotateRequest, DeidRequest, Note
 from hybriddeid.surrogates import DeidOptions
@@ -115,7 +116,7 @@ def warm_up(pipeline: Any) -> None:
     gc.freeze()
 
 
-def invalid(errors: Sequence[dict[str, Any]]) -> Answer:
+def invalid(errors: Sequence[Mapping[str, Any]]) -> Answer:
     """422 for a body that is not JSON or whose fields are wrong: where and what, never the value, nor the
     name of a field the schema does not have (a client may put note text in a key)."""
     details = [{"loc": [_location(part) for part in error.get("loc", ())], "msg": str(error.get("msg", "")),
@@ -147,10 +148,10 @@ def _note_settings(request: AnnotateRequest, settings: WorkSettings, client: str
     if isinstance(request, DeidRequest):
         options = settings.deid
         mode = request.mode or options.mode
-        if mode == "surrogate" and options.key is None:
-            raise ValueError("surrogate mode needs a key held by the server: start it with --key-file")
         key = None
         if mode == "surrogate":
+            if options.key is None:
+                raise ValueError("surrogate mode needs a key held by the server: start it with --key-file")
             key = options.key if settings.share_batch_key else client_key(options.key, client)
         deid = dataclasses.replace(options, mode=mode, key=key)
     return NoteSettings(phi_set=request.phi_set, threshold=threshold, deid=deid)
@@ -178,11 +179,12 @@ def _deid(pipeline: Any, notes: Sequence[Note], request: DeidRequest, settings: 
         by_patient.setdefault(patient, []).append(Document(note.id or "", note.text))
     done: dict[str, dict[str, Any]] = {}
     for patient, docs in by_patient.items():
-        for note in process_notes(pipeline, docs, settings, patient):
-            result = note.deid
+        for processed in process_notes(pipeline, docs, settings, patient):
+            result = processed.deid
             assert result is not None
-            done[note.document.name] = {
-                "id": note.document.name, "patient": patient, "text": result.text, "spans": _spans(result.document),
+            done[processed.document.name] = {
+                "id": processed.document.name, "patient": patient, "text": result.text,
+                "spans": _spans(result.document),
                 "replacements": [rep.to_dict() for rep in result.replacements],
                 "unread_characters": result.unread_characters,
             }

@@ -7,11 +7,12 @@ import csv
 import io
 import json
 from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields
-from pathlib import Path
 from itertools import chain, islice
 from operator import attrgetter
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
 
 from hybriddeid.core.document import Document
 from hybriddeid.io._common import record_name
@@ -68,7 +69,7 @@ def audit_lines(note: str, replacements: Sequence[Replacement], fmt: str = "json
     yield buffer.getvalue()
 
 
-def _json_row(note: str) -> "Callable[[Replacement], str]":
+def _json_row(note: str) -> Callable[[Replacement], str]:
     """A function writing a replacement's JSONL row exactly as ``json.dumps({"note": note, **rep.to_dict()},
     ensure_ascii=False)`` and a newline would: every value is a scalar, written as ``json`` writes it,
     with no dictionary or encoder made per row (a 20 MB note has about a million rows)."""
@@ -107,7 +108,7 @@ def _json_scalar(value: object) -> str:
     """``value`` as ``json.dumps(value, ensure_ascii=False)`` writes it, quickly for the common types."""
     kind = type(value)
     if kind is str:
-        return _encode_string(value)
+        return _encode_string(cast(str, value))
     if kind is int:
         return int.__repr__(value)
     if kind is float and value == value and value not in (_INFINITY, -_INFINITY):
@@ -123,7 +124,7 @@ def read_audit(path: Path) -> list[dict[str, object]]:
     return list(audit_rows(path))
 
 
-def audit_rows(path: Path) -> Iterator[dict[str, object]]:
+def audit_rows(path: Path) -> Iterator[dict[str, Any]]:
     """``read_audit``'s rows one at a time (a long note's audit is never held whole)."""
     return islice(_audit_items(path), 1, None)
 
@@ -155,7 +156,7 @@ def _audit_head(path: Path) -> tuple[dict[str, object] | None, int]:
         items.close()
 
 
-def _audit_items(path: Path) -> Iterator[Any]:
+def _audit_items(path: Path) -> Generator[Any, None, None]:
     """An audit file read lazily: first (run record or None, unread characters), then each row."""
     with Path(path).open(encoding="utf-8") as handle:
         if Path(path).suffix == ".csv":
@@ -173,13 +174,13 @@ def _audit_items(path: Path) -> Iterator[Any]:
             return
         lines = (line for line in handle if line.strip())
         first = next(lines, None)
-        row = json.loads(first) if first is not None else None
-        if row is not None and "run" in row and "start" not in row:
-            yield row["run"], int(row.get("unread_characters", 0))
+        head = json.loads(first) if first is not None else None
+        if head is not None and "run" in head and "start" not in head:
+            yield head["run"], int(head.get("unread_characters", 0))
         else:
             yield None, 0
-            if row is not None:
-                yield row
+            if head is not None:
+                yield head
         for line in lines:
             yield json.loads(line)
 
@@ -193,7 +194,7 @@ def render_mapping(doc: Document, replacements: Sequence[Replacement]) -> str:
     )
 
 
-def summarize(counts_by_note: Iterable[Counter[tuple[str, str, str]]]) -> dict[str, object]:
+def summarize(counts_by_note: Iterable[Counter[tuple[str, str, str]]]) -> dict[str, Any]:
     """Counts over a run's audits: notes, spans, per label, per category, per method, from each note's
     replacements counted by (label, category, method) (``audit_counts``)."""
     notes = spans = 0
@@ -218,7 +219,7 @@ def summarize(counts_by_note: Iterable[Counter[tuple[str, str, str]]]) -> dict[s
     }
 
 
-def format_summary(summary: dict[str, object]) -> str:
+def format_summary(summary: Mapping[str, Any]) -> str:
     """One line for the terminal: counts only."""
     categories = ", ".join(f"{name} {count}" for name, count in summary["by_category"].items())
     return (f"{summary['spans']} spans replaced in {summary['notes']} notes ({categories or 'none'}); "

@@ -182,9 +182,9 @@ class DateShifter:
                     units.append(unit)
                     claim(match.start(), match.end())
         for match in _LONE_YEAR.finditer(text):
-            year = int(match.group(1))
-            if free(match.start(), match.end()) and _valid(None, None, year):
-                units.append(_Unit(year=year, parts={"year": _Part(match.start(), match.end(), match.group(1))}))
+            number = int(match.group(1))
+            if free(match.start(), match.end()) and _valid(None, None, number):
+                units.append(_Unit(year=number, parts={"year": _Part(match.start(), match.end(), match.group(1))}))
                 claim(match.start(), match.end())
         units.sort(key=lambda unit: unit.anchor)
         if not self._read_range_days(text, units, claim, free):
@@ -399,18 +399,25 @@ class DateShifter:
             padded = unit.parts["day"].text.startswith("0")
         out: list[tuple[_Part, str]] = []
         for name, part in unit.parts.items():
+            # _move gives a value for each part the unit has
             if name == "day":
+                assert day is not None
                 out.append((part, _write_number(part.text, day, padded)))
             elif name == "ordinal":
+                assert day is not None
                 out.append((part, copy_case(part.text, words.ordinal(day))))
             elif name == "season":
+                assert month is not None
                 out.append((part, copy_case(part.text, words.seasons[(month - 1) // 3])))
             elif name == "month" and part.text.isdigit():
+                assert month is not None
                 out.append((part, _write_number(part.text, month, padded)))
             elif name == "month":
+                assert month is not None
                 names = words.months if part.full_name else words.month_abbreviations
                 out.append((part, copy_case(part.text, names[month - 1])))
             elif name == "year":
+                assert year is not None
                 out.append((part, f"{year % 100:02d}" if len(part.text) == 2 else str(year).zfill(len(part.text))))
         return out
 

@@ -7,16 +7,17 @@ method, source, score, replacement, never the original value) for the audit.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import date
 from functools import lru_cache
-from typing import Iterable, Iterator, Sequence
+from typing import Any
 
 from hybriddeid.core.document import Document, Span
 from hybriddeid.core.languages import available_languages, unread_pattern
 from hybriddeid.core.profiles import hipaa_age_rule
 from hybriddeid.surrogates.dates import DAYS_PER_YEAR, DateShifter
-from hybriddeid.surrogates.generator import MAX_SHOWN_AGE, SurrogateSettings, Surrogates
+from hybriddeid.surrogates.generator import MAX_SHOWN_AGE, Surrogates, SurrogateSettings
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.language import fold, load_kinds, load_language
 from hybriddeid.surrogates.names import NAME_WORD, NameInventory
@@ -88,7 +89,7 @@ class Replacement:
     score: float
     replacement: str
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         # every field is a scalar: read directly (asdict's deep copy made the audit of a long note cost seconds)
         return {name: getattr(self, name) for name in _REPLACEMENT_FIELDS}
 
@@ -167,6 +168,7 @@ def _masked(value: str, mask_char: str) -> str:
 
 def _surrogates_for(docs: Sequence[Document], options: DeidOptions, patient_id: str) -> Surrogates:
     lang = load_language(options.language)
+    assert options.key is not None  # DeidOptions refuses surrogate mode without a key
     keyed = Keyed(options.key)
     scope = scope_id(options.scope, patient_id)
     kinds = load_kinds()
@@ -250,6 +252,7 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
         elif options.mode == "mask":
             new, method = _masked(doc.span_text(span), options.mask_char), "mask"
         else:
+            assert surrogates is not None  # made by deidentify_patient whenever the mode is surrogate
             new, method = surrogates.replace(kind, doc.span_text(span))
         kept = doc.text[cursor:span.start]
         pieces += [kept, new]
@@ -268,7 +271,7 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
 def apply_replacements(text: str, replacements: Iterable[Replacement | dict]) -> str:
     """``text`` with recorded replacements applied (to verify an output against its audit)."""
     records = sorted((r if isinstance(r, dict) else r.to_dict() for r in replacements), key=lambda r: r["start"])
-    return "".join(_replaced_pieces(text, records))
+    return "".join(piece for piece in _replaced_pieces(text, records) if piece is not None)  # sorted: never None
 
 
 def matches_replacements(text: str, output: str, replacements: Iterable[Replacement | dict]) -> bool:

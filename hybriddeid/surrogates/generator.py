@@ -13,20 +13,26 @@ from __future__ import annotations
 import random
 import re
 import string
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable, Iterable
+from functools import cache
 
 from faker import Faker
 
-from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds
 from hybriddeid.core.profiles import hipaa_age_rule
+from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds
 from hybriddeid.surrogates.dates import DateShifter
 from hybriddeid.surrogates.identifiers import valid_identifier
 from hybriddeid.surrogates.keys import Keyed
 from hybriddeid.surrogates.language import GENERATED_KINDS, LanguageResources, fold
-from hybriddeid.surrogates.names import (GIVEN, NAME_WORD, NameInventory, NameSurrogates, is_relation_word,
-                                        relation_prefix)
+from hybriddeid.surrogates.names import (
+    GIVEN,
+    NAME_WORD,
+    NameInventory,
+    NameSurrogates,
+    is_relation_word,
+    relation_prefix,
+)
 from hybriddeid.surrogates.shape import copy_case, shape_surrogate
 
 _NUMBER = re.compile(r"\d+")
@@ -44,7 +50,7 @@ SURROGATE, DATE_SHIFT, DATE_FALLBACK, SHAPE, SAFE_HARBOR, KEPT = (
     "surrogate", "date-shift", "date-fallback", "shape", "safe-harbor", "kept")
 
 
-@lru_cache(maxsize=None)
+@cache
 def faker_for(locale: str) -> Faker:
     """One Faker per locale and process; every use re-seeds it, so sharing it is safe."""
     return Faker(locale)
@@ -60,7 +66,7 @@ def _person_provider(locale: str):
     return next(p for p in faker.providers if type(p).__module__.startswith("faker.providers.person"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def given_names(locale: str) -> tuple[frozenset[str], frozenset[str]]:
     """Folded female and male first names: the locale's own lists first (a name female there is
     female), then those of ``GENDER_LOCALES``."""
@@ -75,7 +81,7 @@ def given_names(locale: str) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(female), frozenset(male)
 
 
-@lru_cache(maxsize=None)
+@cache
 def name_lists(language: str, locale: str) -> tuple[frozenset[str], frozenset[str]]:
     """Folded given names and surnames of any list: the Faker locale's and the language pack's
     dictionaries (``first_names``, ``last_names``), to tell a name word's part."""
@@ -229,9 +235,10 @@ class Surrogates:
         """An identifier of a documented format (DNI, NIE, IBAN) becomes another valid one (its check
         letter or digits recomputed); any other keeps its shape."""
         for attempt in range(_RETRIES):
-            surrogate = valid_identifier(value, self._rng("id", fold(value), str(attempt)))
-            if surrogate is None:
+            valid = valid_identifier(value, self._rng("id", fold(value), str(attempt)))
+            if valid is None:
                 return self._shape(value)
+            surrogate = valid
             if self._acceptable(surrogate, value):
                 break
         return surrogate, SURROGATE

@@ -46,11 +46,13 @@ def valid_identifier(value: str, rng: random.Random) -> str | None:
     kind = identifier_format(value)
     if kind == "dni":
         match = _DNI.fullmatch(value)
+        assert match is not None  # identifier_format matched it
         number = shape_surrogate(match["number"], rng)
         letter = dni_letter(int(number.replace(".", "")))
         return f"{number}{match['sep']}{_same_case(match['letter'], letter)}"
     if kind == "nie":
         match = _NIE.fullmatch(value)
+        assert match is not None  # identifier_format matched it
         digits = "".join(str(rng.randrange(10)) for _ in range(7))
         letter = dni_letter(nie_number(match["prefix"], digits))
         return f"{match['prefix']}{match['sep1']}{digits}{match['sep2']}{_same_case(match['letter'], letter)}"

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import tomllib
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.resources.abc import Traversable
-from typing import Any, Mapping
+from typing import Any
 
 from hybriddeid.core.languages import language_pack, register_cache, shared_resource
 from hybriddeid.core.taxonomy import BUNDLED_TAXONOMIES, load_taxonomy
@@ -134,7 +135,7 @@ def _number_words(pack) -> dict[int, str]:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def load_language(language: str) -> LanguageResources:
     """The surrogate resources of ``language``'s pack (``surrogates.toml``)."""
     pack = language_pack(language)
@@ -233,7 +234,7 @@ def _bundled_category(label: str) -> str:
     return label
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_kinds() -> KindTable:
     """The bundled label -> kind table, checked against the known kinds."""
     data = _read(shared_resource("surrogates", "kinds.toml"), "surrogates/kinds.toml")

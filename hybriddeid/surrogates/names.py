@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from hybriddeid.surrogates.language import LanguageResources, fold
 from hybriddeid.surrogates.shape import copy_case
@@ -69,7 +69,7 @@ GIVEN, GIVEN_FEMALE, GIVEN_MALE, SURNAME = "given", "given_female", "given_male"
 _HYPHENS = frozenset({"-", "‐"})
 
 
-def _hyphen_units(name: str, words: list["re.Match[str]"]) -> list[list[int]]:
+def _hyphen_units(name: str, words: list[re.Match[str]]) -> list[list[int]]:
     """The indexes of ``words`` grouped into wholes joined by a hyphen ("Ben-David", "son-in-law")."""
     units: list[list[int]] = []
     for index, match in enumerate(words):
@@ -202,7 +202,7 @@ class NameSurrogates:
         out.append(name[last:])
         return "".join(out) if changed else None
 
-    def _kept(self, name: str, words: list["re.Match[str]"], folded: list[str], units: list[list[int]]) -> set[int]:
+    def _kept(self, name: str, words: list[re.Match[str]], folded: list[str], units: list[list[int]]) -> set[int]:
         """Indexes of the words kept as written: titles before a name ("Dr."), particles inside one,
         relation words ("Daughter Miriam", "son-in-law": who the person is to the patient is a
         clinical fact)."""
@@ -213,9 +213,7 @@ class NameSurrogates:
         for index, match in enumerate(words):
             key = folded[index]
             followed_by_dot = name[match.end():match.end() + 1] == "."
-            if key in self.lang.titles and (followed_by_dot or index < len(words) - 1) and len(words) > 1:
-                kept.add(index)
-            elif key in self.lang.particles and index < len(words) - 1:
+            if key in self.lang.titles and (followed_by_dot or index < len(words) - 1) and len(words) > 1 or key in self.lang.particles and index < len(words) - 1:
                 kept.add(index)
         return kept
 

@@ -8,9 +8,9 @@ import csv
 import io
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from hybriddeid.core.document import Document
 from hybriddeid.io import InputError
@@ -32,7 +32,7 @@ class PatientMap:
                 raise ValueError(f"--patient-pattern is not a valid regular expression ({exc.msg})") from None
 
     @classmethod
-    def from_file(cls, path: Path) -> "PatientMap":
+    def from_file(cls, path: Path) -> PatientMap:
         """A CSV (two columns: note or file name, patient id; a header row is allowed) or a JSON object."""
         path = Path(path)
         try:

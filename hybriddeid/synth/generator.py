@@ -17,16 +17,17 @@ from __future__ import annotations
 import random
 import string
 import tomllib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
-from functools import lru_cache
-from typing import Any, Callable, Iterator, Mapping
+from functools import cache, partial
+from typing import Any
 
 from faker import Faker
 
 from hybriddeid.core.document import Document, Span
-from hybriddeid.knowledge.dictionaries import bundled_entries
 from hybriddeid.core.languages import language_pack, register_cache
+from hybriddeid.knowledge.dictionaries import bundled_entries
 from hybriddeid.surrogates.generator import faker_for, fill_template
 from hybriddeid.surrogates.language import LanguageResources, load_language
 from hybriddeid.synth.template import NoteWriter, TemplateError, render
@@ -52,7 +53,7 @@ class SynthResources:
 
 
 @register_cache
-@lru_cache(maxsize=None)
+@cache
 def load_synth_resources(language: str = "en") -> SynthResources:
     """The ``synth.toml`` of ``language``'s pack, checked: every section a note names exists."""
     pack = language_pack(language)
@@ -188,6 +189,9 @@ class Note:
     def _pattern(self, label: str) -> str:
         return self.faker().bothify(self.rng.choice(self.data["ids"][label]), letters=string.ascii_uppercase)
 
+    def _labelled_pattern(self, label: str) -> tuple[str, str]:
+        return self._pattern(label), label
+
     def _phone(self) -> str:
         return self.faker().numerify(self.rng.choice(self.data["contact"]["phone_formats"]))
 
@@ -309,7 +313,7 @@ class Note:
         }
         for label in data["ids"]:
             if label != "ROOM":
-                table[label.lower()] = (lambda label=label: (self._pattern(label), label))
+                table[label.lower()] = partial(self._labelled_pattern, label)
         table["mrn"] = table["medicalrecord"]
         return table
 

@@ -51,7 +51,7 @@ class NoteWriter:
         self.text(stripped)
         self.text(value[len(lead) + len(stripped):])
 
-    def append(self, other: "NoteWriter") -> None:
+    def append(self, other: NoteWriter) -> None:
         """Append everything ``other`` wrote, shifting its spans."""
         shift = self.length
         self.spans.extend(Span(s.start + shift, s.end + shift, s.label, s.source) for s in other.spans)
@@ -97,7 +97,9 @@ def _closing(template: str, start: int) -> int:
 
 def split_alternatives(body: str) -> list[str]:
     """``body`` split at the ``|`` that are not inside nested braces."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in body:
         if char == "{":
             depth += 1

@@ -5,8 +5,8 @@ boundaries inside glued strings ("NºCol:28", "28016Madrid") still fall on token
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import regex
 

@@ -25,7 +25,8 @@ batched matrix products (T K^3 work instead of T K^2, which the CPU pays for, so
 from __future__ import annotations
 
 import functools
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -40,10 +41,10 @@ F = TypeVar("F", bound=Callable)
 def full_precision(method: F) -> F:
     """Run a CRF method with autocast off: its sums and products of probabilities need float32."""
     @functools.wraps(method)
-    def wrapped(self: "CRF", emissions: torch.Tensor, *args, **kwargs):
+    def wrapped(self: CRF, emissions: torch.Tensor, *args, **kwargs):
         with torch.autocast(emissions.device.type, enabled=False):
             return method(self, emissions.float(), *args, **kwargs)
-    return wrapped  # type: ignore[return-value]
+    return wrapped  # type: ignore[return-value]  # functools.wraps keeps method's signature; mypy cannot see it
 
 
 class CRF(nn.Module):
@@ -185,12 +186,12 @@ class CRF(nn.Module):
         # positions, the whole batch at each.
         table = (torch.stack(pointers, dim=1).to(torch.int16).cpu().numpy() if pointers
                  else np.zeros((batch, 0, 0), np.int16))
-        ends, last_tags = last.cpu().numpy(), last_tags.cpu().numpy()
+        ends, final_tags = last.cpu().numpy(), last_tags.cpu().numpy()
         paths = np.zeros((batch, width), dtype=np.int64)
         index = np.arange(batch)
-        tag = last_tags.copy()
+        tag = final_tags.copy()
         for t in range(width - 1, -1, -1):
-            tag = np.where(ends == t, last_tags, tag)  # a sequence's path starts at its own end
+            tag = np.where(ends == t, final_tags, tag)  # a sequence's path starts at its own end
             paths[:, t] = tag
             if t:
                 tag = table[index, t - 1, tag].astype(np.int64)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
-from hybriddeid.features.analysis import AnalysedNote
 from hybriddeid.classifiers.schemes import OUTSIDE, encode_tags
 from hybriddeid.core.document import Span
+from hybriddeid.features.analysis import AnalysedNote
 from hybriddeid.features.gazetteer import phrase_key
 from hybriddeid.features.resources import ClusterFeatures
 
@@ -109,7 +110,7 @@ def suffix(word: str, length: int) -> str:
 
 
 def affix_vocabulary(notes: Sequence[NoteTokens], affix: Callable[[str, int], str], length: int,
-                     min_count: int) -> "Vocabulary":
+                     min_count: int) -> Vocabulary:
     """Prefixes or suffixes seen at least ``min_count`` times in training (rarer ones are unlikely to be
     true affixes, §2.2); the rest share <UNK>."""
     counts = Counter(affix(word, length) for note in notes for word in note.words if word != RETURN)
@@ -127,7 +128,7 @@ class Vocabulary:
         self.index = {item: i for i, item in enumerate(self.items)}
 
     @classmethod
-    def from_counts(cls, counts: Counter[str], min_count: int = 1) -> "Vocabulary":
+    def from_counts(cls, counts: Counter[str], min_count: int = 1) -> Vocabulary:
         kept = sorted((item for item, n in counts.items() if n >= min_count), key=lambda item: (-counts[item], item))
         return cls([PAD, UNK, *kept])
 
@@ -172,7 +173,7 @@ class Vocabularies:
 
     @classmethod
     def build(cls, notes: Sequence[NoteTokens], tag_sequences: Sequence[Sequence[str]], settings: Any,
-              cluster_features: ClusterFeatures | None = None) -> "Vocabularies":
+              cluster_features: ClusterFeatures | None = None) -> Vocabularies:
         """Vocabularies from training notes (``settings`` is a ``NeuralSettings``)."""
         architecture = settings.architecture
         form = digit_form if architecture == "tsgru" else lower_form
@@ -218,6 +219,8 @@ class Vocabularies:
         if self.suffixes is not None:
             features["suffixes"] = self.suffixes.ids(suffix(word, self.prefix_length) for word in note.words)
         if self.clusters is not None:
+            if self.cluster_features is None:
+                raise ValueError("a clusters vocabulary needs the tagger's cluster features (cluster_features)")
             own = self.cluster_features.own
             features["clusters"] = [[] if word == RETURN else self.clusters.ids(own(word)) for word in note.words]
         tags = None
@@ -239,7 +242,7 @@ class Vocabularies:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Vocabularies":
-        optional = {name: Vocabulary(data[name]) for name in OPTIONAL_VOCABULARIES if name in data}
+    def from_json(cls, data: dict[str, Any]) -> Vocabularies:
+        optional: dict[str, Any] = {name: Vocabulary(data[name]) for name in OPTIONAL_VOCABULARIES if name in data}
         return cls(data["architecture"], data["tags"], Vocabulary(data["words"]), **optional,
                    prefix_length=data["prefix_length"], max_word_length=data["max_word_length"])

@@ -38,7 +38,7 @@ class NoteTensors:
     length: int
 
     @classmethod
-    def of(cls, note: EncodedNote) -> "NoteTensors":
+    def of(cls, note: EncodedNote) -> NoteTensors:
         features = {}
         for name, values in note.features.items():
             if name in NESTED_FEATURES:
@@ -48,7 +48,7 @@ class NoteTensors:
         tags = torch.tensor(note.tags, dtype=torch.long) if note.tags is not None else None
         return cls(features, tags, len(note))
 
-    def to(self, device: torch.device) -> "NoteTensors":
+    def to(self, device: torch.device) -> NoteTensors:
         """The same note with its tensors on ``device`` (training notes go to a GPU once)."""
         return NoteTensors({name: values.to(device) for name, values in self.features.items()},
                            None if self.tags is None else self.tags.to(device), self.length)
@@ -64,7 +64,7 @@ class Batch:
     tags: torch.Tensor | None = None  # [B, T]
 
     @classmethod
-    def collate(cls, notes: list[NoteTensors], device: torch.device) -> "Batch":
+    def collate(cls, notes: list[NoteTensors], device: torch.device) -> Batch:
         """The notes padded into one batch on ``device`` (the model's): built where the notes' tensors
         are, then copied (from pinned memory, without waiting, when the notes are on the CPU and
         ``device`` is a GPU)."""
@@ -91,10 +91,12 @@ class Batch:
                     tensor[b, : note.length] = values
             features[name] = moved(tensor)
         mask = moved(torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1))
-        tags = None
+        tags: torch.Tensor | None = None
         if notes[0].tags is not None:
             tags = torch.zeros((len(notes), width), dtype=torch.long, device=source)
             for b, note in enumerate(notes):
+                if note.tags is None:
+                    raise ValueError("a batch mixes notes with and without gold tags")
                 tags[b, : note.length] = note.tags
             tags = moved(tags)
         return cls(features, mask, lengths, tags)
@@ -245,6 +247,8 @@ class TaggerModel(nn.Module):
 
     def loss(self, batch: Batch) -> torch.Tensor:
         """Mean negative log-likelihood per real position."""
+        if batch.tags is None:
+            raise ValueError("the loss needs a batch with gold tags")
         emissions = self.emissions(batch)
         positions = batch.mask.sum()
         if self.crf is not None:
@@ -290,6 +294,8 @@ class TSGRU(TaggerModel):
         super().__init__(settings, vocabularies)
         rnn, hidden, half = settings.resolved("rnn"), settings.hidden_dim, settings.window // 2
         self.words = nn.Embedding(len(vocabularies.words), settings.word_dim, padding_idx=PAD_ID)
+        if vocabularies.skeleton is None:
+            raise ValueError("TS-GRU needs the skeleton vocabulary")
         self.skeleton = nn.Embedding(len(vocabularies.skeleton), settings.word_dim, padding_idx=PAD_ID)
         # Characters and clusters (off by default) join the original-text branch; not in the paper.
         self.word_branch = WindowEncoder(rnn, settings.word_dim + self.extras_size, hidden, half)
@@ -317,6 +323,8 @@ class CEDI(TaggerModel):
         rnn, n = settings.resolved("rnn"), settings.ngram
         self.ngram = n
         self.words = nn.Embedding(len(vocabularies.words), settings.word_dim, padding_idx=PAD_ID)
+        if vocabularies.prefixes is None:
+            raise ValueError("CEDI needs the prefix vocabulary")
         self.prefixes = nn.Embedding(len(vocabularies.prefixes), settings.prefix_dim, padding_idx=PAD_ID)
         self.suffixes = None
         if vocabularies.suffixes is not None:

@@ -26,8 +26,9 @@ import resource
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -35,11 +36,11 @@ from hybriddeid.backends.neural.encoding import UNK_ID, NoteTokens, Vocabularies
 from hybriddeid.backends.neural.models import Batch, NoteTensors, TaggerModel, build_model
 from hybriddeid.backends.neural.settings import CUDA_PREDICT_TOKENS, NeuralSettings, check_device
 from hybriddeid.classifiers.base import ComponentError, NotFittedError
-from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.classifiers.crf import CLUSTERS_DIR
 from hybriddeid.classifiers.schemes import OUTSIDE, decode_tags, encode_tags
 from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.features.resources import ClusterFeatures
 from hybriddeid.knowledge.clusters import WordClusters
 
@@ -131,7 +132,8 @@ def bucketed(lengths: Sequence[int], batch_size: int, rng: random.Random | None 
     if max_tokens <= 0:
         batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     else:
-        batches, current, longest = [], [], 0
+        current: list[int] = []
+        batches, longest = [], 0
         for i in order:
             if current and (len(current) + 1) * max(longest, lengths[i]) > max_tokens:
                 batches.append(current)
@@ -193,6 +195,11 @@ class NeuralTagger:
 
     source = "neural"
     unit = "token"
+    # learned (fit, from_disk)
+    model_: TaggerModel
+    device_: torch.device
+    fit_seconds_: float | None
+    _ready_in: int | None  # the process the model was made ready in (_ready)
 
     def __init__(self, language: str = "en", **params: Any) -> None:
         self.language = language
@@ -254,7 +261,7 @@ class NeuralTagger:
         return torch.autocast("cuda", dtype=dtype)
 
     # -- training ---------------------------------------------------------------------------
-    def fit(self, docs: Iterable[Document]) -> "NeuralTagger":
+    def fit(self, docs: Iterable[Document]) -> NeuralTagger:
         """Train on ``docs``, holding out ``dev_fraction`` of them for early stopping."""
         settings = self.settings
         fit_started = time.perf_counter()
@@ -409,7 +416,7 @@ class NeuralTagger:
         (path / TRAINING_FILE).write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_disk(cls, path: Path, params: Mapping[str, Any], device: str | None = None) -> "NeuralTagger":
+    def from_disk(cls, path: Path, params: Mapping[str, Any], device: str | None = None) -> NeuralTagger:
         """The tagger saved in ``path`` by ``to_disk``, with ``params`` (its config section); word
         clusters are read from the copy saved with the model. ``device`` ("auto", "cpu", "cuda",
         "cuda:N") is where it tags, a ``DeviceError`` if this machine lacks it; None: the config's
