@@ -34,6 +34,8 @@ _NUMBER = re.compile(r"\d+")
 _ZIP = re.compile(r"\d{5}")
 _TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
 _RETRIES = 8
+# What may stand between a kept relation word and the rest of its span ("Son, ...", "hija: ...").
+_RELATION_SEPARATORS = ",;:.-–—/"
 # Kinds whose abbreviations ("MA", "GBMC") get abbreviated surrogates.
 ABBREVIABLE_KINDS = frozenset({"state", "country", "city", "hospital", "organization", "health_center", "department"})
 _ABBREVIATION = re.compile(r"(?:[^\W\d_a-z]\.?){2,5}")
@@ -180,16 +182,22 @@ class Surrogates:
         return self._cache[cache_key]
 
     def _relation_head(self, kind: str, value: str) -> str:
-        """The relation words ``value`` begins with and the space after them, kept as written, when
+        """The relation words ``value`` begins with and the separator after them, kept as written, when
         something to replace follows; "" otherwise. Names and family mentions keep relation words
-        wherever they stand (their own handlers); a span of relation words alone keeps its handling."""
+        wherever they stand (their own handlers); a span of relation words alone keeps its handling.
+        A comma or colon after the relation word stays with it, not in what is replaced ("Son, jill@..."
+        would lose it in the e-mail's surrogate), and a separator without a space gets one, so the kept
+        word stands as a word of its own ("Son:jill@..." -> "Son: ...", never "Son...@...")."""
         if kind in ("person", "relative"):
             return ""
         end = relation_prefix(value, self.lang.relative_terms)
-        rest = value[end:].lstrip()
-        if not end or not any(c.isalnum() for c in rest):
+        gap = end
+        while gap < len(value) and (value[gap].isspace() or value[gap] in _RELATION_SEPARATORS):
+            gap += 1
+        if not end or not any(c.isalnum() for c in value[gap:]):
             return ""
-        return value[:len(value) - len(rest)]
+        head = value[:gap]
+        return head if head[-1].isspace() else head + " "
 
     # -- draws ----------------------------------------------------------------------------------
     def _rng(self, *parts: str) -> random.Random:
