@@ -38,9 +38,6 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from tqdm import tqdm
-from tqdm.contrib.logging import logging_redirect_tqdm
-
 from hybriddeid.classifiers.base import ComponentError
 from hybriddeid.document import Document
 from hybriddeid.io import InputError, Inputs, output_path, remove_temp_files, scan_inputs, scan_tree, write_documents
@@ -595,9 +592,7 @@ def _run_all(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcess
             processor.setup()
         except Exception as exc:  # noqa: BLE001 - told once, as a run that cannot start
             raise SetupError(f"cannot set up the run: {_setup_problem(exc)}") from None
-    bar = tqdm(total=sum(len(unit) for unit in todo), desc="files", unit="file", disable=not progress, leave=False)
-    # errors go above the bar, never onto its line
-    with logging_redirect_tqdm() if progress else contextlib.nullcontext(), bar:
+    with _progress_bar(sum(len(unit) for unit in todo), progress) as bar:
         for unit, problem in _run_units(todo, processor, out_dir, fmt, docs, jobs, limits, notes, inputs):
             if problem is None:
                 result.written.extend(unit)
@@ -605,6 +600,25 @@ def _run_all(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcess
                 for path in unit:
                     _fail(result, path, problem, processor)
             bar.update(len(unit))
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _progress_bar(total: int, shown: bool) -> Iterator[Any]:
+    """A bar of ``total`` files when ``shown``, log records (errors) written above it, never onto its line;
+    else one that shows nothing. tqdm is imported only for a bar (~25 ms of a run's start-up)."""
+    if not shown:
+        yield _NoBar()
+        return
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm(), tqdm(total=total, desc="files", unit="file", leave=False) as bar:
+        yield bar
 
 
 def _plan(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
