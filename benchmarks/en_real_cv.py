@@ -25,7 +25,8 @@ With ``--thresholds``, each fold model also tags its held-out open notes at thos
 operating point, ``hybriddeid evaluate --sweep``), read once per note, into ``OUT/threshold-T/``.
 
     python benchmarks/en_real_cv.py --out /tmp/en_cv [--folds 5] [--n 1500] [--jobs 2] [--thresholds 0.5,0.9]
-        [--only lockbox,1,2]  # a quick look: train and tag these runs only (fold numbers, "lockbox")
+        [--only lockbox,1,2]  # a quick look: train and tag these runs only (fold numbers, "lockbox"); the CV row
+                              # then scores those folds' notes only (compare with a baseline run of the same --only)
         [--save-models DIR]  # keep each model (DIR/fold-K, DIR/lockbox)
         [--from-models DIR]  # tag with those models instead of training (rules refitted): minutes, not hours
         [--config FILE]  # another recipe (default: the bundled English model's)
@@ -87,9 +88,12 @@ def main() -> int:
             for fold, (train, held_out) in enumerate(cross_validation_splits(open_notes, args.folds, args.seed), start=1)]
     runs.append((LOCKBOX, LOCKBOX, open_notes, sealed, args.out / LOCKBOX))
     timings: dict[str, float] = {}
+    scored = [] if args.only else open_notes  # with --only, the CV row covers the folds run, no other
     for name, key, train, held_out, out in runs:
         if args.only and key not in args.only:
             continue
+        if name != LOCKBOX and args.only:
+            scored += held_out
         started = time.perf_counter()
         if args.from_models:
             pipeline = Pipeline.load(args.from_models / name)
@@ -108,7 +112,7 @@ def main() -> int:
                                    args.out / f"threshold-{threshold:g}" / doc.meta["corpus"], "brat")
         print(f"{name}: {'rules refitted' if args.from_models else 'trained'} on {len(synthetic)} generated + "
               f"{len(train)} dev notes in {timings[name]:.0f} s, tagged {len(held_out)}", flush=True)
-    figures = side_by_side(args.out, open_notes, sealed, args.phi_set)
+    figures = side_by_side(args.out, scored, sealed, args.phi_set)
     (args.out / "cv.json").write_text(json.dumps({
         "folds": args.folds, "only": sorted(args.only or ()), "seed": args.seed, "generated_notes": args.n,
         "config": str(args.config), "thresholds": list(args.thresholds),
@@ -141,7 +145,7 @@ def side_by_side(out: Path, open_notes: list, sealed: list, phi_set: str) -> dic
     rows: dict[str, dict] = {}
     for row, notes, folder in (("dev CV", open_notes, out), ("lockbox", sealed, out / LOCKBOX)):
         gold = [gold_all[doc.name] for doc in notes if doc.meta["corpus"] == "physionet"]
-        if not (folder / "physionet").is_dir():
+        if not gold or not (folder / "physionet").is_dir():
             continue
         figures: dict = {"notes": len(gold), "patients": len({patients.get(doc.name) for doc in gold})}
         for mode, pred_dir in (("each note", folder / "physionet"), ("by patient", folder / "by-patient" / "physionet")):
@@ -172,8 +176,9 @@ def side_by_side(out: Path, open_notes: list, sealed: list, phi_set: str) -> dic
         rows["recall_gap"] = gap
         print(f"\nrecall gap, dev CV - lockbox (each note): {gap:+.4f}")
     for corpus in ("asq", "presidio"):
-        gold = [doc for doc in read_corpus(CORPORA[corpus], "brat")]
-        if (out / corpus).is_dir():
+        names = {doc.name for doc in open_notes if doc.meta["corpus"] == corpus}
+        gold = [doc for doc in read_corpus(CORPORA[corpus], "brat") if doc.name in names]
+        if gold and (out / corpus).is_dir():
             score = evaluate(gold, read_predictions(out / corpus, gold), taxonomy=load_taxonomy(GOLD_TAXONOMY[corpus]),
                              phi_set=phi_set, pred_taxonomy=pred_taxonomy).score("binary_token")
             rows[corpus] = {"precision": score.precision, "recall": score.recall, "f1": score.f1}

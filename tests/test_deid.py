@@ -450,6 +450,26 @@ def test_a_span_of_any_label_keeps_the_relation_words_it_begins_with(language, t
     assert value not in tagged.text and relation.strip() not in tagged.text  # tag mode: the whole span, as before
 
 
+@pytest.mark.parametrize("language, text, value, label, kept", [
+    ("en", "Son:jill.weber@example.com called.", "Son:jill.weber@example.com", "EMAIL", "Son: "),
+    ("en", "Son, jill.weber@example.com called.", "Son, jill.weber@example.com", "EMAIL", "Son, "),
+    ("en", "Son(jill.weber@example.com) called.", "Son(jill.weber@example.com", "EMAIL", "Son "),
+    ("es", "Hija:Marta Ferrando, 612 345 678.", "Hija:Marta Ferrando", "CALLE", "Hija: "),
+    ("es", "Avisar a hijo, Rosa Gil.", "hijo, Rosa Gil", "CALLE", "hijo, "),
+])
+def test_a_kept_relation_word_keeps_its_separator_and_stands_apart(language, text, value, label, kept):
+    """The comma or colon after a kept relation word stays with it (an e-mail surrogate would drop
+    it and glue the word to the address: "Sonjessicameyer@..."), and the word is followed by a space."""
+    doc = note("r", text, [(value, label)])
+    [rep] = deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=KEY)).replacements
+    assert rep.replacement.startswith(kept), rep.replacement
+    rest = rep.replacement[len(kept):]
+    assert rest[:1].isalnum(), rep.replacement  # no separator carried into the surrogate
+    assert value.split(kept.strip(",: "))[1].strip(",:( ") not in rep.replacement
+    if label == "EMAIL":
+        assert re.fullmatch(r"[^\s@,:]+@[^\s@]+", rest), rep.replacement
+
+
 def test_a_span_of_relation_words_alone_keeps_its_handling():
     """Nothing after the relation word: the span is replaced as its label says, as before."""
     doc = note("r", "Contacto: hijo, 612 345 678.", [("hijo", "CALLE")])

@@ -93,31 +93,46 @@ class Dictionary(NamedTuple):
 
 def _splits(rest: str, parts: int) -> Iterable[tuple[str, ...]]:
     """Every way to read ``rest`` as ``parts`` strings joined by "|" (a word may be "|" itself)."""
+    if rest.count("|") == parts - 1:  # most names: one way
+        yield tuple(rest.split("|"))
+        return
     cuts = [i for i, ch in enumerate(rest) if ch == "|"]
     for chosen in itertools.combinations(cuts, parts - 1):
         bounds = (-1, *chosen, len(rest))
         yield tuple(rest[a + 1:b] for a, b in zip(bounds, bounds[1:]))
 
 
+_OFFSET = re.compile(r"-?\d+")  # k of a b[k]= or t[k]= name
+
+
 def _ngram_tables(names: Mapping[str, int], window: int, none: int) -> tuple[_NgramTable, _NgramTable, _NgramTable]:
     """The model's word bigrams (``b[k]=``, k in [-window, window)), trigrams (``t[k]=``, k in
-    [-window, window - 1)) and shape trigrams (``ss[-1:1]=``)."""
-    pattern = re.compile(r"([bt])\[(-?\d+)\]=(.*)", re.S)
+    [-window, window - 1)) and shape trigrams (``ss[-1:1]=``). Every model name is looked at once, by
+    its first characters (a start-up cost of each process that tags)."""
     found: dict[str, dict[tuple[str, ...], list[int]]] = {"b": {}, "t": {}, "ss": {}}
     width = {"b": 2 * window, "t": max(2 * window - 1, 0), "ss": 1}
     for name, ident in names.items():
-        if name.startswith("ss[-1:1]="):
-            kind, column, rest, parts = "ss", 0, name[len("ss[-1:1]="):], 3
-        else:
-            match = pattern.fullmatch(name) if name[:2] in ("b[", "t[") else None
-            if match is None:
+        head = name[:2]
+        if head == "ss":
+            if not name.startswith("ss[-1:1]="):
                 continue
-            kind, rest = match.group(1), match.group(3)
-            column, parts = int(match.group(2)) + window, 2 if kind == "b" else 3
+            kind, column, rest, parts = "ss", 0, name[len("ss[-1:1]="):], 3
+        elif head == "b[" or head == "t[":
+            end = name.find("]", 2)  # "b[k]=rest": k holds no "]"
+            if end < 0 or name[end + 1:end + 2] != "=" or _OFFSET.fullmatch(name, 2, end) is None:
+                continue
+            kind, rest = head[0], name[end + 2:]
+            column, parts = int(name[2:end]) + window, 2 if kind == "b" else 3
             if not 0 <= column < width[kind]:
                 continue
+        else:
+            continue
+        table = found[kind]
         for key in _splits(rest, parts):
-            found[kind].setdefault(key, [none] * width[kind])[column] = ident
+            row = table.get(key)
+            if row is None:
+                row = table[key] = [none] * width[kind]
+            row[column] = ident
     words: dict[str, int] = {}  # one vocabulary for both word n-gram tables: a form has one id
     for key in itertools.chain(found["b"], found["t"]):
         for word in key:

@@ -19,9 +19,11 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import itertools
 import json
 import logging
 import os
+import queue
 import resource
 import signal
 import socket
@@ -30,19 +32,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Protocol
 
-from tqdm import tqdm
-from tqdm.contrib.logging import logging_redirect_tqdm
-
 from hybriddeid.classifiers.base import ComponentError
 from hybriddeid.core.document import Document
 from hybriddeid.io import InputError, Inputs, output_path, remove_temp_files, scan_inputs, scan_tree, write_documents
-from hybriddeid.io._common import shown_path
+from hybriddeid.io._common import commit_writes, discard_writes, flush_files, shown_path, staged_writes
 from hybriddeid.runs.processing import NoteSettings, load_model, process_notes
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ DEFAULT_TIMEOUT_PER_NOTE = 600.0
 # space beyond what it inherited is ample for a 20 MB note and stops a runaway before it takes a shared
 # machine's memory.
 DEFAULT_MEMORY_MB = 4096
+FLUSH_THREADS = 4  # a worker's threads that flush its staged outputs to disk together (io.flush_files)
 
 
 @dataclass(frozen=True)
@@ -303,7 +304,10 @@ class BatchProcessor(Protocol):
     the name of each readable note and its file (``deid --rename`` records the hashed names then). A
     third, ``rejected() -> [(path, problem)]``, tells the parts of readable inputs that were left out
     (a FHIR resource that cannot be de-identified, while the rest of its file goes on): asked once
-    every input has been read, each is counted and told as a failure."""
+    every input has been read, each is counted and told as a failure. A processor whose every output is
+    written by ``atomic_write_text`` (``write_documents``) may set ``defers_writes = True``: a worker then
+    stages a unit's outputs (``io.staged_writes``) and puts them in place, each flushed to disk first, in
+    a thread while it runs the next unit, so waiting on the disk overlaps the work."""
 
     def setup(self) -> None:
         """Prepare once per process before any ``process`` call (e.g. load a model)."""
@@ -324,6 +328,7 @@ class TransformProcessor:
 
     transform: Transform
     out_format: str
+    defers_writes = True  # its outputs are all write_documents': a worker commits them while it runs the next unit
 
     def setup(self) -> None:
         pass
@@ -351,6 +356,7 @@ class AnnotateProcessor:
     engine: str | None = None  # how the CRFs tag ("fast", "crfsuite"); None: the model's config
     device: str | None = None  # where neural components run ("auto", "cpu", "cuda[:N]"); None: the model's config
     needs_spans = False  # the model's spans replace the inputs' own
+    defers_writes = True  # its outputs are all write_documents': a worker commits them while it tags the next unit
 
     def setup(self) -> None:
         if self.pipeline is None:
@@ -588,16 +594,33 @@ def _run_all(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcess
             processor.setup()
         except Exception as exc:  # noqa: BLE001 - told once, as a run that cannot start
             raise SetupError(f"cannot set up the run: {_setup_problem(exc)}") from None
-    bar = tqdm(total=sum(len(unit) for unit in todo), desc="files", unit="file", disable=not progress, leave=False)
-    # errors go above the bar, never onto its line
-    with logging_redirect_tqdm() if progress else contextlib.nullcontext(), bar:
-        for unit, problem in _run_units(todo, processor, out_dir, fmt, docs, jobs, limits, notes):
+    with _progress_bar(sum(len(unit) for unit in todo), progress) as bar:
+        for unit, problem in _run_units(todo, processor, out_dir, fmt, docs, jobs, limits, notes, inputs):
             if problem is None:
                 result.written.extend(unit)
             else:
                 for path in unit:
                     _fail(result, path, problem, processor)
             bar.update(len(unit))
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _progress_bar(total: int, shown: bool) -> Iterator[Any]:
+    """A bar of ``total`` files when ``shown``, log records (errors) written above it, never onto its line;
+    else one that shows nothing. tqdm is imported only for a bar (~25 ms of a run's start-up)."""
+    if not shown:
+        yield _NoBar()
+        return
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm(), tqdm(total=total, desc="files", unit="file", leave=False) as bar:
+        yield bar
 
 
 def _plan(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
@@ -663,10 +686,15 @@ def _join(keys: dict[Path, set[str]]) -> list[list[Path]]:
 
 # -- running units ---------------------------------------------------------------------------------
 # Units run in worker processes forked from this one (they inherit the set-up processor and the
-# documents, nothing is pickled but the unit's paths and the answers). Each worker answers one unit at
-# a time over a pipe: ("log", logger, level, message) for its log records (shown above the progress
-# bar by this process) and ("done", problem or None, restart). A worker that dies, or runs past its
-# unit's deadline (then it is killed), fails that unit alone and is replaced by a fresh fork.
+# documents, nothing is pickled but the unit's paths and the answers). The parent sends a worker one
+# unit at a time, (number, paths), and it answers over a pipe: ("log", logger, level, message) for its
+# log records (shown above the progress bar by this process), ("done", number, problem or None,
+# restart) when the unit is finished and, for a processor that ``defers_writes``, first ("staged",
+# number, temporary files) once its outputs are written but not yet in place: the parent then sends the
+# next unit while the worker's commit thread flushes those files to disk and swaps them in
+# (``io.commit_writes``), and the unit counts as done only at its "done". A worker that dies, or runs
+# past a unit's deadline (then it is killed), fails the unit it was running alone and is replaced by a
+# fresh fork; units it had staged but not put in place lose their temporary files and run again (once).
 
 
 @dataclass
@@ -674,8 +702,11 @@ class _Worker:
     process: Any
     conn: Connection
     unit: list[Path] | None = None
+    number: int = -1  # the unit's number in the run
     deadline: float = float("inf")
     limit: float | None = None
+    # staged units being put in place: number -> (unit, its (temporary file, output) pairs, deadline)
+    committing: dict[int, tuple[list[Path], list[tuple[str, str]], float]] = field(default_factory=dict)
 
     def stop(self, kill: bool = False) -> None:
         if kill and self.process.is_alive():
@@ -693,37 +724,110 @@ class _Worker:
 class _PipeHandler(logging.Handler):
     """Sends a worker's log records to the parent, which shows them above its progress bar."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, send: Callable[[tuple], None]) -> None:
         super().__init__()
-        self.conn = conn
+        self.send = send
 
     def emit(self, record: logging.LogRecord) -> None:
         with contextlib.suppress(Exception):  # a log line must never fail a unit
-            self.conn.send(("log", record.name, record.levelno, record.getMessage()))
+            self.send(("log", record.name, record.levelno, record.getMessage()))
+
+
+class _Committer:
+    """A worker's thread that puts each staged unit's outputs in place (``commit_writes``: flushed to disk,
+    then swapped in), in order, and tells the parent ("done"), while the worker runs the next unit."""
+
+    def __init__(self, send: Callable[[tuple], None]) -> None:
+        self._send = send
+        self._pool: ThreadPoolExecutor | None = None  # flushes several files at once, made when first needed
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="output-commit", daemon=True)
+        self._thread.start()
+
+    def put(self, number: int, staged: list[tuple[Path, Path]]) -> None:
+        self._queue.put((number, staged))
+
+    def close(self) -> None:
+        """Put every unit staged so far in place, then end the thread."""
+        self._queue.put(None)
+        self._thread.join()
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            group = [item]  # every unit staged meanwhile: their files are flushed together
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)  # ends the loop after this group
+                    break
+                group.append(item)
+            files = [tmp for _, staged in group for tmp, _ in staged]
+            if len(files) > 1 and self._pool is None:
+                self._pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="flush")
+            try:
+                flushed = flush_files(files, self._pool)
+            except RuntimeError:  # no thread could start (a tight address-space cap): one after another
+                flushed = flush_files(files)
+            problems = iter(flushed)
+            for number, staged in group:
+                errors = [next(problems) for _ in staged]
+                problem = next((describe_error(exc) for exc in errors if exc is not None), None)
+                try:
+                    if problem is None:
+                        commit_writes(staged, flushed=True)
+                    else:
+                        discard_writes(staged)
+                except Exception as exc:  # noqa: BLE001 - told as the unit's failure
+                    problem = describe_error(exc)
+                with contextlib.suppress(OSError, ValueError):  # the parent is gone: nothing to tell
+                    self._send(("done", number, problem, False))
 
 
 def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt: str,
-                 docs: dict[Path, list[Document] | Inputs | NoteSource], memory_mb: int | None, parent_pid: int) -> None:
-    """A worker: unit after unit from ``conn`` until None or the pipe closes; it ends with its parent."""
+                 docs: dict[Path, list[Document] | Inputs | NoteSource], source: Inputs | NoteSource | None,
+                 memory_mb: int | None, parent_pid: int) -> None:
+    """A worker: unit after unit from ``conn`` until None or the pipe closes; it ends with its parent.
+    ``source`` reads a unit's files again when ``docs`` does not hold them (a unit run again)."""
     for sig in STOP_SIGNALS:  # stopping is the parent's to handle; it ends the workers
         signal.signal(sig, signal.SIG_IGN if sig != signal.SIGTERM else signal.SIG_DFL)
     die_with_parent(parent_pid)
+    sending = threading.Lock()  # the commit thread answers too
+
+    def send(message: tuple) -> None:
+        with sending:
+            conn.send(message)
+
     root = logging.getLogger()
-    root.handlers = [_PipeHandler(conn)]
+    root.handlers = [_PipeHandler(send)]
     limit_memory(memory_mb)
-    while True:
-        try:
-            unit = conn.recv()
-        except (EOFError, OSError):
-            break
-        if unit is None:
-            break
-        problem, restart = _work(processor, out_dir, fmt, docs, unit)
-        if problem is not None and memory_mb is not None and restart:
-            problem = f"worker exceeded the memory limit of {memory_mb} MB (--memory-limit-mb)"
-        conn.send(("done", problem, restart))
-        if restart:
-            break
+    committer = _Committer(send) if getattr(processor, "defers_writes", False) else None
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                break
+            if message is None:
+                break
+            number, unit = message
+            problem, restart, staged = _work(processor, out_dir, fmt, docs, source, unit, committer is not None)
+            if staged is not None and committer is not None:
+                send(("staged", number, [(str(tmp), str(path)) for tmp, path in staged]))
+                committer.put(number, staged)
+                continue
+            if problem is not None and memory_mb is not None and restart:
+                problem = f"worker exceeded the memory limit of {memory_mb} MB (--memory-limit-mb)"
+            send(("done", number, problem, restart))
+            if restart:
+                break
+    finally:
+        if committer is not None:
+            committer.close()
     conn.close()
 
 
@@ -750,20 +854,29 @@ def address_space() -> int:
 
 
 def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs | NoteSource],
-          unit: list[Path]) -> tuple[str | None, bool]:
+          source: Inputs | NoteSource | None, unit: list[Path],
+          stage: bool) -> tuple[str | None, bool, list[tuple[Path, Path]] | None]:
     """Process one unit: (the problem as one safe line or None when it worked, whether the worker must
-    be replaced: after a MemoryError its state cannot be trusted)."""
+    be replaced: after a MemoryError its state cannot be trusted, and with ``stage`` the outputs staged
+    for ``commit_writes`` when it worked)."""
     try:
-        unit_docs = []
+        unit_docs: list[Document] = []
         for path in unit:
-            held = docs.pop(path)
+            held = docs.pop(path, None)
+            if held is None:
+                held = source
+            assert held is not None, "a unit's notes come with it or from the run's source"
             unit_docs.extend(held if isinstance(held, list) else held.read(path))
-        processor.process(unit_docs, out_dir, fmt)
+        if not stage:
+            processor.process(unit_docs, out_dir, fmt)
+            return None, False, None
+        with staged_writes() as staged:
+            processor.process(unit_docs, out_dir, fmt)
     except MemoryError as exc:
-        return describe_error(exc), True
+        return describe_error(exc), True, None
     except Exception as exc:  # noqa: BLE001 - a bad unit must not stop the batch, nor leak text
-        return describe_error(exc), False
-    return None, False
+        return describe_error(exc), False, None
+    return None, False, staged
 
 
 def describe_death(exitcode: int | None, memory_mb: int | None) -> str:
@@ -791,19 +904,22 @@ def _setup_problem(exc: BaseException) -> str:
 
 def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path, fmt: str,
                docs: dict[Path, list[Document] | Inputs | NoteSource], jobs: int, limits: Limits,
-               notes: dict[Path, int]) -> Iterator[tuple[list[Path], str | None]]:
-    """(unit, problem or None) for every unit, in completion order, each run in a worker process."""
+               notes: dict[Path, int], source: Inputs | NoteSource | None = None) -> Iterator[tuple[list[Path], str | None]]:
+    """(unit, problem or None) for every unit, in completion order, each run in a worker process.
+    ``source`` reads a unit's files again for a unit run again (staged by a worker that then died)."""
     if not units:
         return
     context = get_context("fork")
     pending = list(reversed(units))
     workers: list[_Worker] = []
     size = max(1, min(jobs, len(units)))
+    numbers = itertools.count()
+    again: set[tuple[Path, ...]] = set()  # units already run again once
 
     def start() -> _Worker:
         parent_end, child_end = context.Pipe()
-        process = context.Process(target=_worker_main,
-                                  args=(child_end, processor, out_dir, fmt, docs, limits.memory_mb, os.getpid()))
+        process = context.Process(target=_worker_main, args=(child_end, processor, out_dir, fmt, docs, source,
+                                                              limits.memory_mb, os.getpid()))
         process.start()
         child_end.close()
         return _Worker(process, parent_end)
@@ -815,57 +931,107 @@ def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path
             for worker in workers:
                 if worker.unit is None and pending:
                     unit = pending.pop()
-                    worker.unit = unit
+                    worker.unit, worker.number = unit, next(numbers)
                     if limits.timeout_per_note is not None:
                         worker.limit = limits.timeout_per_note * sum(notes.get(path, 1) for path in unit)
                         worker.deadline = time.monotonic() + worker.limit
-                    worker.conn.send(unit)
+                    worker.conn.send((worker.number, unit))
                     for path in unit:  # the worker has them; later forks need not
                         docs.pop(path, None)
-            busy = [worker for worker in workers if worker.unit is not None]
+            busy = [worker for worker in workers if worker.unit is not None or worker.committing]
             if not busy:
                 for worker in workers:
                     worker.stop()
                 workers.clear()
                 continue
-            timeout = max(0.0, min(worker.deadline for worker in busy) - time.monotonic())
+            deadlines = [worker.deadline for worker in busy] + [
+                deadline for worker in busy for _, _, deadline in worker.committing.values()]
+            timeout = max(0.0, min(deadlines) - time.monotonic())
             wait([w.conn for w in busy] + [w.process.sentinel for w in busy], None if timeout == float("inf") else timeout)
             for worker in busy:
-                outcome = _collect(worker, limits)
-                if outcome is None:
+                finished, why = _collect(worker, limits)
+                yield from finished
+                if why is None:
                     continue
-                unit, problem, replace = outcome
+                worker.stop(kill=True)  # gone before its files are touched here
+                workers.remove(worker)
+                if worker.unit is not None:  # the unit it was running fails alone
+                    yield worker.unit, why
+                for unit, pairs, _ in worker.committing.values():  # staged: finished here
+                    staged = [(Path(tmp), Path(path)) for tmp, path in pairs]
+                    if why.startswith(_HUNG):  # the disk did not answer the worker: nor would it answer here
+                        discard_writes(staged)
+                        yield unit, why
+                        continue
+                    try:
+                        placed = _put_in_place(staged)
+                    except OSError as exc:
+                        yield unit, describe_error(exc)
+                        continue
+                    if placed:
+                        yield unit, None
+                    elif tuple(unit) in again or source is None:
+                        yield unit, why
+                    else:  # nothing left to tell whether it was put in place: run it again
+                        again.add(tuple(unit))
+                        pending.append(unit)
                 worker.unit, worker.deadline = None, float("inf")
-                if replace:
-                    worker.stop(kill=True)
-                    workers.remove(worker)
-                yield unit, problem
+                worker.committing.clear()
     finally:
         for worker in workers:
             worker.stop(kill=True)
 
 
-def _collect(worker: _Worker, limits: Limits) -> tuple[list[Path], str | None, bool] | None:
-    """The busy ``worker``'s answer once it has one (unit, problem, whether to replace the worker), or
-    None while it still works within its deadline. Its log records are passed on meanwhile."""
-    unit = worker.unit
-    assert unit is not None
+_HUNG = "worker killed: its outputs were not in place"
+
+
+def _put_in_place(staged: list[tuple[Path, Path]]) -> bool:
+    """Finish putting a dead worker's staged unit in place: True when done (the temporary files it left
+    flushed and swapped in here; those it swapped in itself were flushed first), False when it left none,
+    so whether it put them in place or removed them cannot be told (the unit runs again). The worker wrote
+    and closed every file before it told the unit staged: its death loses none of their bytes."""
+    left = [(tmp, path) for tmp, path in staged if tmp.exists()]
+    if not left:
+        return False
+    commit_writes(left)
+    return True
+
+
+def _collect(worker: _Worker, limits: Limits) -> tuple[list[tuple[list[Path], str | None]], str | None]:
+    """The units the busy ``worker`` finished, (unit, problem), from its answers so far, and why it must be
+    replaced (None while it works within its deadlines). Its log records are passed on meanwhile; a unit
+    it staged moves to ``worker.committing``, freeing it for the next unit."""
+    finished: list[tuple[list[Path], str | None]] = []
     dead = False
     try:
         while worker.conn.poll():
             message = worker.conn.recv()
             if message[0] == "log":
                 logging.getLogger(message[1]).log(message[2], "%s", message[3])
-            else:
-                return unit, message[1], message[2]
+            elif message[0] == "staged" and message[1] == worker.number and worker.unit is not None:
+                deadline = float("inf") if worker.limit is None else time.monotonic() + worker.limit
+                worker.committing[message[1]] = (worker.unit, message[2], deadline)
+                worker.unit, worker.deadline = None, float("inf")
+            elif message[0] == "done":
+                _, number, problem, restart = message
+                if number == worker.number and worker.unit is not None:
+                    finished.append((worker.unit, problem))
+                    worker.unit, worker.deadline = None, float("inf")
+                elif number in worker.committing:
+                    finished.append((worker.committing.pop(number)[0], problem))
+                if restart:
+                    return finished, problem
     except (EOFError, OSError):
         dead = True  # the pipe closed with no answer: told below
     if dead or not worker.process.is_alive():
         worker.process.join()
-        return unit, describe_death(worker.process.exitcode, limits.memory_mb), True
-    if time.monotonic() >= worker.deadline:
-        return unit, f"worker killed: timed out after {worker.limit:g} s (--timeout-per-note)", True
-    return None
+        return finished, describe_death(worker.process.exitcode, limits.memory_mb)
+    now = time.monotonic()
+    if worker.unit is not None and now >= worker.deadline:
+        return finished, f"worker killed: timed out after {worker.limit:g} s (--timeout-per-note)"
+    if any(now >= deadline for _, _, deadline in worker.committing.values()):
+        return finished, f"{_HUNG} within {worker.limit:g} s (--timeout-per-note)"
+    return finished, None
 
 
 def _shown_name(processor: BatchProcessor, name: str) -> str:

@@ -16,6 +16,7 @@ import string
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 from faker import Faker
 
@@ -35,10 +36,15 @@ from hybriddeid.surrogates.names import (
 )
 from hybriddeid.surrogates.shape import copy_case, shape_surrogate
 
+if TYPE_CHECKING:
+    from faker import Faker
+
 _NUMBER = re.compile(r"\d+")
 _ZIP = re.compile(r"\d{5}")
 _TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
 _RETRIES = 8
+# What may stand between a kept relation word and the rest of its span ("Son, ...", "hija: ...").
+_RELATION_SEPARATORS = ",;:.-–—/"
 # Kinds whose abbreviations ("MA", "GBMC") get abbreviated surrogates.
 ABBREVIABLE_KINDS = frozenset({"state", "country", "city", "hospital", "organization", "health_center", "department"})
 _ABBREVIATION = re.compile(r"(?:[^\W\d_a-z]\.?){2,5}")
@@ -52,7 +58,10 @@ SURROGATE, DATE_SHIFT, DATE_FALLBACK, SHAPE, SAFE_HARBOR, KEPT = (
 
 @cache
 def faker_for(locale: str) -> Faker:
-    """One Faker per locale and process; every use re-seeds it, so sharing it is safe."""
+    """One Faker per locale and process; every use re-seeds it, so sharing it is safe. Faker is imported
+    here, on first use: its import (~35 ms) is wasted on runs that write no surrogates (``annotate``)."""
+    from faker import Faker
+
     return Faker(locale)
 
 
@@ -182,16 +191,22 @@ class Surrogates:
         return self._cache[cache_key]
 
     def _relation_head(self, kind: str, value: str) -> str:
-        """The relation words ``value`` begins with and the space after them, kept as written, when
+        """The relation words ``value`` begins with and the separator after them, kept as written, when
         something to replace follows; "" otherwise. Names and family mentions keep relation words
-        wherever they stand (their own handlers); a span of relation words alone keeps its handling."""
+        wherever they stand (their own handlers); a span of relation words alone keeps its handling.
+        A comma or colon after the relation word stays with it, not in what is replaced ("Son, jill@..."
+        would lose it in the e-mail's surrogate), and a separator without a space gets one, so the kept
+        word stands as a word of its own ("Son:jill@..." -> "Son: ...", never "Son...@...")."""
         if kind in ("person", "relative"):
             return ""
         end = relation_prefix(value, self.lang.relative_terms)
-        rest = value[end:].lstrip()
-        if not end or not any(c.isalnum() for c in rest):
+        gap = end
+        while gap < len(value) and (value[gap].isspace() or value[gap] in _RELATION_SEPARATORS):
+            gap += 1
+        if not end or not any(c.isalnum() for c in value[gap:]):
             return ""
-        return value[:len(value) - len(rest)]
+        head = value[:gap]
+        return head if head[-1].isspace() else head + " "
 
     # -- draws ----------------------------------------------------------------------------------
     def _rng(self, *parts: str) -> random.Random:

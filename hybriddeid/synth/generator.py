@@ -107,6 +107,10 @@ class Note:
         self.date_format = _weighted(rng, mix["date_formats"])
         self.date_variety = float(layout["date_variety"])
         self.cast: dict[str, tuple[str, str]] = {}
+        # The language's own label names for the generator's generic ones ([labels]) and for single
+        # slots ([slot_labels]: a relative's name is a label of its own in MEDDOCAN).
+        self.labels: Mapping[str, str] = self.data.get("labels", {})
+        self.slot_labels: Mapping[str, str] = self.data.get("slot_labels", {})
         years = self.data["dates"]["years"]
         self.anchor = date(rng.randint(*years), 1, 1) + timedelta(days=rng.randint(0, 364))
         low, high = (int(x) for x in _weighted(rng, self.data["ages"]["bands"]).split("-"))
@@ -149,7 +153,8 @@ class Note:
             make = self.slots[name]
         except KeyError:
             raise TemplateError(f"unknown PHI slot {name!r}") from None
-        value = make()
+        text, label = make()
+        value = (text, self.slot_labels.get(name) or self.labels.get(label, label))
         if name not in FRESH_SLOTS:
             self.cast[name] = value  # one value per note
         return value
@@ -164,6 +169,8 @@ class Note:
         names = self.data["names"]
         if self.rng.random() < float(names["common_word_rate"]):
             return self.rng.choice(names[f"common_word_{kind}"])
+        if locale == "dictionary":  # the pack's own name lists (dictionaries/first_names.txt, last_names.txt)
+            return self.rng.choice(bundled_entries(self.res.language, f"{kind}_names"))
         faker = self.faker(locale)
         if kind == "first":
             return faker.first_name_female() if sex == "female" else faker.first_name_male()
@@ -176,6 +183,9 @@ class Note:
         surname = last or self._name_word("last", sex, locale)
         if last is None and self.rng.random() < float(names["hyphenated_rate"]):
             surname = f"{surname}-{self._name_word('last', sex, locale)}"
+        elif float(names.get("second_surname_rate", 0)) and self.rng.random() < float(names["second_surname_rate"]):
+            # both surnames, as Spanish names are written
+            surname = f"{surname} {self._name_word('last', sex, locale)}"
         middle = ""
         if self.rng.random() < float(names["middle_initial_rate"]):
             middle = self.rng.choice(string.ascii_uppercase) + "."
@@ -243,6 +253,7 @@ class Note:
         rng, lang, data = self.rng, self.res.lang, self.data
         patient, relative, nurse = self.patient, self.relative, self.nurse
         doc1, doc2, doc3 = self.doctors
+        age_format = str(data["ages"].get("format", "{n}"))  # "{n} años": the unit inside the span, as MEDDOCAN marks it
 
         def doctor_name(person: Person) -> str:
             return rng.choice((person.full, f"{person.first} {person.last}", f"{person.first[:1]}. {person.last}", person.last))
@@ -273,6 +284,12 @@ class Note:
             "zip2": lambda: (self.faker().zipcode(), "ZIP"),
             "department": lambda: (self._ward(), "DEPARTMENT"),
             "hospital_short": lambda: (self._hospital_short(), "HOSPITAL"),
+            "health_center": lambda: (fill_template(self.faker(), rng.choice(lang.templates["health_center"]), lang), "HEALTH_CENTER"),
+            # the relative's relation word ("hija"), for a taxonomy that labels it (MEDDOCAN does)
+            "relation": lambda: (rng.choice(data["vocab"]["relation"]), "RELATION"),
+            # the patient's sex as a word or letter ([gender] sex, sex_letter), for a taxonomy that labels it
+            "sex": lambda: (self.gendered("sex"), "SEX"),
+            "sex_letter": lambda: (self.gendered("sex_letter"), "SEX"),
             "patient_initial": lambda: (f"{patient.first} {patient.last[:1]}.", "PATIENT"),
             "patient_first_lower": lambda: (patient.first.lower(), "PATIENT"),
             "relative_first_lower": lambda: (relative.first.lower(), "PATIENT"),
@@ -287,6 +304,10 @@ class Note:
             "street": lambda: (self.faker().street_address(), "STREET"),
             "city": lambda: (self._place("cities", self.faker().city), "CITY"),
             "state": lambda: (self.faker().state_abbr() if rng.random() < 0.6 else self.faker().state(), "STATE"),
+            "province": lambda: (self._place("states", self.faker().state), "STATE"),
+            # a county ("Franklin County"): a subdivision smaller than a state, removed as a city is
+            "county": lambda: (fill_template(self.faker(), rng.choice(data["templates"]["county"]), lang), "CITY"),
+            "postcode": lambda: (self.faker().postcode(), "ZIP"),
             "zip": lambda: (self.faker().zipcode() if rng.random() < 0.85 else self.faker().zipcode_plus4(), "ZIP"),
             "country": lambda: (rng.choice(data["vocab"]["country"]), "COUNTRY"),
             "location_other": lambda: (rng.choice(data["vocab"]["location_other"]), "LOCATION-OTHER"),
@@ -298,8 +319,8 @@ class Note:
             "doctor_email": lambda: (self._email(doc1), "EMAIL"),
             "url": lambda: (self._url(), "URL"),
             "ip": lambda: (self.faker().ipv4() if rng.random() < 0.9 else self.faker().ipv6(), "IPADDR"),
-            "age": lambda: (str(self.age), "AGE"),
-            "age_other": lambda: (str(rng.randint(1, 104)), "AGE"),
+            "age": lambda: (age_format.format(n=self.age), "AGE"),
+            "age_other": lambda: (age_format.format(n=rng.randint(1, 104)), "AGE"),
             "dob": lambda: (self._date_text(self.anchor - timedelta(days=int(self.age * 365.25) + rng.randint(0, 364))), "DATE"),
             "date_admit": lambda: (self._date_text(self.anchor), "DATE"),
             "date_discharge": lambda: (self._date_text(self.anchor + timedelta(days=rng.randint(1, 12))), "DATE"),
@@ -314,7 +335,8 @@ class Note:
         for label in data["ids"]:
             if label != "ROOM":
                 table[label.lower()] = partial(self._labelled_pattern, label)
-        table["mrn"] = table["medicalrecord"]
+        if "medicalrecord" in table:
+            table["mrn"] = table["medicalrecord"]
         return table
 
 

@@ -1,0 +1,101 @@
+"""Batch outputs staged by a worker and put in place by its commit thread (issue 45): a name appears only
+once its bytes are flushed to disk, a unit counts as written only once its outputs are in place, and a
+worker's death loses no unit it had finished."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from hybriddeid.io import atomic_write_text, read_document
+from hybriddeid.io._common import _TEMP_FILE, commit_writes, flush_files, staged_writes
+from hybriddeid.runs.batch import Limits, _put_in_place, run_batch
+
+NOTE = "Seen on 03/14/2024 by Dr. Lee.\n"
+
+
+def temp_files(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*") if _TEMP_FILE.fullmatch(path.name)]
+
+
+def test_a_staged_write_is_in_place_only_after_its_commit(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old", encoding="utf-8")
+    with staged_writes() as staged:
+        atomic_write_text(target, "new")
+    assert target.read_text(encoding="utf-8") == "old"  # readers still see the old file
+    assert [path for _, path in staged] == [target] and len(temp_files(tmp_path)) == 1
+    commit_writes(staged)
+    assert target.read_text(encoding="utf-8") == "new" and temp_files(tmp_path) == []
+    atomic_write_text(target, "outside")  # outside the block writes go in place at once
+    assert target.read_text(encoding="utf-8") == "outside"
+
+
+def test_an_error_while_staging_leaves_no_temporary_file(tmp_path):
+    with pytest.raises(ValueError), staged_writes():
+        atomic_write_text(tmp_path / "a.txt", "a")
+        raise ValueError("the unit failed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_commit_that_cannot_swap_a_file_in_removes_what_it_left(tmp_path):
+    blocked = tmp_path / "blocked.txt"
+    (blocked / "inside").mkdir(parents=True)  # a folder with files cannot be replaced by a file
+    with staged_writes() as staged:
+        atomic_write_text(tmp_path / "a.txt", "a")
+        atomic_write_text(blocked, "b")
+    with pytest.raises(OSError):
+        commit_writes(staged)
+    assert temp_files(tmp_path) == []
+
+
+def test_flush_files_tells_each_files_error(tmp_path):
+    there = tmp_path / "there.txt"
+    there.write_text("x", encoding="utf-8")
+    with ThreadPoolExecutor(2) as pool:
+        problems = flush_files([there, tmp_path / "gone.txt", there], pool)
+    assert problems[0] is None and problems[2] is None and isinstance(problems[1], FileNotFoundError)
+
+
+def test_a_dead_workers_staged_unit_is_put_in_place_by_the_parent(tmp_path):
+    with staged_writes() as staged:
+        atomic_write_text(tmp_path / "a.txt", "a")
+        atomic_write_text(tmp_path / "b.txt", "b")
+    os.replace(*staged[0])  # the worker had swapped one in (after flushing both) when it died
+    assert _put_in_place(staged)
+    assert [(tmp_path / name).read_text(encoding="utf-8") for name in ("a.txt", "b.txt")] == ["a", "b"]
+    assert temp_files(tmp_path) == []
+    assert not _put_in_place(staged)  # nothing left: whether it was put in place cannot be told
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_every_unit_is_written_whole_and_counted_once_in_place(jobs, tmp_path):
+    notes = tmp_path / "in"
+    notes.mkdir()
+    for i in range(40):
+        (notes / f"n{i:02d}.txt").write_text(f"{i} {NOTE}" * (i + 1), encoding="utf-8")
+    out = tmp_path / "out"
+    result = run_batch(notes, out, lambda doc: doc, "jsonl", progress=False, jobs=jobs)
+    assert result.exit_code == 0 and len(result.written) == 40 and not result.failed
+    for i in range(40):
+        [doc] = read_document(out / f"n{i:02d}.jsonl")
+        assert doc.text == f"{i} {NOTE}" * (i + 1)
+    assert temp_files(out) == []
+
+
+def test_an_output_that_cannot_be_put_in_place_fails_alone(tmp_path):
+    notes = tmp_path / "in"
+    notes.mkdir()
+    for i in range(6):
+        (notes / f"n{i}.txt").write_text(NOTE, encoding="utf-8")
+    out = tmp_path / "out"
+    (out / "n3.jsonl" / "inside").mkdir(parents=True)  # in the way of n3's output
+    result = run_batch(notes, out, lambda doc: doc, "jsonl", overwrite=True, progress=False,
+                       limits=Limits(timeout_per_note=60))
+    assert [path.name for path, _ in result.failed] == ["n3.txt"]
+    assert "Is a directory" in result.failed[0][1] or "Directory not empty" in result.failed[0][1]
+    assert sorted(path.name for path in result.written) == [f"n{i}.txt" for i in range(6) if i != 3]
+    assert all(read_document(out / f"n{i}.jsonl")[0].text == NOTE for i in range(6) if i != 3)
+    assert temp_files(out) == []

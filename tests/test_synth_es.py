@@ -1,0 +1,75 @@
+"""The Spanish generated notes (resources/languages/es/synth.toml) the bundled Spanish model learns
+beside MEDDOCAN: exact offsets, MEDDOCAN's labels, and the contexts MEDDOCAN's case reports lack."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hybriddeid.core.document import Document
+from hybriddeid.core.taxonomy import load_taxonomy
+from hybriddeid.synth import check_offsets, generate_corpus, load_synth_resources
+
+N = 200
+
+
+@pytest.fixture(scope="module", params=["train", "test"])
+def corpus(request) -> list[Document]:
+    return list(generate_corpus(N, seed=5, mix=request.param, language="es"))
+
+
+def _spans(corpus: list[Document], label: str) -> list[tuple[Document, int, int]]:
+    return [(doc, s.start, s.end) for doc in corpus for s in doc.spans if s.label == label]
+
+
+def test_spans_hold_their_values_and_speak_meddocan(corpus: list[Document]) -> None:
+    labels = set(load_taxonomy("meddocan").labels)
+    for doc in corpus:
+        assert check_offsets(doc) == [], doc.name
+        assert {s.label for s in doc.spans} <= labels, doc.name
+        assert all(a.end <= b.start for a, b in zip(doc.spans, doc.spans[1:])), "spans never overlap"
+    assert not any(re.search(r"\{|\}", doc.text) for doc in corpus), "every template field is filled"
+
+
+def test_a_title_with_a_surname_alone_is_a_clinician(corpus: list[Document]) -> None:
+    """"la Dra. Ortega", "el Dr. Sanz": the surname after the title is the span, the title is not."""
+    alone = [doc.text[start:end] for doc, start, end in _spans(corpus, "NOMBRE_PERSONAL_SANITARIO")
+             if re.search(r"\bDra?\. $", doc.text[max(0, start - 5):start])]
+    assert len(alone) > N // 4
+    assert not any(re.match(r"Dra?\.", value) for value in alone)
+
+
+def test_relatives_are_named_in_the_narrative_beside_their_relation(corpus: list[Document]) -> None:
+    """Family mentions: the relative's name and the relation word, each its own span, as MEDDOCAN
+    labels them (FAMILIARES_SUJETO_ASISTENCIA), in sentences rather than header fields only."""
+    relations = set(load_synth_resources("es").data["vocab"]["relation"])
+    family = [doc.text[start:end] for doc, start, end in _spans(corpus, "FAMILIARES_SUJETO_ASISTENCIA")]
+    assert {"hija", "esposo", "marido"} <= {value.lower() for value in family}
+    names = [value for value in family if value.lower() not in relations]
+    assert len(names) > N // 2 and all(value[0].isupper() for value in names)
+
+
+def test_patients_and_towns_stand_in_headers_and_sentences(corpus: list[Document]) -> None:
+    patients = _spans(corpus, "NOMBRE_SUJETO_ASISTENCIA")
+    in_sentences = [1 for doc, start, _ in patients
+                    if not re.search(r":\s*$", doc.text[doc.text.rfind("\n", 0, start) + 1:start])]
+    assert len(in_sentences) > N // 2
+    towns = [doc.text[start:end] for doc, start, end in _spans(corpus, "TERRITORIO")]
+    assert len(set(towns)) > N // 2  # the pack's towns and Faker's, not a handful
+    with_province = sum(1 for doc in corpus for m in re.finditer(r"\w \((\w[\w ]*)\)", doc.text)
+                        if any(s.label == "TERRITORIO" and s.start == m.start(1) for s in doc.spans))
+    assert with_province > N // 10
+
+
+def test_names_come_from_many_origins() -> None:
+    """The pack's own name lists and Faker locales of several countries ("dictionary" in the mix)."""
+    docs = list(generate_corpus(N, seed=6, language="es"))
+    names = {doc.span_text(s) for doc in docs for s in doc.spans if s.label == "NOMBRE_SUJETO_ASISTENCIA"}
+    assert len(names) > N // 2
+    assert any(not c.isascii() and c not in "áéíóúñüÁÉÍÓÚÑÜ" for name in names for c in name)
+
+
+def test_same_seed_same_notes() -> None:
+    a = [(d.text, d.spans) for d in generate_corpus(20, seed=3, language="es")]
+    b = [(d.text, d.spans) for d in generate_corpus(20, seed=3, language="es")]
+    assert a == b
