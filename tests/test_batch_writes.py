@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hybriddeid.io import atomic_write_text, read_document
-from hybriddeid.io._common import _TEMP_FILE, commit_writes, flush_files, staged_writes
+from hybriddeid.io import atomic_write_text, commit_writes, flush_files, read_document, staged_writes
+from hybriddeid.io._common import _TEMP_FILE
 from hybriddeid.runs.batch import Limits, _put_in_place, run_batch
 
 NOTE = "Seen on 03/14/2024 by Dr. Lee.\n"

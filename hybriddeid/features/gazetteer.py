@@ -71,7 +71,8 @@ class Gazetteer:
         self.max_words = max_words
         # Keys of every phrase prefix: a match is extended only while its prefix is known, so
         # most tokens cost a single hash.
-        self.prefixes = set(prefixes) | set(self.table)
+        self.prefixes = set(prefixes)
+        self.prefixes.update(self.table)  # not set(prefixes) | set(table): two sets fewer of ~100,000 keys at load
 
     @classmethod
     def from_phrases(cls, phrases: Mapping[str, Iterable[str]]) -> Gazetteer:

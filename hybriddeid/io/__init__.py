@@ -8,24 +8,33 @@ an ``InputError`` naming the file and what is wrong, never quoting note text.
 """
 from __future__ import annotations
 
-from hybriddeid.io._common import InputError, atomic_write_text, check_encoding, remove_temp_files
+from hybriddeid.io._common import (
+                                  InputError,
+                                  atomic_write_text,
+                                  check_encoding,
+                                  commit_writes,
+                                  discard_writes,
+                                  flush_files,
+                                  remove_temp_files,
+                                  staged_writes,
+)
 from hybriddeid.io.core import (
-    ANNOTATION_FORMATS,
-    FHIR_FORMAT,
-    FORMATS,
-    INPUT_FORMATS,
-    TABLE_FORMATS,
-    Inputs,
-    detect_format,
-    detect_table_format,
-    iter_documents,
-    output_path,
-    read_corpus,
-    read_document,
-    scan_inputs,
-    scan_tree,
-    write_document,
-    write_documents,
+                                  ANNOTATION_FORMATS,
+                                  FHIR_FORMAT,
+                                  FORMATS,
+                                  INPUT_FORMATS,
+                                  TABLE_FORMATS,
+                                  Inputs,
+                                  detect_format,
+                                  detect_table_format,
+                                  iter_documents,
+                                  output_path,
+                                  read_corpus,
+                                  read_document,
+                                  scan_inputs,
+                                  scan_tree,
+                                  write_document,
+                                  write_documents,
 )
 
 __all__ = [
@@ -38,8 +47,11 @@ __all__ = [
     "Inputs",
     "atomic_write_text",
     "check_encoding",
+    "commit_writes",
     "detect_format",
     "detect_table_format",
+    "discard_writes",
+    "flush_files",
     "iter_documents",
     "output_path",
     "read_corpus",
@@ -47,6 +59,7 @@ __all__ = [
     "remove_temp_files",
     "scan_inputs",
     "scan_tree",
+    "staged_writes",
     "write_document",
     "write_documents",
 ]

@@ -41,8 +41,20 @@ from typing import Any, Protocol
 
 from hybriddeid.classifiers.base import ComponentError
 from hybriddeid.core.document import Document
-from hybriddeid.io import InputError, Inputs, output_path, remove_temp_files, scan_inputs, scan_tree, write_documents
-from hybriddeid.io._common import commit_writes, discard_writes, flush_files, shown_path, staged_writes
+from hybriddeid.io import (
+    InputError,
+    Inputs,
+    commit_writes,
+    discard_writes,
+    flush_files,
+    output_path,
+    remove_temp_files,
+    scan_inputs,
+    scan_tree,
+    staged_writes,
+    write_documents,
+)
+from hybriddeid.io._common import shown_path
 from hybriddeid.runs.processing import NoteSettings, load_model, process_notes
 
 log = logging.getLogger(__name__)

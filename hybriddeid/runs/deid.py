@@ -105,6 +105,9 @@ class DeidProcessor:
     # the note texts of the output file last read by ``output_text``, with its (mtime, size)
     _outputs: dict[Path, tuple[tuple[int, int], dict[str, str | None]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    # every file ``process`` writes is atomic_write_text's (mapping, audit, then outputs, put in place in
+    # that order): a worker flushes them in a thread while it de-identifies the next patient (batch.py)
+    defers_writes = True
 
     def __post_init__(self) -> None:
         if self.phi_set is not None:
