@@ -127,10 +127,12 @@ def test_unknown_language_is_refused_with_the_available_ones():
         DeidOptions(language="zz")
 
 
-def test_a_missing_optional_resource_is_named_when_needed_not_at_discovery():
-    assert not language_pack("es").has("synth") and not language_pack("es").has("safelist")
-    with pytest.raises(MissingResourceError, match=r"language 'es' .* no synth\.toml"):
-        load_synth_resources("es")
+def test_a_missing_optional_resource_is_named_when_needed_not_at_discovery(extra_folder):
+    write_pack(extra_folder, "zz")
+    clear_caches()
+    assert not language_pack("zz").has("synth") and not language_pack("es").has("safelist")
+    with pytest.raises(MissingResourceError, match=r"language 'zz' .* no synth\.toml"):
+        load_synth_resources("zz")
     with pytest.raises(MissingResourceError, match=r"language 'es' .* no safelist\.txt"):
         load_safelist("es")
     with pytest.raises(ConfigError, match=r"safelist: language 'es' .* no safelist\.txt"):

@@ -71,9 +71,10 @@ def test_coverage_counts_letters_and_digits_only() -> None:
 # ---- the bundled models on the fast subset ----------------------------------------------------------
 
 # One value per context (each value in turn): 538 English and 414 Spanish identifier probes. The
-# floors are a little under what the bundled models passed when these tests were written (issue 43);
+# floors are a little under what the bundled models passed when these tests were written (issue 43;
+# Spanish 0.967 since the model learns generated notes, 0.82 before);
 # the kinds found by rules for documented formats, every probe.
-SUBSET_FLOOR = {"en": 0.90, "es": 0.75}
+SUBSET_FLOOR = {"en": 0.90, "es": 0.93}
 # Kind -> the share of its probes that must pass: every one but narrative ages in words ("He is
 # ninety and lives alone": no label, no "year old"), of which 0.95 passed.
 RULE_KINDS = {"en": {"mrn": 0.99, "ssn": 0.99, "email": 0.99, "url": 0.99, "age_over_89_words": 0.9},
@@ -101,6 +102,20 @@ def test_rule_kinds_pass_with_every_value(pipelines: dict[str, Pipeline], langua
     assert len(picked) > 100
     for kind, floor in RULE_KINDS[language].items():
         assert counts["kinds"][kind].total >= 90 and counts["kinds"][kind].rate >= floor, kind
+
+
+# Names the Spanish model learns from its generated notes (resources/languages/es/synth.toml), not
+# from MEDDOCAN, whose case reports name people almost only in their header. Every value in every
+# context; before the generated notes (fc08806): 0.072, 0.407, 0.505, 0.567; with them 0.958, 0.895,
+# 0.903, 0.916 (`python benchmarks/probes.py --languages es`).
+LEARNT_KINDS = {"apellido_con_titulo": 0.9, "familiar": 0.85, "nombre_paciente": 0.85, "localidad": 0.85}
+
+
+def test_spanish_names_and_towns_outside_the_header_are_found(pipelines: dict[str, Pipeline]) -> None:
+    suite = [p for p in probes.load_probes("es") if p.kind in LEARNT_KINDS]
+    counts = probes.tally(suite, probes.run_probes(pipelines["es"], suite))
+    for kind, floor in LEARNT_KINDS.items():
+        assert counts["kinds"][kind].total >= 600 and counts["kinds"][kind].rate >= floor, (kind, counts["kinds"][kind].rate)
 
 
 @pytest.mark.parametrize("language", ["en", "es"])

@@ -1,8 +1,10 @@
 """The synthetic-note generator: exact offsets, determinism, held-out mixes, i2b2 XML round trip, CLI."""
 from __future__ import annotations
 
+import random
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from hybriddeid.core.document import Document, Span
 from hybriddeid.core.taxonomy import load_taxonomy
 from hybriddeid.io import read_corpus, write_documents
 from hybriddeid.synth import check_offsets, generate_corpus, load_synth_resources
+from hybriddeid.synth.generator import generate_note
 from hybriddeid.synth.template import NoteWriter, TemplateError, render
 
 N = 250
@@ -130,6 +133,35 @@ def test_template_fields_nest_and_record_their_spans() -> None:
         render("{nobody}", _Context(), NoteWriter())
     with pytest.raises(TemplateError, match="unbalanced"):
         render("{patient", _Context(), NoteWriter())
+
+
+def test_slot_case_modifiers_recase_the_value_and_its_span() -> None:
+    """``{slot:case}`` writes the cast's value in another case (real notes write names and places in
+    capitals or lower case), the span still on exactly the value; an unknown case is an error."""
+    out = NoteWriter()
+    render("{patient:upper} / {patient:lower} / {patient:any} / {patient:title}", _Context(), out)
+    text = out.getvalue()
+    assert text == "ANN LEE / ann lee / Ann Lee / Ann Lee"  # _Context.choose takes the last: "title"
+    assert [text[s.start:s.end] for s in out.spans] == ["ANN LEE", "ann lee", "Ann Lee", "Ann Lee"] == out.values
+    with pytest.raises(TemplateError, match="unknown case 'shout'"):
+        render("{patient:shout}", _Context(), NoteWriter())
+
+
+def test_the_icu_nursing_option_writes_places_in_any_case_and_slash_series_as_no_phi() -> None:
+    """With the "nursing_icu" note type and the "us_facilities" templates switched on (both off in the
+    shipped mixes, which draw as before), notes name hospitals and cities in lower case and capitals
+    too, and carry ventilator and lab slash series ("12/5", "7.38/42/98/24") that are not PHI."""
+    res = load_synth_resources("en")
+    assert res.mix("train")["note_types"]["nursing_icu"] == 0 and not res.mix("train")["extra_templates"]
+    mix = {**res.mix("train"), "note_types": {"nursing_icu": 1}, "extra_templates": ["us_facilities"]}
+    on = replace(res, data={**res.data, "mix": {**res.data["mix"], "icu": mix}})
+    notes = [generate_note(on, "icu", random.Random(i), f"icu-{i}") for i in range(120)]
+    assert all(check_offsets(doc) == [] for doc in notes)
+    places = [doc.span_text(s) for doc in notes for s in doc.spans if s.label in ("HOSPITAL", "CITY")]
+    assert any(p.islower() for p in places) and any(p.isupper() for p in places)
+    assert any(p.endswith(("Adventist Hospital", "Nursing Home", "Manor", "Hospice", " Rehab")) for p in places)
+    series = [(doc, m.start()) for doc in notes for m in re.finditer(r"\b\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?){2,}", doc.text)]
+    assert series and not any(s.start <= at < s.end for doc, at in series for s in doc.spans)
 
 
 def test_short_texts_and_terse_notes_carry_their_phenomena() -> None:

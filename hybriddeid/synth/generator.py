@@ -67,6 +67,9 @@ def load_synth_resources(language: str = "en") -> SynthResources:
         unknown = sorted(set(mix["note_types"]) - set(data["notes"]))
         if unknown:
             raise ValueError(f"{origin}: mix {mix_name!r} names unknown note types {unknown}")
+        unknown = sorted(set(mix.get("extra_templates", ())) - set(data.get("extra_templates", {})))
+        if unknown:
+            raise ValueError(f"{origin}: mix {mix_name!r} names unknown template sets {unknown}")
     return SynthResources(language, data, load_language(language))
 
 
@@ -220,8 +223,14 @@ class Note:
             return self.rng.choice(bundled_entries(self.res.language, kind))
         return invented()
 
+    def _templates(self, kind: str) -> tuple[str, ...]:
+        """The resource's ``[templates]`` of ``kind`` and those of the mix's ``extra_templates`` sets."""
+        sets = self.mix.get("extra_templates", ())
+        return tuple(self.data["templates"][kind]) + tuple(
+            t for name in sets for t in self.data["extra_templates"][name].get(kind, ()))
+
     def _hospital(self) -> str:
-        templates = self.res.lang.templates["hospital"] + tuple(self.data["templates"]["hospital"])
+        templates = self.res.lang.templates["hospital"] + self._templates("hospital")
         return self._place("hospitals", lambda: fill_template(self.faker(), self.rng.choice(templates), self.res.lang))
 
     def _ward(self) -> str:
@@ -235,7 +244,7 @@ class Note:
         """A hospital as notes and queries shorten it: a known abbreviation or a short invented form."""
         if self.rng.random() < 0.5:
             return self.vocab("hospital_short")
-        return fill_template(self.faker(), self.rng.choice(self.data["templates"]["hospital_short"]), self.res.lang)
+        return fill_template(self.faker(), self.rng.choice(self._templates("hospital_short")), self.res.lang)
 
     def _email(self, person: Person) -> str:
         faker = self.faker()

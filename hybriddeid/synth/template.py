@@ -7,7 +7,10 @@ Templates are plain strings with brace fields (nesting allowed):
 - ``{a|b|c}``: one of the alternatives, each itself a template (``{|, }``: nothing or ", ");
 - ``{@A|B}``: a field label, one of A or B, written in the note's label style ("MRN: ", "MRN#");
 - ``{^he}``: a word in the form for the patient's sex ("he"/"she", "Mr."/"Ms.");
-- ``{#60-120}``: a non-PHI whole number in that range (vital signs, lab values, doses).
+- ``{#60-120}``: a non-PHI whole number in that range (vital signs, lab values, doses);
+- ``{slot:case}``: the slot's value in another case, as real notes write PHI: ``lower``, ``upper``,
+  ``title``, or ``any`` (one of as written, lower, upper, drawn); the cast keeps one value, so
+  "Kessler" and "KESSLER" are the same place in one note.
 
 Rendering never computes an offset after the fact: every PHI value is appended through
 ``NoteWriter.phi``, which records its span as it writes it.
@@ -146,5 +149,18 @@ def _field(body: str, context: Context, out: NoteWriter) -> None:
         if len(alternatives) > 1:
             render(context.choose(alternatives), context, out)
         else:
-            value, label = context.slot(body)
-            out.phi(value, label)
+            name, _, case = body.partition(":")
+            value, label = context.slot(name)
+            out.phi(recase(value, case if case != "any" else context.choose(list(CASES))), label)
+
+
+# ``{slot:case}`` modifiers (``any`` draws one of these); "" writes the value as the cast holds it.
+CASES = {"": lambda v: v, "lower": str.lower, "upper": str.upper, "title": lambda v: v.title()}
+
+
+def recase(value: str, case: str) -> str:
+    """``value`` in ``case`` (a key of ``CASES``); a ``TemplateError`` names an unknown one."""
+    try:
+        return CASES[case](value)
+    except KeyError:
+        raise TemplateError(f"unknown case {case!r} in a slot field; known: lower, upper, title, any") from None
