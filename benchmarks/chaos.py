@@ -10,6 +10,7 @@ no temporary file and no lock left. Prints a line per run and the totals by faul
 
     python benchmarks/chaos.py [--notes 500] [--runs 50] [--jobs 2] [--model en] [--seed 3] [--work DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,11 @@ TEMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
 
 def contents(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (relative name -> bytes), the run's summary left out."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.relative_to(folder).as_posix() != "audit/summary.json"}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.relative_to(folder).as_posix() != "audit/summary.json"
+    }
 
 
 def running(pids: set[int]) -> set[int]:
@@ -75,8 +79,22 @@ def main() -> int:
         write_notes(notes, args.notes, args.seed)
     if not key.exists():
         create_key_file(key)
-    cli = [sys.executable, "-m", "hybriddeid.cli", "-q", "deid", "--model", args.model, "--mode", "surrogate",
-           "--key-file", str(key), "--jobs", str(args.jobs), str(notes)]
+    cli = [
+        sys.executable,
+        "-m",
+        "hybriddeid.cli",
+        "-q",
+        "deid",
+        "--model",
+        args.model,
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(key),
+        "--jobs",
+        str(args.jobs),
+        str(notes),
+    ]
 
     started = time.monotonic()
     reference = start([*cli, str(work / "reference")])
@@ -117,20 +135,27 @@ def main() -> int:
         temps = [p for p in out.rglob("*") if TEMP.fullmatch(p.name)]
         locks = list(out.glob(".hybriddeid.lock"))
         identical = got == want
-        print(f"run {number + 1:2d}: {fault:15s} at {delay:5.1f} s{'' if landed else ' (missed)'}: exit {first_exit}, "
-              f"orphans {len(orphans)}, resume exit {resume_exit}, identical {identical}, temp files {len(temps)}, "
-              f"lock left {bool(locks)}", flush=True)
+        print(
+            f"run {number + 1:2d}: {fault:15s} at {delay:5.1f} s{'' if landed else ' (missed)'}: exit {first_exit}, "
+            f"orphans {len(orphans)}, resume exit {resume_exit}, identical {identical}, temp files {len(temps)}, "
+            f"lock left {bool(locks)}",
+            flush=True,
+        )
         tally[(fault, "runs")] += 1
         tally[(fault, "landed")] += landed
         tally[(fault, "identical")] += identical
         tally[(fault, "orphans")] += len(orphans)
         tally[(fault, "temps")] += len(temps) + len(locks)
         tally[(fault, "resume not 0")] += resume_exit != 0
-    print("\n| fault | runs | fault landed | final folder identical | orphans 5 s after | temp/lock files | resume exit != 0 |")
+    print(
+        "\n| fault | runs | fault landed | final folder identical | orphans 5 s after | temp/lock files | resume exit != 0 |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for fault in FAULTS:
-        print(f"| {fault} | {tally[(fault, 'runs')]} | {tally[(fault, 'landed')]} | {tally[(fault, 'identical')]} | "
-              f"{tally[(fault, 'orphans')]} | {tally[(fault, 'temps')]} | {tally[(fault, 'resume not 0')]} |")
+        print(
+            f"| {fault} | {tally[(fault, 'runs')]} | {tally[(fault, 'landed')]} | {tally[(fault, 'identical')]} | "
+            f"{tally[(fault, 'orphans')]} | {tally[(fault, 'temps')]} | {tally[(fault, 'resume not 0')]} |"
+        )
     print(json.dumps({f"{fault}|{what}": n for (fault, what), n in sorted(tally.items())}))
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)

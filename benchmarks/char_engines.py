@@ -11,6 +11,7 @@ engine, each in its own process, and prints the process's resident memory before
 
     PYTHONPATH=. python benchmarks/char_engines.py --fresh 400 --rss 2000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,7 @@ def note_sets(n: int, fresh: int) -> dict[str, tuple[str, list, list]]:
     sets = {"en-test-mix": ("en", english[:n], english[n:])}
     if MEDDOCAN_DEV.is_dir():
         spanish = read_corpus(MEDDOCAN_DEV)
-        sets["meddocan-dev"] = ("es", spanish[:n], spanish[n:n + fresh])
+        sets["meddocan-dev"] = ("es", spanish[:n], spanish[n : n + fresh])
     return sets
 
 
@@ -46,9 +47,14 @@ def same(spans: list, others: list) -> bool:
     """Whether two engines' spans agree: offsets, labels and sources exactly, scores to 1e-9
     (marginals differ in the last bits: summation order)."""
     return len(spans) == len(others) and all(
-        len(a) == len(b) and all((x.start, x.end, x.label, x.source) == (y.start, y.end, y.label, y.source)
-                                 and abs(x.score - y.score) <= 1e-9 for x, y in zip(a, b))
-        for a, b in zip(spans, others))
+        len(a) == len(b)
+        and all(
+            (x.start, x.end, x.label, x.source) == (y.start, y.end, y.label, y.source)
+            and abs(x.score - y.score) <= 1e-9
+            for x, y in zip(a, b)
+        )
+        for a, b in zip(spans, others)
+    )
 
 
 def timed(component, notes: list) -> tuple[float, list]:
@@ -73,20 +79,24 @@ def compare(n: int, rounds: int, fresh: int) -> None:
                 seconds, spans[engine] = timed(component, notes)
                 best[engine] = min(best.get(engine, seconds), seconds)
         scale = 100 / len(notes)
-        print(f"{name} ({len(notes)} notes, {sum(len(d.text) for d in docs) / len(docs):.0f} chars each): "
-              f"fast {best['fast'] * scale:.3f} s, crfsuite {best['crfsuite'] * scale:.3f} s per 100 notes "
-              f"(best of {rounds}), crfsuite/fast {best['crfsuite'] / best['fast']:.2f}x, "
-              f"same spans: {same(spans['fast'], spans['crfsuite'])}")
+        print(
+            f"{name} ({len(notes)} notes, {sum(len(d.text) for d in docs) / len(docs):.0f} chars each): "
+            f"fast {best['fast'] * scale:.3f} s, crfsuite {best['crfsuite'] * scale:.3f} s per 100 notes "
+            f"(best of {rounds}), crfsuite/fast {best['crfsuite'] / best['fast']:.2f}x, "
+            f"same spans: {same(spans['fast'], spans['crfsuite'])}"
+        )
         if unseen:
             notes = [analyse(doc, model) for doc in unseen]
             times = {}
             for engine in ENGINES:
                 component.engine = engine
                 times[engine], spans[engine] = timed(component, notes)
-            print(f"  fresh pass over {len(notes)} unseen notes: fast {times['fast'] * 100 / len(notes):.3f} s, "
-                  f"crfsuite {times['crfsuite'] * 100 / len(notes):.3f} s per 100 notes, "
-                  f"crfsuite/fast {times['crfsuite'] / times['fast']:.2f}x, "
-                  f"same spans: {same(spans['fast'], spans['crfsuite'])}")
+            print(
+                f"  fresh pass over {len(notes)} unseen notes: fast {times['fast'] * 100 / len(notes):.3f} s, "
+                f"crfsuite {times['crfsuite'] * 100 / len(notes):.3f} s per 100 notes, "
+                f"crfsuite/fast {times['crfsuite'] / times['fast']:.2f}x, "
+                f"same spans: {same(spans['fast'], spans['crfsuite'])}"
+            )
 
 
 def memory(engine: str, n: int) -> dict[str, float]:
@@ -100,8 +110,13 @@ def memory(engine: str, n: int) -> dict[str, float]:
     start = time.perf_counter()
     for doc in docs[20:]:
         component.predict(analyse(doc, "en"))
-    return {"engine": engine, "notes": n, "rss_loaded_mb": round(loaded, 1), "rss_after_mb": round(resident_mb(), 1),
-            "seconds": round(time.perf_counter() - start, 1)}
+    return {
+        "engine": engine,
+        "notes": n,
+        "rss_loaded_mb": round(loaded, 1),
+        "rss_after_mb": round(resident_mb(), 1),
+        "seconds": round(time.perf_counter() - start, 1),
+    }
 
 
 def main() -> int:
@@ -118,11 +133,17 @@ def main() -> int:
     compare(args.notes, args.rounds, args.fresh)
     if args.rss:
         for engine in ENGINES:
-            result = subprocess.run([sys.executable, __file__, "--rss", str(args.rss), "--memory-of", engine],
-                                    capture_output=True, text=True, check=True)
+            result = subprocess.run(
+                [sys.executable, __file__, "--rss", str(args.rss), "--memory-of", engine],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             figures = json.loads(result.stdout.strip().splitlines()[-1])
-            print(f"{engine}: RSS {figures['rss_loaded_mb']} MB after loading and 20 notes, "
-                  f"{figures['rss_after_mb']} MB after {figures['notes']} more ({figures['seconds']} s)")
+            print(
+                f"{engine}: RSS {figures['rss_loaded_mb']} MB after loading and 20 notes, "
+                f"{figures['rss_after_mb']} MB after {figures['notes']} more ({figures['seconds']} s)"
+            )
     return 0
 
 

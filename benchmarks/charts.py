@@ -19,6 +19,7 @@ recall per i2b2 2014 category, held-out test mix), ``peers`` (hybriddeid, Philte
 the same notes: binary token recall per category and notes/s), ``spark-scaling`` (``spark-deid``'s job
 in local[1] and local[2] on the same notes: notes/s and CPU seconds per run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,12 @@ CODE_PATHS = ("hybriddeid", "resources", "benchmarks", "tools")  # what a figure
 
 def commit() -> str:
     """The commit the benchmark runs at; "+changes" when the code it runs differs from it."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
-    changed = subprocess.run(["git", "status", "--porcelain", "--", *CODE_PATHS], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    changed = subprocess.run(
+        ["git", "status", "--porcelain", "--", *CODE_PATHS], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     return f"{head}+changes" if changed else head
 
 
@@ -52,12 +55,42 @@ def _run(command: list[str]) -> None:
 
 def run_operating_point(work: Path) -> tuple[str, Any]:
     notes, sweep = work / "gold", work / "sweep.json"
-    _run([sys.executable, "-m", "hybriddeid.cli", "synth", "--n", "200", "--seed", "3", "--mix", "test",
-          "--out", str(notes), "-q"])
-    _run([sys.executable, "-m", "hybriddeid.cli", "evaluate", str(notes), "--sweep", "--model", "en",
-          "--sweep-out", str(sweep), "-q"])
-    command = ("hybriddeid synth --n 200 --seed 3 --mix test --out gold && "
-               "hybriddeid evaluate gold --sweep --model en --sweep-out sweep.json")
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "hybriddeid.cli",
+            "synth",
+            "--n",
+            "200",
+            "--seed",
+            "3",
+            "--mix",
+            "test",
+            "--out",
+            str(notes),
+            "-q",
+        ]
+    )
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "hybriddeid.cli",
+            "evaluate",
+            str(notes),
+            "--sweep",
+            "--model",
+            "en",
+            "--sweep-out",
+            str(sweep),
+            "-q",
+        ]
+    )
+    command = (
+        "hybriddeid synth --n 200 --seed 3 --mix test --out gold && "
+        "hybriddeid evaluate gold --sweep --model en --sweep-out sweep.json"
+    )
     return command, json.loads(sweep.read_text(encoding="utf-8"))
 
 
@@ -70,7 +103,9 @@ def run_per_type(work: Path) -> tuple[str, Any]:
 def run_peers(work: Path) -> tuple[str, Any]:
     out = work / "peers.json"
     _run([sys.executable, "benchmarks/peers.py", "--json", str(out)])
-    return "bash benchmarks/setup_peers.sh && python benchmarks/peers.py --json OUT", json.loads(out.read_text(encoding="utf-8"))
+    return "bash benchmarks/setup_peers.sh && python benchmarks/peers.py --json OUT", json.loads(
+        out.read_text(encoding="utf-8")
+    )
 
 
 def run_spark_scaling(work: Path) -> tuple[str, Any]:
@@ -98,15 +133,25 @@ def run(chart: str) -> Path:
         command, result = RUNS[chart](Path(work))
     DATA.mkdir(parents=True, exist_ok=True)
     path = DATA / f"{chart}.json"
-    path.write_text(json.dumps({"chart": chart, "command": command, "commit": at, "result": result}, indent=1) + "\n",
-                    encoding="utf-8")
+    path.write_text(
+        json.dumps({"chart": chart, "command": command, "commit": at, "result": result}, indent=1) + "\n",
+        encoding="utf-8",
+    )
     print(f"wrote {path.relative_to(ROOT)}")
     return path
 
 
 def _footer(fig: Any, data: dict[str, Any]) -> None:
-    fig.text(0.01, 0.01, f"{data['command']}  (at {data['commit']})", fontsize=6.5, color="0.35", ha="left",
-             va="bottom", wrap=True)
+    fig.text(
+        0.01,
+        0.01,
+        f"{data['command']}  (at {data['commit']})",
+        fontsize=6.5,
+        color="0.35",
+        ha="left",
+        va="bottom",
+        wrap=True,
+    )
 
 
 def draw_operating_point(data: dict[str, Any], plt: Any) -> Any:
@@ -123,14 +168,29 @@ def draw_operating_point(data: dict[str, Any], plt: Any) -> Any:
     left.set_title("Precision and recall against the threshold")
     left.grid(alpha=0.3)
     left.legend(loc="lower left")
-    right.plot([p["binary_token"]["recall"] for p in thresholded], [p["binary_token"]["precision"] for p in thresholded],
-               "o-", markersize=3, label="thresholds")
+    right.plot(
+        [p["binary_token"]["recall"] for p in thresholded],
+        [p["binary_token"]["precision"] for p in thresholded],
+        "o-",
+        markersize=3,
+        label="thresholds",
+    )
     if unset:
-        right.plot([unset["binary_token"]["recall"]], [unset["binary_token"]["precision"]], "r*", markersize=10,
-                   label="no threshold (default)")
+        right.plot(
+            [unset["binary_token"]["recall"]],
+            [unset["binary_token"]["precision"]],
+            "r*",
+            markersize=10,
+            label="no threshold (default)",
+        )
     for p in thresholded:
-        right.annotate(f"{p['threshold']:g}", (p["binary_token"]["recall"], p["binary_token"]["precision"]),
-                       fontsize=6, xytext=(3, 2), textcoords="offset points")
+        right.annotate(
+            f"{p['threshold']:g}",
+            (p["binary_token"]["recall"], p["binary_token"]["precision"]),
+            fontsize=6,
+            xytext=(3, 2),
+            textcoords="offset points",
+        )
     right.set_xlabel("binary token recall")
     right.set_ylabel("binary token precision")
     right.set_title(f"Model {data['result']['model']}, {data['result']['documents']} held-out generated notes")
@@ -155,8 +215,10 @@ def draw_per_type(data: dict[str, Any], plt: Any) -> Any:
     low = min(min(rows[c]["token"]["recall"], rows[c]["strict"]["recall"]) for c in names)
     ax.set_ylim(max(0.0, low - 0.05), 1.005)
     ax.set_ylabel("recall")
-    ax.set_title(f"Recall per i2b2 2014 category: model {data['result'].get('model', 'en')}, "
-                 f"{data['result'].get('notes', '?')} held-out generated notes")
+    ax.set_title(
+        f"Recall per i2b2 2014 category: model {data['result'].get('model', 'en')}, "
+        f"{data['result'].get('notes', '?')} held-out generated notes"
+    )
     ax.legend(loc="lower right")
     ax.grid(axis="y", alpha=0.3)
     return fig
@@ -169,8 +231,12 @@ def draw_peers(data: dict[str, Any], plt: Any) -> Any:
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         recall = tools[name]["recall_by_category"]
-        left.bar([j + (i - (len(names) - 1) / 2) * width for j in range(len(CATEGORIES))],
-                 [recall.get(c, 0.0) for c in CATEGORIES], width, label=name)
+        left.bar(
+            [j + (i - (len(names) - 1) / 2) * width for j in range(len(CATEGORIES))],
+            [recall.get(c, 0.0) for c in CATEGORIES],
+            width,
+            label=name,
+        )
     left.set_xticks(range(len(CATEGORIES)), CATEGORIES)
     left.set_ylabel("binary token recall")
     left.set_title("Recall per category, same notes")
@@ -206,42 +272,60 @@ def draw_spark_scaling(data: dict[str, Any], plt: Any) -> Any:
 
 def caption(data: dict[str, Any]) -> str:
     """Where a chart's numbers come from, for the page that shows it."""
-    return (f"Drawn by `python benchmarks/charts.py run {data['chart']}` and `draw` from `{data['command']}`, "
-            f"run at commit {data['commit']}.")
+    return (
+        f"Drawn by `python benchmarks/charts.py run {data['chart']}` and `draw` from `{data['command']}`, "
+        f"run at commit {data['commit']}."
+    )
 
 
 def table_operating_point(data: dict[str, Any]) -> list[str]:
     result = data["result"]
     points = result["points"]
     names = ["unset" if p["threshold"] is None else f"{p['threshold']:g}" for p in points]
-    lines = [f"The bundled model `{result['model']}` on {result['documents']} held-out generated notes "
-             f"({result['gold_spans']:,} gold spans), binary token precision and recall per P(O) threshold:", "",
-             "| threshold | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
+    lines = [
+        f"The bundled model `{result['model']}` on {result['documents']} held-out generated notes "
+        f"({result['gold_spans']:,} gold spans), binary token precision and recall per P(O) threshold:",
+        "",
+        "| threshold | " + " | ".join(names) + " |",
+        "| --- |" + " ---: |" * len(names),
+    ]
     for key in ("precision", "recall"):
-        lines.append(f"| binary token {key[0].upper()} | " + " | ".join(f"{p['binary_token'][key]:.4f}" for p in points) + " |")
+        lines.append(
+            f"| binary token {key[0].upper()} | " + " | ".join(f"{p['binary_token'][key]:.4f}" for p in points) + " |"
+        )
     return lines
 
 
 def table_per_type(data: dict[str, Any]) -> list[str]:
     result = data["result"]
     rows = result["per_category"]
-    lines = [f"The bundled model `{result.get('model', 'en')}` on {result['notes']} generated notes of the held-out "
-             f"{result['mix']} mix (seed {result['seed']}), i2b2 2014 categories:", "",
-             "| category | strict P | strict R | strict F1 | token P | token R | token F1 |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"The bundled model `{result.get('model', 'en')}` on {result['notes']} generated notes of the held-out "
+        f"{result['mix']} mix (seed {result['seed']}), i2b2 2014 categories:",
+        "",
+        "| category | strict P | strict R | strict F1 | token P | token R | token F1 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name in [c for c in CATEGORIES if c in rows] + sorted(c for c in rows if c not in CATEGORIES):
         s, t = rows[name]["strict"], rows[name]["token"]
-        lines.append(f"| {name} | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "
-                     f"{t['precision']:.4f} | {t['recall']:.4f} | {t['f1']:.4f} |")
+        lines.append(
+            f"| {name} | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "
+            f"{t['precision']:.4f} | {t['recall']:.4f} | {t['f1']:.4f} |"
+        )
     for name, score in result["scores"].items():
-        lines.append(f"| **all, {name} micro** | {score['precision']:.4f} | {score['recall']:.4f} | {score['f1']:.4f} | | | |")
+        lines.append(
+            f"| **all, {name} micro** | {score['precision']:.4f} | {score['recall']:.4f} | {score['f1']:.4f} | | | |"
+        )
     safelist = result.get("safelist")
     if safelist:
         before, after = safelist["binary_token_before"], safelist["binary_token_after"]
-        lines += ["", f"The clinical safe-list removed {safelist['removed']} merged spans of these notes, "
-                      f"{safelist['false_positives_removed']} of them false positives (no gold overlap): binary token "
-                      f"precision {before['precision']:.4f} -> {after['precision']:.4f}, recall {before['recall']:.4f} -> "
-                      f"{after['recall']:.4f}."]
+        lines += [
+            "",
+            f"The clinical safe-list removed {safelist['removed']} merged spans of these notes, "
+            f"{safelist['false_positives_removed']} of them false positives (no gold overlap): binary token "
+            f"precision {before['precision']:.4f} -> {after['precision']:.4f}, recall {before['recall']:.4f} -> "
+            f"{after['recall']:.4f}.",
+        ]
     return lines
 
 
@@ -249,31 +333,46 @@ def table_peers(data: dict[str, Any]) -> list[str]:
     result = data["result"]
     tools = {name: row for name, row in result["results"].items() if "recall_by_category" in row}
     base = tools.get("hybriddeid", {}).get("notes_per_second")
-    lines = [f"{result['notes']} held-out generated English notes ({result['megabytes']:.2f} MB, test mix, seed "
-             f"{result['seed']}), one process per tool; binary token scores:", "",
-             "| tool | notes/s | load s | peak MB | token P | token R | HIPAA token R | hybriddeid speed / tool | "
-             + " | ".join(f"{c} R" for c in CATEGORIES) + " |",
-             "| --- |" + " ---: |" * (7 + len(CATEGORIES))]
+    lines = [
+        f"{result['notes']} held-out generated English notes ({result['megabytes']:.2f} MB, test mix, seed "
+        f"{result['seed']}), one process per tool; binary token scores:",
+        "",
+        "| tool | notes/s | load s | peak MB | token P | token R | HIPAA token R | hybriddeid speed / tool | "
+        + " | ".join(f"{c} R" for c in CATEGORIES)
+        + " |",
+        "| --- |" + " ---: |" * (7 + len(CATEGORIES)),
+    ]
     for name, row in tools.items():
         ratio = f"{base / row['notes_per_second']:.2f}" if base else ""
-        lines.append(f"| {name} | {row['notes_per_second']:.1f} | {row['load_seconds']:.1f} | {row['peak_rss_mb']:.0f} | "
-                     f"{row['precision']:.4f} | {row['recall']:.4f} | {row['hipaa_recall']:.4f} | {ratio} | "
-                     + " | ".join(f"{row['recall_by_category'].get(c, 0.0):.3f}" for c in CATEGORIES) + " |")
+        lines.append(
+            f"| {name} | {row['notes_per_second']:.1f} | {row['load_seconds']:.1f} | {row['peak_rss_mb']:.0f} | "
+            f"{row['precision']:.4f} | {row['recall']:.4f} | {row['hipaa_recall']:.4f} | {ratio} | "
+            + " | ".join(f"{row['recall_by_category'].get(c, 0.0):.3f}" for c in CATEGORIES)
+            + " |"
+        )
     return lines
 
 
 def table_spark_scaling(data: dict[str, Any]) -> list[str]:
     result = data["result"]
-    lines = [f"{result['notes']:,} notes of {result['patients']:,} patients ({result['bytes_per_note']:,} bytes/note, "
-             f"recombined from MEDDOCAN dev), model `{result['model']}`, surrogate mode with `--patient-pattern`, "
-             f"Parquet out; each run in its own process and JVM, {result['rounds']} rounds, on a {result['cpus']}-CPU machine:", "",
-             "| run | round | start-up s | job s | notes/s | CPU s | load before, after |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        f"{result['notes']:,} notes of {result['patients']:,} patients ({result['bytes_per_note']:,} bytes/note, "
+        f"recombined from MEDDOCAN dev), model `{result['model']}`, surrogate mode with `--patient-pattern`, "
+        f"Parquet out; each run in its own process and JVM, {result['rounds']} rounds, on a {result['cpus']}-CPU machine:",
+        "",
+        "| run | round | start-up s | job s | notes/s | CPU s | load before, after |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for r in result["runs"]:
-        lines.append(f"| local[{r['cores']}] | {r['round']} | {r['session_s']:.1f} | {r['job_s']:.1f} | "
-                     f"{r['notes_per_s']:.2f} | {r['cpu_s']:.0f} | {r['load_before']:.1f}, {r['load_after']:.1f} |")
-    lines += ["", f"local[2] / local[1], median notes/s of the rounds: **{result['speedup']:.2f}x** "
-                  f"(efficiency {result['efficiency']:.0%})."]
+        lines.append(
+            f"| local[{r['cores']}] | {r['round']} | {r['session_s']:.1f} | {r['job_s']:.1f} | "
+            f"{r['notes_per_s']:.2f} | {r['cpu_s']:.0f} | {r['load_before']:.1f}, {r['load_after']:.1f} |"
+        )
+    lines += [
+        "",
+        f"local[2] / local[1], median notes/s of the rounds: **{result['speedup']:.2f}x** "
+        f"(efficiency {result['efficiency']:.0%}).",
+    ]
     return lines
 
 

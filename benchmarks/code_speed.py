@@ -16,6 +16,7 @@ the ratios of one run.
 
     python benchmarks/code_speed.py [--baseline-ref main] [--sets en es long] [--rounds 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,10 @@ def write_sets(folder: Path, names: list[str], long_size: int) -> dict[str, tupl
     if "en" in names:
         texts["en"] = "en", [(doc.name, doc.text) for doc in generate_corpus(ENGLISH_NOTES, ENGLISH_SEED, "test")]
     if "es" in names and MEDDOCAN_DEV.is_dir():
-        texts["es"] = "es", [(path.stem, path.read_text(encoding="utf-8")) for path in sorted(MEDDOCAN_DEV.glob("*.txt"))]
+        texts["es"] = (
+            "es",
+            [(path.stem, path.read_text(encoding="utf-8")) for path in sorted(MEDDOCAN_DEV.glob("*.txt"))],
+        )
     if "long" in names:
         texts["long"] = "en", [("long", make_note("words", long_size))]
     sets = {}
@@ -64,31 +68,42 @@ def export_ref(ref: str, folder: Path) -> str:
     """Commit ``ref``'s ``hybriddeid`` and ``resources`` folders written into ``folder`` (``git archive``);
     returns its short hash."""
     folder.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "hybriddeid", "resources"], capture_output=True,
-                             check=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "hybriddeid", "resources"], capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return short_hash(ref)
 
 
 def short_hash(ref: str) -> str:
-    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", ref], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def code_env(code: Path) -> dict[str, str]:
     """The environment of a process that runs ``code``'s hybriddeid with its own language packs. Start it
     in ``code`` (``cwd=code``): ``python -c`` and ``-m`` put their working folder before PYTHONPATH, so a
     child started in a checkout imports that checkout's code, whatever PYTHONPATH says."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")])),
-            "HYBRIDDEID_LANGUAGE_PATH": str(code / "resources" / "languages")}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")])),
+        "HYBRIDDEID_LANGUAGE_PATH": str(code / "resources" / "languages"),
+    }
 
 
 def run(code: Path, args: list[str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one CLI run with ``code`` first on the path."""
     env = code_env(code)
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", CHILD, *args], env=env, cwd=code, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, *args],
+        env=env,
+        cwd=code,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - started
     errors = child.stderr.read() if child.stderr else ""
@@ -117,10 +132,15 @@ def main() -> int:
         baseline = folder / "baseline"
         commit = export_ref(args.baseline_ref, baseline)
         head = short_hash("HEAD")
-        print(f"baseline {args.baseline_ref} ({commit}) against this checkout ({head}, uncommitted changes included); "
-              f"best of {args.rounds}, codes alternating; load average {os.getloadavg()[0]:.2f}", flush=True)
-        print("| set | command | notes | characters | baseline s | this s | ratio | baseline CPU s | this CPU s | CPU ratio "
-              "| same bytes |")
+        print(
+            f"baseline {args.baseline_ref} ({commit}) against this checkout ({head}, uncommitted changes included); "
+            f"best of {args.rounds}, codes alternating; load average {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+        print(
+            "| set | command | notes | characters | baseline s | this s | ratio | baseline CPU s | this CPU s | CPU ratio "
+            "| same bytes |"
+        )
         print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for name, (model, inputs, notes, characters) in write_sets(folder, args.sets, args.long_size).items():
             for command in args.commands:
@@ -128,13 +148,28 @@ def main() -> int:
                 for round_ in range(args.rounds):
                     for label, code in (("baseline", baseline), ("this", ROOT)):
                         out = folder / "out" / label / name / command / str(round_)
-                        cli = [*COMMANDS[command][:1], str(inputs), str(out), "--model", model, *COMMANDS[command][1:],
-                               "--max-file-mb", "100", "--progress", "never"]
+                        cli = [
+                            *COMMANDS[command][:1],
+                            str(inputs),
+                            str(out),
+                            "--model",
+                            model,
+                            *COMMANDS[command][1:],
+                            "--max-file-mb",
+                            "100",
+                            "--progress",
+                            "never",
+                        ]
                         best[label] = [min(a, b) for a, b in zip(best[label], run(code, cli))]
-                same = same_bytes(folder / "out" / "baseline" / name / command / "0", folder / "out" / "this" / name / command / "0")
+                same = same_bytes(
+                    folder / "out" / "baseline" / name / command / "0", folder / "out" / "this" / name / command / "0"
+                )
                 (base_s, base_cpu), (this_s, this_cpu) = best["baseline"], best["this"]
-                print(f"| {name} | {command} | {notes} | {characters:,} | {base_s:.1f} | {this_s:.1f} | {base_s / this_s:.2f} "
-                      f"| {base_cpu:.1f} | {this_cpu:.1f} | {base_cpu / this_cpu:.2f} | {'yes' if same else 'NO'} |", flush=True)
+                print(
+                    f"| {name} | {command} | {notes} | {characters:,} | {base_s:.1f} | {this_s:.1f} | {base_s / this_s:.2f} "
+                    f"| {base_cpu:.1f} | {this_cpu:.1f} | {base_cpu / this_cpu:.2f} | {'yes' if same else 'NO'} |",
+                    flush=True,
+                )
         print(f"load average at the end {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -20,6 +20,7 @@ The bundled model was trained on MEDDOCAN train + dev, so its figures on dev are
 model trained on train only (``hybriddeid train --train .../train/brat --config
 benchmarks/meddocan.toml --out /tmp/m_train``) for the honest figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,10 @@ def kept_characters(docs: list[Document], results: list[DeidResult]) -> tuple[in
         cursor_in = cursor_out = 0
         out = result.text
         for rep in result.replacements:
-            kept_in, kept_out = doc.text[cursor_in:rep.start], out[cursor_out:rep.out_start]
+            kept_in, kept_out = doc.text[cursor_in : rep.start], out[cursor_out : rep.out_start]
             compared += len(kept_in)
             differing += sum(a != b for a, b in zip(kept_in, kept_out)) + abs(len(kept_in) - len(kept_out))
-            if out[rep.out_start:rep.out_end] != rep.replacement:
+            if out[rep.out_start : rep.out_end] != rep.replacement:
                 differing += 1
             cursor_in, cursor_out = rep.end, rep.out_end
         tail_in, tail_out = doc.text[cursor_in:], out[cursor_out:]
@@ -76,7 +77,7 @@ def leaks(docs: list[Document], results: list[DeidResult]) -> tuple[Counter[str]
     for doc, result in zip(docs, results):
         non_phi = list(doc.text)
         for span in doc.spans:
-            non_phi[span.start:span.end] = [" "] * len(span)
+            non_phi[span.start : span.end] = [" "] * len(span)
         non_phi_text = "".join(non_phi)
         for span, rep in zip(doc.spans, result.replacements):
             spans += 1
@@ -97,8 +98,12 @@ def recall(model: Pipeline, gold: list[Document]) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dev", type=Path, default=SHARED / "dev" / "brat")
-    parser.add_argument("--model", action="append", default=[],
-                        help="model folder to re-annotate with (repeatable; default: the bundled Spanish model)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="model folder to re-annotate with (repeatable; default: the bundled Spanish model)",
+    )
     args = parser.parse_args()
 
     docs = read_corpus(args.dev)
@@ -107,27 +112,36 @@ def main() -> int:
     seconds = time.perf_counter() - started
     again, other = deidentify(docs, KEY_A), deidentify(docs, KEY_B)
     n_spans = sum(len(doc.spans) for doc in docs)
-    print(f"MEDDOCAN dev: {len(docs)} notes, {n_spans} gold spans; surrogates in {seconds:.1f} s "
-          f"({len(docs) / seconds:.0f} notes/s)")
+    print(
+        f"MEDDOCAN dev: {len(docs)} notes, {n_spans} gold spans; surrogates in {seconds:.1f} s "
+        f"({len(docs) / seconds:.0f} notes/s)"
+    )
 
     compared, differing = kept_characters(docs, first)
     print(f"non-PHI characters kept byte-identical: {compared - differing}/{compared} ({differing} differ)")
 
     beyond, same, spans = leaks(docs, first)
-    print(f"original values found in the output beyond the note's own non-PHI text (whole token, exact case): "
-          f"{sum(beyond.values())}/{spans} spans {dict(beyond.most_common())}")
-    print(f"surrogate equal to its original (case-insensitive): {sum(same.values())}/{spans} spans "
-          f"{dict(same.most_common())}")
+    print(
+        f"original values found in the output beyond the note's own non-PHI text (whole token, exact case): "
+        f"{sum(beyond.values())}/{spans} spans {dict(beyond.most_common())}"
+    )
+    print(
+        f"surrogate equal to its original (case-insensitive): {sum(same.values())}/{spans} spans "
+        f"{dict(same.most_common())}"
+    )
 
     identical = sum(a.text == b.text for a, b in zip(first, again))
     changed_notes = sum(a.text != b.text for a, b in zip(first, other))
-    changed_spans = sum(ra.replacement != rb.replacement for a, b in zip(first, other)
-                        for ra, rb in zip(a.replacements, b.replacements))
+    changed_spans = sum(
+        ra.replacement != rb.replacement for a, b in zip(first, other) for ra, rb in zip(a.replacements, b.replacements)
+    )
     print(f"same key, second run: {identical}/{len(docs)} notes identical")
     print(f"other key: {changed_notes}/{len(docs)} notes differ, {changed_spans}/{spans} surrogates differ")
 
     unparsed = sum(rep.method == "date-fallback" for result in first for rep in result.replacements)
-    print(f"dates not understood (same-shape surrogate): {unparsed}/{sum(s.label == 'FECHAS' for d in docs for s in d.spans)}")
+    print(
+        f"dates not understood (same-shape surrogate): {unparsed}/{sum(s.label == 'FECHAS' for d in docs for s in d.spans)}"
+    )
 
     surrogate_gold = [result.document for result in first]  # spans at output offsets
     print("\nre-annotation recall | original notes: strict relaxed token | surrogate notes: strict relaxed token")
@@ -135,9 +149,12 @@ def main() -> int:
         model = Pipeline.load(model_path)
         original, surrogate = recall(model, docs), recall(model, surrogate_gold)
         corpus = model.meta.get("training_corpus", {})
-        print(f"{model_path} (trained on {corpus.get('name', '?')}, {corpus.get('documents', '?')} notes) | "
-              + " ".join(f"{original[c]:.4f}" for c in original) + " | "
-              + " ".join(f"{surrogate[c]:.4f}" for c in surrogate))
+        print(
+            f"{model_path} (trained on {corpus.get('name', '?')}, {corpus.get('documents', '?')} notes) | "
+            + " ".join(f"{original[c]:.4f}" for c in original)
+            + " | "
+            + " ".join(f"{surrogate[c]:.4f}" for c in surrogate)
+        )
     return 0
 
 

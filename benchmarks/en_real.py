@@ -120,6 +120,7 @@ set) still found verbatim, as whole words, in the output note: count and share (
                                  [--corpora asq presidio physionet] [--tools hybriddeid philter presidio]
                                  [--peer-note-timeout 20] [--max-notes N] [--examples 5] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -154,12 +155,22 @@ from hybriddeid.synth.generator import load_synth_resources  # noqa: E402
 from peers import TOOLS, run_tools  # noqa: E402
 from real_text import CORPORA, LOCKBOX_CORPUS, PATIENT_INDEX, Relabeller, sealed_groups  # noqa: E402
 
-CORPUS_TITLES = {"asq": "ASQ-PHI dev (clinician queries)", "presidio": "presidio-research synth dev (general PII sentences)",
-                 "physionet": "PhysioNet deid dev (real ICU nursing notes)"}
+CORPUS_TITLES = {
+    "asq": "ASQ-PHI dev (clinician queries)",
+    "presidio": "presidio-research synth dev (general PII sentences)",
+    "physionet": "PhysioNet deid dev (real ICU nursing notes)",
+}
 GOLD_TAXONOMY = {"asq": "asq-phi", "presidio": "presidio", "physionet": "physionet"}
-CITATIONS = {"physionet": "PhysioNet deid gold standard: Neamatullah et al., BMC Med Inform Decis Mak 2008;8:32; "
-                          "Goldberger et al., Circulation 2000"}
-PRED_TAXONOMY = {"hybriddeid": "i2b2-2014", "hybriddeid-cv": "i2b2-2014", "presidio": "i2b2-2014", "philter": "i2b2-2014"}
+CITATIONS = {
+    "physionet": "PhysioNet deid gold standard: Neamatullah et al., BMC Med Inform Decis Mak 2008;8:32; "
+    "Goldberger et al., Circulation 2000"
+}
+PRED_TAXONOMY = {
+    "hybriddeid": "i2b2-2014",
+    "hybriddeid-cv": "i2b2-2014",
+    "presidio": "i2b2-2014",
+    "philter": "i2b2-2014",
+}
 UNTYPED = "PHI"  # the peers' spans, scored as output: a label no taxonomy knows, kept under every PHI set
 TYPED_ROWS = ("hybriddeid", "hybriddeid-cv")  # rows whose labels go through a PHI set
 
@@ -219,27 +230,188 @@ PHYSIONET_MISS_GROUPS = {
 # case-insensitively. "pt" (patient, more often than prothrombin time) is left out.
 VITAL_KEYWORDS = (
     # vital signs and hemodynamics
-    "bp", "sbp", "dbp", "nbp", "abp", "art", "map", "hr", "pulse", "rr", "resp", "temp", "t", "tm", "tmax", "tc",
-    "sat", "sats", "spo2", "sao2", "o2sat", "o2", "cvp", "pad", "pas", "pap", "pa", "pcwp", "wedge", "co", "ci", "svr",
-    "pvr", "svo2", "icp", "cpp", "ef", "rate", "hemodynamics", "fever", "febrile", "afebrile",
+    "bp",
+    "sbp",
+    "dbp",
+    "nbp",
+    "abp",
+    "art",
+    "map",
+    "hr",
+    "pulse",
+    "rr",
+    "resp",
+    "temp",
+    "t",
+    "tm",
+    "tmax",
+    "tc",
+    "sat",
+    "sats",
+    "spo2",
+    "sao2",
+    "o2sat",
+    "o2",
+    "cvp",
+    "pad",
+    "pas",
+    "pap",
+    "pa",
+    "pcwp",
+    "wedge",
+    "co",
+    "ci",
+    "svr",
+    "pvr",
+    "svo2",
+    "icp",
+    "cpp",
+    "ef",
+    "rate",
+    "hemodynamics",
+    "fever",
+    "febrile",
+    "afebrile",
     # ventilator
-    "vent", "fio2", "peep", "ps", "psv", "cpap", "bipap", "ac", "a/c", "simv", "imv", "vt", "tv", "ve", "mv", "rsbi",
-    "nif", "pip", "plat", "peak", "ett", "mode",
+    "vent",
+    "fio2",
+    "peep",
+    "ps",
+    "psv",
+    "cpap",
+    "bipap",
+    "ac",
+    "a/c",
+    "simv",
+    "imv",
+    "vt",
+    "tv",
+    "ve",
+    "mv",
+    "rsbi",
+    "nif",
+    "pip",
+    "plat",
+    "peak",
+    "ett",
+    "mode",
     # labs
-    "abg", "vbg", "gas", "gases", "ph", "pco2", "po2", "pao2", "paco2", "hco3", "lactate", "lac", "k", "na", "cl",
-    "co2", "mg", "ica", "phos", "bun", "cr", "creat", "creatinine", "glucose", "gluc", "bs", "fsbs", "fs",
-    "fingerstick", "bg", "hct", "hgb", "hb", "wbc", "plt", "plts", "platelets", "inr", "ptt", "ck", "cpk", "trop",
-    "troponin", "alt", "ast", "bili", "alb", "lytes", "level", "labs",
+    "abg",
+    "vbg",
+    "gas",
+    "gases",
+    "ph",
+    "pco2",
+    "po2",
+    "pao2",
+    "paco2",
+    "hco3",
+    "lactate",
+    "lac",
+    "k",
+    "na",
+    "cl",
+    "co2",
+    "mg",
+    "ica",
+    "phos",
+    "bun",
+    "cr",
+    "creat",
+    "creatinine",
+    "glucose",
+    "gluc",
+    "bs",
+    "fsbs",
+    "fs",
+    "fingerstick",
+    "bg",
+    "hct",
+    "hgb",
+    "hb",
+    "wbc",
+    "plt",
+    "plts",
+    "platelets",
+    "inr",
+    "ptt",
+    "ck",
+    "cpk",
+    "trop",
+    "troponin",
+    "alt",
+    "ast",
+    "bili",
+    "alb",
+    "lytes",
+    "level",
+    "labs",
     # intake, output and drips
-    "u/o", "uo", "uop", "urine", "output", "i/o", "i&o", "intake", "ivf", "tf", "tfs", "gtt", "drip", "bolus",
-    "insulin", "drain", "ngt", "ogt", "jp", "stool",
+    "u/o",
+    "uo",
+    "uop",
+    "urine",
+    "output",
+    "i/o",
+    "i&o",
+    "intake",
+    "ivf",
+    "tf",
+    "tfs",
+    "gtt",
+    "drip",
+    "bolus",
+    "insulin",
+    "drain",
+    "ngt",
+    "ogt",
+    "jp",
+    "stool",
 )
 VITAL_KEYWORDS_AFTER = ("peep", "ett", "fio2", "ps", "cpap", "nc", "lnc", "fm", "tv", "vt")  # "7.5 ett", "5 peep"
 # Units after a number, one space allowed; single letters only right after it ("2L", "98.6F", "1g").
-VITAL_UNITS = ("mmhg", "mm hg", "cmh2o", "cm h2o", "cc/hr", "cc/h", "ml/hr", "ml/h", "mg/hr", "mg/h", "mcg/kg/min",
-               "mcg/kg", "mcg/min", "units/hr", "u/hr", "l/min", "cc/kg", "cc", "ccs", "ml", "mls", "lpm", "lnc", "nc",
-               "liters", "mg", "mcg", "meq", "gm", "grams", "kg", "units", "bpm", "degrees", "deg", "/hr", "/hour",
-               "/h", "/min", "/day")
+VITAL_UNITS = (
+    "mmhg",
+    "mm hg",
+    "cmh2o",
+    "cm h2o",
+    "cc/hr",
+    "cc/h",
+    "ml/hr",
+    "ml/h",
+    "mg/hr",
+    "mg/h",
+    "mcg/kg/min",
+    "mcg/kg",
+    "mcg/min",
+    "units/hr",
+    "u/hr",
+    "l/min",
+    "cc/kg",
+    "cc",
+    "ccs",
+    "ml",
+    "mls",
+    "lpm",
+    "lnc",
+    "nc",
+    "liters",
+    "mg",
+    "mcg",
+    "meq",
+    "gm",
+    "grams",
+    "kg",
+    "units",
+    "bpm",
+    "degrees",
+    "deg",
+    "/hr",
+    "/hour",
+    "/h",
+    "/min",
+    "/day",
+)
 VITAL_GLUED_UNITS = ("l", "u", "g", "c", "f")
 VITAL_GAP_WORDS = 4
 VITAL_GAP_CHARS = 30
@@ -258,10 +430,14 @@ def _alternatives(words: Iterable[str]) -> str:
 _NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)(?:['’]?s)?%?"  # "7.36", ".5", "50's", "40%"
 NUMBER_RUN = regex.compile(rf"(?<![\d.])[-+~<>]?{_NUMBER}(?:(?:\s?[-/]\s?|[xX])[-+]?{_NUMBER})*")
 # one-letter keywords ("T", "K") not after a slash either: "d/t" is "due to"
-VITAL_KEYWORD = regex.compile(rf"(?i)(?:(?<![\p{{L}}\d'’])(?:{_alternatives(w for w in VITAL_KEYWORDS if len(w) > 1)})"
-                              rf"|(?<![\p{{L}}\d'’/])(?:{_alternatives(w for w in VITAL_KEYWORDS if len(w) == 1)}))(?!\p{{L}})")
-VITAL_AFTER = regex.compile(rf"(?i)\s?(?:{_alternatives(VITAL_UNITS)}|{_alternatives(VITAL_KEYWORDS_AFTER)})(?!\p{{L}})"
-                            rf"|(?:{_alternatives(VITAL_GLUED_UNITS)})(?![\p{{L}}\d])")
+VITAL_KEYWORD = regex.compile(
+    rf"(?i)(?:(?<![\p{{L}}\d'’])(?:{_alternatives(w for w in VITAL_KEYWORDS if len(w) > 1)})"
+    rf"|(?<![\p{{L}}\d'’/])(?:{_alternatives(w for w in VITAL_KEYWORDS if len(w) == 1)}))(?!\p{{L}})"
+)
+VITAL_AFTER = regex.compile(
+    rf"(?i)\s?(?:{_alternatives(VITAL_UNITS)}|{_alternatives(VITAL_KEYWORDS_AFTER)})(?!\p{{L}})"
+    rf"|(?:{_alternatives(VITAL_GLUED_UNITS)})(?![\p{{L}}\d])"
+)
 # a run that could be a date ("8/25", "6-12", "12/93", "3/4/95") is a vital number only right after its
 # keyword ("RR 12/14", "CVP 8-10"): no word between, no unit or keyword after it ("9/2 GM stain")
 DATE_SHAPED = regex.compile(r"(?:0?[1-9]|1[0-2])[/-](?:0?[1-9]|[12]\d|3[01]|\d\d)(?:[/-](?:\d\d){1,2})?")
@@ -301,11 +477,15 @@ def vital_patterns(text: str) -> tuple[tuple[int, int], ...]:
             sentence = max((m.end() for m in SENTENCE_END.finditer(text, line_start, start)), default=line_start)
             keywords = list(VITAL_KEYWORD.finditer(text, max(line_start, sentence, previous_end), start))
             if keywords:
-                gap = text[keywords[-1].end():start]
+                gap = text[keywords[-1].end() : start]
                 words = len(regex.findall(r"\p{L}+", gap))
-                vital = (len(gap) <= VITAL_GAP_CHARS and words <= (0 if date_shaped else VITAL_GAP_WORDS)
-                         and not regex.search(r"\d|[,;][^,;]*\p{L}", gap)  # no number, no word after a comma
-                         and not TIME_SHAPED.fullmatch(run.group()) and not AT_TIME.search(gap))
+                vital = (
+                    len(gap) <= VITAL_GAP_CHARS
+                    and words <= (0 if date_shaped else VITAL_GAP_WORDS)
+                    and not regex.search(r"\d|[,;][^,;]*\p{L}", gap)  # no number, no word after a comma
+                    and not TIME_SHAPED.fullmatch(run.group())
+                    and not AT_TIME.search(gap)
+                )
         previous_end = end
         if vital:
             found.append((start, after.end() if after else end))
@@ -346,19 +526,26 @@ class ErrorRules:
     @classmethod
     def english(cls) -> ErrorRules:
         entries = [*load_synth_resources("en").data["vocab"]["drug"], *safelist_section("en", "drug")]
-        drugs = frozenset(fold(word) for entry in entries for word in regex.findall(r"\p{L}+", entry)
-                          if len(word) >= MIN_DRUG_WORD)
+        drugs = frozenset(
+            fold(word) for entry in entries for word in regex.findall(r"\p{L}+", entry) if len(word) >= MIN_DRUG_WORD
+        )
         titles = load_language("en").titles
         relabellers = [Relabeller.for_corpus(corpus) for corpus in CORPORA]
         # a sentence ends at . ! ? and spaces, unless the full stop closes a title ("Dr.") or an initial ("J.")
         not_after = "|".join(sorted(titles, key=len, reverse=True))
         start = regex.compile(rf"(?m)(?:^|(?<!\b(?i:{not_after}|\p{{L}}))[.!?][\"')\]]*\s+)[\s\"'(\[*#•-]*$")
-        return cls(drugs, titles, relabellers[0], frozenset().union(*(r.split_places for r in relabellers)),
-                   hipaa_age_rule().category, start)
+        return cls(
+            drugs,
+            titles,
+            relabellers[0],
+            frozenset().union(*(r.split_places for r in relabellers)),
+            hipaa_age_rule().category,
+            start,
+        )
 
     def false_alarm(self, text: str, start: int, end: int, span: Span, taxonomy: Taxonomy) -> str:
         """The group of predicted token ``text[start:end]`` of predicted ``span`` that no gold token matches."""
-        surface = text[span.start:span.end].strip()
+        surface = text[span.start : span.end].strip()
         token = text[start:end]
         if taxonomy.category(span.label) == self.age_category or AGE_PHRASE.fullmatch(surface):
             return "age"
@@ -376,7 +563,7 @@ class ErrorRules:
 
     def miss(self, text: str, start: int, end: int, span: Span, taxonomy: Taxonomy) -> str:
         """The group of gold token ``text[start:end]`` of gold ``span`` that no predicted token matches."""
-        surface = text[span.start:span.end]
+        surface = text[span.start : span.end]
         token = text[start:end]
         category = taxonomy.category(span.label)
         words = [w for w in regex.findall(r"[^\W_]+", surface) if fold(w) not in self.titles]
@@ -385,8 +572,10 @@ class ErrorRules:
         if category == "ID" and ID_PREFIX.match(surface):
             return "id_prefix"
         if category == "LOCATION" and (
-                span.label in INSTITUTION_LABELS or ABBREVIATION.fullmatch(token)
-                or (span.label in self.mixed_places and self.places.place_label(surface.strip()) == "HOSPITAL")):
+            span.label in INSTITUTION_LABELS
+            or ABBREVIATION.fullmatch(token)
+            or (span.label in self.mixed_places and self.places.place_label(surface.strip()) == "HOSPITAL")
+        ):
             return "institution"
         if category == "NAME" and token.islower():
             return "lower_case_name"
@@ -405,10 +594,12 @@ class ErrorRules:
         """Whether ``start`` lies in its line's leading "Label:" or on a line in capitals."""
         line_start = text.rfind("\n", 0, start) + 1
         line_end = text.find("\n", start)
-        line = text[line_start:line_end if line_end >= 0 else len(text)]
+        line = text[line_start : line_end if line_end >= 0 else len(text)]
         label = HEADING.match(line)
         letters = [c for c in line if c.isalpha()]
-        return bool(label and start - line_start < label.end()) or (len(letters) > 2 and all(c.isupper() for c in letters))
+        return bool(label and start - line_start < label.end()) or (
+            len(letters) > 2 and all(c.isupper() for c in letters)
+        )
 
 
 @dataclass(frozen=True)
@@ -442,7 +633,7 @@ class PhysioNetRules:
 
     def miss(self, text: str, start: int, end: int, span: Span, taxonomy: Taxonomy) -> str:
         """The group of gold token ``text[start:end]`` of gold ``span`` that no predicted token matches."""
-        surface = text[span.start:span.end].strip(" \t\n.,;:()")
+        surface = text[span.start : span.end].strip(" \t\n.,;:()")
         token = text[start:end]
         category = taxonomy.category(span.label)
         if category == "DATE" and MONTH_DAY.fullmatch(surface):
@@ -479,8 +670,9 @@ class Outcomes:
     gold: list[tuple[int, int, Span]]  # every scored gold token, found or not
 
 
-def token_outcomes(gold: Document, pred: Document, gold_taxonomy: Taxonomy, pred_taxonomy: Taxonomy,
-                   phi_set: str) -> Outcomes:
+def token_outcomes(
+    gold: Document, pred: Document, gold_taxonomy: Taxonomy, pred_taxonomy: Taxonomy, phi_set: str
+) -> Outcomes:
     """Binary tokens as ``evaluate`` counts them (``matching``): gold spans outside ``phi_set`` are
     don't-care regions, predicted spans outside it are dropped, and predicted tokens over a
     don't-care region and no scored gold span are left out."""
@@ -505,12 +697,13 @@ def example(text: str, span: Span, tokens: Iterable[tuple[int, int]]) -> str:
     for start, end in sorted(tokens):
         out += [text[at:start], "[", text[start:end], "]"]
         at = end
-    out.append(text[at:span.end])
+    out.append(text[at : span.end])
     return " ".join("".join(out).split()) + f" {span.label}"
 
 
-def group_tokens(text: str, items: Sequence[tuple[int, int, Span]],
-                 classify: Callable[[str, int, int, Span], str]) -> dict[str, Counter]:
+def group_tokens(
+    text: str, items: Sequence[tuple[int, int, Span]], classify: Callable[[str, int, int, Span], str]
+) -> dict[str, Counter]:
     """group -> Counter of examples (one per span, counted in tokens) of ``items`` of one document."""
     by_span: dict[tuple[str, Span], list[tuple[int, int]]] = defaultdict(list)
     for start, end, span in items:
@@ -526,12 +719,19 @@ def _recall(found: Counter, total: Counter) -> dict[str, dict[str, float]]:
 
 
 def _groups(counters: Mapping[str, Counter], names: Mapping[str, str]) -> dict[str, dict]:
-    return {group: {"tokens": sum(counters[group].values()), "examples": counters[group].most_common()}
-            for group in names}
+    return {
+        group: {"tokens": sum(counters[group].values()), "examples": counters[group].most_common()} for group in names
+    }
 
 
-def score_row(gold: Sequence[Document], pred: Sequence[Document], gold_taxonomy: Taxonomy,
-              pred_taxonomy: Taxonomy, phi_set: str, rules: Rules) -> dict:
+def score_row(
+    gold: Sequence[Document],
+    pred: Sequence[Document],
+    gold_taxonomy: Taxonomy,
+    pred_taxonomy: Taxonomy,
+    phi_set: str,
+    rules: Rules,
+) -> dict:
     """Binary token P/R/F1 (``evaluate``), recall per gold category and label, and grouped errors of
     ``pred`` against ``gold`` under ``phi_set``."""
     report = evaluate(gold, pred, taxonomy=gold_taxonomy, phi_set=phi_set, pred_taxonomy=pred_taxonomy)
@@ -543,35 +743,51 @@ def score_row(gold: Sequence[Document], pred: Sequence[Document], gold_taxonomy:
     misses: dict[str, Counter] = defaultdict(Counter)
     tp = fp = fn = 0
     for doc in gold:
-        outcome = token_outcomes(doc, pred_by_name.get(doc.name, doc.with_spans(())), gold_taxonomy, pred_taxonomy, phi_set)
+        outcome = token_outcomes(
+            doc, pred_by_name.get(doc.name, doc.with_spans(())), gold_taxonomy, pred_taxonomy, phi_set
+        )
         tp, fp, fn = tp + len(outcome.tp), fp + len(outcome.fp), fn + len(outcome.fn)
         missed = {(start, end) for start, end, _ in outcome.fn}
         for start, end, span in outcome.gold:
             for level, key in (("category", gold_taxonomy.category(span.label)), ("label", span.label)):
                 total[level][key] += 1
                 found[level][key] += (start, end) not in missed
-        for group, examples in group_tokens(doc.text, outcome.fp, lambda *a: rules.false_alarm(*a, pred_taxonomy)).items():
+        for group, examples in group_tokens(
+            doc.text, outcome.fp, lambda *a: rules.false_alarm(*a, pred_taxonomy)
+        ).items():
             false_alarms[group].update(examples)
         for group, examples in group_tokens(doc.text, outcome.fn, lambda *a: rules.miss(*a, gold_taxonomy)).items():
             misses[group].update(examples)
     if (tp, fp, fn) != (overall.tp, overall.fp, overall.fn):  # the groups must split exactly what evaluate counts
-        raise AssertionError(f"token outcomes {(tp, fp, fn)} differ from evaluate's {(overall.tp, overall.fp, overall.fn)}")
-    return {"precision": overall.precision, "recall": overall.recall, "f1": overall.f1,
-            "tp": overall.tp, "fp": overall.fp, "fn": overall.fn,
-            "gold_spans_dont_care": report.n_gold_dont_care, "pred_spans_dropped": report.n_pred_dropped,
-            "recall_by_category": _recall(found["category"], total["category"]),
-            "recall_by_label": _recall(found["label"], total["label"]),
-            "false_alarms": _groups(false_alarms, rules.false_alarm_groups), "misses": _groups(misses, rules.miss_groups)}
+        raise AssertionError(
+            f"token outcomes {(tp, fp, fn)} differ from evaluate's {(overall.tp, overall.fp, overall.fn)}"
+        )
+    return {
+        "precision": overall.precision,
+        "recall": overall.recall,
+        "f1": overall.f1,
+        "tp": overall.tp,
+        "fp": overall.fp,
+        "fn": overall.fn,
+        "gold_spans_dont_care": report.n_gold_dont_care,
+        "pred_spans_dropped": report.n_pred_dropped,
+        "recall_by_category": _recall(found["category"], total["category"]),
+        "recall_by_label": _recall(found["label"], total["label"]),
+        "false_alarms": _groups(false_alarms, rules.false_alarm_groups),
+        "misses": _groups(misses, rules.miss_groups),
+    }
 
 
 def predicted(gold: Sequence[Document], spans: Mapping[str, Sequence[Sequence]], source: str) -> list[Document]:
     """The gold documents holding a worker's spans ([start, end, label or None]): hybriddeid's keep their
     labels, a peer's (and any None) become ``UNTYPED``, so they are scored as output (module docstring)."""
+
     def label(span: Sequence) -> str:
         return span[2] if source in TYPED_ROWS and len(span) > 2 and span[2] else UNTYPED
 
-    return [doc.with_spans(Span(int(s[0]), int(s[1]), label(s), source) for s in spans.get(doc.name, ()))
-            for doc in gold]
+    return [
+        doc.with_spans(Span(int(s[0]), int(s[1]), label(s), source) for s in spans.get(doc.name, ())) for doc in gold
+    ]
 
 
 def read_predictions(folder: Path, gold: Sequence[Document]) -> list[Document]:
@@ -600,7 +816,11 @@ def trained_halves(meta: Mapping) -> frozenset[str]:
     real = meta.get("training_data", {}).get("real_text")
     if not real:
         return frozenset()
-    return frozenset(real.get("corpora", ())) if isinstance(real, Mapping) and "corpora" in real else frozenset({"asq", "presidio"})
+    return (
+        frozenset(real.get("corpora", ()))
+        if isinstance(real, Mapping) and "corpora" in real
+        else frozenset({"asq", "presidio"})
+    )
 
 
 def model_title(model: str, trained: Collection[str], corpora: Sequence[str]) -> str:
@@ -608,11 +828,13 @@ def model_title(model: str, trained: Collection[str], corpora: Sequence[str]) ->
     name = "bundled model" if model in ("en", "default") else f"model {model}"
     seen = [corpus for corpus in corpora if corpus in trained]
     unseen = [corpus for corpus in corpora if corpus not in trained]
+
     def halves(names: list[str]) -> str:
         return f"the {', '.join(names)} {'halves' if len(names) > 1 else 'half'}"
 
-    parts = ([f"trained on {halves(seen)}: optimistic there"] if seen else []) \
-        + ([f"never trained on {halves(unseen)}"] if unseen else [])
+    parts = ([f"trained on {halves(seen)}: optimistic there"] if seen else []) + (
+        [f"never trained on {halves(unseen)}"] if unseen else []
+    )
     return f"{name} ({'; '.join(parts)})"
 
 
@@ -624,7 +846,10 @@ def open_notes(corpus: str, gold: Sequence[Document]) -> list[Document]:
     patients, sealed = patients_of(corpus), sealed_groups()
     kept = [doc for doc in gold if f"{corpus}/{patients.get(doc.name, doc.name)}" not in sealed]
     if len(kept) < len(gold):
-        print(f"{corpus}: the {len(gold) - len(kept)} lockbox notes left out (scored only by en_real_cv.py)", file=sys.stderr)
+        print(
+            f"{corpus}: the {len(gold) - len(kept)} lockbox notes left out (scored only by en_real_cv.py)",
+            file=sys.stderr,
+        )
     return kept
 
 
@@ -676,8 +901,15 @@ def changed_in_output(text: str, output: str, replacements: Sequence[Replacement
     return output[out_start:out_end] != text[start:end]
 
 
-def surrogate_check(gold: Sequence[Document], pred: Sequence[Document], patients: Mapping[str, str],
-                    gold_taxonomy: Taxonomy, pred_taxonomy: Taxonomy, phi_set: str, n_examples: int = 5) -> dict:
+def surrogate_check(
+    gold: Sequence[Document],
+    pred: Sequence[Document],
+    patients: Mapping[str, str],
+    gold_taxonomy: Taxonomy,
+    pred_taxonomy: Taxonomy,
+    phi_set: str,
+    n_examples: int = 5,
+) -> dict:
     """The surrogate-mode check of the module docstring on ``pred`` (the gold notes with one row's
     spans; a note without prediction keeps its text): the notes of each patient (``patients``: name ->
     patient; else the note alone) de-identified together through ``processing.process_notes`` with
@@ -689,7 +921,8 @@ def surrogate_check(gold: Sequence[Document], pred: Sequence[Document], patients
     for doc in gold:
         spans = pred_by_name[doc.name].spans if doc.name in pred_by_name else ()
         by_patient[patients.get(doc.name, doc.name)].append(
-            Document(doc.name, doc.text, tuple(filter_spans(spans, doc.text, pred_taxonomy, phi_set))))
+            Document(doc.name, doc.text, tuple(filter_spans(spans, doc.text, pred_taxonomy, phi_set)))
+        )
     outputs = {}
     for patient, docs in by_patient.items():
         for note in process_notes(None, docs, NoteSettings(deid=options), patient):
@@ -706,8 +939,10 @@ def surrogate_check(gold: Sequence[Document], pred: Sequence[Document], patients
             if any(span.start < end and start < span.end for span in doc.spans):
                 gold_phi_patterns += 1  # the annotators' PHI ("UO-9/10" a date): to change is right
                 continue
-            flags = [changed_in_output(doc.text, result.text, replacements, m.start(), m.end())
-                     for m in NUMBER_IN_PATTERN.finditer(doc.text, start, end)]
+            flags = [
+                changed_in_output(doc.text, result.text, replacements, m.start(), m.end())
+                for m in NUMBER_IN_PATTERN.finditer(doc.text, start, end)
+            ]
             patterns += 1
             numbers += len(flags)
             numbers_changed += sum(flags)
@@ -717,7 +952,7 @@ def surrogate_check(gold: Sequence[Document], pred: Sequence[Document], patients
                 changed_examples[f"{doc.text[start:end]} -> {result.text[out_start:out_end]}"] += 1
         kept, _ = split_spans(doc.spans, doc.text, gold_taxonomy, phi_set)
         for span in kept:
-            value = doc.text[span.start:span.end].strip()
+            value = doc.text[span.start : span.end].strip()
             if len(value) < MIN_LEFT_CHARS:
                 continue
             checked += 1
@@ -726,21 +961,39 @@ def surrogate_check(gold: Sequence[Document], pred: Sequence[Document], patients
                 left += 1
                 left_by_label[span.label] += 1
                 left_examples[f"{value} {span.label}"] += 1
-    return {"phi_set": phi_set, "notes": len(gold), "patients": len(by_patient),
-            "notes_without_prediction": sum(doc.name not in pred_by_name for doc in gold),
-            "spans_replaced": sum(len(r.replacements) for r in outputs.values()),
-            "vital_patterns": patterns, "vital_patterns_changed": changed, "vital_patterns_gold_phi": gold_phi_patterns,
-            "vital_numbers": numbers, "vital_numbers_changed": numbers_changed,
-            "vital_changed_examples": changed_examples.most_common(n_examples),
-            "gold_strings": checked, "gold_strings_left": left, "gold_left_share": left / checked if checked else 0.0,
-            "gold_left_target": LEFT_TARGET,
-            "gold_strings_by_label": {label: {"strings": n, "left": left_by_label[label]}
-                                      for label, n in sorted(checked_by_label.items())},
-            "gold_left_examples": left_examples.most_common(n_examples)}
+    return {
+        "phi_set": phi_set,
+        "notes": len(gold),
+        "patients": len(by_patient),
+        "notes_without_prediction": sum(doc.name not in pred_by_name for doc in gold),
+        "spans_replaced": sum(len(r.replacements) for r in outputs.values()),
+        "vital_patterns": patterns,
+        "vital_patterns_changed": changed,
+        "vital_patterns_gold_phi": gold_phi_patterns,
+        "vital_numbers": numbers,
+        "vital_numbers_changed": numbers_changed,
+        "vital_changed_examples": changed_examples.most_common(n_examples),
+        "gold_strings": checked,
+        "gold_strings_left": left,
+        "gold_left_share": left / checked if checked else 0.0,
+        "gold_left_target": LEFT_TARGET,
+        "gold_strings_by_label": {
+            label: {"strings": n, "left": left_by_label[label]} for label, n in sorted(checked_by_label.items())
+        },
+        "gold_left_examples": left_examples.most_common(n_examples),
+    }
 
 
-def score_corpus(corpus: str, gold: list[Document], runs: dict[str, dict], titles: Mapping[str, str],
-                 pred_dir: Path | None, phi_sets: Sequence[str], rules: Rules, n_examples: int = 5) -> dict:
+def score_corpus(
+    corpus: str,
+    gold: list[Document],
+    runs: dict[str, dict],
+    titles: Mapping[str, str],
+    pred_dir: Path | None,
+    phi_sets: Sequence[str],
+    rules: Rules,
+    n_examples: int = 5,
+) -> dict:
     """Every row of one corpus: its run figures, scores under each PHI set, spans and, for the
     hybriddeid rows on ``SURROGATE_CHECK_CORPORA``, the surrogate check under the first PHI set."""
     gold_taxonomy = load_taxonomy(GOLD_TAXONOMY[corpus])
@@ -755,14 +1008,19 @@ def score_corpus(corpus: str, gold: list[Document], runs: dict[str, dict], title
             row["unknown_labels"] = sorted({s.label for d in pred for s in d.spans if not pred_taxonomy.knows(s.label)})
             row["scores"] = {p: score_row(gold, pred, gold_taxonomy, pred_taxonomy, p, rules) for p in phi_sets}
             if key in TYPED_ROWS and corpus in SURROGATE_CHECK_CORPORA:
-                row["surrogate_check"] = surrogate_check(gold, pred, patients_of(corpus), gold_taxonomy, pred_taxonomy,
-                                                         phi_sets[0], n_examples)
+                row["surrogate_check"] = surrogate_check(
+                    gold, pred, patients_of(corpus), gold_taxonomy, pred_taxonomy, phi_sets[0], n_examples
+                )
             row["spans"] = {d.name: [[s.start, s.end, s.label] for s in d.spans] for d in pred}
         rows[key] = row
-    return {"notes": len(gold), "chars": sum(len(d.text) for d in gold), "gold_taxonomy": gold_taxonomy.name,
-            "citation": CITATIONS.get(corpus),
-            "error_groups": {"false_alarms": dict(rules.false_alarm_groups), "misses": dict(rules.miss_groups)},
-            "rows": rows}
+    return {
+        "notes": len(gold),
+        "chars": sum(len(d.text) for d in gold),
+        "gold_taxonomy": gold_taxonomy.name,
+        "citation": CITATIONS.get(corpus),
+        "error_groups": {"false_alarms": dict(rules.false_alarm_groups), "misses": dict(rules.miss_groups)},
+        "rows": rows,
+    }
 
 
 def _column(row: str, phi_set: str) -> str:
@@ -772,8 +1030,10 @@ def _column(row: str, phi_set: str) -> str:
 def print_corpus(corpus: str, data: dict, phi_sets: Sequence[str], n_examples: int) -> None:
     """The markdown tables of one corpus."""
     rows = data["rows"]
-    print(f"\n## {CORPUS_TITLES[corpus]}: {data['notes']} notes, {data['chars']:,} characters; "
-          f"gold in {data['gold_taxonomy']} labels\n")
+    print(
+        f"\n## {CORPUS_TITLES[corpus]}: {data['notes']} notes, {data['chars']:,} characters; "
+        f"gold in {data['gold_taxonomy']} labels\n"
+    )
     if data.get("citation"):
         print(f"{data['citation']}\n")
     print("| tool | notes/s | chars/s | load s | peak MB | notes timed out |")
@@ -783,28 +1043,41 @@ def print_corpus(corpus: str, data: dict, phi_sets: Sequence[str], n_examples: i
         if "error" in run:
             print(f"| {key} | could not run: {run['error']} | | | | |")
         elif "notes_per_second" in run:
-            print(f"| {key} | {run['notes_per_second']:.1f} | {run['chars_per_second']:,.0f} | "
-                  f"{run['load_seconds']:.1f} | {run['peak_rss_mb']:.0f} | {_timed_out(run)} |")
+            print(
+                f"| {key} | {run['notes_per_second']:.1f} | {run['chars_per_second']:,.0f} | "
+                f"{run['load_seconds']:.1f} | {run['peak_rss_mb']:.0f} | {_timed_out(run)} |"
+            )
         else:
             print(f"| {key} | — | — | — | — | — |")
     for key, row in rows.items():
         if row["run"].get("timed_out"):
             names = row["run"]["timed_out"]
-            print(f"\n- {key}: {len(names)} notes passed {row['run']['note_timeout']:g} s and score as no spans: "
-                  f"{', '.join(names)}")
+            print(
+                f"\n- {key}: {len(names)} notes passed {row['run']['note_timeout']:g} s and score as no spans: "
+                f"{', '.join(names)}"
+            )
     scored = {key: row for key, row in rows.items() if "scores" in row}
     print("\n| tool | PHI set | token P | token R | token F1 | TP | FP | FN | notes timed out |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key, row in scored.items():
         for phi_set in phi_sets:
             s = row["scores"][phi_set]
-            print(f"| {key} | {phi_set} | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "
-                  f"{s['tp']} | {s['fp']} | {s['fn']} | {_timed_out(row['run'])} |")
+            print(
+                f"| {key} | {phi_set} | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "
+                f"{s['tp']} | {s['fp']} | {s['fn']} | {_timed_out(row['run'])} |"
+            )
     columns = [(key, phi_set) for key in scored for phi_set in phi_sets]
     for level in ("category", "label"):
         print(f"\nbinary token recall by gold {level} (gold tokens per PHI set)\n")
-        print("| gold " + level + " | " + " | ".join(f"tokens · {p}" for p in phi_sets) + " | "
-              + " | ".join(_column(*c) for c in columns) + " |")
+        print(
+            "| gold "
+            + level
+            + " | "
+            + " | ".join(f"tokens · {p}" for p in phi_sets)
+            + " | "
+            + " | ".join(_column(*c) for c in columns)
+            + " |"
+        )
         print("| --- |" + " ---: |" * (len(phi_sets) + len(columns)))
         first = next(iter(scored.values()), None)
         keys = sorted({k for p in phi_sets for k in first["scores"][p][f"recall_by_{level}"]}) if first else []
@@ -820,10 +1093,19 @@ def print_corpus(corpus: str, data: dict, phi_sets: Sequence[str], n_examples: i
         print(f"| {kind.replace('_', ' ')} | " + " | ".join(_column(*c) for c in columns) + " |")
         print("| --- |" + " ---: |" * len(columns))
         for group, title in names.items():
-            print(f"| {group}: {title} | " + " | ".join(
-                str(scored[key]["scores"][phi_set][kind][group]["tokens"]) for key, phi_set in columns) + " |")
-        print("| **all** | " + " | ".join(str(scored[key]["scores"][phi_set]["fp" if kind == "false_alarms" else "fn"])
-                                       for key, phi_set in columns) + " |")
+            print(
+                f"| {group}: {title} | "
+                + " | ".join(str(scored[key]["scores"][phi_set][kind][group]["tokens"]) for key, phi_set in columns)
+                + " |"
+            )
+        print(
+            "| **all** | "
+            + " | ".join(
+                str(scored[key]["scores"][phi_set]["fp" if kind == "false_alarms" else "fn"])
+                for key, phi_set in columns
+            )
+            + " |"
+        )
     example_set = "i2b2-2014" if "i2b2-2014" in phi_sets else phi_sets[0]
     for key in (k for k in scored if k.startswith("hybriddeid")):
         for kind, names in groups.items():
@@ -844,37 +1126,63 @@ def _timed_out(run: Mapping) -> str:
 
 def print_surrogate_check(key: str, check: dict, n_examples: int) -> None:
     """The surrogate check of one row (module docstring)."""
-    print(f"\n{key}, surrogate check (surrogate mode through processing.process_notes, predicted spans of "
-          f"{check['phi_set']}, {check['patients']} patients, fixed key; {check['spans_replaced']} spans replaced in "
-          f"{check['notes']} notes" + (f", {check['notes_without_prediction']} without prediction" if check["notes_without_prediction"] else "")
-          + ")\n")
-    print(f"- (a) vital-sign and lab numbers changed: {check['vital_patterns_changed']} of {check['vital_patterns']} "
-          f"patterns ({check['vital_numbers_changed']} of {check['vital_numbers']} numbers; "
-          f"{check['vital_patterns_gold_phi']} more that overlap gold PHI left out)"
-          + ("; " + "; ".join(f"`{text}` ×{n}" for text, n in check["vital_changed_examples"][:n_examples])
-             if check["vital_changed_examples"] else ""))
+    print(
+        f"\n{key}, surrogate check (surrogate mode through processing.process_notes, predicted spans of "
+        f"{check['phi_set']}, {check['patients']} patients, fixed key; {check['spans_replaced']} spans replaced in "
+        f"{check['notes']} notes"
+        + (f", {check['notes_without_prediction']} without prediction" if check["notes_without_prediction"] else "")
+        + ")\n"
+    )
+    print(
+        f"- (a) vital-sign and lab numbers changed: {check['vital_patterns_changed']} of {check['vital_patterns']} "
+        f"patterns ({check['vital_numbers_changed']} of {check['vital_numbers']} numbers; "
+        f"{check['vital_patterns_gold_phi']} more that overlap gold PHI left out)"
+        + (
+            "; " + "; ".join(f"`{text}` ×{n}" for text, n in check["vital_changed_examples"][:n_examples])
+            if check["vital_changed_examples"]
+            else ""
+        )
+    )
     share = check["gold_left_share"]
-    print(f"- (b) gold PHI strings of {MIN_LEFT_CHARS}+ characters left verbatim: {check['gold_strings_left']} of "
-          f"{check['gold_strings']} ({share:.1%}; target <= {check['gold_left_target']:.0%}: "
-          f"{'met' if share <= check['gold_left_target'] else 'not met'}); by label: "
-          + ", ".join(f"{label} {v['left']}/{v['strings']}" for label, v in check["gold_strings_by_label"].items())
-          + ("; most frequent: " + "; ".join(f"`{text}` ×{n}" for text, n in check["gold_left_examples"][:n_examples])
-             if check["gold_left_examples"] else ""))
+    print(
+        f"- (b) gold PHI strings of {MIN_LEFT_CHARS}+ characters left verbatim: {check['gold_strings_left']} of "
+        f"{check['gold_strings']} ({share:.1%}; target <= {check['gold_left_target']:.0%}: "
+        f"{'met' if share <= check['gold_left_target'] else 'not met'}); by label: "
+        + ", ".join(f"{label} {v['left']}/{v['strings']}" for label, v in check["gold_strings_by_label"].items())
+        + (
+            "; most frequent: " + "; ".join(f"`{text}` ×{n}" for text, n in check["gold_left_examples"][:n_examples])
+            if check["gold_left_examples"]
+            else ""
+        )
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", help="hybriddeid model to run (default: the bundled English one, unless "
-                                        "--hybriddeid-pred is given alone)")
-    parser.add_argument("--hybriddeid-pred", type=Path, metavar="DIR",
-                        help="score hybriddeid's predictions in DIR/<corpus> (asq, presidio, physionet; en_real_cv.py --out DIR)")
+    parser.add_argument(
+        "--model",
+        help="hybriddeid model to run (default: the bundled English one, unless --hybriddeid-pred is given alone)",
+    )
+    parser.add_argument(
+        "--hybriddeid-pred",
+        type=Path,
+        metavar="DIR",
+        help="score hybriddeid's predictions in DIR/<corpus> (asq, presidio, physionet; en_real_cv.py --out DIR)",
+    )
     parser.add_argument("--phi-set", nargs="+", choices=PHI_SETS, default=["hipaa", "i2b2-2014"])
     parser.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
     parser.add_argument("--corpora", nargs="+", choices=list(CORPORA), default=list(CORPORA))
     parser.add_argument("--peers-dir", type=Path, default=Path("/tmp/hybriddeid-peers"))
-    parser.add_argument("--peer-note-timeout", type=float, default=20.0, metavar="SECONDS",
-                        help="seconds a peer may spend on one note before it is given up (no spans; default 20, 0: none)")
-    parser.add_argument("--max-notes", type=int, metavar="N", help="only the first N notes of each corpus (a quick check)")
+    parser.add_argument(
+        "--peer-note-timeout",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="seconds a peer may spend on one note before it is given up (no spans; default 20, 0: none)",
+    )
+    parser.add_argument(
+        "--max-notes", type=int, metavar="N", help="only the first N notes of each corpus (a quick check)"
+    )
     parser.add_argument("--examples", type=int, default=5, help="examples printed per error group")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds a tool may spend on a whole corpus")
     parser.add_argument("--json", type=Path, help="also write every figure, group, example and span here")
@@ -890,40 +1198,66 @@ def main() -> int:
     if args.hybriddeid_pred:
         titles["hybriddeid-cv"] = cv_title(args.hybriddeid_pred)
     peers = [tool for tool in args.tools if tool != "hybriddeid"]
-    titles.update({"philter": "philter-lite 0.6.0, philter_delta.toml, spaCy tags",
-                   "presidio": "presidio-analyzer 2.2.366, default recognizers"})
+    titles.update(
+        {
+            "philter": "philter-lite 0.6.0, philter_delta.toml, spaCy tags",
+            "presidio": "presidio-analyzer 2.2.366, default recognizers",
+        }
+    )
 
-    out: dict = {"phi_sets": args.phi_set, "model": model if run_model else None,
-                 "hybriddeid_pred": str(args.hybriddeid_pred) if args.hybriddeid_pred else None,
-                 "untyped_label": UNTYPED, "untyped_kept": untyped_kept(args.phi_set),
-                 "peer_note_timeout": args.peer_note_timeout, "max_notes": args.max_notes, "corpora": {}}
+    out: dict = {
+        "phi_sets": args.phi_set,
+        "model": model if run_model else None,
+        "hybriddeid_pred": str(args.hybriddeid_pred) if args.hybriddeid_pred else None,
+        "untyped_label": UNTYPED,
+        "untyped_kept": untyped_kept(args.phi_set),
+        "peer_note_timeout": args.peer_note_timeout,
+        "max_notes": args.max_notes,
+        "corpora": {},
+    }
     for corpus in args.corpora:
-        gold = read_corpus(CORPORA[corpus], "brat")[:args.max_notes]
+        gold = read_corpus(CORPORA[corpus], "brat")[: args.max_notes]
         if args.hybriddeid_pred:
             gold = open_notes(corpus, gold)
-        runs = run_tools(gold, (["hybriddeid"] if run_model else []) + peers, args.peers_dir, model, args.timeout,
-                         args.peer_note_timeout)
+        runs = run_tools(
+            gold,
+            (["hybriddeid"] if run_model else []) + peers,
+            args.peers_dir,
+            model,
+            args.timeout,
+            args.peer_note_timeout,
+        )
         if args.hybriddeid_pred:
             runs["hybriddeid-cv"] = {"source": str(args.hybriddeid_pred / corpus)}
-        out["corpora"][corpus] = score_corpus(corpus, gold, runs, titles, args.hybriddeid_pred, args.phi_set,
-                                              rules_for(corpus), args.examples)
+        out["corpora"][corpus] = score_corpus(
+            corpus, gold, runs, titles, args.hybriddeid_pred, args.phi_set, rules_for(corpus), args.examples
+        )
 
-    print(f"# hybriddeid, Philter and Presidio on real English text, dev halves (binary token scores; "
-          f"PHI sets: {', '.join(args.phi_set)})\n")
+    print(
+        f"# hybriddeid, Philter and Presidio on real English text, dev halves (binary token scores; "
+        f"PHI sets: {', '.join(args.phi_set)})\n"
+    )
     for key, title in titles.items():
         if any(key in c["rows"] for c in out["corpora"].values()):
             print(f"- **{key}**: {title}")
     if peers:
-        print(f"- The peers have no PHI-set switch, so their spans are scored as they output them, labelled `{UNTYPED}`, a "
-              "label no taxonomy knows; hybriddeid.core.profiles "
-              + ("keeps spans of unknown labels, so every peer span is scored under every PHI set."
-                 if out["untyped_kept"] else "drops them under some PHI set here: the peers' figures there miss them."))
+        print(
+            f"- The peers have no PHI-set switch, so their spans are scored as they output them, labelled `{UNTYPED}`, a "
+            "label no taxonomy knows; hybriddeid.core.profiles "
+            + (
+                "keeps spans of unknown labels, so every peer span is scored under every PHI set."
+                if out["untyped_kept"]
+                else "drops them under some PHI set here: the peers' figures there miss them."
+            )
+        )
     for corpus, data in out["corpora"].items():
         for key, row in data["rows"].items():
             extra = [label for label in row.get("unknown_labels", ()) if label != UNTYPED]
             if extra:
-                print(f"- {corpus}, {key}: labels outside {PRED_TAXONOMY[key]} (unknown, so kept under every PHI set): "
-                      f"{', '.join(extra)}")
+                print(
+                    f"- {corpus}, {key}: labels outside {PRED_TAXONOMY[key]} (unknown, so kept under every PHI set): "
+                    f"{', '.join(extra)}"
+                )
     for corpus, data in out["corpora"].items():
         print_corpus(corpus, data, args.phi_set, args.examples)
     if args.json:

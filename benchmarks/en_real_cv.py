@@ -31,6 +31,7 @@ operating point, ``hybriddeid evaluate --sweep``), read once per note, into ``OU
         [--from-models DIR]  # tag with those models instead of training (rules refitted): minutes, not hours
         [--config FILE]  # another recipe (default: the bundled English model's)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,28 +65,46 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--only", type=lambda s: set(s.split(",")), default=None,
-                        help="train and tag only these runs (fold numbers, 1-based, and/or 'lockbox'; comma-separated)")
+    parser.add_argument(
+        "--only",
+        type=lambda s: set(s.split(",")),
+        default=None,
+        help="train and tag only these runs (fold numbers, 1-based, and/or 'lockbox'; comma-separated)",
+    )
     parser.add_argument("--n", type=int, default=1500, help="generated training notes (as the bundled model)")
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0, help="fold assignment seed")
     parser.add_argument("--phi-set", default="hipaa", choices=PHI_SETS, help="PHI set of the printed figures")
-    parser.add_argument("--thresholds", type=parse_thresholds, default=(),
-                        help="also tag the CV folds at these P(O) thresholds, comma-separated (into OUT/threshold-T/)")
-    parser.add_argument("--save-models", type=Path, default=None,
-                        help="save each model to DIR/fold-K and DIR/lockbox (to try rules on it without retraining)")
-    parser.add_argument("--from-models", type=Path, default=None,
-                        help="tag with DIR/fold-K and DIR/lockbox (saved by --save-models) instead of training: the "
-                             "CRFs as saved, the rule component refitted on the run's training notes as training would, "
-                             "so changes to the rules and to what follows the merge are measured in minutes")
+    parser.add_argument(
+        "--thresholds",
+        type=parse_thresholds,
+        default=(),
+        help="also tag the CV folds at these P(O) thresholds, comma-separated (into OUT/threshold-T/)",
+    )
+    parser.add_argument(
+        "--save-models",
+        type=Path,
+        default=None,
+        help="save each model to DIR/fold-K and DIR/lockbox (to try rules on it without retraining)",
+    )
+    parser.add_argument(
+        "--from-models",
+        type=Path,
+        default=None,
+        help="tag with DIR/fold-K and DIR/lockbox (saved by --save-models) instead of training: the "
+        "CRFs as saved, the rule component refitted on the run's training notes as training would, "
+        "so changes to the rules and to what follows the merge are measured in minutes",
+    )
     args = parser.parse_args()
 
     synthetic = list(generate_corpus(args.n, SYNTH_SEED, "train"))
     real = [doc for corpus in CORPORA for doc in load_relabelled(corpus)]
     open_notes, sealed = split_lockbox(real)
-    runs = [(f"fold-{fold}", str(fold), train, held_out, args.out)
-            for fold, (train, held_out) in enumerate(cross_validation_splits(open_notes, args.folds, args.seed), start=1)]
+    runs = [
+        (f"fold-{fold}", str(fold), train, held_out, args.out)
+        for fold, (train, held_out) in enumerate(cross_validation_splits(open_notes, args.folds, args.seed), start=1)
+    ]
     runs.append((LOCKBOX, LOCKBOX, open_notes, sealed, args.out / LOCKBOX))
     timings: dict[str, float] = {}
     scored = [] if args.only else open_notes  # with --only, the CV row covers the folds run, no other
@@ -108,17 +127,36 @@ def main() -> int:
             for doc in held_out:
                 reading = pipeline.read(doc, max(args.thresholds))
                 for threshold in args.thresholds:
-                    write_document(doc.with_spans(pipeline.within_phi_set(doc, reading.spans(threshold))),
-                                   args.out / f"threshold-{threshold:g}" / doc.meta["corpus"], "brat")
-        print(f"{name}: {'rules refitted' if args.from_models else 'trained'} on {len(synthetic)} generated + "
-              f"{len(train)} dev notes in {timings[name]:.0f} s, tagged {len(held_out)}", flush=True)
+                    write_document(
+                        doc.with_spans(pipeline.within_phi_set(doc, reading.spans(threshold))),
+                        args.out / f"threshold-{threshold:g}" / doc.meta["corpus"],
+                        "brat",
+                    )
+        print(
+            f"{name}: {'rules refitted' if args.from_models else 'trained'} on {len(synthetic)} generated + "
+            f"{len(train)} dev notes in {timings[name]:.0f} s, tagged {len(held_out)}",
+            flush=True,
+        )
     figures = side_by_side(args.out, scored, sealed, args.phi_set)
-    (args.out / "cv.json").write_text(json.dumps({
-        "folds": args.folds, "only": sorted(args.only or ()), "seed": args.seed, "generated_notes": args.n,
-        "config": str(args.config), "thresholds": list(args.thresholds),
-        "from_models": str(args.from_models) if args.from_models else None,
-        "lockbox_patients": len(sealed_groups()), "fit_seconds": timings, "figures": figures}, indent=2) + "\n",
-        encoding="utf-8")
+    (args.out / "cv.json").write_text(
+        json.dumps(
+            {
+                "folds": args.folds,
+                "only": sorted(args.only or ()),
+                "seed": args.seed,
+                "generated_notes": args.n,
+                "config": str(args.config),
+                "thresholds": list(args.thresholds),
+                "from_models": str(args.from_models) if args.from_models else None,
+                "lockbox_patients": len(sealed_groups()),
+                "fit_seconds": timings,
+                "figures": figures,
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     return 0
 
 
@@ -139,7 +177,10 @@ def side_by_side(out: Path, open_notes: list, sealed: list, phi_set: str) -> dic
     """PhysioNet's figures on the open notes (CV) and on the lockbox, printed side by side: binary token
     P/R/F1 each note alone and by patient, and the surrogate check of the by-patient predictions.
     Only aggregates are printed for the lockbox."""
-    gold_taxonomy, pred_taxonomy = load_taxonomy(GOLD_TAXONOMY["physionet"]), load_taxonomy(PRED_TAXONOMY["hybriddeid-cv"])
+    gold_taxonomy, pred_taxonomy = (
+        load_taxonomy(GOLD_TAXONOMY["physionet"]),
+        load_taxonomy(PRED_TAXONOMY["hybriddeid-cv"]),
+    )
     gold_all = {doc.name: doc for doc in read_corpus(CORPORA["physionet"], "brat")}
     patients = patients_of("physionet")
     rows: dict[str, dict] = {}
@@ -148,16 +189,36 @@ def side_by_side(out: Path, open_notes: list, sealed: list, phi_set: str) -> dic
         if not gold or not (folder / "physionet").is_dir():
             continue
         figures: dict = {"notes": len(gold), "patients": len({patients.get(doc.name) for doc in gold})}
-        for mode, pred_dir in (("each note", folder / "physionet"), ("by patient", folder / "by-patient" / "physionet")):
+        for mode, pred_dir in (
+            ("each note", folder / "physionet"),
+            ("by patient", folder / "by-patient" / "physionet"),
+        ):
             pred = read_predictions(pred_dir, gold)
-            score = evaluate(gold, pred, taxonomy=gold_taxonomy, phi_set=phi_set, pred_taxonomy=pred_taxonomy).score("binary_token")
-            figures[mode] = {"precision": score.precision, "recall": score.recall, "f1": score.f1,
-                             "tp": score.tp, "fp": score.fp, "fn": score.fn}
+            score = evaluate(gold, pred, taxonomy=gold_taxonomy, phi_set=phi_set, pred_taxonomy=pred_taxonomy).score(
+                "binary_token"
+            )
+            figures[mode] = {
+                "precision": score.precision,
+                "recall": score.recall,
+                "f1": score.f1,
+                "tp": score.tp,
+                "fp": score.fp,
+                "fn": score.fn,
+            }
             if mode == "by patient":
                 check = surrogate_check(gold, pred, patients, gold_taxonomy, pred_taxonomy, phi_set)
-                figures["surrogate"] = {key: check[key] for key in (
-                    "gold_strings", "gold_strings_left", "gold_left_share", "vital_patterns", "vital_patterns_changed",
-                    "vital_numbers_changed", "spans_replaced")}
+                figures["surrogate"] = {
+                    key: check[key]
+                    for key in (
+                        "gold_strings",
+                        "gold_strings_left",
+                        "gold_left_share",
+                        "vital_patterns",
+                        "vital_patterns_changed",
+                        "vital_numbers_changed",
+                        "spans_replaced",
+                    )
+                }
         rows[row] = figures
     print(f"\nPhysioNet deid dev half, binary token, PHI set {phi_set}\n")
     print("| notes | patients | mode | P | R | F1 | FN | FP | verbatim | vitals changed |")
@@ -169,8 +230,10 @@ def side_by_side(out: Path, open_notes: list, sealed: list, phi_set: str) -> dic
             if mode == "by patient":
                 c = figures["surrogate"]
                 extra = f"| {c['gold_strings_left']}/{c['gold_strings']} ({c['gold_left_share']:.1%}) | {c['vital_patterns_changed']} |"
-            print(f"| {row} ({figures['notes']}) | {figures['patients']} | {mode} | {s['precision']:.4f} | {s['recall']:.4f} | "
-                  f"{s['f1']:.4f} | {s['fn']} | {s['fp']} {extra}")
+            print(
+                f"| {row} ({figures['notes']}) | {figures['patients']} | {mode} | {s['precision']:.4f} | {s['recall']:.4f} | "
+                f"{s['f1']:.4f} | {s['fn']} | {s['fp']} {extra}"
+            )
     if len(rows) == 2:
         gap = rows["dev CV"]["each note"]["recall"] - rows["lockbox"]["each note"]["recall"]
         rows["recall_gap"] = gap
@@ -179,8 +242,13 @@ def side_by_side(out: Path, open_notes: list, sealed: list, phi_set: str) -> dic
         names = {doc.name for doc in open_notes if doc.meta["corpus"] == corpus}
         gold = [doc for doc in read_corpus(CORPORA[corpus], "brat") if doc.name in names]
         if gold and (out / corpus).is_dir():
-            score = evaluate(gold, read_predictions(out / corpus, gold), taxonomy=load_taxonomy(GOLD_TAXONOMY[corpus]),
-                             phi_set=phi_set, pred_taxonomy=pred_taxonomy).score("binary_token")
+            score = evaluate(
+                gold,
+                read_predictions(out / corpus, gold),
+                taxonomy=load_taxonomy(GOLD_TAXONOMY[corpus]),
+                phi_set=phi_set,
+                pred_taxonomy=pred_taxonomy,
+            ).score("binary_token")
             rows[corpus] = {"precision": score.precision, "recall": score.recall, "f1": score.f1}
             print(f"{corpus} dev CV: P {score.precision:.4f} R {score.recall:.4f} F1 {score.f1:.4f}")
     return rows

@@ -7,6 +7,7 @@ that training did not use.
 
     python benchmarks/en_synthetic.py [--model en] [--n 500] [--seed 2] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,13 @@ def main() -> int:
     pipeline.config["pipeline"]["safelist"] = safelist
 
     report = evaluate(gold, final)
-    out: dict = {"model": args.model, "notes": len(gold), "mix": args.mix, "seed": args.seed, "notes_per_second": len(gold) / seconds}
+    out: dict = {
+        "model": args.model,
+        "notes": len(gold),
+        "mix": args.mix,
+        "seed": args.seed,
+        "notes_per_second": len(gold) / seconds,
+    }
     print(f"{len(gold)} generated notes ({args.mix} mix, seed {args.seed}); {out['notes_per_second']:.1f} notes/s\n")
     print("| category | strict P | strict R | strict F1 | token P | token R | token F1 | gold spans |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -53,24 +60,35 @@ def main() -> int:
             gold_counts[category] = gold_counts.get(category, 0) + 1
     for category in strict:
         s, t = strict[category], token[category]
-        print(f"| {category} | {s.precision:.4f} | {s.recall:.4f} | {s.f1:.4f} | {t.precision:.4f} | {t.recall:.4f} | "
-              f"{t.f1:.4f} | {gold_counts.get(category, 0)} |")
+        print(
+            f"| {category} | {s.precision:.4f} | {s.recall:.4f} | {s.f1:.4f} | {t.precision:.4f} | {t.recall:.4f} | "
+            f"{t.f1:.4f} | {gold_counts.get(category, 0)} |"
+        )
     rows = {name: report.score(name) for name in ("strict", "token", "binary_token")}
     for name, score in rows.items():
         print(f"| **all, {name} micro** | {score.precision:.4f} | {score.recall:.4f} | {score.f1:.4f} | | | | |")
     out["scores"] = {name: score.to_dict() for name, score in rows.items()}
     out["per_category"] = {c: {"strict": strict[c].to_dict(), "token": token[c].to_dict()} for c in strict}
 
-    removed = [(doc, span) for doc, before, after in zip(gold, unfiltered, final)
-               for span in sorted(set(before.spans) - set(after.spans))]
+    removed = [
+        (doc, span)
+        for doc, before, after in zip(gold, unfiltered, final)
+        for span in sorted(set(before.spans) - set(after.spans))
+    ]
     false_positives = sum(not any(span.overlaps(g) for g in doc.spans) for doc, span in removed)
     before = evaluate(gold, unfiltered).score("binary_token")
     after = rows["binary_token"]
-    out["safelist"] = {"removed": len(removed), "false_positives_removed": false_positives,
-                       "binary_token_before": before.to_dict(), "binary_token_after": after.to_dict()}
-    print(f"\nsafe-list: removed {len(removed)} merged spans, {false_positives} of them false positives "
-          f"(no gold overlap); binary token P {before.precision:.4f} -> {after.precision:.4f}, "
-          f"R {before.recall:.4f} -> {after.recall:.4f}")
+    out["safelist"] = {
+        "removed": len(removed),
+        "false_positives_removed": false_positives,
+        "binary_token_before": before.to_dict(),
+        "binary_token_after": after.to_dict(),
+    }
+    print(
+        f"\nsafe-list: removed {len(removed)} merged spans, {false_positives} of them false positives "
+        f"(no gold overlap); binary token P {before.precision:.4f} -> {after.precision:.4f}, "
+        f"R {before.recall:.4f} -> {after.recall:.4f}"
+    )
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -15,6 +15,7 @@ pays where leaving it out adds more false alarms than it finds PHI tokens.
 
     python benchmarks/lockbox_rules.py --model /tmp/models/lockbox [--phi-set hipaa] [--json F]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,7 +88,10 @@ def main() -> int:
     _, sealed = split_lockbox([doc for doc in load_relabelled("physionet")])
     gold_by_name = {doc.name: doc for doc in read_corpus(CORPORA["physionet"], "brat")}
     gold = [gold_by_name[doc.name] for doc in sealed]
-    gold_taxonomy, pred_taxonomy = load_taxonomy(GOLD_TAXONOMY["physionet"]), load_taxonomy(PRED_TAXONOMY["hybriddeid-cv"])
+    gold_taxonomy, pred_taxonomy = (
+        load_taxonomy(GOLD_TAXONOMY["physionet"]),
+        load_taxonomy(PRED_TAXONOMY["hybriddeid-cv"]),
+    )
     pipeline = Pipeline.load(args.model)
     rule = pipeline.components["rule"]
     all_rules = tuple(r.name for r in rule.enabled_rules)
@@ -95,24 +99,34 @@ def main() -> int:
 
     def score() -> dict[str, float]:
         pred = [note.document for doc in sealed for note in process_notes(pipeline, [doc])]
-        s = evaluate(gold, pred, taxonomy=gold_taxonomy, phi_set=args.phi_set, pred_taxonomy=pred_taxonomy).score("binary_token")
+        s = evaluate(gold, pred, taxonomy=gold_taxonomy, phi_set=args.phi_set, pred_taxonomy=pred_taxonomy).score(
+            "binary_token"
+        )
         return {"tp": s.tp, "fp": s.fp, "fn": s.fn, "precision": s.precision, "recall": s.recall}
 
     def variants() -> Iterator[tuple[str, str, Callable[[], None]]]:
         for name in dev_written_rules():
             if name in all_rules:
-                yield "rule", name, lambda name=name: setattr(rule, "enabled_", tuple(r for r in all_rules if r != name))
+                yield (
+                    "rule",
+                    name,
+                    lambda name=name: setattr(rule, "enabled_", tuple(r for r in all_rules if r != name)),
+                )
         for title in dev_written_sections(sections):
+
             def without(title: str = title) -> None:
                 kept = [line for other, lines in sections.items() if other != title for line in lines]
                 reduced = SafeList.from_entries(read_entries("\n".join(kept)), load_language("en").titles)
                 pipeline_module.load_safelist = lambda language: reduced  # type: ignore[assignment]  # a stand-in for the run
+
             yield "safe-list section", title, without
 
     started = time.perf_counter()
     base = score()
-    print(f"lockbox: {len(sealed)} notes, PHI set {args.phi_set}: TP {base['tp']} FP {base['fp']} FN {base['fn']} "
-          f"P {base['precision']:.4f} R {base['recall']:.4f}\n")
+    print(
+        f"lockbox: {len(sealed)} notes, PHI set {args.phi_set}: TP {base['tp']} FP {base['fp']} FN {base['fn']} "
+        f"P {base['precision']:.4f} R {base['recall']:.4f}\n"
+    )
     print("| left out | kind | TP lost | FP removed | pays |")
     print("| --- | --- | ---: | ---: | --- |")
     rows = []

@@ -11,6 +11,7 @@ timed out and were skipped. The "Long notes" tables of docs/explanation/long-not
     python benchmarks/long_notes.py --models en es
     python benchmarks/long_notes.py --models en es --kinds words --sizes 20000000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = ("the patient was seen in clinic today by doctor Smith and reported mild pain in the left knee since "
-         "March after a fall at home she denies fever or chills and takes ibuprofen twice daily").split()
+WORDS = (
+    "the patient was seen in clinic today by doctor Smith and reported mild pain in the left knee since "
+    "March after a fall at home she denies fever or chills and takes ibuprofen twice daily"
+).split()
 # 20 MB: the largest note the readers accept by default (--max-file-mb 20).
 SIZES = {"words": (2_000, 20_000, 200_000, 2_000_000, 20_000_000), "digits": (10_000, 100_000, 1_000_000)}
 
@@ -60,13 +63,29 @@ def measure(kind: str, size: int, model: str, cap_bytes: int, limit_s: int) -> t
         in_dir = Path(tmp) / "in"
         in_dir.mkdir()
         (in_dir / "note.txt").write_text(make_note(kind, size), encoding="utf-8")
-        args = ["deid", str(in_dir), str(Path(tmp) / "out"), "--model", model, "--mode", "tag",
-                "--max-file-mb", "100", "--progress", "never", "--timeout-per-note", str(limit_s)]
+        args = [
+            "deid",
+            str(in_dir),
+            str(Path(tmp) / "out"),
+            "--model",
+            model,
+            "--mode",
+            "tag",
+            "--max-file-mb",
+            "100",
+            "--progress",
+            "never",
+            "--timeout-per-note",
+            str(limit_s),
+        ]
         log = Path(tmp) / "log.txt"
         started = time.perf_counter()
         with log.open("w", encoding="utf-8") as errors:  # warnings kept: a skipped rule says so
-            child = subprocess.Popen([sys.executable, "-c", CHILD, str(cap_bytes), str(limit_s), *args],
-                                     stdout=subprocess.DEVNULL, stderr=errors)
+            child = subprocess.Popen(
+                [sys.executable, "-c", CHILD, str(cap_bytes), str(limit_s), *args],
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
             _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS (KiB on Linux)
         seconds = time.perf_counter() - started
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -90,9 +109,13 @@ def main() -> int:
             for size in SIZES[kind]:
                 if args.max_size and size > args.max_size or args.sizes and size not in args.sizes:
                     continue
-                seconds, cpu, peak_mb, skipped, code = measure(kind, size, model, int(args.cap_gb * 2**30), args.limit_s)
-                print(f"| {model} | {kind} | {size:,} | {seconds:.1f} | {cpu:.1f} | {peak_mb:.0f} | {skipped} | {code} |",
-                      flush=True)
+                seconds, cpu, peak_mb, skipped, code = measure(
+                    kind, size, model, int(args.cap_gb * 2**30), args.limit_s
+                )
+                print(
+                    f"| {model} | {kind} | {size:,} | {seconds:.1f} | {cpu:.1f} | {peak_mb:.0f} | {skipped} | {code} |",
+                    flush=True,
+                )
     return 0
 
 

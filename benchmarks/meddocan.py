@@ -7,6 +7,7 @@ feature extraction included). Speeds of the combinations are the sums of their p
 
     python benchmarks/meddocan.py [--train DIR] [--dev DIR] [--json OUT] [--save-model DIR | --model DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,12 @@ def main() -> int:
     parser.add_argument("--config", type=Path, help="pipeline config TOML (default: the Spanish benchmark config)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--save-model", type=Path, help="save the pipeline trained on train here")
-    parser.add_argument("--model", type=Path, help="use a pipeline saved by --save-model instead of training one "
-                        "(its [pipeline] settings are replaced by the config's)")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        help="use a pipeline saved by --save-model instead of training one "
+        "(its [pipeline] settings are replaced by the config's)",
+    )
     args = parser.parse_args()
 
     from hybriddeid.pipeline.core import load_config
@@ -60,7 +65,9 @@ def main() -> int:
             pipeline.to_disk(args.save_model)
     fit_seconds = pipeline.meta["fit_seconds"]
 
-    baseline = TokenCRF(features=BASELINE_FEATURES, window=2, language="es", max_iterations=config["token"]["max_iterations"])
+    baseline = TokenCRF(
+        features=BASELINE_FEATURES, window=2, language="es", max_iterations=config["token"]["max_iterations"]
+    )
     started = time.perf_counter()
     baseline.fit(train)
     baseline_fit = time.perf_counter() - started
@@ -103,8 +110,15 @@ def main() -> int:
         passes.append((time.perf_counter() - wall0, time.process_time() - cpu0))
     end_to_end_wall, end_to_end_cpu = min(passes)
     if focus:  # the rows recombined from independent runs read the whole note with every classifier
-        rows = [(label + " (every classifier on every line)" if len(combo) == 3 and "char" in combo else label,
-                 combo, seconds_, post) for label, combo, seconds_, post in rows]
+        rows = [
+            (
+                label + " (every classifier on every line)" if len(combo) == 3 and "char" in combo else label,
+                combo,
+                seconds_,
+                post,
+            )
+            for label, combo, seconds_, post in rows
+        ]
 
     results = []
     print(f"settings: min_score={dict(config['pipeline']['min_score'])} propagate={config['pipeline']['propagate']}")
@@ -112,26 +126,41 @@ def main() -> int:
     for label, combo, train_seconds, post in rows:
         t0 = time.perf_counter()
         merged = [
-            pipeline.combine(doc, {n: predictions[n][i] for n in combo}, combo) if post
+            pipeline.combine(doc, {n: predictions[n][i] for n in combo}, combo)
+            if post
             else merge({n: predictions[n][i] for n in combo}, combo)
             for i, doc in enumerate(dev)
         ]
         merge_seconds = time.perf_counter() - t0
         prf = score(merged)
         rate = len(dev) / (sum(seconds[n] for n in combo) + merge_seconds)
-        results.append({"system": label, **prf, "train_seconds": round(train_seconds, 1), "notes_per_second": round(rate, 1)})
-        print(f"{label:56s} {prf['precision']:7.4f} {prf['recall']:7.4f} {prf['f1']:7.4f} {train_seconds:8.1f} {rate:8.1f}")
+        results.append(
+            {"system": label, **prf, "train_seconds": round(train_seconds, 1), "notes_per_second": round(rate, 1)}
+        )
+        print(
+            f"{label:56s} {prf['precision']:7.4f} {prf['recall']:7.4f} {prf['f1']:7.4f} {train_seconds:8.1f} {rate:8.1f}"
+        )
     focus_text = ", ".join(f"{a} focused by {b}" for a, b in focus.items()) or "no focus"
     label = f"merged as configured, end to end ({focus_text})"
-    results.append({"system": label, **score(configured), "train_seconds": round(everything, 1),
-                    "notes_per_second": round(len(dev) / end_to_end_wall, 1),
-                    "notes_per_cpu_second": round(len(dev) / end_to_end_cpu, 1)})
+    results.append(
+        {
+            "system": label,
+            **score(configured),
+            "train_seconds": round(everything, 1),
+            "notes_per_second": round(len(dev) / end_to_end_wall, 1),
+            "notes_per_cpu_second": round(len(dev) / end_to_end_cpu, 1),
+        }
+    )
     r = results[-1]
-    print(f"{label:56s} {r['precision']:7.4f} {r['recall']:7.4f} {r['f1']:7.4f} {everything:8.1f} {r['notes_per_second']:8.1f}")
-    print(f"\nend to end: Pipeline.predict over the {len(dev)} dev notes in one process, best of 3 passes: "
-          f"{end_to_end_wall:.1f} s wall ({r['notes_per_second']} notes/s), {end_to_end_cpu:.1f} CPU s "
-          f"({r['notes_per_cpu_second']} notes per CPU-second); all passes (wall notes/s): "
-          + ", ".join(f"{len(dev) / wall:.1f}" for wall, _ in passes))
+    print(
+        f"{label:56s} {r['precision']:7.4f} {r['recall']:7.4f} {r['f1']:7.4f} {everything:8.1f} {r['notes_per_second']:8.1f}"
+    )
+    print(
+        f"\nend to end: Pipeline.predict over the {len(dev)} dev notes in one process, best of 3 passes: "
+        f"{end_to_end_wall:.1f} s wall ({r['notes_per_second']} notes/s), {end_to_end_cpu:.1f} CPU s "
+        f"({r['notes_per_cpu_second']} notes per CPU-second); all passes (wall notes/s): "
+        + ", ".join(f"{len(dev) / wall:.1f}" for wall, _ in passes)
+    )
     print(f"pipeline training wall time (CRFs in parallel, 2 processes): {fit_wall:.1f} s")
     if args.json:
         args.json.write_text(json.dumps({"rows": results, "fit_wall_seconds": fit_wall}, indent=2) + "\n")

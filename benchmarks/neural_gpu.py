@@ -10,6 +10,7 @@ of each epoch; notes/s through tagging's CPU-side steps alone (analysis, tokens,
 ``--jobs``. Everything also goes to OUT/neural_gpu.json. Run by ``benchmarks/neural_gpu.sh``;
 ``--device cpu`` with a few notes rehearses it on a machine without a GPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,7 +82,9 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=SHARED, help="MEDDOCAN: train/brat and dev/brat inside")
     parser.add_argument("--clusters", type=Path, help="word clusters to embed (the tables name meddocan-clusters)")
     parser.add_argument("--neural-config", type=Path, default=HERE / "neural_meddocan.toml")
-    parser.add_argument("--runs", default="bigru:notes2,bigru:tokens8192,cedi:notes2,cedi:tokens8192,bigru:notes2+steps")
+    parser.add_argument(
+        "--runs", default="bigru:notes2,bigru:tokens8192,cedi:notes2,cedi:tokens8192,bigru:notes2+steps"
+    )
     parser.add_argument("--train-minutes", type=float, default=1.0, help="cap per training (no epoch starts past it)")
     parser.add_argument("--train-notes", type=int, default=0, help="0: all")
     parser.add_argument("--dev-notes", type=int, default=0, help="0: all")
@@ -90,7 +93,9 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--jobs", default="1,4", help="annotate --jobs values to time")
     parser.add_argument("--out", type=Path, required=True, help="neural_gpu.json goes here")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/neural-gpu-work"), help="saved models, annotate outputs")
+    parser.add_argument(
+        "--work", type=Path, default=Path("/tmp/neural-gpu-work"), help="saved models, annotate outputs"
+    )
     args = parser.parse_args()
     logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -101,14 +106,31 @@ def main() -> int:
     train, dev = train[: args.train_notes or None], dev[: args.dev_notes or None]
     cpu_docs = dev[: args.cpu_notes]
     gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "none"
-    print(f"torch {torch.__version__}, device {args.device} ({gpu}); train {len(train)} notes, dev {len(dev)}; "
-          f"clusters {'yes' if args.clusters else 'no'}", flush=True)
-    report: dict = {"torch": torch.__version__, "gpu": gpu, "train_notes": len(train), "dev_notes": len(dev), "runs": []}
+    print(
+        f"torch {torch.__version__}, device {args.device} ({gpu}); train {len(train)} notes, dev {len(dev)}; "
+        f"clusters {'yes' if args.clusters else 'no'}",
+        flush=True,
+    )
+    report: dict = {
+        "torch": torch.__version__,
+        "gpu": gpu,
+        "train_notes": len(train),
+        "dev_notes": len(dev),
+        "runs": [],
+    }
     best: dict[str, tuple[Path, float]] = {}
     for spec in [spec for spec in args.runs.split(",") if spec]:
         architecture, _, name = spec.partition(":")
-        settings = {**tables[architecture], "device": args.device, "num_threads": args.cpu_threads, "verbose": True,
-                    "max_train_minutes": args.train_minutes, "epochs": 40, "patience": 4, **batching(name)}
+        settings = {
+            **tables[architecture],
+            "device": args.device,
+            "num_threads": args.cpu_threads,
+            "verbose": True,
+            "max_train_minutes": args.train_minutes,
+            "epochs": 40,
+            "patience": 4,
+            **batching(name),
+        }
         settings.pop("clusters", None)
         if args.clusters:
             settings["clusters"] = str(args.clusters)
@@ -121,18 +143,27 @@ def main() -> int:
         spans, rate = timed_tagging(tagger, dev)
         folder = args.work / f"model-{architecture}-{name.replace('+', '-')}"
         save_tagger(tagger, folder)
-        half = NeuralTagger.from_disk(folder / "neural", {**tagger.get_params(), "tag_mixed_precision": True},
-                                      device=args.device)
+        half = NeuralTagger.from_disk(
+            folder / "neural", {**tagger.get_params(), "tag_mixed_precision": True}, device=args.device
+        )
         half_spans, half_rate = timed_tagging(half, dev)
         cpu = NeuralTagger.from_disk(folder / "neural", tagger.get_params(), device="cpu")
         cpu_spans, cpu_rate = timed_tagging(cpu, cpu_docs)
         run = {
-            "architecture": architecture, "batching": name, "epochs": len(epochs), "epoch_seconds": epochs,
+            "architecture": architecture,
+            "batching": name,
+            "epochs": len(epochs),
+            "epoch_seconds": epochs,
             "mean_epoch_seconds": round(sum(epochs) / len(epochs), 2),
             "held_out_f1": [record.get("dev_f1") for record in tagger.history_],
-            "dev_strict_f1": strict_f1(dev, spans), "dev_strict_f1_bf16": strict_f1(dev, half_spans),
-            "prepare_notes_per_s": preparation_rate(tagger, dev), "tag_notes_per_s_fp32": rate, "tag_notes_per_s_bf16": half_rate, "tag_notes_per_s_cpu": cpu_rate,
-            "cpu_threads": args.cpu_threads, "cpu_notes": len(cpu_docs),
+            "dev_strict_f1": strict_f1(dev, spans),
+            "dev_strict_f1_bf16": strict_f1(dev, half_spans),
+            "prepare_notes_per_s": preparation_rate(tagger, dev),
+            "tag_notes_per_s_fp32": rate,
+            "tag_notes_per_s_bf16": half_rate,
+            "tag_notes_per_s_cpu": cpu_rate,
+            "cpu_threads": args.cpu_threads,
+            "cpu_notes": len(cpu_docs),
             "same_spans_fp32_vs_cpu": sum(a == b for a, b in zip(keys(spans), keys(cpu_spans))),
             "same_spans_bf16_vs_cpu": sum(a == b for a, b in zip(keys(half_spans), keys(cpu_spans))),
             "spans_differing_fp32_vs_cpu": sum(len(set(a) ^ set(b)) for a, b in zip(keys(spans), keys(cpu_spans))),
@@ -155,13 +186,37 @@ def main() -> int:
         for jobs in [int(j) for j in args.jobs.split(",") if j]:
             out = args.work / f"annotate-{architecture}-{jobs}"
             started = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "annotate", "--model", str(folder),
-                                   "--device", args.device, "--jobs", str(jobs), str(notes), str(out)],
-                                  capture_output=True, text=True, cwd=args.work)  # not the source tree's package
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "hybriddeid.cli",
+                    "-q",
+                    "annotate",
+                    "--model",
+                    str(folder),
+                    "--device",
+                    args.device,
+                    "--jobs",
+                    str(jobs),
+                    str(notes),
+                    str(out),
+                ],
+                capture_output=True,
+                text=True,
+                cwd=args.work,
+            )  # not the source tree's package
             seconds = round(time.perf_counter() - started, 1)
             written = len(list(out.glob("*.ann"))) if out.is_dir() else 0
-            row = {"architecture": architecture, "jobs": jobs, "exit": done.returncode, "notes_written": written,
-                   "seconds": seconds, "notes_per_s": round(written / seconds, 1), "stderr_tail": done.stderr[-400:]}
+            row = {
+                "architecture": architecture,
+                "jobs": jobs,
+                "exit": done.returncode,
+                "notes_written": written,
+                "seconds": seconds,
+                "notes_per_s": round(written / seconds, 1),
+                "stderr_tail": done.stderr[-400:],
+            }
             report["annotate"].append(row)
             print(json.dumps(row), flush=True)
     (args.out / "neural_gpu.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

@@ -12,6 +12,7 @@ tokenisation included; the neural taggers tag in batches). CPU only unless ``--d
 The word clusters the tables embed (`meddocan-clusters`, next to this script) are built first when
 missing: start one run and wait until it prints "train ... notes" before starting another beside it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,10 +37,15 @@ def save_tagger(tagger: NeuralTagger, folder: Path) -> None:
     """Save a neural tagger as a one-component pipeline (its settings in the pipeline's config),
     which ``Pipeline.load(folder).components["neural"]`` reads back."""
     params = {key: value for key, value in tagger.get_params().items() if key != "language"}
-    pipeline = Pipeline({"pipeline": {"language": tagger.language, "components": ["neural"], "precedence": ["neural"]},
-                         "neural": params})
+    pipeline = Pipeline(
+        {
+            "pipeline": {"language": tagger.language, "components": ["neural"], "precedence": ["neural"]},
+            "neural": params,
+        }
+    )
     pipeline.components = {"neural": tagger}
     pipeline.to_disk(folder)
+
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parents[1] / "shared" / "corpora" / "meddocan"
@@ -71,7 +77,9 @@ def main() -> int:
     parser.add_argument("--architectures", default="bigru,tsgru,cedi", help="tables of --neural-config to run")
     parser.add_argument("--crf-model", type=Path, help="load the CRF hybrid from here, or train it and save it here")
     parser.add_argument("--save-dir", type=Path, help="save each neural model to DIR/<architecture>")
-    parser.add_argument("--reuse", action="store_true", help="load neural models found in --save-dir instead of training")
+    parser.add_argument(
+        "--reuse", action="store_true", help="load neural models found in --save-dir instead of training"
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -85,8 +93,11 @@ def main() -> int:
     for folder in ensure_clusters(load_config(args.config), [args.train, args.dev], "es"):
         print(f"built word clusters from the train + dev text: {folder}", flush=True)
     train, dev = read_corpus(args.train), read_corpus(args.dev)
-    print(f"train {len(train)} notes, dev {len(dev)} notes; torch {torch.__version__}, {args.threads} threads, "
-          f"device {args.device}", flush=True)
+    print(
+        f"train {len(train)} notes, dev {len(dev)} notes; torch {torch.__version__}, {args.threads} threads, "
+        f"device {args.device}",
+        flush=True,
+    )
 
     # Neural models first, so runs started together can share a CRF hybrid saved by the first to finish it.
     taggers: dict[str, NeuralTagger] = {}
@@ -96,7 +107,12 @@ def main() -> int:
             taggers[architecture] = Pipeline.load(saved).components["neural"]  # training seconds as recorded then
             print(f"{architecture} loaded from {saved}", flush=True)
             continue
-        settings = {**neural_settings[architecture], "num_threads": args.threads, "device": args.device, "verbose": True}
+        settings = {
+            **neural_settings[architecture],
+            "num_threads": args.threads,
+            "device": args.device,
+            "verbose": True,
+        }
         if settings.get("clusters"):  # relative to the settings file, as in pipeline configs
             settings["clusters"] = str(args.neural_config.parent / settings["clusters"])
         taggers[architecture] = NeuralTagger(language="es", **settings).fit(train)
@@ -114,7 +130,9 @@ def main() -> int:
             seconds[name] += time.perf_counter() - started
     for architecture, tagger in taggers.items():
         started = time.perf_counter()
-        predictions[architecture] = [[span.with_source(architecture) for span in spans] for spans in tagger.predict_many(dev)]
+        predictions[architecture] = [
+            [span.with_source(architecture) for span in spans] for spans in tagger.predict_many(dev)
+        ]
         seconds[architecture] = time.perf_counter() - started
     crf_order = [name for name in pipeline.precedence if name in pipeline.components]
 
@@ -126,12 +144,26 @@ def main() -> int:
 
     def row(system: str, sources: list[str], train_seconds: float, merged: bool = True) -> None:
         started = time.perf_counter()
-        spans = [pipeline.combine(doc, {n: predictions[n][i] for n in sources}, sources) if merged
-                 else predictions[sources[0]][i] for i, doc in enumerate(dev)]
+        spans = [
+            pipeline.combine(doc, {n: predictions[n][i] for n in sources}, sources)
+            if merged
+            else predictions[sources[0]][i]
+            for i, doc in enumerate(dev)
+        ]
         rate = len(dev) / (sum(seconds[n] for n in sources) + time.perf_counter() - started)
-        rows.append({"system": system, **score(spans), "train_seconds": round(train_seconds, 1), "notes_per_second": round(rate, 1)})
+        rows.append(
+            {
+                "system": system,
+                **score(spans),
+                "train_seconds": round(train_seconds, 1),
+                "notes_per_second": round(rate, 1),
+            }
+        )
         r = rows[-1]
-        print(f"{system:52s} {r['precision']:7.4f} {r['recall']:7.4f} {r['f1']:7.4f} {train_seconds:8.1f} {rate:8.1f}", flush=True)
+        print(
+            f"{system:52s} {r['precision']:7.4f} {r['recall']:7.4f} {r['f1']:7.4f} {train_seconds:8.1f} {rate:8.1f}",
+            flush=True,
+        )
 
     print(f"\n{'system':52s} {'P':>7s} {'R':>7s} {'F1':>7s} {'train s':>8s} {'notes/s':>8s}")
     row("CRF hybrid " + " > ".join(crf_order), crf_order, crf_seconds)
@@ -144,10 +176,15 @@ def main() -> int:
         row(f"CRF hybrid, {architecture} first", [architecture, *crf_order], crf_seconds + fit_seconds)
     if len(taggers) > 1:
         names = list(taggers)
-        row(f"CRF hybrid, {' > '.join(names)} after rule", [*rule, *names, *crfs],
-            crf_seconds + sum(tagger.fit_seconds_ or 0.0 for tagger in taggers.values()))
+        row(
+            f"CRF hybrid, {' > '.join(names)} after rule",
+            [*rule, *names, *crfs],
+            crf_seconds + sum(tagger.fit_seconds_ or 0.0 for tagger in taggers.values()),
+        )
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "threads": args.threads, "device": args.device}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps({"rows": rows, "threads": args.threads, "device": args.device}, indent=2) + "\n"
+        )
     return 0
 
 

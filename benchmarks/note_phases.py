@@ -14,6 +14,7 @@ character CRF (its finish step, trimming and typing spans, apart), the rules, ``
 propagation, safe-list, PHI set) and name linking; "rest" is ``handle`` less them (parsing the body,
 checks, writing the answer). Ratios are baseline/this (above 1: this checkout is faster).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,14 +78,33 @@ def child(model: str, count: int, chars: int) -> dict[str, float]:
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     found = {label: spent.get(label, 0.0) / count * 1000 for label, _, _ in PHASES}
     inside = sum(value for label, value in found.items() if not label.startswith(" "))
-    return {"handle wall": wall / count * 1000, "handle CPU": cpu / count * 1000, **found,
-            "rest": wall / count * 1000 - inside}
+    return {
+        "handle wall": wall / count * 1000,
+        "handle CPU": cpu / count * 1000,
+        **found,
+        "rest": wall / count * 1000 - inside,
+    }
 
 
 def run(code: Path, args: argparse.Namespace) -> dict[str, float]:
-    done = subprocess.run([sys.executable, __file__, "--child", "--model", args.model, "--notes", str(args.notes),
-                           "--chars", str(args.chars)], env=code_env(code), cwd=code, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--model",
+            args.model,
+            "--notes",
+            str(args.notes),
+            "--chars",
+            str(args.chars),
+        ],
+        env=code_env(code),
+        cwd=code,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode:
         sys.exit(f"a child run failed ({code}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -107,7 +127,9 @@ def main() -> int:
         title = f"this checkout ({short_hash('HEAD')}, uncommitted changes included)"
         if args.baseline_ref:
             codes = {"baseline": Path(temp) / "baseline", **codes}
-            title = f"baseline {args.baseline_ref} ({export_ref(args.baseline_ref, codes['baseline'])}) against " + title
+            title = (
+                f"baseline {args.baseline_ref} ({export_ref(args.baseline_ref, codes['baseline'])}) against " + title
+            )
         best: dict[str, dict[str, float]] = {}
         load = [os.getloadavg()[0]]
         for _ in range(args.rounds):
@@ -117,15 +139,19 @@ def main() -> int:
                 if got["handle wall"] < kept["handle wall"]:
                     best[name] = got
         load.append(os.getloadavg()[0])
-    print(f"{title}; {args.notes} notes of ~{args.chars} characters, model {args.model}, one request body at a time "
-          f"through service.work.handle; best of {args.rounds} (by handle wall), codes alternating; load average "
-          f"{load[0]:.2f} -> {load[1]:.2f}")
+    print(
+        f"{title}; {args.notes} notes of ~{args.chars} characters, model {args.model}, one request body at a time "
+        f"through service.work.handle; best of {args.rounds} (by handle wall), codes alternating; load average "
+        f"{load[0]:.2f} -> {load[1]:.2f}"
+    )
     names = list(codes)
     print("| ms per note | " + " | ".join(names) + (" | ratio |" if len(names) > 1 else " |"))
     print("| --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if len(names) > 1 else " |"))
     for label in best["this"]:
         values = [best[name][label] for name in names]
-        ratio = f" | {values[0] / values[1]:.2f}" if len(names) > 1 and values[1] > 0 else (" | " if len(names) > 1 else "")
+        ratio = (
+            f" | {values[0] / values[1]:.2f}" if len(names) > 1 and values[1] > 0 else (" | " if len(names) > 1 else "")
+        )
         print(f"| {label} | " + " | ".join(f"{value:.2f}" for value in values) + ratio + " |")
     return 0
 

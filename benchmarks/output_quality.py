@@ -22,6 +22,7 @@ On generated English test-mix notes (and MEDDOCAN dev for Spanish, when ``../sha
     python benchmarks/output_quality.py [--n 500] [--seed 23] [--json out.json] [--languages en es]
         [--en-model DIR] [--es-model DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -141,7 +142,7 @@ def surrogate_forms(docs: Sequence[Document], language: str) -> dict:
     for doc in docs:
         result = deidentify_patient([doc], options, doc.name)[0]
         for rec in result.replacements:
-            original = doc.text[rec.start:rec.end]
+            original = doc.text[rec.start : rec.end]
             if rec.kind == "date":
                 dates += 1
                 not_understood += rec.method == "date-fallback"
@@ -149,11 +150,15 @@ def surrogate_forms(docs: Sequence[Document], language: str) -> dict:
             if kept_form(rec.kind, original, rec.replacement, rec.method, titles):
                 kept[rec.kind] += 1
             elif len(examples[rec.kind]) < 5:
-                examples[rec.kind].append((written_form(rec.kind, original, titles),
-                                           written_form(rec.kind, rec.replacement, titles)))
-    return {"dates": dates, "dates_not_understood": not_understood,
-            "form_kept": {kind: (kept[kind], total[kind]) for kind in sorted(total)},
-            "form_examples": {kind: examples[kind] for kind in sorted(examples)}}
+                examples[rec.kind].append(
+                    (written_form(rec.kind, original, titles), written_form(rec.kind, rec.replacement, titles))
+                )
+    return {
+        "dates": dates,
+        "dates_not_understood": not_understood,
+        "form_kept": {kind: (kept[kind], total[kind]) for kind in sorted(total)},
+        "form_examples": {kind: examples[kind] for kind in sorted(examples)},
+    }
 
 
 def output_region(replacements: Sequence, start: int, end: int) -> tuple[int, int]:
@@ -199,19 +204,32 @@ def model_run(pipeline: Pipeline, gold: Sequence[Document], language: str) -> di
     flat = evaluate(flat_gold, flat_found).score("binary_token")
     recall, flat_recall = as_written.recall, flat.recall
     left, counted = verbatim_left(gold, [note.deid for note in processed])
-    return {"binary_token_recall": recall, "flattened_binary_token_recall": flat_recall,
-            "binary_token_precision": as_written.precision, "flattened_binary_token_precision": flat.precision,
-            "flattened_gap_points": 100 * (recall - flat_recall), "verbatim_left": sum(left.values()),
-            "verbatim_left_by_label": dict(left.most_common()), "verbatim_counted": counted}
+    return {
+        "binary_token_recall": recall,
+        "flattened_binary_token_recall": flat_recall,
+        "binary_token_precision": as_written.precision,
+        "flattened_binary_token_precision": flat.precision,
+        "flattened_gap_points": 100 * (recall - flat_recall),
+        "verbatim_left": sum(left.values()),
+        "verbatim_left_by_label": dict(left.most_common()),
+        "verbatim_counted": counted,
+    }
 
 
-FIRST_NOTES = ["Patient: {first} {last}\nDOB: {dob}\nSeen in clinic for follow-up of hypertension.",
-               "{last}, {first} is a {age} yo with COPD admitted for dyspnea.",
-               "Discharge summary for {first} {last}. Admitted {dob} with chest pain.",
-               "Mrs. {first} {last} presents with knee pain after a fall."]
-SECOND_NOTES = ["Call {first} at home tomorrow about her labs.", "Spoke with {first} by phone; she agrees with the plan.",
-                "{first} was seen walking in the hall, tolerating diet.", "Reviewed results with {first} and her husband.",
-                "Pt {first} reports less pain today.", "Message left for {first} to schedule the MRI."]
+FIRST_NOTES = [
+    "Patient: {first} {last}\nDOB: {dob}\nSeen in clinic for follow-up of hypertension.",
+    "{last}, {first} is a {age} yo with COPD admitted for dyspnea.",
+    "Discharge summary for {first} {last}. Admitted {dob} with chest pain.",
+    "Mrs. {first} {last} presents with knee pain after a fall.",
+]
+SECOND_NOTES = [
+    "Call {first} at home tomorrow about her labs.",
+    "Spoke with {first} by phone; she agrees with the plan.",
+    "{first} was seen walking in the hall, tolerating diet.",
+    "Reviewed results with {first} and her husband.",
+    "Pt {first} reports less pain today.",
+    "Message left for {first} to schedule the MRI.",
+]
 PROBE_LOCALES = ("en_US", "en_GB", "de_DE", "fr_FR", "it_IT", "pl_PL", "es_ES", "nl_NL", "tr_TR", "pt_BR")
 NEIGHBOURS = ["seen {date}", "on {date}", "MRN {number}", "room {room}", "BP {bp}", "{date} 10:30", "call {phone}"]
 
@@ -221,8 +239,12 @@ def _probe_cast(rng: random.Random) -> dict[str, str]:
 
     faker = Faker(rng.choice(PROBE_LOCALES))
     faker.seed_instance(rng.randrange(2**32))
-    return {"first": faker.first_name_female(), "last": faker.last_name(), "age": str(rng.randint(25, 85)),
-            "dob": f"{rng.randint(1, 12)}/{rng.randint(1, 28)}/{rng.randint(1940, 2000)}"}
+    return {
+        "first": faker.first_name_female(),
+        "last": faker.last_name(),
+        "age": str(rng.randint(25, 85)),
+        "dob": f"{rng.randint(1, 12)}/{rng.randint(1, 28)}/{rng.randint(1940, 2000)}",
+    }
 
 
 def name_probes(pipeline: Pipeline, n: int, seed: int) -> dict:
@@ -234,8 +256,10 @@ def name_probes(pipeline: Pipeline, n: int, seed: int) -> dict:
     replaced = 0
     for i in range(n):
         cast = _probe_cast(rng)
-        notes = [Document(f"p{i}-a", rng.choice(FIRST_NOTES).format(**cast)),
-                 Document(f"p{i}-b", rng.choice(SECOND_NOTES).format(**cast))]
+        notes = [
+            Document(f"p{i}-a", rng.choice(FIRST_NOTES).format(**cast)),
+            Document(f"p{i}-b", rng.choice(SECOND_NOTES).format(**cast)),
+        ]
         second = process_notes(pipeline, notes, settings, f"p{i}")[1].deid.text
         replaced += not re.search(rf"(?<!\w){re.escape(cast['first'])}(?!\w)", second)
     found = flips = total = 0
@@ -244,26 +268,40 @@ def name_probes(pipeline: Pipeline, n: int, seed: int) -> dict:
         name = f"{cast['first']} {cast['last']}"
         results = []
         for neighbour in NEIGHBOURS:
-            filled = neighbour.format(date=f"{rng.randint(1, 12):02d}/{rng.randint(1, 28):02d}/20{rng.randint(10, 25)}",
-                                      number=rng.randint(10**5, 10**7), room=f"{rng.randint(100, 999)}{rng.choice('ABC')}",
-                                      bp=f"{rng.randint(100, 160)}/{rng.randint(60, 95)}", phone=f"617-555-{rng.randint(1000, 9999)}")
+            filled = neighbour.format(
+                date=f"{rng.randint(1, 12):02d}/{rng.randint(1, 28):02d}/20{rng.randint(10, 25)}",
+                number=rng.randint(10**5, 10**7),
+                room=f"{rng.randint(100, 999)}{rng.choice('ABC')}",
+                bp=f"{rng.randint(100, 160)}/{rng.randint(60, 95)}",
+                phone=f"617-555-{rng.randint(1000, 9999)}",
+            )
             text = f"Pt {name} {filled}, doing well."
             start = text.index(name)
             letters = {start + i for i, char in enumerate(name) if not char.isspace()}
             spans = process_notes(pipeline, [Document(f"n{i}", text)])[0].document.spans
-            results.append(letters <= {at for span in spans for at in range(span.start, span.end)})  # every letter hidden
+            results.append(
+                letters <= {at for span in spans for at in range(span.start, span.end)}
+            )  # every letter hidden
         found += sum(results)
         total += len(results)
         flips += len(set(results)) > 1
-    return {"first_names_replaced": replaced, "first_name_probes": n, "names_found": found, "name_probes": total,
-            "names_flipping": flips, "names": n}
+    return {
+        "first_names_replaced": replaced,
+        "first_name_probes": n,
+        "names_found": found,
+        "name_probes": total,
+        "names_flipping": flips,
+        "names": n,
+    }
 
 
 PERSON_LABEL = {"en": "PATIENT", "es": "NOMBRE_SUJETO_ASISTENCIA"}
 RELATIVE_LABEL = {"en": "PATIENT", "es": "FAMILIARES_SUJETO_ASISTENCIA"}  # i2b2 has no label of its own for them
 ID_LABEL = {"en": "IDNUM", "es": "ID_SUJETO_ASISTENCIA"}
-RELATIVE_NOTES = {"en": ["Her {rel}, {first} {last}, is at bedside.", "{Rel} {first} called."],
-                  "es": ["Su {rel}, {first} {last}, la acompaña.", "{Rel} {first} llama por teléfono."]}
+RELATIVE_NOTES = {
+    "en": ["Her {rel}, {first} {last}, is at bedside.", "{Rel} {first} called."],
+    "es": ["Su {rel}, {first} {last}, la acompaña.", "{Rel} {first} llama por teléfono."],
+}
 
 
 def _valid_id(kind: str, value: str) -> bool:
@@ -271,9 +309,15 @@ def _valid_id(kind: str, value: str) -> bool:
 
     compact = re.sub(r"[\s.-]", "", value)
     if kind == "iban":
-        return bool(re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]{11,30}", compact)) and iban_check_digits(compact[:2], compact[4:]) == compact[2:4]
+        return (
+            bool(re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]{11,30}", compact))
+            and iban_check_digits(compact[:2], compact[4:]) == compact[2:4]
+        )
     if kind == "nie":
-        return bool(re.fullmatch(r"[XYZ]\d{7}[A-Z]", compact.upper())) and dni_letter(nie_number(compact[0], compact[1:8])) == compact[8].upper()
+        return (
+            bool(re.fullmatch(r"[XYZ]\d{7}[A-Z]", compact.upper()))
+            and dni_letter(nie_number(compact[0], compact[1:8])) == compact[8].upper()
+        )
     return bool(re.fullmatch(r"\d{7,8}[A-Z]", compact.upper())) and dni_letter(int(compact[:-1])) == compact[-1].upper()
 
 
@@ -316,6 +360,7 @@ def meaning_checks(language: str, n: int) -> dict:
             spans.append((start, start + len(value), label))
             at = start + len(value)
         from hybriddeid.core.document import Span
+
         doc = Document(patient, text, tuple(Span(s, e, label) for s, e, label in spans))
         result = deidentify_patient([doc], options, patient)[0]
         return [rec.replacement for rec in result.replacements], result.text
@@ -326,8 +371,11 @@ def meaning_checks(language: str, n: int) -> dict:
         for index, value in enumerate(values):
             original = _mistyped(value) if kind == "dni" and index % 2 else value
             (new,), _ = surrogate_of(f"ID {original}.", [(original, ID_LABEL[language])], f"{kind}{index}")
-            check(f"valid {kind.upper()}" + (" (original's letter mistyped)" if original != value else ""),
-                  _valid_id(kind, new) and re.sub(r"\W", "", new) != re.sub(r"\W", "", original), f"{original} -> {new}")
+            check(
+                f"valid {kind.upper()}" + (" (original's letter mistyped)" if original != value else ""),
+                _valid_id(kind, new) and re.sub(r"\W", "", new) != re.sub(r"\W", "", original),
+                f"{original} -> {new}",
+            )
     given, surnames = name_lists(language, lang.faker_locale)
     firsts, lasts = lists["first_names"], lists["last_names"]
     relation_words = sorted(lang.relative_terms)
@@ -337,18 +385,34 @@ def meaning_checks(language: str, n: int) -> dict:
         template = RELATIVE_NOTES[language][index % 2]
         text = template.format(rel=rel, Rel=rel.capitalize(), first=first, last=last)
         shown_rel = rel if "{rel}" in template else rel.capitalize()
-        phi = ([(rel, RELATIVE_LABEL[language]), (f"{first} {last}", PERSON_LABEL[language])] if "{rel}" in template
-               else [(f"{shown_rel} {first}", RELATIVE_LABEL[language])])
+        phi = (
+            [(rel, RELATIVE_LABEL[language]), (f"{first} {last}", PERSON_LABEL[language])]
+            if "{rel}" in template
+            else [(f"{shown_rel} {first}", RELATIVE_LABEL[language])]
+        )
         _, out = surrogate_of(text, phi, f"rel{index}")
         check("relation word kept", bool(re.search(rf"(?<!\w){re.escape(shown_rel)}(?!\w)", out)), f"{text} -> {out}")
-        check("name beside a relation word replaced", not re.search(rf"(?<!\w){re.escape(first)}(?!\w)", out), f"{text} -> {out}")
-        (full, alone), _ = surrogate_of(f"{first} {last} was seen; Dr. {last} called.",
-                                        [(f"{first} {last}", PERSON_LABEL[language]), (last, PERSON_LABEL[language])], f"name{index}")
+        check(
+            "name beside a relation word replaced",
+            not re.search(rf"(?<!\w){re.escape(first)}(?!\w)", out),
+            f"{text} -> {out}",
+        )
+        (full, alone), _ = surrogate_of(
+            f"{first} {last} was seen; Dr. {last} called.",
+            [(f"{first} {last}", PERSON_LABEL[language]), (last, PERSON_LABEL[language])],
+            f"name{index}",
+        )
         words = full.split()
-        check("full name: two different words", len(words) == 2 and fold(words[0]) != fold(words[1]), f"{first} {last} -> {full}")
+        check(
+            "full name: two different words",
+            len(words) == 2 and fold(words[0]) != fold(words[1]),
+            f"{first} {last} -> {full}",
+        )
         check("given name -> given name", len(words) == 2 and _every_part_in(words[0], given), f"{first} -> {words[0]}")
         check("surname -> surname", len(words) == 2 and _every_part_in(words[-1], surnames), f"{last} -> {words[-1]}")
-        check("surname alone after a title -> the same surname", alone == words[-1], f"Dr. {last} -> Dr. {alone} ({full})")
+        check(
+            "surname alone after a title -> the same surname", alone == words[-1], f"Dr. {last} -> Dr. {alone} ({full})"
+        )
     return {"checks": {name: tuple(value) for name, value in counts.items()}, "examples": dict(examples)}
 
 
@@ -374,11 +438,15 @@ def print_part(title: str, forms: dict, model: dict | None) -> None:
     for kind, pairs in forms["form_examples"].items():
         print(f"  {kind}: " + "; ".join(f"{a!r} -> {b!r}" for a, b in pairs))
     if model:
-        print(f"\nbinary token recall {model['binary_token_recall']:.4f}, flattened "
-              f"{model['flattened_binary_token_recall']:.4f}: gap {model['flattened_gap_points']:.2f} points; "
-              f"precision {model['binary_token_precision']:.4f}, flattened {model['flattened_binary_token_precision']:.4f}")
-        print(f"PHI strings left verbatim after surrogate mode: {_share(model['verbatim_left'], model['verbatim_counted'])}"
-              f" (by label: {model['verbatim_left_by_label']})")
+        print(
+            f"\nbinary token recall {model['binary_token_recall']:.4f}, flattened "
+            f"{model['flattened_binary_token_recall']:.4f}: gap {model['flattened_gap_points']:.2f} points; "
+            f"precision {model['binary_token_precision']:.4f}, flattened {model['flattened_binary_token_precision']:.4f}"
+        )
+        print(
+            f"PHI strings left verbatim after surrogate mode: {_share(model['verbatim_left'], model['verbatim_counted'])}"
+            f" (by label: {model['verbatim_left_by_label']})"
+        )
 
 
 def main() -> int:
@@ -401,14 +469,21 @@ def main() -> int:
             english_model = Pipeline.load(args.en_model)
             results["en"]["model"] = model_run(english_model, english, "en")
             results["en"]["probes"] = name_probes(english_model, args.probes, args.seed)
-        print_part(f"English: {args.n} generated test-mix notes (seed {args.seed})", results["en"]["forms"],
-                   results["en"].get("model"))
+        print_part(
+            f"English: {args.n} generated test-mix notes (seed {args.seed})",
+            results["en"]["forms"],
+            results["en"].get("model"),
+        )
         if "probes" in results["en"]:
             probes = results["en"]["probes"]
-            print("first names alone replaced in a patient's other note: "
-                  f"{_share(probes['first_names_replaced'], probes['first_name_probes'])}")
-            print(f"names beside varied dates and numbers found: {_share(probes['names_found'], probes['name_probes'])}; "
-                  f"names whose finding flips with the neighbour: {probes['names_flipping']} of {probes['names']}")
+            print(
+                "first names alone replaced in a patient's other note: "
+                f"{_share(probes['first_names_replaced'], probes['first_name_probes'])}"
+            )
+            print(
+                f"names beside varied dates and numbers found: {_share(probes['names_found'], probes['name_probes'])}; "
+                f"names whose finding flips with the neighbour: {probes['names_flipping']} of {probes['names']}"
+            )
     if MEDDOCAN_DEV.is_dir() and "es" in args.languages:
         spanish = read_corpus(MEDDOCAN_DEV)
         results["es"] = {"forms": surrogate_forms(spanish, "es")}

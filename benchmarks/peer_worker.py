@@ -14,6 +14,7 @@ limit is given up (no spans, its name listed under "timed_out") and the worker g
 one. Philter's regular expressions backtrack for minutes on some notes in capitals; Python's ``re``
 and ``regex`` check for signals while they match, so the alarm interrupts them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,12 @@ def load_presidio(model: str) -> Callable[[str], Spans]:
     from presidio_analyzer import AnalyzerEngine
     from presidio_analyzer.nlp_engine import NlpEngineProvider
 
-    provider = NlpEngineProvider(nlp_configuration={
-        "nlp_engine_name": "spacy", "models": [{"lang_code": "en", "model_name": model or SPACY_MODEL}]})
+    provider = NlpEngineProvider(
+        nlp_configuration={
+            "nlp_engine_name": "spacy",
+            "models": [{"lang_code": "en", "model_name": model or SPACY_MODEL}],
+        }
+    )
     analyzer = AnalyzerEngine(nlp_engine=provider.create_engine(), supported_languages=["en"])
     return lambda text: [(r.start, r.end, r.entity_type) for r in analyzer.analyze(text=text, language="en")]
 
@@ -144,13 +149,26 @@ def main() -> int:
         except NoteTimeout:
             spans[note["name"]] = []
             timed_out.append(note["name"])
-            print(f"{args.tool}: note {note['name']} passed {args.note_timeout:g} s, given up", file=sys.stderr, flush=True)
+            print(
+                f"{args.tool}: note {note['name']} passed {args.note_timeout:g} s, given up",
+                file=sys.stderr,
+                flush=True,
+            )
     done = time.perf_counter()
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump({"tool": args.tool, "load_seconds": loaded - started, "run_seconds": done - loaded,
-                   "peak_rss_mb": peak_kb / 1024, "note_timeout": args.note_timeout, "timed_out": timed_out,
-                   "spans": spans}, handle)
+        json.dump(
+            {
+                "tool": args.tool,
+                "load_seconds": loaded - started,
+                "run_seconds": done - loaded,
+                "peak_rss_mb": peak_kb / 1024,
+                "note_timeout": args.note_timeout,
+                "timed_out": timed_out,
+                "spans": spans,
+            },
+            handle,
+        )
     return 0
 
 

@@ -10,6 +10,7 @@ label sets differ), overall, on the HIPAA subtypes of the gold (taxonomy flags) 
     bash benchmarks/setup_peers.sh            # once: venvs under /tmp/hybriddeid-peers
     python benchmarks/peers.py [--n 200] [--seed 3] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,13 +39,20 @@ def run_tool(tool: str, python: Path, notes: Path, model: str, timeout: int, not
         return {"error": f"{python} not found (run benchmarks/setup_peers.sh)"}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        command = [str(python), str(WORKER), tool, str(notes), str(out)] + (["--model", model] if model else []) \
+        command = (
+            [str(python), str(WORKER), tool, str(notes), str(out)]
+            + (["--model", model] if model else [])
             + (["--note-timeout", str(note_timeout)] if note_timeout > 0 else [])
+        )
         started = time.perf_counter()
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         wall = time.perf_counter() - started
         if result.returncode != 0:
-            return {"error": result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.returncode}"}
+            return {
+                "error": result.stderr.strip().splitlines()[-1]
+                if result.stderr.strip()
+                else f"exit {result.returncode}"
+            }
         data = json.loads(out.read_text(encoding="utf-8"))
     data["wall_seconds"] = wall
     return data
@@ -52,11 +60,14 @@ def run_tool(tool: str, python: Path, notes: Path, model: str, timeout: int, not
 
 def peer_pythons(peers_dir: Path) -> dict[str, Path]:
     """The interpreter each tool runs under: ours for hybriddeid, the venvs of setup_peers.sh for the peers."""
-    return {"hybriddeid": Path(sys.executable)} | {t: peers_dir / t / "bin" / "python" for t in TOOLS if t != "hybriddeid"}
+    return {"hybriddeid": Path(sys.executable)} | {
+        t: peers_dir / t / "bin" / "python" for t in TOOLS if t != "hybriddeid"
+    }
 
 
-def run_tools(docs: Sequence[Document], tools: Sequence[str], peers_dir: Path, model: str, timeout: int,
-              note_timeout: float = 0.0) -> dict[str, dict]:
+def run_tools(
+    docs: Sequence[Document], tools: Sequence[str], peers_dir: Path, model: str, timeout: int, note_timeout: float = 0.0
+) -> dict[str, dict]:
     """Run each of ``tools`` over ``docs`` in its own process: the worker's result (``spans`` per note
     as [start, end, label or None], load and run seconds, peak MB, ``timed_out`` notes) with notes/s,
     MB/s and chars/s added, or {"error": ...} for a tool that could not run. ``model`` goes to
@@ -71,8 +82,14 @@ def run_tools(docs: Sequence[Document], tools: Sequence[str], peers_dir: Path, m
         notes.write_text("".join(json.dumps({"name": d.name, "text": d.text}) + "\n" for d in docs), encoding="utf-8")
         for tool in tools:
             print(f"running {tool} on {len(docs)} notes ({size_mb:.2f} MB)...", file=sys.stderr)
-            data = run_tool(tool, pythons[tool], notes, model if tool == "hybriddeid" else "", timeout,
-                            0.0 if tool == "hybriddeid" else note_timeout)
+            data = run_tool(
+                tool,
+                pythons[tool],
+                notes,
+                model if tool == "hybriddeid" else "",
+                timeout,
+                0.0 if tool == "hybriddeid" else note_timeout,
+            )
             if "error" not in data:
                 data["notes_per_second"] = len(docs) / data["run_seconds"]
                 data["mb_per_second"] = size_mb / data["run_seconds"]
@@ -88,13 +105,24 @@ def scores(gold: list[Document], spans: dict[str, list[list]]) -> dict:
     taxonomy = load_taxonomy("i2b2-2014")
 
     def recall_of(keep) -> float:
-        return evaluate([doc.with_spans(s for s in doc.spans if keep(s.label)) for doc in gold], pred).score("binary_token").recall
+        return (
+            evaluate([doc.with_spans(s for s in doc.spans if keep(s.label)) for doc in gold], pred)
+            .score("binary_token")
+            .recall
+        )
 
-    recall = {category: recall_of(lambda label, c=category: taxonomy.category(label) == c)
-              for category in dict.fromkeys(taxonomy.category(label) for label in taxonomy.labels)
-              if any(taxonomy.category(s.label) == category for doc in gold for s in doc.spans)}
-    return {"precision": overall.precision, "recall": overall.recall, "f1": overall.f1,
-            "hipaa_recall": recall_of(taxonomy.is_hipaa), "recall_by_category": recall}
+    recall = {
+        category: recall_of(lambda label, c=category: taxonomy.category(label) == c)
+        for category in dict.fromkeys(taxonomy.category(label) for label in taxonomy.labels)
+        if any(taxonomy.category(s.label) == category for doc in gold for s in doc.spans)
+    }
+    return {
+        "precision": overall.precision,
+        "recall": overall.recall,
+        "f1": overall.f1,
+        "hipaa_recall": recall_of(taxonomy.is_hipaa),
+        "recall_by_category": recall,
+    }
 
 
 def main() -> int:
@@ -124,8 +152,10 @@ def main() -> int:
             print(f"| {tool} | could not run: {data['error']} | | | | | | | |")
             continue
         ratio = base["notes_per_second"] / data["notes_per_second"] if "notes_per_second" in base else float("nan")
-        print(f"| {tool} | {data['notes_per_second']:.1f} | {data['mb_per_second']:.3f} | {data['load_seconds']:.1f} | "
-              f"{data['peak_rss_mb']:.0f} | {data['precision']:.4f} | {data['recall']:.4f} | {data['hipaa_recall']:.4f} | {ratio:.2f} |")
+        print(
+            f"| {tool} | {data['notes_per_second']:.1f} | {data['mb_per_second']:.3f} | {data['load_seconds']:.1f} | "
+            f"{data['peak_rss_mb']:.0f} | {data['precision']:.4f} | {data['recall']:.4f} | {data['hipaa_recall']:.4f} | {ratio:.2f} |"
+        )
     categories = list(next((d["recall_by_category"] for d in results.values() if "recall_by_category" in d), {}))
     if categories:
         print("\nbinary token recall by gold category\n")
@@ -135,8 +165,11 @@ def main() -> int:
             if "recall_by_category" in data:
                 print(f"| {tool} | " + " | ".join(f"{data['recall_by_category'][c]:.3f}" for c in categories) + " |")
     if args.json:
-        args.json.write_text(json.dumps({"notes": len(gold), "megabytes": size_mb, "seed": args.seed, "results": results},
-                                        indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps({"notes": len(gold), "megabytes": size_mb, "seed": args.seed, "results": results}, indent=2)
+            + "\n",
+            encoding="utf-8",
+        )
     return 0
 
 

@@ -18,6 +18,7 @@ docs/explanation/probes.md with the command and commit. ``tests/test_probes.py``
 
     python benchmarks/probes.py [--languages en es] [--per-context N] [--json out.json] [--docs]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,7 @@ N_GENERATED = 30  # values a generator makes per kind
 KEY = bytes(range(32))  # surrogate key of the "kept" checks
 _ALNUM = re.compile(r"[^\W_]")
 
+
 def _dni(rng: random.Random, i: int) -> str:
     number = rng.randrange(10**8)
     letter = dni_letter(number)
@@ -58,19 +60,29 @@ def _nie(rng: random.Random, i: int) -> str:
 def _nss(rng: random.Random, i: int) -> str:
     province, number = rng.randint(1, 52), rng.randrange(10**7, 10**8)
     control = int(f"{province:02d}{number}") % 97
-    return [f"{province:02d}/{number}/{control:02d}", f"{province:02d} {number} {control:02d}",
-            f"{province:02d}{number}{control:02d}"][i % 3]
+    return [
+        f"{province:02d}/{number}/{control:02d}",
+        f"{province:02d} {number} {control:02d}",
+        f"{province:02d}{number}{control:02d}",
+    ][i % 3]
 
 
 def _cip(rng: random.Random, i: int) -> str:
     letters = "".join(rng.choice("ABCDEFGHJKLMNPRSTVZ") for _ in range(4))
     digits = "".join(str(rng.randrange(10)) for _ in range(12))
-    return [f"{letters}{digits}", f"AN{digits[:10]}", f"{letters}{digits[:10]}", f"BBBBBBBB{letters[:2]}{digits[:6]}"][i % 4]
+    return [f"{letters}{digits}", f"AN{digits[:10]}", f"{letters}{digits[:10]}", f"BBBBBBBB{letters[:2]}{digits[:6]}"][
+        i % 4
+    ]
 
 
 def _mrn(rng: random.Random, i: int) -> str:
-    forms = [str(rng.randrange(10**6, 10**7)), f"{rng.randrange(10**7, 10**8):08d}", f"NE-{rng.randrange(10**5, 10**6)}",
-             f"{rng.randrange(100, 999)}-{rng.randrange(10, 99)}-{rng.randrange(10, 99)}", f"A{rng.randrange(10**6, 10**7)}"]
+    forms = [
+        str(rng.randrange(10**6, 10**7)),
+        f"{rng.randrange(10**7, 10**8):08d}",
+        f"NE-{rng.randrange(10**5, 10**6)}",
+        f"{rng.randrange(100, 999)}-{rng.randrange(10, 99)}-{rng.randrange(10, 99)}",
+        f"A{rng.randrange(10**6, 10**7)}",
+    ]
     return forms[i % len(forms)]
 
 
@@ -86,48 +98,81 @@ def _nhc(rng: random.Random, i: int) -> str:
 
 def _colegiado(rng: random.Random, i: int) -> str:
     province, number = rng.randint(1, 52), rng.randrange(10000, 100000)
-    return [f"{province:02d} {province:02d} {number}", f"{province:02d}/{number}", f"{province:02d}{province:02d}{number}",
-            f"{province:02d}-{province:02d}-{number}"][i % 4]
+    return [
+        f"{province:02d} {province:02d} {number}",
+        f"{province:02d}/{number}",
+        f"{province:02d}{province:02d}{number}",
+        f"{province:02d}-{province:02d}-{number}",
+    ][i % 4]
 
 
 def _iban_es(rng: random.Random, i: int) -> str:
     bban = "".join(str(rng.randrange(10)) for _ in range(20))
     iban = f"ES{iban_check_digits('ES', bban)}{bban}"
-    return " ".join(iban[k:k + 4] for k in range(0, 24, 4)) if i % 2 == 0 else iban
+    return " ".join(iban[k : k + 4] for k in range(0, 24, 4)) if i % 2 == 0 else iban
 
 
 def _phone_es(rng: random.Random, i: int) -> str:
     first = rng.choice("6789" if i % 2 else "69")
     d = first + "".join(str(rng.randrange(10)) for _ in range(8))
-    forms = [f"{d[:3]} {d[3:6]} {d[6:]}", f"+34 {d[:3]} {d[3:6]} {d[6:]}", f"+34{d}", f"{d[:3]} {d[3:5]} {d[5:7]} {d[7:]}",
-             f"(+34) {d[:3]} {d[3:6]} {d[6:]}", f"0034 {d}", f"{d[:3]}-{d[3:5]}-{d[5:7]}-{d[7:]}", d]
+    forms = [
+        f"{d[:3]} {d[3:6]} {d[6:]}",
+        f"+34 {d[:3]} {d[3:6]} {d[6:]}",
+        f"+34{d}",
+        f"{d[:3]} {d[3:5]} {d[5:7]} {d[7:]}",
+        f"(+34) {d[:3]} {d[3:6]} {d[6:]}",
+        f"0034 {d}",
+        f"{d[:3]}-{d[3:5]}-{d[5:7]}-{d[7:]}",
+        d,
+    ]
     return forms[i % len(forms)]
 
 
 def _phone_en(rng: random.Random, i: int) -> str:
     area, exchange, line = rng.randint(201, 989), rng.randint(200, 999), rng.randrange(10000)
-    forms = [f"({area}) {exchange}-{line:04d}", f"{area}-{exchange}-{line:04d}", f"{area}.{exchange}.{line:04d}",
-             f"+1 {area} {exchange} {line:04d}", f"{area}{exchange}{line:04d}", f"1-{area}-{exchange}-{line:04d}",
-             f"({area}){exchange}-{line:04d}", f"{area}-{exchange}-{line:04d} x{rng.randint(100, 9999)}"]
+    forms = [
+        f"({area}) {exchange}-{line:04d}",
+        f"{area}-{exchange}-{line:04d}",
+        f"{area}.{exchange}.{line:04d}",
+        f"+1 {area} {exchange} {line:04d}",
+        f"{area}{exchange}{line:04d}",
+        f"1-{area}-{exchange}-{line:04d}",
+        f"({area}){exchange}-{line:04d}",
+        f"{area}-{exchange}-{line:04d} x{rng.randint(100, 9999)}",
+    ]
     return forms[i % len(forms)]
 
 
 def _email(rng: random.Random, i: int, names: dict[str, list[str]]) -> str:
     first = _ascii(rng.choice(names["first_names"])).lower()
     last = _ascii(rng.choice(names["last_names"])).lower().replace(" ", "")
-    forms = [f"{first}.{last}@gmail.com", f"{first}+results@mail.example.org", f"{first[0]}_{last}{rng.randint(1, 99)}@hospital.sub.example.co.uk",
-             f"{first.upper()}.{last.upper()}@EXAMPLE.COM", f"{last}-{first}@clinic-name.net", f"{first}.{last}@salud.example.es",
-             f"{first}{rng.randint(10, 99)}@yahoo.es", f'"{first} {last}"@example.org', f"{first}.o'{last}@example.ie",
-             f"{first}!{last}@example.com"]
+    forms = [
+        f"{first}.{last}@gmail.com",
+        f"{first}+results@mail.example.org",
+        f"{first[0]}_{last}{rng.randint(1, 99)}@hospital.sub.example.co.uk",
+        f"{first.upper()}.{last.upper()}@EXAMPLE.COM",
+        f"{last}-{first}@clinic-name.net",
+        f"{first}.{last}@salud.example.es",
+        f"{first}{rng.randint(10, 99)}@yahoo.es",
+        f'"{first} {last}"@example.org',
+        f"{first}.o'{last}@example.ie",
+        f"{first}!{last}@example.com",
+    ]
     return forms[i % len(forms)]
 
 
 def _url(rng: random.Random, i: int) -> str:
     n = rng.randint(1000, 99999)
-    forms = [f"https://portal.example.org/patients/{n}?visit=22&tab=notes", f"www.clinic-name.com/forms/intake_{n}.pdf",
-             f"http://10.2.{n % 250}.4:8080/pacs/viewer?study=1.2.840.{n}", f"https://drive.google.com/file/d/1AbC{n}/view?usp=sharing",
-             f"mychart.hospital{n % 97}.org/login", f"https://www.facebook.com/profile.php?id={n}",
-             f"https://example.com/u/{n}#photos", f"http://www.familyblog{n % 50}.net/2021/03/mom-update.html"]
+    forms = [
+        f"https://portal.example.org/patients/{n}?visit=22&tab=notes",
+        f"www.clinic-name.com/forms/intake_{n}.pdf",
+        f"http://10.2.{n % 250}.4:8080/pacs/viewer?study=1.2.840.{n}",
+        f"https://drive.google.com/file/d/1AbC{n}/view?usp=sharing",
+        f"mychart.hospital{n % 97}.org/login",
+        f"https://www.facebook.com/profile.php?id={n}",
+        f"https://example.com/u/{n}#photos",
+        f"http://www.familyblog{n % 50}.net/2021/03/mom-update.html",
+    ]
     return forms[i % len(forms)]
 
 
@@ -139,15 +184,26 @@ def _ip(rng: random.Random, i: int) -> str:
 
 def _plan_id(rng: random.Random, i: int) -> str:
     letters = "ACDEFGHJKMNPQRTUVWXY"
-    mbi = (f"{rng.randint(1, 9)}{rng.choice(letters)}{rng.choice(letters + '0123456789')}{rng.randint(0, 9)}-"
-           f"{rng.choice(letters)}{rng.choice(letters + '0123456789')}{rng.randint(0, 9)}-{rng.choice(letters)}{rng.choice(letters)}"
-           f"{rng.randint(0, 9)}{rng.randint(0, 9)}")
-    forms = [f"XJH{rng.randrange(10**8, 10**9)}", mbi, f"W{rng.randrange(10**8, 10**9)}", f"H{rng.randrange(10**7, 10**8)}-0{rng.randint(1, 9)}"]
+    mbi = (
+        f"{rng.randint(1, 9)}{rng.choice(letters)}{rng.choice(letters + '0123456789')}{rng.randint(0, 9)}-"
+        f"{rng.choice(letters)}{rng.choice(letters + '0123456789')}{rng.randint(0, 9)}-{rng.choice(letters)}{rng.choice(letters)}"
+        f"{rng.randint(0, 9)}{rng.randint(0, 9)}"
+    )
+    forms = [
+        f"XJH{rng.randrange(10**8, 10**9)}",
+        mbi,
+        f"W{rng.randrange(10**8, 10**9)}",
+        f"H{rng.randrange(10**7, 10**8)}-0{rng.randint(1, 9)}",
+    ]
     return forms[i % len(forms)]
 
 
 def _account(rng: random.Random, i: int) -> str:
-    return [str(rng.randrange(10**7, 10**10)), f"ACC-{rng.randrange(10**6, 10**7)}", f"{rng.randrange(100, 999)}-{rng.randrange(10**5, 10**6)}"][i % 3]
+    return [
+        str(rng.randrange(10**7, 10**10)),
+        f"ACC-{rng.randrange(10**6, 10**7)}",
+        f"{rng.randrange(100, 999)}-{rng.randrange(10**5, 10**6)}",
+    ][i % 3]
 
 
 def _dea(rng: random.Random) -> str:
@@ -157,8 +213,12 @@ def _dea(rng: random.Random) -> str:
 
 
 def _license(rng: random.Random, i: int) -> str:
-    forms = [_dea(rng), f"S{rng.randrange(100, 999)}-{rng.randrange(1000, 9999)}-{rng.randrange(1000, 9999)}",
-             f"MD-{rng.randrange(10000, 99999)}", f"D{rng.randrange(10**6, 10**7)}"]
+    forms = [
+        _dea(rng),
+        f"S{rng.randrange(100, 999)}-{rng.randrange(1000, 9999)}-{rng.randrange(1000, 9999)}",
+        f"MD-{rng.randrange(10000, 99999)}",
+        f"D{rng.randrange(10**6, 10**7)}",
+    ]
     return forms[i % len(forms)]
 
 
@@ -173,34 +233,83 @@ def _vin(rng: random.Random) -> str:
 
 def _vehicle(rng: random.Random, i: int) -> str:
     letters = "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(3))
-    return [_vin(rng), f"{rng.randint(1, 9)}{letters}{rng.randrange(100, 999)}", f"{letters}-{rng.randrange(1000, 9999)}"][i % 3]
+    return [
+        _vin(rng),
+        f"{rng.randint(1, 9)}{letters}{rng.randrange(100, 999)}",
+        f"{letters}-{rng.randrange(1000, 9999)}",
+    ][i % 3]
 
 
 def _device(rng: random.Random, i: int) -> str:
     letters = "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(3))
-    return [f"{letters}{rng.randrange(10**6, 10**7)}", str(rng.randrange(10**7, 10**8)),
-            f"{letters[:1]}{rng.randrange(10, 99)}-{rng.randrange(10000, 99999)}-{letters[1]}"][i % 3]
+    return [
+        f"{letters}{rng.randrange(10**6, 10**7)}",
+        str(rng.randrange(10**7, 10**8)),
+        f"{letters[:1]}{rng.randrange(10, 99)}-{rng.randrange(10000, 99999)}-{letters[1]}",
+    ][i % 3]
 
 
-_MONTHS_EN = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-              "November", "December"]
-_MONTHS_ES = ["enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre",
-              "noviembre", "diciembre"]
+_MONTHS_EN = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+_MONTHS_ES = [
+    "enero",
+    "febrero",
+    "marzo",
+    "abril",
+    "mayo",
+    "junio",
+    "julio",
+    "agosto",
+    "septiembre",
+    "octubre",
+    "noviembre",
+    "diciembre",
+]
 
 
 def _date_en(rng: random.Random, i: int) -> str:
     y, m, d = rng.randint(1950, 2024), rng.randint(1, 12), rng.randint(1, 28)
     mon = _MONTHS_EN[m - 1]
-    forms = [f"{m:02d}/{d:02d}/{y}", f"{m}/{d}/{y % 100:02d}", f"{mon} {d}, {y}", f"{d} {mon[:3]} {y}", f"{y}-{m:02d}-{d:02d}",
-             f"{mon[:3]} {d}", f"{d:02d}-{mon[:3].upper()}-{y}", f"{m}.{d}.{y}", f"{mon} {y}", f"{m}/{d}"]
+    forms = [
+        f"{m:02d}/{d:02d}/{y}",
+        f"{m}/{d}/{y % 100:02d}",
+        f"{mon} {d}, {y}",
+        f"{d} {mon[:3]} {y}",
+        f"{y}-{m:02d}-{d:02d}",
+        f"{mon[:3]} {d}",
+        f"{d:02d}-{mon[:3].upper()}-{y}",
+        f"{m}.{d}.{y}",
+        f"{mon} {y}",
+        f"{m}/{d}",
+    ]
     return forms[i % len(forms)]
 
 
 def _date_es(rng: random.Random, i: int) -> str:
     y, m, d = rng.randint(1950, 2024), rng.randint(1, 12), rng.randint(1, 28)
     mes = _MONTHS_ES[m - 1]
-    forms = [f"{d:02d}/{m:02d}/{y}", f"{d}-{m}-{y}", f"{d} de {mes} de {y}", f"{mes} de {y}", f"{d:02d}.{m:02d}.{y % 100:02d}",
-             f"{d}/{m}/{y}", f"{d} de {mes} del {y}", f"{d:02d}-{m:02d}-{y}"]
+    forms = [
+        f"{d:02d}/{m:02d}/{y}",
+        f"{d}-{m}-{y}",
+        f"{d} de {mes} de {y}",
+        f"{mes} de {y}",
+        f"{d:02d}.{m:02d}.{y % 100:02d}",
+        f"{d}/{m}/{y}",
+        f"{d} de {mes} del {y}",
+        f"{d:02d}-{m:02d}-{y}",
+    ]
     return forms[i % len(forms)]
 
 
@@ -220,8 +329,13 @@ def _age_words_en(rng: random.Random, i: int) -> str:
 
 
 def _age_es(rng: random.Random, i: int) -> str:
-    return [f"{rng.randint(18, 99)} años", f"{rng.randint(2, 11)} meses", f"{rng.randint(90, 104)} años", f"{rng.randint(2, 17)} años",
-            f"{rng.randint(3, 20)} días"][i % 5]
+    return [
+        f"{rng.randint(18, 99)} años",
+        f"{rng.randint(2, 11)} meses",
+        f"{rng.randint(90, 104)} años",
+        f"{rng.randint(2, 17)} años",
+        f"{rng.randint(3, 20)} días",
+    ][i % 5]
 
 
 def _zip(rng: random.Random, i: int) -> str:
@@ -230,38 +344,117 @@ def _zip(rng: random.Random, i: int) -> str:
 
 
 def _street_en(rng: random.Random, i: int, names: dict[str, list[str]]) -> str:
-    name = rng.choice(["Maple", "Oak", "Elm", "Cedar", "Washington", "Lincoln", "Kowalczyk", "Okonkwo", "Whitfield", "Lakeview",
-                       "Hillcrest", "Sunset", "Main", "Park", "Church", "Ridge"])
-    kind = ["Street", "St.", "Avenue", "Ave", "Road", "Rd.", "Boulevard", "Blvd", "Lane", "Drive", "Court", "Way"][i % 12]
+    name = rng.choice(
+        [
+            "Maple",
+            "Oak",
+            "Elm",
+            "Cedar",
+            "Washington",
+            "Lincoln",
+            "Kowalczyk",
+            "Okonkwo",
+            "Whitfield",
+            "Lakeview",
+            "Hillcrest",
+            "Sunset",
+            "Main",
+            "Park",
+            "Church",
+            "Ridge",
+        ]
+    )
+    kind = ["Street", "St.", "Avenue", "Ave", "Road", "Rd.", "Boulevard", "Blvd", "Lane", "Drive", "Court", "Way"][
+        i % 12
+    ]
     number = rng.randint(1, 9999)
-    forms = [f"{number} {name} {kind}", f"{number} N. {name} {kind}", f"{number} {name} {kind}, Apt {rng.randint(1, 40)}",
-             f"{number} West {name} {kind}"]
+    forms = [
+        f"{number} {name} {kind}",
+        f"{number} N. {name} {kind}",
+        f"{number} {name} {kind}, Apt {rng.randint(1, 40)}",
+        f"{number} West {name} {kind}",
+    ]
     return forms[i % len(forms)]
 
 
 def _address_es(rng: random.Random, i: int, names: dict[str, list[str]]) -> str:
-    street = rng.choice(["Mayor", "Real", "de la Paz", "del Carmen", "Goya", "Alfonso XIII", "San Francisco", "Gran Vía",
-                         "de Colón", "Rosalía de Castro", "Sabino Arana", "Doctor Fleming", "Puigdomènech", "Etxeberria"])
+    street = rng.choice(
+        [
+            "Mayor",
+            "Real",
+            "de la Paz",
+            "del Carmen",
+            "Goya",
+            "Alfonso XIII",
+            "San Francisco",
+            "Gran Vía",
+            "de Colón",
+            "Rosalía de Castro",
+            "Sabino Arana",
+            "Doctor Fleming",
+            "Puigdomènech",
+            "Etxeberria",
+        ]
+    )
     kind = ["C/", "Calle", "Avda.", "Avenida", "Plaza", "Paseo", "Rúa", "Carrer"][i % 8]
-    town, cp = rng.choice([("Madrid", "28013"), ("Sevilla", "41004"), ("Vigo", "36202"), ("Bilbao", "48009"), ("Lugo", "27002"),
-                           ("Zaragoza", "50004"), ("Girona", "17001"), ("Cáceres", "10003"), ("Murcia", "30008"), ("Soria", "42002")])
+    town, cp = rng.choice(
+        [
+            ("Madrid", "28013"),
+            ("Sevilla", "41004"),
+            ("Vigo", "36202"),
+            ("Bilbao", "48009"),
+            ("Lugo", "27002"),
+            ("Zaragoza", "50004"),
+            ("Girona", "17001"),
+            ("Cáceres", "10003"),
+            ("Murcia", "30008"),
+            ("Soria", "42002"),
+        ]
+    )
     number = rng.randint(1, 150)
-    forms = [f"{kind} {street} {number}, {rng.randint(1, 9)}º {rng.choice('ABCD')}, {cp} {town}", f"{kind} {street} {number}, {cp} {town}",
-             f"{kind} {street}, {number} - {cp} {town}", f"{kind} {street} nº {number}, {rng.randint(1, 6)}º izq., CP {cp}, {town}"]
+    forms = [
+        f"{kind} {street} {number}, {rng.randint(1, 9)}º {rng.choice('ABCD')}, {cp} {town}",
+        f"{kind} {street} {number}, {cp} {town}",
+        f"{kind} {street}, {number} - {cp} {town}",
+        f"{kind} {street} nº {number}, {rng.randint(1, 6)}º izq., CP {cp}, {town}",
+    ]
     return forms[i % len(forms)]
 
 
 def _ascii(text: str) -> str:
     import unicodedata
+
     return "".join(c for c in unicodedata.normalize("NFKD", text) if c.isascii() and (c.isalnum() or c in " -'"))
 
 
 GENERATORS: dict[str, Callable[..., str]] = {
-    "mrn": _mrn, "ssn": _ssn, "dni": _dni, "nie": _nie, "nss": _nss, "cip": _cip, "nhc": _nhc, "colegiado": _colegiado, "iban_es": _iban_es,
-    "phone_es": _phone_es, "phone_en": _phone_en, "email": _email, "url": _url, "ip": _ip, "plan_id": _plan_id,
-    "account": _account, "license": _license, "vehicle": _vehicle, "device": _device, "date_en": _date_en,
-    "date_es": _date_es, "age_en": _age_en, "age_words_en": _age_words_en, "age_es": _age_es, "zip": _zip,
-    "street_en": _street_en, "address_es": _address_es,
+    "mrn": _mrn,
+    "ssn": _ssn,
+    "dni": _dni,
+    "nie": _nie,
+    "nss": _nss,
+    "cip": _cip,
+    "nhc": _nhc,
+    "colegiado": _colegiado,
+    "iban_es": _iban_es,
+    "phone_es": _phone_es,
+    "phone_en": _phone_en,
+    "email": _email,
+    "url": _url,
+    "ip": _ip,
+    "plan_id": _plan_id,
+    "account": _account,
+    "license": _license,
+    "vehicle": _vehicle,
+    "device": _device,
+    "date_en": _date_en,
+    "date_es": _date_es,
+    "age_en": _age_en,
+    "age_words_en": _age_words_en,
+    "age_es": _age_es,
+    "zip": _zip,
+    "street_en": _street_en,
+    "address_es": _address_es,
 }
 _NEEDS_NAMES = frozenset({"email", "street_en", "address_es"})
 
@@ -289,8 +482,10 @@ def load_fillers() -> dict[str, list[str]]:
     """The filler lists, with full names made from the first and last names (30+ of each)."""
     lists = tomllib.loads((PROBE_DIR / "fillers.toml").read_text(encoding="utf-8"))
     firsts, lasts = lists["first_names"], lists["last_names"]
-    lists["full_names"] = [f"{first} {lasts[(i * 7 + 3) % len(lasts)]}" + (f" {lasts[(i * 11 + 5) % len(lasts)]}" if i % 3 == 2 else "")
-                           for i, first in enumerate(firsts)]
+    lists["full_names"] = [
+        f"{first} {lasts[(i * 7 + 3) % len(lasts)]}" + (f" {lasts[(i * 11 + 5) % len(lasts)]}" if i % 3 == 2 else "")
+        for i, first in enumerate(firsts)
+    ]
     return lists
 
 
@@ -307,12 +502,16 @@ def fillers_for(spec: str, kind: str, lists: dict[str, list[str]]) -> list[str]:
 def _fill(context: str, placeholder: str, value: str, label: str = "") -> tuple[str, int, int]:
     """``context`` with its label fields and its one value field filled: (text, value start, value end)."""
     context = context.replace("{label}", label).replace("{LABEL}", label.upper()).replace("{llabel}", label.lower())
-    forms = {f"{{{placeholder}}}": value, f"{{{placeholder.upper()}}}": value.upper(), f"{{l{placeholder}}}": value.lower()}
+    forms = {
+        f"{{{placeholder}}}": value,
+        f"{{{placeholder.upper()}}}": value.upper(),
+        f"{{l{placeholder}}}": value.lower(),
+    }
     found = [(context.index(field), field) for field in forms if field in context]
     if len(found) != 1:
         raise ValueError(f"probe context {context!r} must hold exactly one value field")
     at, field = found[0]
-    text = context[:at] + forms[field] + context[at + len(field):]
+    text = context[:at] + forms[field] + context[at + len(field) :]
     return text, at, at + len(forms[field])
 
 
@@ -341,7 +540,9 @@ def load_probes(language: str, per_context: int | None = None) -> list[Probe]:
     for kind in suite.get("kind", []):
         values = fillers_for(kind["fillers"], kind["name"], lists)
         for index, (context, label) in enumerate(contexts_of(kind, frames)):
-            shown = context.replace("{label}", label).replace("{LABEL}", label.upper()).replace("{llabel}", label.lower())
+            shown = (
+                context.replace("{label}", label).replace("{LABEL}", label.upper()).replace("{llabel}", label.lower())
+            )
             for value in chosen(values, index):
                 text, start, end = _fill(context, "v", value, label)
                 probes.append(Probe(language, kind["name"], shown, value, text, start, end))
@@ -422,14 +623,20 @@ def _cell(text: str) -> str:
 
 
 def report_lines(language: str, counts: dict, kinds_order: Sequence[str]) -> list[str]:
-    lines = [f"{language}: identifiers {counts['identifiers'].passed}/{counts['identifiers'].total} "
-             f"({_pct(counts['identifiers'])}), must-stay {counts['must_stay'].passed}/{counts['must_stay'].total} "
-             f"({_pct(counts['must_stay'])})"]
+    lines = [
+        f"{language}: identifiers {counts['identifiers'].passed}/{counts['identifiers'].total} "
+        f"({_pct(counts['identifiers'])}), must-stay {counts['must_stay'].passed}/{counts['must_stay'].total} "
+        f"({_pct(counts['must_stay'])})"
+    ]
     for kind in kinds_order:
         t = counts["kinds"][kind]
-        worst = sorted(((c, ctx) for (k, ctx), c in counts["contexts"].items() if k == kind), key=lambda x: x[0].rate)[:3]
+        worst = sorted(((c, ctx) for (k, ctx), c in counts["contexts"].items() if k == kind), key=lambda x: x[0].rate)[
+            :3
+        ]
         worst_text = "; ".join(f"{_pct(c)} {ctx!r}" for c, ctx in worst if c.rate < 1)
-        lines.append(f"  {kind:<22} {t.passed:>5}/{t.total:<5} {_pct(t):>7}" + (f"   worst: {worst_text}" if worst_text else ""))
+        lines.append(
+            f"  {kind:<22} {t.passed:>5}/{t.total:<5} {_pct(t):>7}" + (f"   worst: {worst_text}" if worst_text else "")
+        )
     return lines
 
 
@@ -441,8 +648,14 @@ def _baseline_rate(baseline: dict | None, language: str, *keys: str) -> str:
     return f"{100 * value['passed'] / value['total']:.1f}%" if value.get("total") else "-"
 
 
-def docs_page(results: dict[str, tuple[list[Probe], dict]], command: str, commit: str, seconds: float,
-              baseline: dict | None = None, baseline_label: str = "") -> str:
+def docs_page(
+    results: dict[str, tuple[list[Probe], dict]],
+    command: str,
+    commit: str,
+    seconds: float,
+    baseline: dict | None = None,
+    baseline_label: str = "",
+) -> str:
     """The docs page: per language the kinds and every context with their pass rates (beside an
     earlier run's, ``baseline``, when given)."""
     lines = [
@@ -466,22 +679,45 @@ def docs_page(results: dict[str, tuple[list[Probe], dict]], command: str, commit
     ]
     before = f" ({baseline_label})" if baseline_label else ""
     if baseline is not None:
-        lines += ["", f"The `before` columns are the same probes run by this script in a checkout of `{baseline_label}` "
-                  "(`--baseline`, that run's `--json`)."]
-    lines += ["", "## Summary", "",
-              "| language | identifier probes | passed | before | must-stay probes | kept | before |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            f"The `before` columns are the same probes run by this script in a checkout of `{baseline_label}` "
+            "(`--baseline`, that run's `--json`).",
+        ]
+    lines += [
+        "",
+        "## Summary",
+        "",
+        "| language | identifier probes | passed | before | must-stay probes | kept | before |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for language, (_probes, counts) in results.items():
         ids, keep = counts["identifiers"], counts["must_stay"]
-        lines.append(f"| {language} | {ids.total} | {_pct(ids)} | {_baseline_rate(baseline, language, 'identifiers')} | "
-                     f"{keep.total} | {_pct(keep)} | {_baseline_rate(baseline, language, 'must_stay')} |")
+        lines.append(
+            f"| {language} | {ids.total} | {_pct(ids)} | {_baseline_rate(baseline, language, 'identifiers')} | "
+            f"{keep.total} | {_pct(keep)} | {_baseline_rate(baseline, language, 'must_stay')} |"
+        )
     for language, (probes, counts) in results.items():
         kinds = list(dict.fromkeys(p.kind for p in probes))
-        lines += ["", f"## {language}: kinds", "", f"| kind | probes | passed | before{before} |", "| --- | ---: | ---: | ---: |"]
-        lines += [f"| {kind} | {counts['kinds'][kind].total} | {_pct(counts['kinds'][kind])} | "
-                  f"{_baseline_rate(baseline, language, 'kinds', kind)} |" for kind in kinds]
-        lines += ["", f"## {language}: contexts", "", f"| kind | context | probes | passed | before{before} |",
-                  "| --- | --- | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            f"## {language}: kinds",
+            "",
+            f"| kind | probes | passed | before{before} |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {kind} | {counts['kinds'][kind].total} | {_pct(counts['kinds'][kind])} | "
+            f"{_baseline_rate(baseline, language, 'kinds', kind)} |"
+            for kind in kinds
+        ]
+        lines += [
+            "",
+            f"## {language}: contexts",
+            "",
+            f"| kind | context | probes | passed | before{before} |",
+            "| --- | --- | ---: | ---: | ---: |",
+        ]
         earlier = {(c["kind"], c["context"]): c for c in (baseline or {}).get(language, {}).get("contexts", [])}
         for (kind, context), t in counts["contexts"].items():
             old = earlier.get((kind, context))
@@ -492,8 +728,9 @@ def docs_page(results: dict[str, tuple[list[Probe], dict]], command: str, commit
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -501,15 +738,29 @@ def _commit() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--languages", nargs="+", default=["en", "es"])
-    parser.add_argument("--per-context", type=int, default=None, metavar="N",
-                        help="N values per context instead of every value (a quick look)")
-    parser.add_argument("--model", action="append", default=[], metavar="LANG=DIR",
-                        help="a saved model for a language instead of the bundled one (repeatable)")
+    parser.add_argument(
+        "--per-context",
+        type=int,
+        default=None,
+        metavar="N",
+        help="N values per context instead of every value (a quick look)",
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="LANG=DIR",
+        help="a saved model for a language instead of the bundled one (repeatable)",
+    )
     parser.add_argument("--failures", type=int, default=0, metavar="N", help="print up to N failed probes per language")
     parser.add_argument("--json", type=Path, help="write every count and failed probe here")
     parser.add_argument("--docs", action="store_true", help=f"write {DOCS_PAGE.relative_to(HERE.parent)}")
-    parser.add_argument("--baseline", type=Path, metavar="JSON",
-                        help="an earlier run's --json output, shown beside this run's rates on the docs page")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="JSON",
+        help="an earlier run's --json output, shown beside this run's rates on the docs page",
+    )
     parser.add_argument("--baseline-label", default="", help="what the baseline ran (a commit), for the page")
     args = parser.parse_args(argv)
     from hybriddeid import Pipeline
@@ -526,10 +777,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         results[language] = (probes, counts)
         print("\n".join(report_lines(language, counts, list(dict.fromkeys(p.kind for p in probes)))))
         failed = failures(probes, outcome)
-        for probe in failed[:args.failures]:
+        for probe in failed[: args.failures]:
             print(f"    FAIL {probe.kind}: {probe.text!r}")
         dump[language] = {
-            "identifiers": vars(counts["identifiers"]), "must_stay": vars(counts["must_stay"]),
+            "identifiers": vars(counts["identifiers"]),
+            "must_stay": vars(counts["must_stay"]),
             "kinds": {k: vars(t) for k, t in counts["kinds"].items()},
             "contexts": [{"kind": k, "context": c, **vars(t)} for (k, c), t in counts["contexts"].items()],
             "failed": [{"kind": p.kind, "text": p.text, "value": p.value} for p in failed],
@@ -541,8 +793,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.docs:
         command = "python benchmarks/probes.py " + " ".join(argv if argv is not None else sys.argv[1:])
         baseline = json.loads(args.baseline.read_text(encoding="utf-8")) if args.baseline else None
-        DOCS_PAGE.write_text(docs_page(results, command.strip(), _commit(), seconds, baseline, args.baseline_label),
-                             encoding="utf-8")
+        DOCS_PAGE.write_text(
+            docs_page(results, command.strip(), _commit(), seconds, baseline, args.baseline_label), encoding="utf-8"
+        )
         print(f"wrote {DOCS_PAGE}")
     return 0
 

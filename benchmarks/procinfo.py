@@ -1,5 +1,6 @@
 """What the benchmarks read of running processes from /proc (Linux): a process's descendants, its
 resident memory and CPU time. One place for the soak, service, tables, chaos and engine benchmarks."""
+
 from __future__ import annotations
 
 import os

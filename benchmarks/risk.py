@@ -23,6 +23,7 @@ too little review (``risk.uncalibrated_because``), and the interval's median wid
 
     python benchmarks/risk.py [--n 500] [--splits 5] [--reviewed 50|1,2,5,...] [--plot docs/images] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,14 +64,24 @@ def run_corpus(name: str, items: list, splits: int, reviewed_count: int, plot_di
         sample = Reviewed.collect([(note.chances, note.doc.spans, gold.spans) for note, gold in review])
         truth = sum(float(outcomes(note.chances, note.doc.spans, gold.spans)[1].sum()) for note, gold in rest)
         notes = [(note.name, len(note.chances), note.untagged()) for note, _ in rest]
-        row = {"split": split, "notes": len(rest), "tokens": sum(n[1] for n in notes), "true_missed": truth,
-               "reviewed_missed": float(sample.y.sum())}
+        row = {
+            "split": split,
+            "notes": len(rest),
+            "tokens": sum(n[1] for n in notes),
+            "true_missed": truth,
+            "reviewed_missed": float(sample.y.sum()),
+        }
         for method, reviewed in (("raw", None), ("isotonic", sample), ("platt", sample), ("auto", sample)):
             result = estimate(notes, reviewed, "isotonic" if method == "raw" else method, seed=split)
-            row[method] = {"estimate": result.expected_missed, "low": result.low, "high": result.high,
-                           "relative_error": _error(result.expected_missed, truth),
-                           "covers": result.low <= truth <= result.high, "chose": result.calibration.get("method"),
-                           "uncalibrated_because": result.uncalibrated_because}
+            row[method] = {
+                "estimate": result.expected_missed,
+                "low": result.low,
+                "high": result.high,
+                "relative_error": _error(result.expected_missed, truth),
+                "covers": result.low <= truth <= result.high,
+                "chose": result.calibration.get("method"),
+                "uncalibrated_because": result.uncalibrated_because,
+            }
         untagged_rest = sum(len(chances) for _, _, chances in notes)
         rate = row["reviewed_missed"] / len(sample.y) * untagged_rest if len(sample.y) else 0.0
         row["rate"] = {"estimate": rate, "relative_error": _error(rate, truth)}
@@ -94,30 +105,44 @@ def sampling_within(reviewed_missed: float, true_missed: float, limit: float = 0
 
 def show(result: dict) -> None:
     print(f"\n== {result['corpus']}, {result['reviewed']} reviewed notes a split")
-    print(f"{'split':>5} {'notes':>5} {'tokens':>7} {'true':>6} | " + " | ".join(
-        f"{m:>8} est [95% interval]   err  in" for m in METHODS) + " | auto chose")
+    print(
+        f"{'split':>5} {'notes':>5} {'tokens':>7} {'true':>6} | "
+        + " | ".join(f"{m:>8} est [95% interval]   err  in" for m in METHODS)
+        + " | auto chose"
+    )
     for row in result["splits"]:
         cells = []
         for method in METHODS:
             r = row[method]
-            cells.append(f"{r['estimate']:8.1f} [{r['low']:6.1f},{r['high']:6.1f}] {100 * r['relative_error']:+5.0f}% "
-                         f"{'y' if r['covers'] else 'n':>2}")
-        print(f"{row['split']:>5} {row['notes']:>5} {row['tokens']:>7} {row['true_missed']:>6.0f} | " + " | ".join(cells)
-              + f" | {row['auto']['chose']}")
+            cells.append(
+                f"{r['estimate']:8.1f} [{r['low']:6.1f},{r['high']:6.1f}] {100 * r['relative_error']:+5.0f}% "
+                f"{'y' if r['covers'] else 'n':>2}"
+            )
+        print(
+            f"{row['split']:>5} {row['notes']:>5} {row['tokens']:>7} {row['true_missed']:>6.0f} | "
+            + " | ".join(cells)
+            + f" | {row['auto']['chose']}"
+        )
     for method in METHODS:
         errors = [abs(row[method]["relative_error"]) for row in result["splits"]]
         within = sum(error <= 0.30 for error in errors)
         covers = sum(row[method]["covers"] for row in result["splits"])
-        print(f"  {method:>8}: mean |relative error| {100 * np.mean(errors):.0f}%, within 30% in {within}/{len(errors)} "
-              f"splits, interval holds the truth in {covers}/{len(errors)}")
+        print(
+            f"  {method:>8}: mean |relative error| {100 * np.mean(errors):.0f}%, within 30% in {within}/{len(errors)} "
+            f"splits, interval holds the truth in {covers}/{len(errors)}"
+        )
     splits = result["splits"]
     rate_errors = [abs(row["rate"]["relative_error"]) for row in splits]
-    print(f"  {'rate':>8}: mean |relative error| {100 * np.mean(rate_errors):.0f}%, within 30% in "
-          f"{sum(error <= 0.30 for error in rate_errors)}/{len(splits)} splits (no model: the reviewed notes' miss rate)")
+    print(
+        f"  {'rate':>8}: mean |relative error| {100 * np.mean(rate_errors):.0f}%, within 30% in "
+        f"{sum(error <= 0.30 for error in rate_errors)}/{len(splits)} splits (no model: the reviewed notes' miss rate)"
+    )
     expected = sum(sampling_within(row["reviewed_missed"], row["true_missed"]) for row in splits)
     seen = [row["reviewed_missed"] for row in splits]
-    print(f"  sampling alone: an unbiased estimator is within 30% in about {expected:.1f}/{len(splits)} splits "
-          f"(missed tokens among the reviewed notes: {min(seen):.0f}-{max(seen):.0f} a split)")
+    print(
+        f"  sampling alone: an unbiased estimator is within 30% in about {expected:.1f}/{len(splits)} splits "
+        f"(missed tokens among the reviewed notes: {min(seen):.0f}-{max(seen):.0f} a split)"
+    )
 
 
 def show_coverage(results: list[dict]) -> None:
@@ -130,8 +155,10 @@ def show_coverage(results: list[dict]) -> None:
         fell = sum(row["auto"]["uncalibrated_because"] is not None for row in rows)
         widths = [(row["auto"]["high"] - row["auto"]["low"]) / row["true_missed"] for row in rows if row["true_missed"]]
         seen = [row["reviewed_missed"] for row in rows]
-        print(f"{result['reviewed']:>8} {covers:>5}/{len(rows):<5} {fell:>4}/{len(rows):<4} "
-              f"{np.median(widths) if widths else float('nan'):>11.2f} {min(seen):>5.0f}-{max(seen):<5.0f}")
+        print(
+            f"{result['reviewed']:>8} {covers:>5}/{len(rows):<5} {fell:>4}/{len(rows):<4} "
+            f"{np.median(widths) if widths else float('nan'):>11.2f} {min(seen):>5.0f}-{max(seen):<5.0f}"
+        )
 
 
 def _counts(text: str) -> list[int]:
@@ -146,8 +173,12 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=500, help="generated English test-mix notes (default 500)")
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--reviewed", type=_counts, default=[50],
-                        help="reviewed notes per split, or a comma-separated list of such numbers (default 50)")
+    parser.add_argument(
+        "--reviewed",
+        type=_counts,
+        default=[50],
+        help="reviewed notes per split, or a comma-separated list of such numbers (default 50)",
+    )
     parser.add_argument("--meddocan-notes", type=int, default=0, help="MEDDOCAN dev notes to use (default: all)")
     parser.add_argument("--plot", type=Path, help="folder for the reliability diagrams")
     parser.add_argument("--json", type=Path)
@@ -158,12 +189,14 @@ def main() -> int:
     corpora = [("en-test-mix", lambda: read("en", english))]
     if MEDDOCAN_DEV.is_dir():
         dev = read_corpus(MEDDOCAN_DEV)
-        dev = dev[:args.meddocan_notes] if args.meddocan_notes else dev
+        dev = dev[: args.meddocan_notes] if args.meddocan_notes else dev
         corpora.append(("meddocan-dev", lambda: read("es", dev)))
     for name, reading in corpora:
         items = reading()
-        by_count = [run_corpus(name, items, args.splits, count, args.plot if count == args.reviewed[0] else None)
-                    for count in args.reviewed]
+        by_count = [
+            run_corpus(name, items, args.splits, count, args.plot if count == args.reviewed[0] else None)
+            for count in args.reviewed
+        ]
         for result in by_count:
             show(result)
         if len(by_count) > 1:

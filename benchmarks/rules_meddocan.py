@@ -7,6 +7,7 @@ share of its label's gold spans it finds. Then, per label, the classifier's outp
 resolution. Prints counts only, never note text. Rules go into the merger above the CRFs, so a
 kept rule should stay at precision >= 0.98 on train.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,15 +46,21 @@ def report(split: str, docs: list[Document]) -> None:
     print("\n| label (all rules, after overlap resolution) | hits | correct | precision | recall |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for label in sorted(hits):
-        print(f"| {label} | {hits[label]} | {correct[label]} | {correct[label] / hits[label]:.3f} "
-              f"| {correct[label] / gold[label] if gold[label] else 0.0:.3f} |")
+        print(
+            f"| {label} | {hits[label]} | {correct[label]} | {correct[label] / hits[label]:.3f} "
+            f"| {correct[label] / gold[label] if gold[label] else 0.0:.3f} |"
+        )
     total_hits, total_correct = sum(hits.values()), sum(correct.values())
-    print(f"| all | {total_hits} | {total_correct} | {total_correct / max(total_hits, 1):.3f} "
-          f"| {total_correct / max(sum(gold.values()), 1):.3f} (of all gold) |")
+    print(
+        f"| all | {total_hits} | {total_correct} | {total_correct / max(total_hits, 1):.3f} "
+        f"| {total_correct / max(sum(gold.values()), 1):.3f} (of all gold) |"
+    )
     chars = sum(len(doc.text) for doc in docs)
     per_rule_ms = elapsed * 1000 / len(docs) / len(clf.rules) * 3000 / (chars / len(docs))
-    print(f"\npredict: {elapsed * 1000 / len(docs):.2f} ms per document, "
-          f"{per_rule_ms:.4f} ms per rule per 3,000 characters")
+    print(
+        f"\npredict: {elapsed * 1000 / len(docs):.2f} ms per document, "
+        f"{per_rule_ms:.4f} ms per rule per 3,000 characters"
+    )
 
 
 def main() -> None:

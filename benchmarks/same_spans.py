@@ -9,6 +9,7 @@ and exits 1 when any do. ``tests/test_bundled_outputs.py`` checks the same diges
     python benchmarks/same_spans.py --save tests/fixtures/bundled_spans.json
     python benchmarks/same_spans.py --check tests/fixtures/bundled_spans.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,9 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def note_sets(meddocan: Path = MEDDOCAN_DEV, english_notes: int = ENGLISH_NOTES) -> dict[str, tuple[str, list[Document]]]:
+def note_sets(
+    meddocan: Path = MEDDOCAN_DEV, english_notes: int = ENGLISH_NOTES
+) -> dict[str, tuple[str, list[Document]]]:
     """Set name -> (bundled model, notes); MEDDOCAN only when ``meddocan`` exists."""
     sets = {"en-test-mix": ("en", list(generate_corpus(english_notes, ENGLISH_SEED, "test")))}
     if meddocan.is_dir():
@@ -65,7 +68,9 @@ def all_digests(meddocan: Path = MEDDOCAN_DEV) -> dict[str, dict[str, list[str]]
 def compare(expected: dict[str, list[str]], got: dict[str, list[str]]) -> tuple[int, int]:
     """(notes whose text differs or is missing, notes whose spans differ)."""
     texts = sum(1 for name, (text, _) in expected.items() if got.get(name, [None])[0] != text)
-    spans = sum(1 for name, (text, spans) in expected.items() if name in got and got[name][0] == text and got[name][1] != spans)
+    spans = sum(
+        1 for name, (text, spans) in expected.items() if name in got and got[name][0] == text and got[name][1] != spans
+    )
     return texts, spans
 
 
@@ -79,7 +84,9 @@ def main() -> int:
 
     results = all_digests(args.meddocan)
     if args.save:
-        args.save.write_text(json.dumps(results, indent=0, sort_keys=True).replace(",\n\"", ", \"") + "\n", encoding="utf-8")
+        args.save.write_text(
+            json.dumps(results, indent=0, sort_keys=True).replace(',\n"', ', "') + "\n", encoding="utf-8"
+        )
         print(f"saved digests of {sum(map(len, results.values()))} notes to {args.save}")
         return 0
     expected = json.loads(args.check.read_text(encoding="utf-8"))

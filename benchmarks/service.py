@@ -31,6 +31,7 @@ about 1,000 and 10,000 characters, a pool of distinct notes sent in turn, one no
 
 ``--parts`` picks among ``latency``, ``batch``, ``big`` and ``soak`` (default: all).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,7 +73,7 @@ def make_notes(count: int, chars: int, seed: int) -> list[str]:
             buffer += next(source).text + "\n"
         cut = buffer.rfind(" ", 0, chars)
         notes.append(buffer[:cut])
-        buffer = buffer[cut + 1:]
+        buffer = buffer[cut + 1 :]
     return notes
 
 
@@ -108,16 +109,25 @@ class Sampler(threading.Thread):
         self.join()
 
 
-async def load(url: str, key: str, notes: list[str], requests: int, concurrency: int,
-               sampler: Sampler | None = None, server_pid: int | None = None) -> dict[str, float]:
+async def load(
+    url: str,
+    key: str,
+    notes: list[str],
+    requests: int,
+    concurrency: int,
+    sampler: Sampler | None = None,
+    server_pid: int | None = None,
+) -> dict[str, float]:
     """``requests`` POSTs of one note each by ``concurrency`` concurrent callers: notes/s, latency percentiles,
     and with ``server_pid`` the CPU ms per request of the server, of its workers and of this client."""
     latencies: list[float] = []
     failures: dict[int, int] = {}
     counter = iter(range(requests))
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600,
-                                 limits=limits) as client:
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600, limits=limits
+    ) as client:
+
         async def caller() -> None:
             for i in counter:
                 started = time.perf_counter()
@@ -136,24 +146,38 @@ async def load(url: str, key: str, notes: list[str], requests: int, concurrency:
         client = time.process_time() - client_before
         after = tree_cpu(server_pid) if server_pid else None
     ms = np.array(latencies) * 1000
-    result = {"requests": requests, "concurrency": concurrency, "notes_per_s": requests / wall, "wall_s": wall,
-              "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
-              "p99_ms": float(np.percentile(ms, 99)), "failed": sum(failures.values()), "failures": failures,
-              "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"}
+    result = {
+        "requests": requests,
+        "concurrency": concurrency,
+        "notes_per_s": requests / wall,
+        "wall_s": wall,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "failed": sum(failures.values()),
+        "failures": failures,
+        "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}",
+    }
     if before is not None and after is not None:  # a worker replaced meanwhile counts from its fork
         workers = sum(seconds - before[1].get(pid, 0.0) for pid, seconds in after[1].items())
-        result.update({"cpu_ms_server": (after[0] - before[0]) / requests * 1000,
-                       "cpu_ms_workers": workers / requests * 1000, "cpu_ms_client": client / requests * 1000})
+        result.update(
+            {
+                "cpu_ms_server": (after[0] - before[0]) / requests * 1000,
+                "cpu_ms_workers": workers / requests * 1000,
+                "cpu_ms_client": client / requests * 1000,
+            }
+        )
     return result
 
 
 async def big_stream(url: str, key: str, mb: float, stop: asyncio.Event) -> list[int]:
     """One connection sending ``mb`` MB notes one after another until ``stop``: their statuses."""
-    text = ("Seen by Dr. Alder Quill on 03/04/2021 at Fenmoor Clinic. " * (int(mb * 2**20) // 58 + 1))[:int(mb * 1e6)]
+    text = ("Seen by Dr. Alder Quill on 03/04/2021 at Fenmoor Clinic. " * (int(mb * 2**20) // 58 + 1))[: int(mb * 1e6)]
     body = json.dumps({"text": text}).encode()
     statuses = []
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}",
-                                                        "Content-Type": "application/json"}, timeout=600) as client:
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"}, timeout=600
+    ) as client:
         while not stop.is_set():
             request = asyncio.create_task(client.post("/v1/annotate", content=body))
             stopped = asyncio.create_task(stop.wait())
@@ -201,10 +225,18 @@ def direct(model: str, notes: list[str], requests: int) -> dict[str, float]:
         latencies.append(time.perf_counter() - begun)
     wall = time.perf_counter() - started
     ms = np.array(latencies) * 1000
-    return {"requests": requests, "concurrency": 1, "notes_per_s": requests / wall, "wall_s": wall,
-            "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
-            "p99_ms": float(np.percentile(ms, 99)), "failed": 0, "failures": {},
-            "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"}
+    return {
+        "requests": requests,
+        "concurrency": 1,
+        "notes_per_s": requests / wall,
+        "wall_s": wall,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "failed": 0,
+        "failures": {},
+        "load": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}",
+    }
 
 
 def batch_annotate(notes: list[str], model: str, work: Path) -> dict[str, float]:
@@ -215,34 +247,92 @@ def batch_annotate(notes: list[str], model: str, work: Path) -> dict[str, float]
     for i, text in enumerate(notes):
         (folder / f"n{i:06d}.txt").write_text(text, encoding="utf-8")
     started, load_before = time.perf_counter(), os.getloadavg()[0]
-    subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "annotate", str(folder), str(work / "batch-out"),
-                    "--model", model, "--jobs", "2", "--format", "jsonl"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hybriddeid.cli",
+            "-q",
+            "annotate",
+            str(folder),
+            str(work / "batch-out"),
+            "--model",
+            model,
+            "--jobs",
+            "2",
+            "--format",
+            "jsonl",
+        ],
+        check=True,
+    )
     wall = time.perf_counter() - started
     load = f"{load_before:.1f}->{os.getloadavg()[0]:.1f}"
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from hybriddeid.runs.processing import load_model; "
-                    "from hybriddeid.service.work import warm_up; "
-                    f"warm_up(load_model({model!r}))"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from hybriddeid.runs.processing import load_model; "
+            "from hybriddeid.service.work import warm_up; "
+            f"warm_up(load_model({model!r}))",
+        ],
+        check=True,
+    )
     load_s = time.perf_counter() - started
-    return {"notes": len(notes), "wall_s": wall, "load_s": load_s, "load": load, "notes_per_s": len(notes) / wall,
-            "notes_per_s_less_load": len(notes) / max(1e-9, wall - load_s)}
+    return {
+        "notes": len(notes),
+        "wall_s": wall,
+        "load_s": load_s,
+        "load": load,
+        "notes_per_s": len(notes) / wall,
+        "notes_per_s_less_load": len(notes) / max(1e-9, wall - load_s),
+    }
 
 
-def start_server(work: Path, model: str, workers: int, code: Path = ROOT, name: str = "server",
-                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str, str]:
+def start_server(
+    work: Path, model: str, workers: int, code: Path = ROOT, name: str = "server", extra: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen, str, str]:
     """A server running ``code``'s hybriddeid, its log in ``work/NAME.log``: (process, url, API key)."""
     keys = work / f"{name}-keys.json"
     env = code_env(code)
-    key = subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "serve", "keys", "add", "bench",
-                          "--api-keys", str(keys)], check=True, capture_output=True, text=True, env=env,
-                         cwd=code).stdout.strip()
+    key = subprocess.run(
+        [sys.executable, "-m", "hybriddeid.cli", "-q", "serve", "keys", "add", "bench", "--api-keys", str(keys)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=code,
+    ).stdout.strip()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = work / f"{name}.log"
-    server = subprocess.Popen([sys.executable, "-m", "hybriddeid.cli", "serve", "--model", model, "--port", str(port),
-                               "--workers", str(workers), "--api-keys", str(keys), "--rate-limit", "0",
-                               "--request-timeout", str(BIG_TIMEOUT), "--max-waiting", "1000", *extra],
-                              stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env, cwd=code)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hybriddeid.cli",
+            "serve",
+            "--model",
+            model,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--api-keys",
+            str(keys),
+            "--rate-limit",
+            "0",
+            "--request-timeout",
+            str(BIG_TIMEOUT),
+            "--max-waiting",
+            "1000",
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+        env=env,
+        cwd=code,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -264,11 +354,16 @@ def big_notes(url: str, key: str, small: list[str], args: argparse.Namespace, la
     beside = asyncio.run(with_big_stream(url, key, small, args.requests_1k, args.big_mb))
     settle(url, key)
     after = asyncio.run(load(url, key, small, args.requests_1k, 8))
-    print(row("1 kB+big", beside) + f"  (a {args.big_mb:g} MB note stream on another connection{label}, "
-          f"{beside['big_in_flight']} in a worker when the small notes ended; statuses {beside['big_statuses']})")
+    print(
+        row("1 kB+big", beside) + f"  (a {args.big_mb:g} MB note stream on another connection{label}, "
+        f"{beside['big_in_flight']} in a worker when the small notes ended; statuses {beside['big_statuses']})"
+    )
     print(row("1 kB", after) + f"  (after the big notes ended{label})")
-    print(f"p99 beside big notes / without{label}: x{beside['p99_ms'] / before['p99_ms']:.2f} (run before), "
-          f"x{beside['p99_ms'] / after['p99_ms']:.2f} (run after)", flush=True)
+    print(
+        f"p99 beside big notes / without{label}: x{beside['p99_ms'] / before['p99_ms']:.2f} (run before), "
+        f"x{beside['p99_ms'] / after['p99_ms']:.2f} (run after)",
+        flush=True,
+    )
     settle(url, key)
     return {"before": before, "beside": beside, "after": after}
 
@@ -278,18 +373,25 @@ def settle(url: str, key: str) -> None:
     worker's hands until the time limit ends it."""
     deadline = time.monotonic() + BIG_TIMEOUT + 30
     while time.monotonic() < deadline:
-        if "hybriddeid_requests_in_flight 1.0" in httpx.get(f"{url}/metrics",
-                                                           headers={"Authorization": f"Bearer {key}"}).text:
+        if (
+            "hybriddeid_requests_in_flight 1.0"
+            in httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {key}"}).text
+        ):
             return
         time.sleep(0.5)
 
 
 def row(label: str, r: dict) -> str:
     failed = f"  ({r['failed']} failed: {r['failures']})" if r["failed"] else ""
-    cpu = (f"  CPU ms/req server {r['cpu_ms_server']:.2f} workers {r['cpu_ms_workers']:.2f} client {r['cpu_ms_client']:.2f}"
-           if "cpu_ms_server" in r else "")
-    return (f"{label:<10} c={r['concurrency']:<3} {r['requests']:>6} req  {r['notes_per_s']:7.1f} notes/s  "
-            f"p50 {r['p50_ms']:7.1f} ms  p95 {r['p95_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  load {r['load']}{cpu}{failed}")
+    cpu = (
+        f"  CPU ms/req server {r['cpu_ms_server']:.2f} workers {r['cpu_ms_workers']:.2f} client {r['cpu_ms_client']:.2f}"
+        if "cpu_ms_server" in r
+        else ""
+    )
+    return (
+        f"{label:<10} c={r['concurrency']:<3} {r['requests']:>6} req  {r['notes_per_s']:7.1f} notes/s  "
+        f"p50 {r['p50_ms']:7.1f} ms  p95 {r['p95_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  load {r['load']}{cpu}{failed}"
+    )
 
 
 def ratios(baseline: dict, this: dict) -> str:
@@ -332,10 +434,13 @@ def main() -> None:
         try:
             for _, base_url, base_key in servers.values():  # connections and first requests: not measured
                 asyncio.run(load(base_url, base_key, small, 40, 2))
-            print(f"hybriddeid serve, {args.workers} workers, {os.cpu_count()} cores shared with the client; "
-                  f"POST /v1/annotate, one note per request; this checkout {results['this']}"
-                  + (f", baseline {args.baseline_ref} ({results['baseline']})" if "baseline" in servers else "")
-                  + f"; load average {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"hybriddeid serve, {args.workers} workers, {os.cpu_count()} cores shared with the client; "
+                f"POST /v1/annotate, one note per request; this checkout {results['this']}"
+                + (f", baseline {args.baseline_ref} ({results['baseline']})" if "baseline" in servers else "")
+                + f"; load average {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
             if "latency" in args.parts:
                 turn = 0
                 for label, notes, count in (("1 kB", small, args.requests_1k), ("10 kB", large, args.requests_10k)):
@@ -348,8 +453,9 @@ def main() -> None:
                         got = {}
                         for name in names:
                             process, server_url, server_key = servers[name]
-                            got[name] = asyncio.run(load(server_url, server_key, notes, count, concurrency,
-                                                         server_pid=process.pid))
+                            got[name] = asyncio.run(
+                                load(server_url, server_key, notes, count, concurrency, server_pid=process.pid)
+                            )
                             print(row(label, got[name]) + (f"  ({name})" if len(servers) > 1 else ""), flush=True)
                         results[f"{label} c={concurrency}"] = got["this"]
                         if "baseline" in got:
@@ -365,16 +471,21 @@ def main() -> None:
                 print(row("1 kB", pair[0]) + "  (before the batch run)", flush=True)
                 batch = batch_annotate(small[:200] * (args.requests_1k // 200 or 1), args.model, work)
                 results["batch"] = batch
-                print(f"hybriddeid annotate --jobs 2 on {batch['notes']} of the same 1 kB notes as files: "
-                      f"{batch['wall_s']:.1f} s whole ({batch['notes_per_s']:.1f} notes/s), "
-                      f"{batch['notes_per_s_less_load']:.1f} notes/s less its {batch['load_s']:.1f} s model load "
-                      f"(load {batch['load']})", flush=True)
+                print(
+                    f"hybriddeid annotate --jobs 2 on {batch['notes']} of the same 1 kB notes as files: "
+                    f"{batch['wall_s']:.1f} s whole ({batch['notes_per_s']:.1f} notes/s), "
+                    f"{batch['notes_per_s_less_load']:.1f} notes/s less its {batch['load_s']:.1f} s model load "
+                    f"(load {batch['load']})",
+                    flush=True,
+                )
                 pair.append(asyncio.run(load(url, key, small, args.requests_1k, 8, server_pid=server.pid)))
                 print(row("1 kB", pair[1]) + "  (after the batch run)", flush=True)
                 results["1 kB c=8 around batch"] = pair
                 for when, r in zip(("before", "after"), pair):
-                    print(f"service c=8 ({when}) / batch: x{r['notes_per_s'] / batch['notes_per_s']:.2f} whole batch "
-                          f"run, x{r['notes_per_s'] / batch['notes_per_s_less_load']:.2f} less its model load")
+                    print(
+                        f"service c=8 ({when}) / batch: x{r['notes_per_s'] / batch['notes_per_s']:.2f} whole batch "
+                        f"run, x{r['notes_per_s'] / batch['notes_per_s_less_load']:.2f} less its model load"
+                    )
             if "big" in args.parts and args.big_mb:
                 # With the bulk lane (the default: big requests go to a low-priority worker of their own), then,
                 # for comparison in this run, a server without it (--bulk-workers 0: every request shares the two).
@@ -382,7 +493,9 @@ def main() -> None:
                 no_lane = start_server(work, args.model, args.workers, name="no-lane", extra=("--bulk-workers", "0"))
                 try:
                     asyncio.run(load(no_lane[1], no_lane[2], small, 40, 2))
-                    results["big notes, no bulk lane"] = big_notes(no_lane[1], no_lane[2], small, args, " (no bulk lane)")
+                    results["big notes, no bulk lane"] = big_notes(
+                        no_lane[1], no_lane[2], small, args, " (no bulk lane)"
+                    )
                 finally:
                     no_lane[0].send_signal(signal.SIGTERM)
                     no_lane[0].wait(timeout=120)
@@ -403,14 +516,21 @@ def main() -> None:
             tenth = max(1, len(soak) // 10)
             middle = len(soak) // 2 - tenth // 2
             mean = lambda part: float(np.mean([s[1] + s[2] for s in part]))  # noqa: E731
-            first_mb, middle_mb, last_mb = mean(soak[:tenth]), mean(soak[middle:middle + tenth]), mean(soak[-tenth:])
+            first_mb, middle_mb, last_mb = mean(soak[:tenth]), mean(soak[middle : middle + tenth]), mean(soak[-tenth:])
             peak = max(s[1] + s[2] for s in soak)
-            results["rss"] = {"samples": soak, "first_tenth_mb": first_mb, "middle_tenth_mb": middle_mb,
-                              "last_tenth_mb": last_mb, "peak_mb": peak}
-            print(f"RSS over the soak ({soak[-1][0]} of {args.soak} requests at the last sample, {len(soak)} samples "
-                  f"a second apart), server + workers: first tenth {first_mb:.0f} MB, middle tenth {middle_mb:.0f} MB, "
-                  f"last tenth {last_mb:.0f} MB ({last_mb - first_mb:+.0f} MB), peak {peak:.0f} MB; server alone "
-                  f"{soak[0][1]:.0f} -> {soak[-1][1]:.0f} MB, workers {soak[0][2]:.0f} -> {soak[-1][2]:.0f} MB")
+            results["rss"] = {
+                "samples": soak,
+                "first_tenth_mb": first_mb,
+                "middle_tenth_mb": middle_mb,
+                "last_tenth_mb": last_mb,
+                "peak_mb": peak,
+            }
+            print(
+                f"RSS over the soak ({soak[-1][0]} of {args.soak} requests at the last sample, {len(soak)} samples "
+                f"a second apart), server + workers: first tenth {first_mb:.0f} MB, middle tenth {middle_mb:.0f} MB, "
+                f"last tenth {last_mb:.0f} MB ({last_mb - first_mb:+.0f} MB), peak {peak:.0f} MB; server alone "
+                f"{soak[0][1]:.0f} -> {soak[-1][1]:.0f} MB, workers {soak[0][2]:.0f} -> {soak[-1][2]:.0f} MB"
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=float))
 

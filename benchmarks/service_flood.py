@@ -7,6 +7,7 @@ the server holds, whether the request gets in, and how much the log grew.
 
 Runs the bundled English model on 127.0.0.1 with one worker; prints one summary line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,26 @@ def main() -> int:
         limit = f"import resource; resource.setrlimit(resource.RLIMIT_NOFILE, ({args.open_files}, {args.open_files}))\n"
         log = folder / "server.log"
         server = subprocess.Popen(
-            [sys.executable, "-c", limit + "import sys\nfrom hybriddeid.cli import main\nsys.exit(main())", "serve",
-             "--model", "en", "--port", str(args.port), "--api-keys", str(keys), "--workers", "1", "--bulk-workers", "0"],
-            stdout=subprocess.DEVNULL, stderr=log.open("wb"), cwd=folder)
+            [
+                sys.executable,
+                "-c",
+                limit + "import sys\nfrom hybriddeid.cli import main\nsys.exit(main())",
+                "serve",
+                "--model",
+                "en",
+                "--port",
+                str(args.port),
+                "--api-keys",
+                str(keys),
+                "--workers",
+                "1",
+                "--bulk-workers",
+                "0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("wb"),
+            cwd=folder,
+        )
         url = f"http://127.0.0.1:{args.port}"
         try:
             deadline = time.monotonic() + 120
@@ -69,9 +87,11 @@ def main() -> int:
             waited = time.monotonic() - started
             time.sleep(max(0.0, args.hold - waited))
             text = log.read_text(errors="replace")[before:]
-            print(f"{len(held)} idle connections held {args.hold:g} s at ulimit -n {args.open_files}: server "
-                  f"descriptors {descriptors}, a keyed request {status} in {waited:.1f} s, log +{len(text.encode()):,} "
-                  f"bytes ({text.count(chr(10)):,} lines, {text.count('Traceback'):,} tracebacks)")
+            print(
+                f"{len(held)} idle connections held {args.hold:g} s at ulimit -n {args.open_files}: server "
+                f"descriptors {descriptors}, a keyed request {status} in {waited:.1f} s, log +{len(text.encode()):,} "
+                f"bytes ({text.count(chr(10)):,} lines, {text.count('Traceback'):,} tracebacks)"
+            )
             for sock in held:
                 sock.close()
         finally:

@@ -8,6 +8,7 @@ every note came out with its audit (lost notes must be 0). Linux only (reads /pr
 
     python benchmarks/soak.py [--notes 100000] [--jobs 2] [--model en] [--work DIR] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,11 +50,29 @@ def main() -> int:
     notes, out = work / "notes", work / "out"
     started = time.perf_counter()
     chars = write_notes(notes, args.notes, args.seed)
-    print(f"{args.notes} notes ({chars / 1e6:.1f} M characters) written in {time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"{args.notes} notes ({chars / 1e6:.1f} M characters) written in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
 
     shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "hybriddeid.cli", "-q", "deid", "--model", args.model, str(notes), str(out),
-               "--mode", "surrogate", "--key-file", str(work / "soak.key"), "--jobs", str(args.jobs)]
+    command = [
+        sys.executable,
+        "-m",
+        "hybriddeid.cli",
+        "-q",
+        "deid",
+        "--model",
+        args.model,
+        str(notes),
+        str(out),
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(work / "soak.key"),
+        "--jobs",
+        str(args.jobs),
+    ]
     started = time.perf_counter()
     run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     samples: dict[int, list[tuple[float, float]]] = {}
@@ -72,29 +91,57 @@ def main() -> int:
     expected = {path.stem for path in notes.glob("*.txt")}
     lost = len(expected - written)
     without_audit = len(written - audits)
-    print(f"deid --jobs {args.jobs}: exit {run.returncode}, {seconds:.0f} s, {args.notes / seconds:.1f} notes/s, "
-          f"{chars / seconds / 1e3:.0f} k characters/s; {len(written)} outputs, lost notes {lost}, "
-          f"outputs without an audit {without_audit}")
+    print(
+        f"deid --jobs {args.jobs}: exit {run.returncode}, {seconds:.0f} s, {args.notes / seconds:.1f} notes/s, "
+        f"{chars / seconds / 1e3:.0f} k characters/s; {len(written)} outputs, lost notes {lost}, "
+        f"outputs without an audit {without_audit}"
+    )
     rows = []
-    print(f"{'process':>8s} {'lived s':>8s} {'samples':>8s} {'start MB':>9s} {'end MB':>7s} {'peak MB':>8s} "
-          f"{'first 10% MB':>13s} {'last 10% MB':>12s} {'growth':>7s}")
+    print(
+        f"{'process':>8s} {'lived s':>8s} {'samples':>8s} {'start MB':>9s} {'end MB':>7s} {'peak MB':>8s} "
+        f"{'first 10% MB':>13s} {'last 10% MB':>12s} {'growth':>7s}"
+    )
     for pid, series in sorted(samples.items(), key=lambda item: item[1][0][0]):
         values = [mb for _, mb in series]
         tenth = max(1, len(values) // 10)
         first, last = sum(values[:tenth]) / tenth, sum(values[-tenth:]) / tenth
-        row = {"pid": pid, "lived_s": series[-1][0] - series[0][0], "samples": len(values), "start_mb": values[0],
-               "end_mb": values[-1], "peak_mb": max(values), "first_tenth_mb": first, "last_tenth_mb": last,
-               "growth": last / first if first else 0.0}
+        row = {
+            "pid": pid,
+            "lived_s": series[-1][0] - series[0][0],
+            "samples": len(values),
+            "start_mb": values[0],
+            "end_mb": values[-1],
+            "peak_mb": max(values),
+            "first_tenth_mb": first,
+            "last_tenth_mb": last,
+            "growth": last / first if first else 0.0,
+        }
         rows.append(row)
-        print(f"{pid:8d} {row['lived_s']:8.0f} {row['samples']:8d} {row['start_mb']:9.0f} {row['end_mb']:7.0f} "
-              f"{row['peak_mb']:8.0f} {first:13.0f} {last:12.0f} {row['growth']:7.3f}")
+        print(
+            f"{pid:8d} {row['lived_s']:8.0f} {row['samples']:8d} {row['start_mb']:9.0f} {row['end_mb']:7.0f} "
+            f"{row['peak_mb']:8.0f} {first:13.0f} {last:12.0f} {row['growth']:7.3f}"
+        )
     if stderr.strip():
         print("stderr (last lines):\n" + "\n".join(stderr.strip().splitlines()[-5:]))
     if args.json:
-        args.json.write_text(json.dumps({"notes": args.notes, "characters": chars, "jobs": args.jobs, "seconds": seconds,
-                                         "exit": run.returncode, "lost": lost, "without_audit": without_audit,
-                                         "processes": rows, "samples": {str(pid): s for pid, s in samples.items()}},
-                                        indent=1) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "notes": args.notes,
+                    "characters": chars,
+                    "jobs": args.jobs,
+                    "seconds": seconds,
+                    "exit": run.returncode,
+                    "lost": lost,
+                    "without_audit": without_audit,
+                    "processes": rows,
+                    "samples": {str(pid): s for pid, s in samples.items()},
+                },
+                indent=1,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if run.returncode == 0 and lost == 0 else 1

@@ -11,6 +11,7 @@ that every Spark output equals the batch output byte for byte, and prints notes/
 seconds (the batch CLI and its workers; Spark's JVM and Python workers), Spark's overhead in both,
 and the core-hours a 100M-note job would take at Spark's measured notes per CPU-second.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,21 @@ def run_batch(notes: Path, out: Path, model: str, key_file: Path) -> dict[str, f
     """Wall and CPU seconds of ``hybriddeid deid --jobs 2`` (model loading and its planning pass included)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "deid", str(notes), str(out),
-                    *deid_options(model, key_file), "--jobs", str(CORES)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hybriddeid.cli",
+            "-q",
+            "deid",
+            str(notes),
+            str(out),
+            *deid_options(model, key_file),
+            "--jobs",
+            str(CORES),
+        ],
+        check=True,
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the CLI and its workers, all waited for
     return {"wall_s": wall, "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}
@@ -106,8 +120,14 @@ def run_spark(notes: Path, out: Path, model: str, key_file: Path, cores: int = C
     job_s = time.perf_counter() - started
     cpu_s = tree_cpu_seconds(jvm) - cpu_before  # the Python workers are still alive (reused), so all counted
     spark.stop()
-    return {"session_s": session_s, "job_s": job_s, "cpu_s": cpu_s, "startup_cpu_s": cpu_before,
-            "failed": counts["failed"], "notes": counts["notes"]}
+    return {
+        "session_s": session_s,
+        "job_s": job_s,
+        "cpu_s": cpu_s,
+        "startup_cpu_s": cpu_before,
+        "failed": counts["failed"],
+        "notes": counts["notes"],
+    }
 
 
 def compare(spark_out: Path, batch_out: Path) -> tuple[int, int]:
@@ -115,15 +135,20 @@ def compare(spark_out: Path, batch_out: Path) -> tuple[int, int]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(spark_out, columns=["note_id", "deid_text"]).to_pydict()
-    same = sum((batch_out / f"{note}.txt").read_bytes() == text.encode("utf-8")
-               for note, text in zip(table["note_id"], table["deid_text"]) if text is not None)
+    same = sum(
+        (batch_out / f"{note}.txt").read_bytes() == text.encode("utf-8")
+        for note, text in zip(table["note_id"], table["deid_text"])
+        if text is not None
+    )
     return same, len(table["note_id"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notes", type=int, default=20_000)
-    parser.add_argument("--model", default="es", help="model folder or bundled name (default es: the notes are Spanish)")
+    parser.add_argument(
+        "--model", default="es", help="model folder or bundled name (default es: the notes are Spanish)"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/hybriddeid-spark-bench"))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -144,25 +169,34 @@ def main() -> None:
     spark_s = spark["session_s"] + spark["job_s"]
     per_core = notes / spark["cpu_s"]  # notes per CPU-second: what scale-out multiplies
     results = {
-        "notes": notes, "patients": patients, "bytes_per_note": round(chars / notes),
-        "batch_wall_s": round(batch["wall_s"], 1), "batch_notes_per_s": round(notes / batch["wall_s"], 2),
+        "notes": notes,
+        "patients": patients,
+        "bytes_per_note": round(chars / notes),
+        "batch_wall_s": round(batch["wall_s"], 1),
+        "batch_notes_per_s": round(notes / batch["wall_s"], 2),
         "batch_cpu_s": round(batch["cpu_s"], 1),
-        "spark_session_s": round(spark["session_s"], 1), "spark_startup_cpu_s": round(spark["startup_cpu_s"], 1),
-        "spark_job_s": round(spark["job_s"], 1), "spark_cpu_s": round(spark["cpu_s"], 1),
-        "spark_notes_per_s": round(notes / spark_s, 2), "spark_job_notes_per_s": round(notes / spark["job_s"], 2),
+        "spark_session_s": round(spark["session_s"], 1),
+        "spark_startup_cpu_s": round(spark["startup_cpu_s"], 1),
+        "spark_job_s": round(spark["job_s"], 1),
+        "spark_cpu_s": round(spark["cpu_s"], 1),
+        "spark_notes_per_s": round(notes / spark_s, 2),
+        "spark_job_notes_per_s": round(notes / spark["job_s"], 2),
         "spark_wall_overhead_pct": round(100 * (spark_s / batch["wall_s"] - 1), 1),
         "spark_cpu_overhead_pct": round(100 * (spark["cpu_s"] / batch["cpu_s"] - 1), 1),
-        "spark_failed": spark["failed"], "byte_identical": f"{same}/{compared}",
+        "spark_failed": spark["failed"],
+        "byte_identical": f"{same}/{compared}",
         "spark_notes_per_cpu_s": round(per_core, 2),
         "core_hours_100M": round(100e6 / per_core / 3600),
     }
     print(json.dumps(results, indent=2))
-    print(f"\n| run | wall s | notes/s | CPU s | notes per CPU-s |\n| --- | --- | --- | --- | --- |\n"
-          f"| hybriddeid deid --jobs 2 | {batch['wall_s']:.1f} | {notes / batch['wall_s']:.2f} | {batch['cpu_s']:.0f} "
-          f"| {notes / batch['cpu_s']:.2f} |\n"
-          f"| spark-deid local[2], start-up | {spark['session_s']:.1f} | | {spark['startup_cpu_s']:.0f} | |\n"
-          f"| spark-deid local[2], job | {spark['job_s']:.1f} | {notes / spark['job_s']:.2f} | {spark['cpu_s']:.0f} "
-          f"| {per_core:.2f} |")
+    print(
+        f"\n| run | wall s | notes/s | CPU s | notes per CPU-s |\n| --- | --- | --- | --- | --- |\n"
+        f"| hybriddeid deid --jobs 2 | {batch['wall_s']:.1f} | {notes / batch['wall_s']:.2f} | {batch['cpu_s']:.0f} "
+        f"| {notes / batch['cpu_s']:.2f} |\n"
+        f"| spark-deid local[2], start-up | {spark['session_s']:.1f} | | {spark['startup_cpu_s']:.0f} | |\n"
+        f"| spark-deid local[2], job | {spark['job_s']:.1f} | {notes / spark['job_s']:.2f} | {spark['cpu_s']:.0f} "
+        f"| {per_core:.2f} |"
+    )
 
 
 if __name__ == "__main__":

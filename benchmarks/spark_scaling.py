@@ -13,6 +13,7 @@ notes/s of the rounds) and its efficiency (speed-up / 2). Every run's output mus
 row for row, or the script fails. Two cores is all the machine this was written on has: more cores
 are not measured here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,15 +35,39 @@ def run_once(cores: int, notes: Path, out: Path, model: str, key_file: Path) -> 
     CPU seconds, and the load average before and after."""
     load_before = os.getloadavg()[0]
     run = run_spark(notes, out, model, key_file, cores=cores)
-    return {"cores": cores, "session_s": round(run["session_s"], 2), "job_s": round(run["job_s"], 2),
-            "cpu_s": round(run["cpu_s"], 1), "notes_per_s": round(run["notes"] / run["job_s"], 2),
-            "failed": run["failed"], "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
+    return {
+        "cores": cores,
+        "session_s": round(run["session_s"], 2),
+        "job_s": round(run["job_s"], 2),
+        "cpu_s": round(run["cpu_s"], 1),
+        "notes_per_s": round(run["notes"] / run["job_s"], 2),
+        "failed": run["failed"],
+        "load_before": round(load_before, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+    }
 
 
 def run_in_child(cores: int, notes: Path, out: Path, model: str, key_file: Path) -> dict[str, float]:
     """``run_once`` in a new Python process (and so a new JVM); its figures."""
-    done = subprocess.run([sys.executable, __file__, "--one", str(cores), "--notes-dir", str(notes), "--out", str(out),
-                           "--model", model, "--key-file", str(key_file)], check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--one",
+            str(cores),
+            "--notes-dir",
+            str(notes),
+            "--out",
+            str(out),
+            "--model",
+            model,
+            "--key-file",
+            str(key_file),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -57,7 +82,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notes", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--model", default="es", help="model folder or bundled name (default es: the notes are Spanish)")
+    parser.add_argument(
+        "--model", default="es", help="model folder or bundled name (default es: the notes are Spanish)"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/hybriddeid-spark-scaling"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write every figure here")
@@ -77,12 +104,15 @@ def main() -> None:
     create_key_file(args.work / "deid.key")
     notes, patients = generate(args.work / "notes", args.notes, args.seed)
     chars = sum(path.stat().st_size for path in (args.work / "notes").glob("*.txt"))
-    print(f"{notes} notes of {patients} patients, {chars / notes:.0f} bytes/note; {os.cpu_count()} CPUs; "
-          f"load {os.getloadavg()}", flush=True)
+    print(
+        f"{notes} notes of {patients} patients, {chars / notes:.0f} bytes/note; {os.cpu_count()} CPUs; "
+        f"load {os.getloadavg()}",
+        flush=True,
+    )
 
     runs, first = [], None
     for round_ in range(args.rounds):
-        for cores in (CORES if round_ % 2 == 0 else CORES[::-1]):
+        for cores in CORES if round_ % 2 == 0 else CORES[::-1]:
             out = args.work / f"out-{round_}-{cores}"
             run = {"round": round_, **run_in_child(cores, args.work / "notes", out, args.model, args.work / "deid.key")}
             got = rows(out)
@@ -95,16 +125,30 @@ def main() -> None:
 
     median = {cores: statistics.median(r["notes_per_s"] for r in runs if r["cores"] == cores) for cores in CORES}
     speedup = median[2] / median[1]
-    result = {"notes": notes, "patients": patients, "bytes_per_note": round(chars / notes), "model": args.model,
-              "rounds": args.rounds, "cpus": os.cpu_count(), "runs": runs,
-              "median_notes_per_s": {f"local[{c}]": median[c] for c in CORES},
-              "speedup": round(speedup, 3), "efficiency": round(speedup / 2, 3)}
-    print("\n| run | round | start-up s | job s | notes/s | CPU s | load before, after |\n"
-          "| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    result = {
+        "notes": notes,
+        "patients": patients,
+        "bytes_per_note": round(chars / notes),
+        "model": args.model,
+        "rounds": args.rounds,
+        "cpus": os.cpu_count(),
+        "runs": runs,
+        "median_notes_per_s": {f"local[{c}]": median[c] for c in CORES},
+        "speedup": round(speedup, 3),
+        "efficiency": round(speedup / 2, 3),
+    }
+    print(
+        "\n| run | round | start-up s | job s | notes/s | CPU s | load before, after |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |"
+    )
     for r in runs:
-        print(f"| local[{r['cores']}] | {r['round']} | {r['session_s']:.1f} | {r['job_s']:.1f} | {r['notes_per_s']:.2f} "
-              f"| {r['cpu_s']:.0f} | {r['load_before']:.1f}, {r['load_after']:.1f} |")
-    print(f"\nlocal[2] / local[1], median notes/s of {args.rounds} rounds: {speedup:.2f}x (efficiency {speedup / 2:.0%})")
+        print(
+            f"| local[{r['cores']}] | {r['round']} | {r['session_s']:.1f} | {r['job_s']:.1f} | {r['notes_per_s']:.2f} "
+            f"| {r['cpu_s']:.0f} | {r['load_before']:.1f}, {r['load_after']:.1f} |"
+        )
+    print(
+        f"\nlocal[2] / local[1], median notes/s of {args.rounds} rounds: {speedup:.2f}x (efficiency {speedup / 2:.0%})"
+    )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 

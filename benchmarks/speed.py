@@ -27,6 +27,7 @@ alternating rounds, speeds as ratios to the first model's.
 
     python benchmarks/speed.py --model es --model /tmp/new-model [--notes DIR] [--limit 100]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,10 @@ BASELINE, CANDIDATE = "crfsuite", "fast"
 PLAIN_FEATURES = ["words", "affixes", "shapes"]
 
 # Runs a command and prints the peak RSS (KB) of it and every process it waited for.
-_PEAK_RSS = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
-             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)")
+_PEAK_RSS = (
+    "import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)"
+)
 
 
 def span_rows(spans: list[Span]) -> list[tuple]:
@@ -82,7 +85,9 @@ def plain_token_crf() -> TokenCRF:
 
 
 def differing_notes(pipelines: dict[str, Pipeline], docs: list[Document]) -> int:
-    return sum(1 for doc in docs if span_rows(pipelines[BASELINE].predict(doc)) != span_rows(pipelines[CANDIDATE].predict(doc)))
+    return sum(
+        1 for doc in docs if span_rows(pipelines[BASELINE].predict(doc)) != span_rows(pipelines[CANDIDATE].predict(doc))
+    )
 
 
 def in_process(taggers: dict, docs: list[Document], rounds: int) -> dict[str, float]:
@@ -103,9 +108,23 @@ def whole_process(model: str, notes: Path, folder: Path, rounds: int) -> dict[st
     for round_number in range(rounds):
         for engine in results:
             out = folder / f"out-{model}-{engine}-{round_number}"
-            command = [sys.executable, "-c", _PEAK_RSS, sys.executable, "-c",
-                       "import sys; from hybriddeid.cli import main; sys.exit(main())",
-                       "annotate", "--model", model, str(notes), str(out), "--engine", engine, "--format", "jsonl"]
+            command = [
+                sys.executable,
+                "-c",
+                _PEAK_RSS,
+                sys.executable,
+                "-c",
+                "import sys; from hybriddeid.cli import main; sys.exit(main())",
+                "annotate",
+                "--model",
+                model,
+                str(notes),
+                str(out),
+                "--engine",
+                engine,
+                "--format",
+                "jsonl",
+            ]
             started = time.perf_counter()
             done = subprocess.run(command, capture_output=True, text=True, cwd=folder)
             seconds = time.perf_counter() - started
@@ -160,8 +179,12 @@ def main() -> int:
                 for doc in docs[:20]:
                     plain.predict(doc)
             best = in_process(taggers, docs, args.rounds)
-            components = {engine: in_process({name: component.predict for name, component in pipeline.components.items()},
-                                             docs, 1) for engine, pipeline in pipelines.items()}
+            components = {
+                engine: in_process(
+                    {name: component.predict for name, component in pipeline.components.items()}, docs, 1
+                )
+                for engine, pipeline in pipelines.items()
+            }
             processes = whole_process(model, notes, folder, args.process_rounds)
 
             print(f"\n== {set_name}: bundled model {model!r}, {len(docs)} notes, {characters:,} characters ==")
@@ -170,16 +193,22 @@ def main() -> int:
             print(f"  {'tagger':18s} {'chars/s':>10s} {'ms/note':>8s} {'x crfsuite':>10s}  per component ms/note")
             for name, seconds in best.items():
                 parts = ", ".join(f"{c} {s / len(docs) * 1000:.2f}" for c, s in components.get(name, {}).items())
-                print(f"  {name:18s} {characters / seconds:10,.0f} {seconds / len(docs) * 1000:8.2f} "
-                      f"{best[BASELINE] / seconds:10.2f}  {parts}")
+                print(
+                    f"  {name:18s} {characters / seconds:10,.0f} {seconds / len(docs) * 1000:8.2f} "
+                    f"{best[BASELINE] / seconds:10.2f}  {parts}"
+                )
             if "plain token CRF" in best:
                 print(f"  fast engine vs plain token CRF: {best['plain token CRF'] / best[CANDIDATE]:.2f}x its speed")
-            print(f"hybriddeid annotate as a whole process (model load and writing included; best of "
-                  f"{args.process_rounds}; peak RSS of its processes):")
+            print(
+                f"hybriddeid annotate as a whole process (model load and writing included; best of "
+                f"{args.process_rounds}; peak RSS of its processes):"
+            )
             for engine, (seconds, peak) in processes.items():
-                print(f"  {engine:18s} {seconds:6.2f} s {characters / seconds:10,.0f} chars/s "
-                      f"{processes[BASELINE][0] / seconds:6.2f}x  peak RSS {peak:6.0f} MB "
-                      f"({peak / processes[BASELINE][1] - 1:+.0%})")
+                print(
+                    f"  {engine:18s} {seconds:6.2f} s {characters / seconds:10,.0f} chars/s "
+                    f"{processes[BASELINE][0] / seconds:6.2f}x  peak RSS {peak:6.0f} MB "
+                    f"({peak / processes[BASELINE][1] - 1:+.0%})"
+                )
     return 1 if failed else 0
 
 

@@ -12,6 +12,7 @@ PostgreSQL runs against a private server started with the installed binaries (``
 ``apt-get install postgresql``) and is left out, saying so, where none can be started. Needs the
 ``[tables]`` and ``[sql]`` extras.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ WARM_ROWS = 2000  # the warm-up run's notes: enough to load the model and create
 
 
 def make_notes(n: int) -> list[dict]:
-    return [{"note_id": f"n{i:07d}", "patient": f"p{i // 3:07d}", "text": doc.text}
-            for i, doc in enumerate(generate_corpus(n, seed=7, mix="test"))]
+    return [
+        {"note_id": f"n{i:07d}", "patient": f"p{i // 3:07d}", "text": doc.text}
+        for i, doc in enumerate(generate_corpus(n, seed=7, mix="test"))
+    ]
 
 
 def group_rss(pid: int) -> int:
@@ -47,8 +50,9 @@ def group_rss(pid: int) -> int:
 def timed(args: list[str], env: dict) -> tuple[float, int, list[int]]:
     """(wall s, peak kB, kB at each quarter of the run) of one CLI run."""
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "hybriddeid.cli", "-q", *args], env=env,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hybriddeid.cli", "-q", *args], env=env, stderr=subprocess.PIPE, text=True
+    )
     samples: list[tuple[float, int]] = []
     while process.poll() is None:
         samples.append((time.perf_counter() - started, group_rss(process.pid)))
@@ -64,8 +68,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--notes", type=int, default=2000)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--part-rows", type=int, default=1000,
-                        help="rows per part (default 1000); a table of fewer parts than --jobs runs on fewer workers")
+    parser.add_argument(
+        "--part-rows",
+        type=int,
+        default=1000,
+        help="rows per part (default 1000); a table of fewer parts than --jobs runs on fewer workers",
+    )
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
     rows = make_notes(args.notes)
@@ -100,8 +108,17 @@ def main() -> None:
         "folder": ["deid", str(folder), str(work / "out_folder"), *common, "--patient-map", str(work / "patients.csv")],
         "csv": ["deid", str(work / "notes.csv"), str(work / "out_csv"), *common, *table_opts],
         "parquet": ["deid", str(work / "notes.parquet"), str(work / "out_parquet"), *common, *table_opts],
-        "sqlite": ["deid", f"sqlite:///{work / 'notes.db'}", f"sqlite:///{work / 'notes.db'}", "--table", "notes",
-                   "--output-table", "notes_deid", *common, *table_opts],
+        "sqlite": [
+            "deid",
+            f"sqlite:///{work / 'notes.db'}",
+            f"sqlite:///{work / 'notes.db'}",
+            "--table",
+            "notes",
+            "--output-table",
+            "notes_deid",
+            *common,
+            *table_opts,
+        ],
     }
     server = None
     if not args.no_postgres:
@@ -118,21 +135,48 @@ def main() -> None:
                     cur.executemany("INSERT INTO notes VALUES (%(note_id)s, %(patient)s, %(text)s)", rows)
             env["HYBRIDDEID_DB_PASSWORD"] = password
             env["XDG_CACHE_HOME"] = str(work / "cache")
-            runs["postgresql"] = ["deid", url, url, "--table", "notes", "--output-table", "notes_deid", *common, *table_opts]
+            runs["postgresql"] = [
+                "deid",
+                url,
+                url,
+                "--table",
+                "notes",
+                "--output-table",
+                "notes_deid",
+                *common,
+                *table_opts,
+            ]
         except NoServer as exc:
             print(f"postgresql left out: {exc}")
             server = None
     try:
         # warm the page cache and the key once (on the first rows), so that no source pays for the first start alone
-        subprocess.run([sys.executable, "-m", "hybriddeid.cli", "-q", "deid", str(work / "warm.csv"),
-                        str(work / "warm"), *common, *table_opts], env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hybriddeid.cli",
+                "-q",
+                "deid",
+                str(work / "warm.csv"),
+                str(work / "warm"),
+                *common,
+                *table_opts,
+            ],
+            env=env,
+            check=True,
+        )
         results = {name: timed(command, env) for name, command in runs.items()}
-        expected = {r["note_id"]: (work / "out_folder" / f"{r['note_id']}.txt").read_bytes().decode("utf-8")
-                    for r in rows}
+        expected = {
+            r["note_id"]: (work / "out_folder" / f"{r['note_id']}.txt").read_bytes().decode("utf-8") for r in rows
+        }
         same = {"folder": True}
         for name, fmt in (("csv", "csv"), ("parquet", "parquet")):
-            got = {row["note_id"]: row["text"] for part in sorted((work / f"out_{name}").glob(f"part-*.{fmt}"))
-                   for row in read_table(part, fmt)}
+            got = {
+                row["note_id"]: row["text"]
+                for part in sorted((work / f"out_{name}").glob(f"part-*.{fmt}"))
+                for row in read_table(part, fmt)
+            }
             same[name] = got == expected
         with sqlite3.connect(work / "notes.db") as conn:
             same["sqlite"] = dict(conn.execute("SELECT note_id, text FROM notes_deid")) == expected
@@ -146,13 +190,19 @@ def main() -> None:
             server.__exit__(None, None, None)
         shutil.rmtree(work, ignore_errors=True)
     base = args.notes / results["folder"][0]
-    print(f"{args.notes} generated notes (English test mix), surrogate mode, --jobs {args.jobs}, --part-rows "
-          f"{args.part_rows}, one CLI process each")
-    print(f"{'source':<11} {'wall s':>7} {'notes/s':>8} {'vs folder':>9} {'peak MB':>8}  {'MB at 1/4, 1/2, 3/4, end':<26} same bytes")
+    print(
+        f"{args.notes} generated notes (English test mix), surrogate mode, --jobs {args.jobs}, --part-rows "
+        f"{args.part_rows}, one CLI process each"
+    )
+    print(
+        f"{'source':<11} {'wall s':>7} {'notes/s':>8} {'vs folder':>9} {'peak MB':>8}  {'MB at 1/4, 1/2, 3/4, end':<26} same bytes"
+    )
     for name, (wall, peak, quarters) in results.items():
         rate = args.notes / wall
-        print(f"{name:<11} {wall:7.1f} {rate:8.1f} {rate / base:9.2f} {peak / 1024:8.0f}  "
-              f"{', '.join(f'{q / 1024:.0f}' for q in quarters):<26} {same[name]}")
+        print(
+            f"{name:<11} {wall:7.1f} {rate:8.1f} {rate / base:9.2f} {peak / 1024:8.0f}  "
+            f"{', '.join(f'{q / 1024:.0f}' for q in quarters):<26} {same[name]}"
+        )
 
 
 if __name__ == "__main__":

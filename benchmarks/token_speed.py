@@ -8,6 +8,7 @@ in a pipeline), i.e. the token CRF's own work only.
 
     python benchmarks/token_speed.py [--notes 100] [--rounds 3] [--analysed]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,10 @@ def main() -> int:
     sets = {"en-test-mix": ("en", list(generate_corpus(args.notes, 2, "test")))}
     if MEDDOCAN_DEV.is_dir():
         sets["meddocan-dev"] = ("es", read_corpus(MEDDOCAN_DEV)[: args.notes])
-    print(f"token CRF alone, best of {args.rounds} rounds after a warm-up pass, one process"
-          + (", notes analysed beforehand" if args.analysed else ""))
+    print(
+        f"token CRF alone, best of {args.rounds} rounds after a warm-up pass, one process"
+        + (", notes analysed beforehand" if args.analysed else "")
+    )
     for name, (model, docs) in sets.items():
         component = Pipeline.load(model).components["token"]
         notes = [analyse(doc, component.language) for doc in docs] if args.analysed else docs
@@ -48,8 +51,9 @@ def main() -> int:
                 if round_:
                     best[engine] = min(best[engine], time.perf_counter() - started)
         tokens = sum(len(analyse(doc, component.language).tokens) for doc in docs)
-        parts = "  ".join(f"{engine} {best[engine]:.3f} s ({best[engine] / tokens * 1e6:.2f} us/token)"
-                          for engine in ENGINES)
+        parts = "  ".join(
+            f"{engine} {best[engine]:.3f} s ({best[engine] / tokens * 1e6:.2f} us/token)" for engine in ENGINES
+        )
         ratio = best["crfsuite"] / best["fast"]
         print(f"{name:14s} {len(docs)} notes, {tokens} tokens: {parts}  crfsuite/fast {ratio:.2f}x")
     return 0

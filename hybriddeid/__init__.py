@@ -1,4 +1,5 @@
 """hybriddeid: hybrid (token CRF + character CRF + rules) de-identification of clinical notes."""
+
 from __future__ import annotations
 
 from hybriddeid import _moved

@@ -6,6 +6,7 @@ name to that same module object, so attributes, monkeypatching and ``isinstance`
 file sits at an old path: the top of the package holds only the public entry points and the layer
 folders. The package root installs the finder (:func:`install`) when it is imported.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -47,8 +48,9 @@ MOVED: dict[str, str] = {
 class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds the old paths of ``MOVED`` and loads each as its new module."""
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         return importlib.util.spec_from_loader(fullname, self) if fullname in MOVED else None
 
     def create_module(self, spec: ModuleSpec) -> None:
@@ -56,8 +58,11 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         new = MOVED[module.__name__]
-        warnings.warn(f"{module.__name__} moved to {new}; import it from there (the old path goes in a later "
-                      "release)", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{module.__name__} moved to {new}; import it from there (the old path goes in a later release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         # The import system returns what sys.modules holds under the name once this returns.
         sys.modules[module.__name__] = importlib.import_module(new)
 

@@ -9,6 +9,7 @@ Answers are the server's JSON (``notes``: one dict per note, in the order given)
 ``ServiceError`` with its status, kind and message (which never quote note text); a 429 or 503 is
 retried after its Retry-After, up to ``retries`` times.
 """
+
 from __future__ import annotations
 
 import ssl
@@ -33,29 +34,39 @@ class ServiceError(Exception):
 class Client:
     """``hybriddeid serve`` at ``url`` with API key ``key``."""
 
-    def __init__(self, url: str, key: str, timeout: float = 130.0, retries: int = 3,
-                 verify: bool | str | ssl.SSLContext = True) -> None:
+    def __init__(
+        self, url: str, key: str, timeout: float = 130.0, retries: int = 3, verify: bool | str | ssl.SSLContext = True
+    ) -> None:
         """``verify``: check the server's TLS certificate (True), not (False), against this CA or
         certificate file (a path), or with this SSL context."""
         self.retries = retries
         if isinstance(verify, str):
             verify = ssl.create_default_context(cafile=verify)
-        self._http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, verify=verify,
-                                  headers={"Authorization": f"Bearer {key}"})
+        self._http = httpx.Client(
+            base_url=url.rstrip("/"), timeout=timeout, verify=verify, headers={"Authorization": f"Bearer {key}"}
+        )
 
-    def annotate(self, notes: NoteInput | Iterable[NoteInput], phi_set: str | None = None,
-                 threshold: float | None = None) -> list[dict[str, Any]]:
+    def annotate(
+        self, notes: NoteInput | Iterable[NoteInput], phi_set: str | None = None, threshold: float | None = None
+    ) -> list[dict[str, Any]]:
         """Each note's PHI spans: ``[{"id", "spans": [{"start", "end", "label", "source", "score"}]}]``.
         ``notes``: one text, or texts and ``{"id", "text"}`` dicts."""
         return self._post("/v1/annotate", _body(notes, phi_set=phi_set, threshold=threshold))["notes"]
 
-    def deid(self, notes: NoteInput | Iterable[NoteInput], mode: str | None = None, patient: str | None = None,
-             phi_set: str | None = None, threshold: float | None = None) -> list[dict[str, Any]]:
+    def deid(
+        self,
+        notes: NoteInput | Iterable[NoteInput],
+        mode: str | None = None,
+        patient: str | None = None,
+        phi_set: str | None = None,
+        threshold: float | None = None,
+    ) -> list[dict[str, Any]]:
         """Each note de-identified: ``[{"id", "patient", "text", "spans", "replacements",
         "unread_characters"}]``. ``mode``: tag, mask or surrogate (default: the server's); ``patient``: the
         patient of notes without their own ``"patient"``."""
-        return self._post("/v1/deid", _body(notes, phi_set=phi_set, threshold=threshold, mode=mode,
-                                            patient=patient))["notes"]
+        return self._post("/v1/deid", _body(notes, phi_set=phi_set, threshold=threshold, mode=mode, patient=patient))[
+            "notes"
+        ]
 
     def models(self) -> dict[str, Any]:
         """What the server has loaded: model, language, labels, PHI sets, modes, version."""
@@ -83,8 +94,12 @@ class Client:
                 error = response.json()
             except ValueError:
                 error = {}
-            raise ServiceError(response.status_code, str(error.get("error", "http_error")),
-                               str(error.get("message", response.reason_phrase)), error.get("error_id"))
+            raise ServiceError(
+                response.status_code,
+                str(error.get("error", "http_error")),
+                str(error.get("message", response.reason_phrase)),
+                error.get("error_id"),
+            )
         return response.json()
 
     def close(self) -> None:

@@ -1,4 +1,5 @@
 """What the tests that run the CLI in its own process share: notes, a slowed-down CLI, folder contents."""
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,9 @@ def make_notes(folder: Path) -> Path:
         name = f"{first[i % 6]} {last[i % 5]}"
         (folder / f"pt{i:02d}_note.txt").write_text(
             f"Patient {name} was seen on {1 + i % 12:02d}/{1 + i % 28:02d}/2023 by Dr. {last[(i + 2) % 5]}.\n"
-            f"MRN {4417920 + 37 * i}. Phone (617) 555-{1000 + i:04d}.\nLives in Boston, MA.\n", encoding="utf-8")
+            f"MRN {4417920 + 37 * i}. Phone (617) 555-{1000 + i:04d}.\nLives in Boston, MA.\n",
+            encoding="utf-8",
+        )
     return folder
 
 
@@ -53,8 +56,13 @@ def files(folder: Path) -> dict[str, bytes]:
 def run(script: str, args: list[str], cwd: Path) -> subprocess.Popen:
     """The CLI in a new session (so the whole group can be killed), run from ``cwd`` outside the
     source tree so that the installed package is the one imported."""
-    return subprocess.Popen([sys.executable, "-c", script, "-q", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, "-q", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        cwd=cwd,
+    )
 
 
 def kill_9_after(script: str, args: list[str], cwd: Path, progress: Callable[[], int], at_least: int) -> None:

@@ -1,4 +1,5 @@
 """Shared pytest configuration."""
+
 from __future__ import annotations
 
 import pytest

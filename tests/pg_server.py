@@ -1,6 +1,7 @@
 """A private PostgreSQL server for tests and benchmarks: started with the installed server binaries
 (Debian's ``postgresql``, which ``.ci/run`` installs) in a temporary folder, on a free loopback port,
 with password authentication and a random password; stopped and removed at the end."""
+
 from __future__ import annotations
 
 import contextlib
@@ -58,18 +59,53 @@ def private_server() -> Iterator[tuple[str, str]]:
     data = root / "data"
     try:
         try:
-            subprocess.run([str(bindir / "initdb"), "-D", str(data), "-U", "hybriddeid", "--pwfile", str(root / "pw"),
-                            "--auth", "scram-sha-256", "-E", "UTF8", "--no-sync"],
-                           check=True, capture_output=True, timeout=120, **user)
-            subprocess.run([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-o",
-                            f"-p {port} -k {root} -h 127.0.0.1 -c fsync=off", "start"],
-                           check=True, capture_output=True, timeout=120, **user)
+            subprocess.run(
+                [
+                    str(bindir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "hybriddeid",
+                    "--pwfile",
+                    str(root / "pw"),
+                    "--auth",
+                    "scram-sha-256",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+                **user,
+            )
+            subprocess.run(
+                [
+                    str(bindir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-l",
+                    str(root / "log"),
+                    "-w",
+                    "-o",
+                    f"-p {port} -k {root} -h 127.0.0.1 -c fsync=off",
+                    "start",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+                **user,
+            )
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
             raise NoServer(f"cannot start a PostgreSQL server here ({type(exc).__name__})") from None
         try:
             yield f"postgresql://hybriddeid@127.0.0.1:{port}/postgres", password
         finally:
-            subprocess.run([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                           capture_output=True, timeout=60, **user)
+            subprocess.run(
+                [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                capture_output=True,
+                timeout=60,
+                **user,
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -5,6 +5,7 @@ PostgreSQL: ``HYBRIDDEID_TEST_POSTGRES_URL`` (password in ``HYBRIDDEID_DB_PASSWO
 use; otherwise the ``postgres`` fixture starts a private one with the installed server binaries
 (``.ci/run`` installs Debian's ``postgresql``) and skips, saying why, only where none can be started.
 """
+
 from __future__ import annotations
 
 import csv
@@ -34,11 +35,21 @@ def note_rows() -> list[dict]:
     for i in range(NOTES):
         patient = "pt00" if i == NOTES - 1 else f"pt{min(i, NOTES - 2) // 3:02d}"
         name = f"{FIRST[i % 6]} {LAST[i % 5]}"
-        text = (f"Patient {name} was seen on {1 + i % 12:02d}/{1 + i % 28:02d}/2023 by Dr. {LAST[(i + 2) % 5]}.\r\n"
-                f"MRN {4417920 + 37 * i}, phone (617) 555-{1000 + i:04d}.\n\n"
-                f"She said \"I feel fine\",\tthen left; lives in Boston, MA. Café visit.\n")
-        rows.append({"note_id": f"n{i:03d}", "patient": patient, "text": text, "author": f"Dr. {LAST[i % 5]}",
-                     "ward": f"W{i % 4}", "visit": i})
+        text = (
+            f"Patient {name} was seen on {1 + i % 12:02d}/{1 + i % 28:02d}/2023 by Dr. {LAST[(i + 2) % 5]}.\r\n"
+            f"MRN {4417920 + 37 * i}, phone (617) 555-{1000 + i:04d}.\n\n"
+            f'She said "I feel fine",\tthen left; lives in Boston, MA. Café visit.\n'
+        )
+        rows.append(
+            {
+                "note_id": f"n{i:03d}",
+                "patient": patient,
+                "text": text,
+                "author": f"Dr. {LAST[i % 5]}",
+                "ward": f"W{i % 4}",
+                "visit": i,
+            }
+        )
     return rows
 
 
@@ -52,8 +63,9 @@ def write_folder(folder: Path, rows: list[dict]) -> Path:
 
 def write_csv(path: Path, rows: list[dict], delimiter: str = ",") -> Path:
     with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, ["note_id", "patient", "text", "author", "ward"], delimiter=delimiter,
-                                extrasaction="ignore")
+        writer = csv.DictWriter(
+            handle, ["note_id", "patient", "text", "author", "ward"], delimiter=delimiter, extrasaction="ignore"
+        )
         writer.writeheader()
         writer.writerows(rows)
     return path
@@ -61,15 +73,20 @@ def write_csv(path: Path, rows: list[dict], delimiter: str = ",") -> Path:
 
 def write_sqlite(path: Path, rows: list[dict], table: str = "notes") -> str:
     with sqlite3.connect(path) as conn:
-        conn.execute(f"CREATE TABLE {table} (note_id TEXT PRIMARY KEY, patient TEXT, text TEXT, author TEXT, ward TEXT)")
+        conn.execute(
+            f"CREATE TABLE {table} (note_id TEXT PRIMARY KEY, patient TEXT, text TEXT, author TEXT, ward TEXT)"
+        )
         conn.executemany(f"INSERT INTO {table} VALUES (:note_id, :patient, :text, :author, :ward)", rows)
     return f"sqlite:///{path}"
 
 
 def table_rows(out: Path, fmt: str) -> list[dict]:
     """Every row of an output folder's parts, in part order."""
-    return [row for part in sorted(out.glob(f"part-*{'.jsonl' if fmt == 'jsonl-table' else '.' + fmt}"))
-            for row in read_table(part, fmt)]
+    return [
+        row
+        for part in sorted(out.glob(f"part-*{'.jsonl' if fmt == 'jsonl-table' else '.' + fmt}"))
+        for row in read_table(part, fmt)
+    ]
 
 
 def kill_9_then_resume(options: list[str], tmp_path: Path) -> Path:

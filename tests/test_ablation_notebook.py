@@ -1,4 +1,5 @@
 """examples/ablation.ipynb runs end to end (on a small MEDDOCAN slice) and its functions hold up."""
+
 from __future__ import annotations
 
 import json

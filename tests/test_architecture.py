@@ -1,4 +1,5 @@
 """The house: one analysed note per note, one component registry, one saved config, old models load."""
+
 from __future__ import annotations
 
 import json
@@ -37,6 +38,7 @@ def toy_corpus() -> list[Document]:
 
 # ---- the analysed note ----------------------------------------------------------------------------
 
+
 def test_tokens_in_a_range_are_what_tokenizing_the_range_gives():
     rng = random.Random(7)
     alphabet = "ab Ñé12 .:-\n_²\u0301"
@@ -52,8 +54,9 @@ def test_tokens_in_a_range_are_what_tokenizing_the_range_gives():
 
 
 def test_a_pipeline_analyses_each_note_once_and_classifiers_never_retokenize(monkeypatch):
-    pipeline = Pipeline({"pipeline": {"language": "es"}, "char": {"max_iterations": 10},
-                         "token": {"max_iterations": 10}}).fit(toy_corpus(), n_jobs=1)
+    pipeline = Pipeline(
+        {"pipeline": {"language": "es"}, "char": {"max_iterations": 10}, "token": {"max_iterations": 10}}
+    ).fit(toy_corpus(), n_jobs=1)
     built, tokenized = [], []
     real_init, real_tokenize = AnalysedNote.__init__, analysis.tokenize
 
@@ -79,8 +82,12 @@ def test_features_has_no_cache_keyed_on_note_text():
 
     for module in (context, pos):
         for name, value in vars(module).items():
-            if hasattr(value, "cache_info") and name not in ("section_headers", "field_labels", "_labels_of",
-                                                              "load_tag_source"):  # keyed on a language
+            if hasattr(value, "cache_info") and name not in (
+                "section_headers",
+                "field_labels",
+                "_labels_of",
+                "load_tag_source",
+            ):  # keyed on a language
                 pytest.fail(f"{module.__name__}.{name} is cached: the analysed note is the cache")
 
 
@@ -131,7 +138,10 @@ class SecretFinder:
 def toy_component(tmp_path, monkeypatch):
     (tmp_path / "toy_secret.py").write_text(textwrap.dedent(TOY_MODULE), encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    register("secret", ComponentSpec("toy_secret:SecretFinder", defaults={"label": "ID_SUJETO_ASISTENCIA", "prefix": "SECRET"}))
+    register(
+        "secret",
+        ComponentSpec("toy_secret:SecretFinder", defaults={"label": "ID_SUJETO_ASISTENCIA", "prefix": "SECRET"}),
+    )
     yield "secret"
     unregister("secret")
     sys.modules.pop("toy_secret", None)
@@ -139,9 +149,15 @@ def toy_component(tmp_path, monkeypatch):
 
 def test_a_classifier_added_through_the_registry_trains_predicts_saves_and_loads(toy_component, tmp_path):
     assert toy_component in component_names()
-    config = {"pipeline": {"language": "es", "components": ["rule", "token", "secret"],
-                           "precedence": ["secret", "rule", "token"]},
-              "token": {"max_iterations": 10}, "secret": {"prefix": "SECRET"}}
+    config = {
+        "pipeline": {
+            "language": "es",
+            "components": ["rule", "token", "secret"],
+            "precedence": ["secret", "rule", "token"],
+        },
+        "token": {"max_iterations": 10},
+        "secret": {"prefix": "SECRET"},
+    }
     pipeline = Pipeline(config).fit(toy_corpus(), n_jobs=1)
     assert pipeline.components["secret"].seen_ == len(NAMES)
     doc = Document("n", "Clave SECRET42 del paciente.\n")
@@ -155,8 +171,15 @@ def test_a_classifier_added_through_the_registry_trains_predicts_saves_and_loads
 
 def test_capabilities_come_from_the_spec(toy_component):
     with pytest.raises(ConfigError, match="can be focused"):
-        build_config({"pipeline": {"components": ["secret", "token"], "precedence": ["secret", "token"],
-                                   "focus": {"secret": "token"}}})
+        build_config(
+            {
+                "pipeline": {
+                    "components": ["secret", "token"],
+                    "precedence": ["secret", "token"],
+                    "focus": {"secret": "token"},
+                }
+            }
+        )
     with pytest.raises(ConfigError, match="unknown section"):
         build_config({"no_such": {}})
     with pytest.raises(ValueError, match="already registered"):
@@ -165,9 +188,11 @@ def test_capabilities_come_from_the_spec(toy_component):
 
 # ---- one saved config -----------------------------------------------------------------------------
 
+
 def test_a_saved_model_is_one_config_and_native_files_and_the_config_is_what_loads(tmp_path):
-    pipeline = Pipeline({"pipeline": {"language": "es"}, "char": {"max_iterations": 10},
-                         "token": {"max_iterations": 10}}).fit(toy_corpus(), n_jobs=1)
+    pipeline = Pipeline(
+        {"pipeline": {"language": "es"}, "char": {"max_iterations": 10}, "token": {"max_iterations": 10}}
+    ).fit(toy_corpus(), n_jobs=1)
     pipeline.to_disk(tmp_path / "model")
     assert (tmp_path / "model" / "char" / "typer" / "typer.crfsuite").is_file()  # the span typer is saved ...
     assert not list((tmp_path / "model").rglob("params.toml"))  # ... with its settings in config.toml
@@ -179,15 +204,19 @@ def test_a_saved_model_is_one_config_and_native_files_and_the_config_is_what_loa
 
 
 def test_the_span_typer_is_trained_and_loaded_with_the_char_sections_typer_settings(tmp_path):
-    pipeline = Pipeline({"pipeline": {"language": "es", "components": ["char"], "precedence": ["char"]},
-                         "char": {"max_iterations": 10, "typer_context": 1, "typer_max_iterations": 20}}).fit(
-                             toy_corpus(), n_jobs=1)
+    pipeline = Pipeline(
+        {
+            "pipeline": {"language": "es", "components": ["char"], "precedence": ["char"]},
+            "char": {"max_iterations": 10, "typer_context": 1, "typer_max_iterations": 20},
+        }
+    ).fit(toy_corpus(), n_jobs=1)
     typer = pipeline.components["char"].typer_
     assert (typer.context, typer.max_iterations, typer.c2) == (1, 20, 0.1)
     pipeline.to_disk(tmp_path / "model")
     config = tmp_path / "model" / "config.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace("typer_context = 1", "typer_context = 2"),
-                      encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8").replace("typer_context = 1", "typer_context = 2"), encoding="utf-8"
+    )
     assert Pipeline.load(tmp_path / "model").components["char"].typer_.context == 2  # the config is what loads
 
 
@@ -195,15 +224,21 @@ def test_a_model_saved_with_the_typers_own_params_toml_still_loads_with_those_se
     """Models saved before one config (bundled ones included) kept the span typer's settings in
     char/typer/params.toml and none in config.toml: such a folder loads with that file's settings."""
     docs = toy_corpus()
-    pipeline = Pipeline({"pipeline": {"language": "es"}, "char": {"max_iterations": 10, "typer_context": 1},
-                         "token": {"max_iterations": 10}}).fit(docs, n_jobs=1)
+    pipeline = Pipeline(
+        {
+            "pipeline": {"language": "es"},
+            "char": {"max_iterations": 10, "typer_context": 1},
+            "token": {"max_iterations": 10},
+        }
+    ).fit(docs, n_jobs=1)
     pipeline.to_disk(tmp_path / "new")
     shutil.copytree(tmp_path / "new", tmp_path / "old")
     config = tmp_path / "old" / "config.toml"
     lines = config.read_text(encoding="utf-8").splitlines(keepends=True)
     config.write_text("".join(line for line in lines if not line.startswith("typer_")), encoding="utf-8")
     (tmp_path / "old" / "char" / "typer" / "params.toml").write_text(
-        'language = "es"\ncontext = 1\nc2 = 0.1\nmax_iterations = 150\nlexicon = true\n', encoding="utf-8")
+        'language = "es"\ncontext = 1\nc2 = 0.1\nmax_iterations = 150\nlexicon = true\n', encoding="utf-8"
+    )
     old = Pipeline.load(tmp_path / "old")
     assert old.components["char"].typer_.context == 1  # not the default 3 the config now implies
     assert old.components["char"].get_params()["typer_context"] == 1
@@ -213,8 +248,12 @@ def test_a_model_saved_with_the_typers_own_params_toml_still_loads_with_those_se
     assert "typer_context = 1" in (tmp_path / "resaved" / "config.toml").read_text(encoding="utf-8")
     new, resaved = Pipeline.load(tmp_path / "new"), Pipeline.load(tmp_path / "resaved")
     assert resaved.components["char"].typer_.context == 1
-    assert ([old.predict(doc) for doc in docs] == [new.predict(doc) for doc in docs]
-            == [resaved.predict(doc) for doc in docs] == [pipeline.predict(doc) for doc in docs])
+    assert (
+        [old.predict(doc) for doc in docs]
+        == [new.predict(doc) for doc in docs]
+        == [resaved.predict(doc) for doc in docs]
+        == [pipeline.predict(doc) for doc in docs]
+    )
 
 
 def test_a_model_saved_by_hybriddeid_0_1_still_loads_and_gives_the_same_spans(tmp_path):
@@ -229,8 +268,9 @@ def test_a_model_saved_by_hybriddeid_0_1_still_loads_and_gives_the_same_spans(tm
 
 
 def test_each_classifier_accepts_a_note_or_a_document():
-    pipeline = Pipeline({"pipeline": {"language": "es"}, "char": {"max_iterations": 10},
-                         "token": {"max_iterations": 10}}).fit(toy_corpus(), n_jobs=1)
+    pipeline = Pipeline(
+        {"pipeline": {"language": "es"}, "char": {"max_iterations": 10}, "token": {"max_iterations": 10}}
+    ).fit(toy_corpus(), n_jobs=1)
     doc = toy_corpus()[0]
     note = analyse(doc, "es")
     for component in pipeline.components.values():

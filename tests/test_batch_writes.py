@@ -1,6 +1,7 @@
 """Batch outputs staged by a worker and put in place by its commit thread (issue 45): a name appears only
 once its bytes are flushed to disk, a unit counts as written only once its outputs are in place, and a
 worker's death loses no unit it had finished."""
+
 from __future__ import annotations
 
 import os
@@ -92,8 +93,9 @@ def test_an_output_that_cannot_be_put_in_place_fails_alone(tmp_path):
         (notes / f"n{i}.txt").write_text(NOTE, encoding="utf-8")
     out = tmp_path / "out"
     (out / "n3.jsonl" / "inside").mkdir(parents=True)  # in the way of n3's output
-    result = run_batch(notes, out, lambda doc: doc, "jsonl", overwrite=True, progress=False,
-                       limits=Limits(timeout_per_note=60))
+    result = run_batch(
+        notes, out, lambda doc: doc, "jsonl", overwrite=True, progress=False, limits=Limits(timeout_per_note=60)
+    )
     assert [path.name for path, _ in result.failed] == ["n3.txt"]
     assert "Is a directory" in result.failed[0][1] or "Directory not empty" in result.failed[0][1]
     assert sorted(path.name for path in result.written) == [f"n{i}.txt" for i in range(6) if i != 3]

@@ -1,6 +1,7 @@
 """The bundled models' spans stay exactly what they were when tests/fixtures/bundled_spans.json
 was written (``python benchmarks/same_spans.py --save``): refactors and faster engines must not
 change a single offset, label or score."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -40,4 +41,6 @@ def test_bundled_model_spans_unchanged(note_set: str) -> None:
 def test_digest_sees_a_changed_score() -> None:
     from hybriddeid.core.document import Span
 
-    assert same_spans.span_digest([Span(0, 4, "NAME", "token", 0.5)]) != same_spans.span_digest([Span(0, 4, "NAME", "token", 0.5 + 1e-8)])
+    assert same_spans.span_digest([Span(0, 4, "NAME", "token", 0.5)]) != same_spans.span_digest(
+        [Span(0, 4, "NAME", "token", 0.5 + 1e-8)]
+    )

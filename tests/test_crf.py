@@ -1,4 +1,5 @@
 """BIO/BIOES encoding and decoding, feature extraction and the CRF taggers on a tiny corpus."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,7 @@ def test_tokens_split_letters_digits_and_punctuation_with_offsets():
     text = "NºCol:28 Ana-María"
     tokens = tokenize(text)
     assert [t.text for t in tokens] == ["NºCol", ":", "28", "Ana", "-", "María"]
-    assert all(text[t.start:t.end] == t.text for t in tokens)
+    assert all(text[t.start : t.end] == t.text for t in tokens)
 
 
 UNITS = [(0, 3), (4, 8), (9, 12), (13, 15)]
@@ -47,7 +48,10 @@ def test_encode_tags(scheme, spans, tags):
         (["S-ID", "B-LOC", "I-LOC", "E-LOC"], [Span(0, 3, "ID", "t"), Span(4, 15, "LOC", "t")]),
         (["O", "I-NAME", "I-NAME", "O"], [Span(4, 12, "NAME", "t")]),  # ill-formed start is tolerated
         (["B-NAME", "I-DATE", "O", "O"], [Span(0, 3, "NAME", "t"), Span(4, 8, "DATE", "t")]),
-        (["B-NAME", "B-NAME", "O", "B-ID"], [Span(0, 3, "NAME", "t"), Span(4, 8, "NAME", "t"), Span(13, 15, "ID", "t")]),
+        (
+            ["B-NAME", "B-NAME", "O", "B-ID"],
+            [Span(0, 3, "NAME", "t"), Span(4, 8, "NAME", "t"), Span(13, 15, "ID", "t")],
+        ),
     ],
 )
 def test_decode_tags(tags, expected):
@@ -62,16 +66,27 @@ def _tiny_corpus() -> list[Document]:
         text = f"Nombre: {name}.\nFecha de ingreso: {date}.\nPaciente con fiebre y tos.\n"
         start = text.index(name)
         dstart = text.index(date)
-        docs.append(Document(f"d{i}", text, (Span(start, start + len(name), "NOMBRE_SUJETO_ASISTENCIA"),
-                                            Span(dstart, dstart + len(date), "FECHAS"))))
+        docs.append(
+            Document(
+                f"d{i}",
+                text,
+                (
+                    Span(start, start + len(name), "NOMBRE_SUJETO_ASISTENCIA"),
+                    Span(dstart, dstart + len(date), "FECHAS"),
+                ),
+            )
+        )
     return docs
 
 
-@pytest.mark.parametrize("make", [
-    lambda: TokenCRF(language="es", max_iterations=50),
-    lambda: CharCRF(language="es", max_iterations=50, label_level="phi"),
-    lambda: CharCRF(language="es", max_iterations=50, label_level="subtype"),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: TokenCRF(language="es", max_iterations=50),
+        lambda: CharCRF(language="es", max_iterations=50, label_level="phi"),
+        lambda: CharCRF(language="es", max_iterations=50, label_level="subtype"),
+    ],
+)
 def test_taggers_learn_a_tiny_corpus_and_round_trip_to_disk(make, tmp_path):
     docs = _tiny_corpus()
     model = make().fit(docs[:5])
@@ -183,5 +198,7 @@ def test_char_features_of_a_run_equal_those_of_the_whole_line():
     first, end = 5, 9  # a run inside the line: n-grams at its edges reach into the neighbours
     start, stop = tokens[first].start, tokens[end - 1].end
     projected = token_projections(tokens, line, [tok.text.lower() for tok in tokens])  # as CharCRF does
-    part = char_features(text, line, tokens[first:end], window, token_features=projected[first:end], bounds=(start, stop))
-    assert [list(f) for f in part] == [list(f) for f in whole[start - line.start:stop - line.start]]
+    part = char_features(
+        text, line, tokens[first:end], window, token_features=projected[first:end], bounds=(start, stop)
+    )
+    assert [list(f) for f in part] == [list(f) for f in whole[start - line.start : stop - line.start]]

@@ -1,4 +1,5 @@
 """The bundled models load from the installed package: English by default, Spanish by name."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def found(pipeline: Pipeline, text: str) -> set[tuple[str, str]]:
-    return {(text[s.start:s.end], s.label) for s in pipeline.predict(text)}
+    return {(text[s.start : s.end], s.label) for s in pipeline.predict(text)}
 
 
 def test_default_is_the_english_model_and_finds_header_and_narrative_phi():
@@ -19,8 +20,14 @@ def test_default_is_the_english_model_and_finds_header_and_narrative_phi():
     assert pipeline.meta["training_data"]["corpus"].startswith("hybriddeid synth")
     text = (EXAMPLES / "notes" / "discharge_summary.txt").read_text(encoding="utf-8")
     spans = found(pipeline, text)
-    assert {("00482913", "MEDICALRECORD"), ("03/02/2024", "DATE"), ("(413) 555-0186", "PHONE"),
-            ("(413) 555-0190", "FAX"), ("01103", "ZIP"), ("92", "AGE")} <= spans
+    assert {
+        ("00482913", "MEDICALRECORD"),
+        ("03/02/2024", "DATE"),
+        ("(413) 555-0186", "PHONE"),
+        ("(413) 555-0190", "FAX"),
+        ("01103", "ZIP"),
+        ("92", "AGE"),
+    } <= spans
     assert ("Margaret O'Donnell", "PATIENT") in spans
     surfaces = {surface for surface, _ in spans}
     assert {"Foley", "Babinski", "Parkinson", "Eliquis"}.isdisjoint(surfaces), "safe-listed words stay"
@@ -41,12 +48,19 @@ def test_spanish_model_by_name():
 def test_spanish_model_types_the_patient_after_nombre_and_ends_an_address_at_the_next_label():
     """Fields written otherwise than MEDDOCAN's header (one per line, "Nombre:" first): the CRFs
     typed these patients as clinicians and the address rule took the rest of the line."""
-    note = ("Datos del paciente: Nombre: María José García López\n"
-            "Nombre del paciente: Lucía Ferrando Ledesma\n"
-            "Domicilio: Calle Páez 265, 3º B. Teléfono 612 429 083. Correo: lucia.ferrando@gmail.com\n"
-            "Médico: Andrés Reyes Soto nº colegiado 50/12345.\n")
+    note = (
+        "Datos del paciente: Nombre: María José García López\n"
+        "Nombre del paciente: Lucía Ferrando Ledesma\n"
+        "Domicilio: Calle Páez 265, 3º B. Teléfono 612 429 083. Correo: lucia.ferrando@gmail.com\n"
+        "Médico: Andrés Reyes Soto nº colegiado 50/12345.\n"
+    )
     spans = found(Pipeline.load("es"), note)
-    assert {("María José García López", "NOMBRE_SUJETO_ASISTENCIA"), ("Lucía Ferrando Ledesma", "NOMBRE_SUJETO_ASISTENCIA"),
-            ("Calle Páez 265, 3º B", "CALLE"), ("612 429 083", "NUMERO_TELEFONO"),
-            ("lucia.ferrando@gmail.com", "CORREO_ELECTRONICO"), ("Andrés Reyes Soto", "NOMBRE_PERSONAL_SANITARIO"),
-            ("50/12345", "ID_TITULACION_PERSONAL_SANITARIO")} <= spans  # merged spans never overlap: no other type
+    assert {
+        ("María José García López", "NOMBRE_SUJETO_ASISTENCIA"),
+        ("Lucía Ferrando Ledesma", "NOMBRE_SUJETO_ASISTENCIA"),
+        ("Calle Páez 265, 3º B", "CALLE"),
+        ("612 429 083", "NUMERO_TELEFONO"),
+        ("lucia.ferrando@gmail.com", "CORREO_ELECTRONICO"),
+        ("Andrés Reyes Soto", "NOMBRE_PERSONAL_SANITARIO"),
+        ("50/12345", "ID_TITULACION_PERSONAL_SANITARIO"),
+    } <= spans  # merged spans never overlap: no other type

@@ -1,4 +1,5 @@
 """De-identified output through the API: modes, consistency, name linking, dates, Safe Harbor."""
+
 from __future__ import annotations
 
 import random
@@ -35,9 +36,19 @@ EN_NOTE = note(
     "en1",
     "Patient: Zebulon Quagmire, MRN 0047-AX19, seen on 03/14/2024 at Mercywood General Hospital.\n"
     "Lives at 12 Larkspur Lane, Oakvale, MA 02139. Phone (617) 555-0199, zquag@example.org. Age 93.\n",
-    [("Zebulon Quagmire", "PATIENT"), ("0047-AX19", "MEDICALRECORD"), ("03/14/2024", "DATE"),
-     ("Mercywood General Hospital", "HOSPITAL"), ("12 Larkspur Lane", "STREET"), ("Oakvale", "CITY"),
-     ("MA", "STATE"), ("02139", "ZIP"), ("(617) 555-0199", "PHONE"), ("zquag@example.org", "EMAIL"), ("93", "AGE")],
+    [
+        ("Zebulon Quagmire", "PATIENT"),
+        ("0047-AX19", "MEDICALRECORD"),
+        ("03/14/2024", "DATE"),
+        ("Mercywood General Hospital", "HOSPITAL"),
+        ("12 Larkspur Lane", "STREET"),
+        ("Oakvale", "CITY"),
+        ("MA", "STATE"),
+        ("02139", "ZIP"),
+        ("(617) 555-0199", "PHONE"),
+        ("zquag@example.org", "EMAIL"),
+        ("93", "AGE"),
+    ],
 )
 SURROGATE = DeidOptions(mode="surrogate", language="en", key=KEY)
 
@@ -46,8 +57,8 @@ def kept_text(doc: Document, result) -> tuple[list[str], list[str]]:
     """The non-PHI stretches of input and output, aligned through the replacement records."""
     before, after, cursor_in, cursor_out = [], [], 0, 0
     for rep in result.replacements:
-        before.append(doc.text[cursor_in:rep.start])
-        after.append(result.text[cursor_out:rep.out_start])
+        before.append(doc.text[cursor_in : rep.start])
+        after.append(result.text[cursor_out : rep.out_start])
         cursor_in, cursor_out = rep.end, rep.out_end
     return before + [doc.text[cursor_in:]], after + [result.text[cursor_out:]]
 
@@ -61,7 +72,7 @@ def test_every_mode_replaces_each_span_and_keeps_the_rest(mode):
     for span in EN_NOTE.spans:
         assert EN_NOTE.span_text(span) not in result.text
     for rep, out_span in zip(result.replacements, result.document.spans):
-        assert result.text[rep.out_start:rep.out_end] == rep.replacement
+        assert result.text[rep.out_start : rep.out_end] == rep.replacement
         assert (out_span.start, out_span.end, out_span.label) == (rep.out_start, rep.out_end, rep.label)
     assert apply_replacements(EN_NOTE.text, result.replacements) == result.text
 
@@ -142,8 +153,16 @@ def _replacements_by_value(docs, results):
 
 def test_one_value_keeps_one_surrogate_across_a_patients_notes():
     docs = [
-        note("a1", "Zebulon Quagmire from Oakvale, MRN 889123.", [("Zebulon Quagmire", "PATIENT"), ("Oakvale", "CITY"), ("889123", "MEDICALRECORD")]),
-        note("a2", "Seen: Zebulon Quagmire (MRN 889123), Oakvale.", [("Zebulon Quagmire", "PATIENT"), ("889123", "MEDICALRECORD"), ("Oakvale", "CITY")]),
+        note(
+            "a1",
+            "Zebulon Quagmire from Oakvale, MRN 889123.",
+            [("Zebulon Quagmire", "PATIENT"), ("Oakvale", "CITY"), ("889123", "MEDICALRECORD")],
+        ),
+        note(
+            "a2",
+            "Seen: Zebulon Quagmire (MRN 889123), Oakvale.",
+            [("Zebulon Quagmire", "PATIENT"), ("889123", "MEDICALRECORD"), ("Oakvale", "CITY")],
+        ),
     ]
     results = deidentify_patient(docs, SURROGATE, "p1")
     assert all(len(surrogates) == 1 for surrogates in _replacements_by_value(docs, results).values())
@@ -158,9 +177,17 @@ def test_one_value_keeps_one_surrogate_across_a_patients_notes():
 
 
 def test_name_parts_link_to_one_surrogate_person():
-    doc = note("n", "John Smith was seen. Mr. Smith agreed; J. Smith signed. SMITH, JOHN. smith",
-               [("John Smith", "PATIENT"), ("Mr. Smith", "PATIENT"), ("J. Smith", "PATIENT"),
-                ("SMITH, JOHN", "PATIENT"), ("smith", "PATIENT")])
+    doc = note(
+        "n",
+        "John Smith was seen. Mr. Smith agreed; J. Smith signed. SMITH, JOHN. smith",
+        [
+            ("John Smith", "PATIENT"),
+            ("Mr. Smith", "PATIENT"),
+            ("J. Smith", "PATIENT"),
+            ("SMITH, JOHN", "PATIENT"),
+            ("smith", "PATIENT"),
+        ],
+    )
     reps = [r.replacement for r in deidentify_document(doc, SURROGATE).replacements]
     given, surname = reps[0].split()
     assert reps[1] == f"Mr. {surname}"
@@ -171,8 +198,10 @@ def test_name_parts_link_to_one_surrogate_person():
 
 
 def test_initials_follow_full_names_in_other_notes_of_the_patient():
-    docs = [note("x1", "Patient Zebulon Quagmire.", [("Zebulon Quagmire", "PATIENT")]),
-            note("x2", "Signed: Z. Quagmire.", [("Z. Quagmire", "PATIENT")])]
+    docs = [
+        note("x1", "Patient Zebulon Quagmire.", [("Zebulon Quagmire", "PATIENT")]),
+        note("x2", "Signed: Z. Quagmire.", [("Z. Quagmire", "PATIENT")]),
+    ]
     first, second = deidentify_patient(docs, SURROGATE, "p")
     given, surname = first.replacements[0].replacement.split()
     assert second.replacements[0].replacement == f"{given[0]}. {surname}"
@@ -190,23 +219,47 @@ def test_surrogates_never_bring_back_another_original_of_the_patient():
 
 # -- dates ---------------------------------------------------------------------------------------
 EN_DATES = [  # (original, expected after +10 days)
-    ("03/14/2024", "03/24/2024"), ("3/4/2024", "3/14/2024"), ("March 14", "March 24"),
-    ("14-mar-2024", "24-mar-2024"), ("2069-04-07", "2069-04-17"), ("March 14th, 2024", "March 24th, 2024"),
-    ("Thursday, March 14, 2024", "Sunday, March 24, 2024"), ("12/25/99", "01/04/00"), ("Mar 2024", "Apr 2024"),
-    ("1999", "2000"), ("JAN 2, 2010", "JAN 12, 2010"), ("March 3-5, 2020", "March 13-15, 2020"),
-    ("the 21st of March 2024", "the 31st of March 2024"), ("3/14", "3/24"), ("03/14/2024 10:30", "03/24/2024 10:30"),
+    ("03/14/2024", "03/24/2024"),
+    ("3/4/2024", "3/14/2024"),
+    ("March 14", "March 24"),
+    ("14-mar-2024", "24-mar-2024"),
+    ("2069-04-07", "2069-04-17"),
+    ("March 14th, 2024", "March 24th, 2024"),
+    ("Thursday, March 14, 2024", "Sunday, March 24, 2024"),
+    ("12/25/99", "01/04/00"),
+    ("Mar 2024", "Apr 2024"),
+    ("1999", "2000"),
+    ("JAN 2, 2010", "JAN 12, 2010"),
+    ("March 3-5, 2020", "March 13-15, 2020"),
+    ("the 21st of March 2024", "the 31st of March 2024"),
+    ("3/14", "3/24"),
+    ("03/14/2024 10:30", "03/24/2024 10:30"),
 ]
 ES_DATES = [
-    ("14/03/2024", "24/03/2024"), ("4-8-04", "14-8-04"), ("14 de marzo de 2024", "24 de marzo de 2024"),
-    ("14-mar-2024", "24-mar-2024"), ("27-octubre-2016", "06-noviembre-2016"), ("marzo de 2024", "abril de 2024"),
-    ("Mayo del 2003", "Junio del 2003"), ("septiembre del año 2000", "octubre del año 2000"), ("enero-04", "febrero-04"),
-    ("año 2015", "año 2016"), ("2005", "2006"), ("05/2018", "06/2018"), ("jueves 14 de marzo de 2024", "domingo 24 de marzo de 2024"),
-    ("febrero y abril de 2002", "marzo y mayo de 2002"), ("del 3 al 5 de marzo de 2020", "del 13 al 15 de marzo de 2020"),
-    ("30 de Agosto del 2003", "9 de Septiembre del 2003"), ("junio", "julio"), ("29 de febrero", "10 de marzo"),
+    ("14/03/2024", "24/03/2024"),
+    ("4-8-04", "14-8-04"),
+    ("14 de marzo de 2024", "24 de marzo de 2024"),
+    ("14-mar-2024", "24-mar-2024"),
+    ("27-octubre-2016", "06-noviembre-2016"),
+    ("marzo de 2024", "abril de 2024"),
+    ("Mayo del 2003", "Junio del 2003"),
+    ("septiembre del año 2000", "octubre del año 2000"),
+    ("enero-04", "febrero-04"),
+    ("año 2015", "año 2016"),
+    ("2005", "2006"),
+    ("05/2018", "06/2018"),
+    ("jueves 14 de marzo de 2024", "domingo 24 de marzo de 2024"),
+    ("febrero y abril de 2002", "marzo y mayo de 2002"),
+    ("del 3 al 5 de marzo de 2020", "del 13 al 15 de marzo de 2020"),
+    ("30 de Agosto del 2003", "9 de Septiembre del 2003"),
+    ("junio", "julio"),
+    ("29 de febrero", "10 de marzo"),
 ]
 
 
-@pytest.mark.parametrize("language, original, expected", [("en", *pair) for pair in EN_DATES] + [("es", *pair) for pair in ES_DATES])
+@pytest.mark.parametrize(
+    "language, original, expected", [("en", *pair) for pair in EN_DATES] + [("es", *pair) for pair in ES_DATES]
+)
 def test_dates_move_by_the_offset_and_keep_their_format(language, original, expected):
     assert DateShifter(load_language(language).dates, 10).shift(original) == expected
 
@@ -224,8 +277,11 @@ def test_keep_years_shifts_day_and_month_only():
 
 
 def test_unreadable_dates_get_a_date_of_the_same_kind_and_are_counted():
-    doc = note("d", "Visto el 31/02/2020x, el vie 45 y la semana pasada.",
-               [("31/02/2020x", "FECHAS"), ("vie 45", "FECHAS"), ("la semana pasada", "FECHAS")])
+    doc = note(
+        "d",
+        "Visto el 31/02/2020x, el vie 45 y la semana pasada.",
+        [("31/02/2020x", "FECHAS"), ("vie 45", "FECHAS"), ("la semana pasada", "FECHAS")],
+    )
     result = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY))
     assert [rep.method for rep in result.replacements] == ["date-fallback"] * 3
     first, second, third = (rep.replacement for rep in result.replacements)
@@ -234,17 +290,33 @@ def test_unreadable_dates_get_a_date_of_the_same_kind_and_are_counted():
     weekday, number = second.split()  # another weekday name, never random letters
     assert weekday in {"lun", "mar", "mié", "jue", "sáb", "dom"} and re.fullmatch(r"\d\d", number)
     assert third == "la semana pasada"  # no number nor date name to change: kept, not scrambled
-    typo = deidentify_document(note("t", "Nacido el 16/018/1961.", [("16/018/1961", "FECHAS")]),
-                               DeidOptions(mode="surrogate", language="es", key=KEY)).replacements[0]
+    typo = deidentify_document(
+        note("t", "Nacido el 16/018/1961.", [("16/018/1961", "FECHAS")]),
+        DeidOptions(mode="surrogate", language="es", key=KEY),
+    ).replacements[0]
     day, month, year = re.fullmatch(r"(\d\d)/0(\d\d)/(\d{4})", typo.replacement).groups()  # MEDDOCAN dev's typo
-    assert typo.method == "date-fallback" and 1 <= int(day) <= 12 and 1 <= int(month) <= 12 and abs(int(year) - 1961) <= 2
+    assert (
+        typo.method == "date-fallback" and 1 <= int(day) <= 12 and 1 <= int(month) <= 12 and abs(int(year) - 1961) <= 2
+    )
 
 
 EN_DATE_FORMS = [  # (original, expected after +40 days): forms the generated notes and real notes use
-    ("Saturday", "Thursday"), ("since Tuesday", "since Sunday"), ("last Tuesday", "last Sunday"), ("SUNDAY", "FRIDAY"),
-    ("26JUN95", "05AUG95"), ("14MAR24", "23APR24"), ("'98", "'99"), ("cabg '84", "cabg '85"), ("Dec 31", "Feb 9"),
-    ("Dec. 23rd", "Feb. 1st"), ("7/22", "8/31"), ("spring 2019", "summer 2019"), ("winter", "spring"),
-    ("fall of 2019", "winter of 2020"), ("Christmas", "Christmas Eve"), ("Christmas 2019", "Christmas Eve 2020"),
+    ("Saturday", "Thursday"),
+    ("since Tuesday", "since Sunday"),
+    ("last Tuesday", "last Sunday"),
+    ("SUNDAY", "FRIDAY"),
+    ("26JUN95", "05AUG95"),
+    ("14MAR24", "23APR24"),
+    ("'98", "'99"),
+    ("cabg '84", "cabg '85"),
+    ("Dec 31", "Feb 9"),
+    ("Dec. 23rd", "Feb. 1st"),
+    ("7/22", "8/31"),
+    ("spring 2019", "summer 2019"),
+    ("winter", "spring"),
+    ("fall of 2019", "winter of 2020"),
+    ("Christmas", "Christmas Eve"),
+    ("Christmas 2019", "Christmas Eve 2020"),
 ]
 
 
@@ -266,7 +338,7 @@ def test_a_date_offset_always_moves_the_weekday_and_the_month():
     assert len(set(offsets)) > 150 and min(offsets) < 0 < max(offsets)  # still spread over the range
     days = [date(1996, 1, 1) + timedelta(days=n) for n in range(0, 365 * 8, 3)]  # leap years included
     for magnitude in offset_magnitudes(365 * 30):
-        for day in days[magnitude % 11::37]:
+        for day in days[magnitude % 11 :: 37]:
             for moved in (day + timedelta(days=magnitude), day - timedelta(days=magnitude)):
                 assert moved.month != day.month and moved.weekday() != day.weekday(), (day, magnitude)
     # a range too short to move the month keeps moving the weekday
@@ -283,8 +355,20 @@ FORMATS = {  # strftime pattern, language
     "en": ["%m/%d/%Y", "%B %d, %Y", "%Y-%m-%d", "%d-%b-%Y", "%A, %B %d, %Y", "%m/%d/%y"],
     "es": ["%d/%m/%Y", "%d-%m-%Y", "%Y-%m-%d", "%d.%m.%Y", "%d/%m/%y"],
 }
-ES_MONTHS = ["enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre",
-             "octubre", "noviembre", "diciembre"]
+ES_MONTHS = [
+    "enero",
+    "febrero",
+    "marzo",
+    "abril",
+    "mayo",
+    "junio",
+    "julio",
+    "agosto",
+    "septiembre",
+    "octubre",
+    "noviembre",
+    "diciembre",
+]
 
 
 def _es_long(day: date) -> str:
@@ -327,15 +411,24 @@ def test_date_shifting_keeps_every_interval_and_format_of_a_patient(language):
 
 # -- Safe Harbor --------------------------------------------------------------------------------------
 def test_ages_over_89_are_always_aggregated_and_younger_ones_stay_under_90():
-    doc = note("a", "Aged 93; her son is 45; 101 years; 88 and 89.",
-               [("93", "AGE"), ("45", "AGE"), ("101 years", "AGE"), ("88", "AGE"), ("89", "AGE")])
+    doc = note(
+        "a",
+        "Aged 93; her son is 45; 101 years; 88 and 89.",
+        [("93", "AGE"), ("45", "AGE"), ("101 years", "AGE"), ("88", "AGE"), ("89", "AGE")],
+    )
     for cap_ages in (False, True):  # the option is kept for callers that set it; it changes nothing
         result = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY, cap_ages=cap_ages))
         reps = [rep.replacement for rep in result.replacements]
         assert reps[0] == "90+" and reps[2] == "90+ years"
         assert reps[1] != "45" and abs(int(reps[1]) - 45) <= 3
         assert all(int(age) <= 89 for age in reps[3:])  # a surrogate over 89 would tell something false
-        assert [rep.method for rep in result.replacements] == ["safe-harbor", "surrogate", "safe-harbor", "surrogate", "surrogate"]
+        assert [rep.method for rep in result.replacements] == [
+            "safe-harbor",
+            "surrogate",
+            "safe-harbor",
+            "surrogate",
+            "surrogate",
+        ]
 
 
 def test_dates_that_tell_an_age_over_89_are_aggregated():
@@ -345,10 +438,17 @@ def test_dates_that_tell_an_age_over_89_are_aggregated():
     reps = [(rep.replacement, rep.method) for rep in result.replacements]
     assert reps[0] == ("[over 89 years earlier]", "safe-harbor")  # 193 years before the latest date
     assert [method for _, method in reps[1:]] == ["date-shift"] * 3  # 2035: 89 years before, still shown
-    today = note("t", f"Born {date.today().year - 90}, married {date.today().year - 89}.",
-                 [(str(date.today().year - 90), "DATE"), (str(date.today().year - 89), "DATE")])
+    today = note(
+        "t",
+        f"Born {date.today().year - 90}, married {date.today().year - 89}.",
+        [(str(date.today().year - 90), "DATE"), (str(date.today().year - 89), "DATE")],
+    )
     assert [rep.method for rep in deidentify_document(today, SURROGATE).replacements] == ["safe-harbor", "date-shift"]
-    spanish = note("c", "Nacida el 3 de mayo de 1920; ingreso el 5/6/2016.", [("3 de mayo de 1920", "FECHAS"), ("5/6/2016", "FECHAS")])
+    spanish = note(
+        "c",
+        "Nacida el 3 de mayo de 1920; ingreso el 5/6/2016.",
+        [("3 de mayo de 1920", "FECHAS"), ("5/6/2016", "FECHAS")],
+    )
     result = deidentify_document(spanish, DeidOptions(mode="surrogate", language="es", key=KEY))
     assert result.replacements[0].replacement == "[más de 89 años antes]"
     alone = note("d", "Born in 1920.", [("1920", "DATE")])  # no other date: counted back from this year
@@ -377,10 +477,22 @@ def test_a_first_name_alone_is_replaced_in_a_patients_other_note():
 
 
 def test_surrogates_keep_the_form_of_each_kind():
-    doc = note("f", "Dr. Ann Lee, Service: 6 West; Fleming 2 ICU; Springfield, MA; GBMC; U.K.; user RR93, jbanks; COOK.",
-               [("Dr. Ann Lee", "DOCTOR"), ("6 West", "DEPARTMENT"), ("Fleming 2 ICU", "DEPARTMENT"),
-                ("Springfield", "CITY"), ("MA", "STATE"), ("GBMC", "HOSPITAL"), ("U.K.", "COUNTRY"),
-                ("RR93", "USERNAME"), ("jbanks", "USERNAME"), ("COOK", "PROFESSION")])
+    doc = note(
+        "f",
+        "Dr. Ann Lee, Service: 6 West; Fleming 2 ICU; Springfield, MA; GBMC; U.K.; user RR93, jbanks; COOK.",
+        [
+            ("Dr. Ann Lee", "DOCTOR"),
+            ("6 West", "DEPARTMENT"),
+            ("Fleming 2 ICU", "DEPARTMENT"),
+            ("Springfield", "CITY"),
+            ("MA", "STATE"),
+            ("GBMC", "HOSPITAL"),
+            ("U.K.", "COUNTRY"),
+            ("RR93", "USERNAME"),
+            ("jbanks", "USERNAME"),
+            ("COOK", "PROFESSION"),
+        ],
+    )
     out = [rep.replacement for rep in deidentify_document(doc, SURROGATE).replacements]
     doctor, ward, icu, city, state, hospital, country, user_code, user_name, job = out
     assert re.fullmatch(r"Dr\. [A-Z][a-z]+ [A-Z][a-z]+", doctor) and doctor != "Dr. Ann Lee"  # the title stays
@@ -401,22 +513,39 @@ def test_safe_harbor_truncates_zips_with_restricted_prefixes_to_000():
 
 
 def test_sex_is_replaced_consistently_and_relation_words_are_kept_in_spanish():
-    doc = note("s", "Sexo: H. Varón de 40 años. Su madre y su hermana.",
-               [("H", "SEXO_SUJETO_ASISTENCIA"), ("Varón", "SEXO_SUJETO_ASISTENCIA"),
-                ("madre", "FAMILIARES_SUJETO_ASISTENCIA"), ("hermana", "FAMILIARES_SUJETO_ASISTENCIA")])
+    doc = note(
+        "s",
+        "Sexo: H. Varón de 40 años. Su madre y su hermana.",
+        [
+            ("H", "SEXO_SUJETO_ASISTENCIA"),
+            ("Varón", "SEXO_SUJETO_ASISTENCIA"),
+            ("madre", "FAMILIARES_SUJETO_ASISTENCIA"),
+            ("hermana", "FAMILIARES_SUJETO_ASISTENCIA"),
+        ],
+    )
     result = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY))
     reps = [(r.replacement, r.method) for r in result.replacements]
     assert (reps[0][0], reps[1][0]) in {("H", "Varón"), ("M", "Mujer")}  # one surrogate sex per patient, same style
     assert reps[2:] == [("madre", "kept"), ("hermana", "kept")]  # who the person is stays a fact
 
 
-@pytest.mark.parametrize("language, text, phi", [
-    ("es", "Su hija, Marta, la acompaña.", [("hija", "FAMILIARES_SUJETO_ASISTENCIA"), ("Marta", "NOMBRE_SUJETO_ASISTENCIA")]),
-    ("es", "Acude con su hermana Lucía Ferrando.", [("hermana Lucía Ferrando", "FAMILIARES_SUJETO_ASISTENCIA")]),
-    ("en", "Daughter Miriam at bedside; her son, Peter, drove.", [("Daughter Miriam", "PATIENT"), ("son", "PATIENT"),
-                                                                 ("Peter", "PATIENT")]),
-    ("en", "Wife Rosa Delgado present.", [("Wife Rosa Delgado", "PATIENT")]),
-])
+@pytest.mark.parametrize(
+    "language, text, phi",
+    [
+        (
+            "es",
+            "Su hija, Marta, la acompaña.",
+            [("hija", "FAMILIARES_SUJETO_ASISTENCIA"), ("Marta", "NOMBRE_SUJETO_ASISTENCIA")],
+        ),
+        ("es", "Acude con su hermana Lucía Ferrando.", [("hermana Lucía Ferrando", "FAMILIARES_SUJETO_ASISTENCIA")]),
+        (
+            "en",
+            "Daughter Miriam at bedside; her son, Peter, drove.",
+            [("Daughter Miriam", "PATIENT"), ("son", "PATIENT"), ("Peter", "PATIENT")],
+        ),
+        ("en", "Wife Rosa Delgado present.", [("Wife Rosa Delgado", "PATIENT")]),
+    ],
+)
 def test_relation_words_stay_while_the_names_beside_them_are_replaced(language, text, phi):
     doc = note("r", text, phi)
     out = deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=KEY)).text
@@ -430,40 +559,46 @@ def test_relation_words_stay_while_the_names_beside_them_are_replaced(language, 
             assert not re.search(rf"\b{word}\b", out), (word, out)
 
 
-@pytest.mark.parametrize("language, text, value, label, relation", [
-    ("es", "Contacto: hijo Rosa, 612 345 678.", "hijo Rosa", "CALLE", "hijo"),
-    ("es", "Avisar a su Hija  Marta Ferrando.", "Hija  Marta Ferrando", "CALLE", "Hija  "),
-    ("en", "Contact: son-in-law Peter Quinlan, 555-0199.", "son-in-law Peter Quinlan", "STREET", "son-in-law"),
-    ("en", "Call Daughter Miriam at home.", "Daughter Miriam", "HOSPITAL", "Daughter"),
-])
+@pytest.mark.parametrize(
+    "language, text, value, label, relation",
+    [
+        ("es", "Contacto: hijo Rosa, 612 345 678.", "hijo Rosa", "CALLE", "hijo"),
+        ("es", "Avisar a su Hija  Marta Ferrando.", "Hija  Marta Ferrando", "CALLE", "Hija  "),
+        ("en", "Contact: son-in-law Peter Quinlan, 555-0199.", "son-in-law Peter Quinlan", "STREET", "son-in-law"),
+        ("en", "Call Daughter Miriam at home.", "Daughter Miriam", "HOSPITAL", "Daughter"),
+    ],
+)
 def test_a_span_of_any_label_keeps_the_relation_words_it_begins_with(language, text, value, label, relation):
     """A model that reads "hijo Rosa" as a street: the relation word stays as written (a clinical
     fact), the rest becomes a surrogate of the span's kind; tag mode still tags the whole span."""
     doc = note("r", text, [(value, label)])
     result = deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=KEY))
     [rep] = result.replacements
-    rest = value[len(relation):].strip()
+    rest = value[len(relation) :].strip()
     assert rep.replacement.startswith(relation.rstrip() + " ") and rep.method == "surrogate", rep.replacement
-    assert rep.replacement[len(relation):].strip() and not re.search(rf"\b{rest.split()[0]}\b", result.text)
-    assert result.text[rep.out_start:rep.out_end] == rep.replacement  # the audit row holds the kept word
+    assert rep.replacement[len(relation) :].strip() and not re.search(rf"\b{rest.split()[0]}\b", result.text)
+    assert result.text[rep.out_start : rep.out_end] == rep.replacement  # the audit row holds the kept word
     tagged = deidentify_document(doc, DeidOptions(mode="tag", language=language, key=KEY))
     assert value not in tagged.text and relation.strip() not in tagged.text  # tag mode: the whole span, as before
 
 
-@pytest.mark.parametrize("language, text, value, label, kept", [
-    ("en", "Son:jill.weber@example.com called.", "Son:jill.weber@example.com", "EMAIL", "Son: "),
-    ("en", "Son, jill.weber@example.com called.", "Son, jill.weber@example.com", "EMAIL", "Son, "),
-    ("en", "Son(jill.weber@example.com) called.", "Son(jill.weber@example.com", "EMAIL", "Son "),
-    ("es", "Hija:Marta Ferrando, 612 345 678.", "Hija:Marta Ferrando", "CALLE", "Hija: "),
-    ("es", "Avisar a hijo, Rosa Gil.", "hijo, Rosa Gil", "CALLE", "hijo, "),
-])
+@pytest.mark.parametrize(
+    "language, text, value, label, kept",
+    [
+        ("en", "Son:jill.weber@example.com called.", "Son:jill.weber@example.com", "EMAIL", "Son: "),
+        ("en", "Son, jill.weber@example.com called.", "Son, jill.weber@example.com", "EMAIL", "Son, "),
+        ("en", "Son(jill.weber@example.com) called.", "Son(jill.weber@example.com", "EMAIL", "Son "),
+        ("es", "Hija:Marta Ferrando, 612 345 678.", "Hija:Marta Ferrando", "CALLE", "Hija: "),
+        ("es", "Avisar a hijo, Rosa Gil.", "hijo, Rosa Gil", "CALLE", "hijo, "),
+    ],
+)
 def test_a_kept_relation_word_keeps_its_separator_and_stands_apart(language, text, value, label, kept):
     """The comma or colon after a kept relation word stays with it (an e-mail surrogate would drop
     it and glue the word to the address: "Sonjessicameyer@..."), and the word is followed by a space."""
     doc = note("r", text, [(value, label)])
     [rep] = deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=KEY)).replacements
     assert rep.replacement.startswith(kept), rep.replacement
-    rest = rep.replacement[len(kept):]
+    rest = rep.replacement[len(kept) :]
     assert rest[:1].isalnum(), rep.replacement  # no separator carried into the surrogate
     assert value.split(kept.strip(",: "))[1].strip(",:( ") not in rep.replacement
     if label == "EMAIL":
@@ -494,10 +629,13 @@ def test_name_parts_become_parts_of_the_same_kind_and_never_repeat(language):
     for index in range(40):
         first, last = firsts[index % 10], lasts[(index * 3) % 10]
         key = bytes([index]) * 32
-        doc = note("n", f"Patient {first} {last} seen; Dr. {last} called.",
-                   [(f"{first} {last}", "PATIENT"), (last, "DOCTOR")])
-        full, alone = [r.replacement for r in deidentify_document(doc, DeidOptions(mode="surrogate", language=language,
-                                                                                   key=key)).replacements]
+        doc = note(
+            "n", f"Patient {first} {last} seen; Dr. {last} called.", [(f"{first} {last}", "PATIENT"), (last, "DOCTOR")]
+        )
+        full, alone = [
+            r.replacement
+            for r in deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=key)).replacements
+        ]
         new_first, new_last = full.split(" ")
         assert new_first.casefold() != new_last.casefold(), full
         assert fold_name(new_first) in given, full
@@ -511,11 +649,12 @@ def test_name_parts_become_parts_of_the_same_kind_and_never_repeat(language):
 
 def fold_name(word: str) -> str:
     from hybriddeid.surrogates.language import fold
+
     return fold(word)
 
 
 def test_a_surname_alone_after_a_title_stays_a_surname():
-    """"Dr. Lee": "Lee" is also a given name, but alone after a title it is a surname."""
+    """ "Dr. Lee": "Lee" is also a given name, but alone after a title it is a surname."""
     from hybriddeid.surrogates.generator import name_lists
 
     given, surnames = name_lists("en", load_language("en").faker_locale)
@@ -528,24 +667,41 @@ def test_a_surname_alone_after_a_title_stays_a_surname():
 
 def _valid_dni(value: str) -> bool:
     from hybriddeid.classifiers.validators import dni_letter, nie_number
+
     compact = value.replace(".", "").replace("-", "").replace(" ", "")
     if compact[0] in "XYZ":
         return dni_letter(nie_number(compact[0], compact[1:8])) == compact[8]
     return dni_letter(int(compact[:-1])) == compact[-1].upper()
 
 
-@pytest.mark.parametrize("value", ["45123987B", "45123987Z", "45123987-Z", "45123987 Z", "45.123.987-B", "1234567L",
-                                   "X1234567L", "Y-1234567-X", "Z7654321H"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "45123987B",
+        "45123987Z",
+        "45123987-Z",
+        "45123987 Z",
+        "45.123.987-B",
+        "1234567L",
+        "X1234567L",
+        "Y-1234567-X",
+        "Z7654321H",
+    ],
+)
 def test_a_dni_or_nie_becomes_another_valid_one_of_the_same_form(value):
     doc = note("i", f"DNI {value}.", [(value, "ID_SUJETO_ASISTENCIA")])
     for key in (KEY, OTHER_KEY):
-        new = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=key)).replacements[0].replacement
+        new = (
+            deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=key)).replacements[0].replacement
+        )
         assert _valid_dni(new), new
         assert re.sub(r"\d", "9", new)[:-1] == re.sub(r"\d", "9", value)[:-1]  # separators and length kept
         assert re.sub(r"\D", "", new) != re.sub(r"\D", "", value)  # new digits
 
 
-@pytest.mark.parametrize("value", ["ES91 2100 0418 4502 0005 1332", "ES9121000418450200051332", "GB82 WEST 1234 5698 7654 32"])
+@pytest.mark.parametrize(
+    "value", ["ES91 2100 0418 4502 0005 1332", "ES9121000418450200051332", "GB82 WEST 1234 5698 7654 32"]
+)
 def test_an_iban_becomes_another_iban_with_its_check_digits(value):
     from hybriddeid.classifiers.validators import iban_check_digits
 
@@ -563,12 +719,15 @@ def test_an_identifier_of_no_documented_format_keeps_its_shape():
     assert rep.method == "shape" and re.fullmatch(r"\d{4}-[A-Z]{2}\d{2}", rep.replacement)
 
 
-@pytest.mark.parametrize("language, text, value, expected", [
-    ("en", "a ninety-two year old woman", "ninety-two", "90 or older"),
-    ("en", "Age: Ninety three.", "Ninety three", "90 or older"),
-    ("en", "AGE: ONE HUNDRED AND ONE", "ONE HUNDRED AND ONE", "90 OR OLDER"),
-    ("es", "Mujer de noventa y dos años.", "noventa y dos años", "90 o más años"),
-])
+@pytest.mark.parametrize(
+    "language, text, value, expected",
+    [
+        ("en", "a ninety-two year old woman", "ninety-two", "90 or older"),
+        ("en", "Age: Ninety three.", "Ninety three", "90 or older"),
+        ("en", "AGE: ONE HUNDRED AND ONE", "ONE HUNDRED AND ONE", "90 OR OLDER"),
+        ("es", "Mujer de noventa y dos años.", "noventa y dos años", "90 o más años"),
+    ],
+)
 def test_ages_over_89_in_words_become_the_languages_aggregate(language, text, value, expected):
     doc = note("a", text, [(value, "AGE" if language == "en" else "EDAD_SUJETO_ASISTENCIA")])
     rep = deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=KEY)).replacements[0]
@@ -612,7 +771,7 @@ def test_text_in_scripts_no_model_reads_is_never_phi_and_is_kept_or_masked():
 
     long_text = UNREAD_TEXT + " مرحبا بكم في المستشفى. شالوم עליכם, ברוכים הבאים 😀" * 200
     spans = Pipeline.load("en").predict(long_text)
-    assert [long_text[s.start:s.end] for s in spans] == ["John Smith", "www.x.org"]  # nothing in Arabic or Hebrew
+    assert [long_text[s.start : s.end] for s in spans] == ["John Smith", "www.x.org"]  # nothing in Arabic or Hebrew
     doc = Document("u", UNREAD_TEXT, (Span(8, 18, "PATIENT"),))
     kept = deidentify_document(doc, DeidOptions(mode="tag"))
     assert kept.text == UNREAD_TEXT.replace("John Smith", "[**NAME**]")
@@ -631,7 +790,7 @@ def test_readme_claims_about_the_example_notes_hold():
 
     pipeline = Pipeline.load("en")
     notes = {doc.name: doc for doc in read_corpus(EXAMPLES)}
-    found = {name: {doc.text[s.start:s.end]: s.label for s in pipeline.predict(doc)} for name, doc in notes.items()}
+    found = {name: {doc.text[s.start : s.end]: s.label for s in pipeline.predict(doc)} for name, doc in notes.items()}
     assert "Northampton Family Medicine" in found["referral_letter"]
     assert found["referral_letter"].get("high school chemistry teacher") == "PROFESSION"  # "retired" stays
     assert not {"Cardiology", "nephrology"} & set(found["discharge_summary"])  # specialties are not PHI
@@ -644,10 +803,18 @@ def test_a_hospital_surrogate_repeats_no_word_of_the_original():
     (PhysioNet's check counted it among the PHI left verbatim)."""
     from hybriddeid.surrogates.generator import shares_a_word
 
-    names = ["Sacred Heart Memorial", "Harbor Hospital", "Union Memorial", "Mercywood General Hospital",
-             "Fenmoor Medical Center", "Oakvale Clinic", "Holy Cross Hospital", "Baltimore Memorial Hospital"]
+    names = [
+        "Sacred Heart Memorial",
+        "Harbor Hospital",
+        "Union Memorial",
+        "Mercywood General Hospital",
+        "Fenmoor Medical Center",
+        "Oakvale Clinic",
+        "Holy Cross Hospital",
+        "Baltimore Memorial Hospital",
+    ]
     doc = note("h1", " ; ".join(names) + "\n", [(name, "HOSPITAL") for name in names])
     result = deidentify_document(doc, SURROGATE)
     for rep in result.replacements:
-        original = doc.text[rep.start:rep.end]
+        original = doc.text[rep.start : rep.end]
         assert not shares_a_word(rep.replacement, original), (original, rep.replacement)

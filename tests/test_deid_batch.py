@@ -1,5 +1,6 @@
 """``hybriddeid deid`` over folders: modes, key handling, patients, audit, resume, parallel runs,
 and that no PHI reaches logs, errors or progress output."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,19 @@ from hybriddeid.surrogates import DeidOptions, read_key
 from hybriddeid.surrogates.audit import read_audit
 
 # Distinctive PHI values: any of them in a log line or an error is a leak.
-PATIENTS = {"pt01": ("Zebulon Quagmire", "4417920"), "pt02": ("Ximena Urquidi", "5523011"), "pt03": ("Bartolo Yáñez", "6634102")}
-PHI_STRINGS = [name for name, _ in PATIENTS.values()] + ["Zebulon", "Quagmire", "Ximena", "4417920", "5523011", "12/03/2019"]
+PATIENTS = {
+    "pt01": ("Zebulon Quagmire", "4417920"),
+    "pt02": ("Ximena Urquidi", "5523011"),
+    "pt03": ("Bartolo Yáñez", "6634102"),
+}
+PHI_STRINGS = [name for name, _ in PATIENTS.values()] + [
+    "Zebulon",
+    "Quagmire",
+    "Ximena",
+    "4417920",
+    "5523011",
+    "12/03/2019",
+]
 
 
 def make_notes() -> list[Document]:
@@ -27,10 +39,18 @@ def make_notes() -> list[Document]:
     for patient, (name, nhc) in PATIENTS.items():
         for visit in range(1, 3 if patient != "pt03" else 4):
             date = f"{10 + visit}/03/2019"
-            text = (f"Nombre: {name}.\nNHC: {nhc}.\nFecha de ingreso: {date}.\n"
-                    f"Paciente de 47 años con fiebre. Vive en Calle Mayor 12, Zaragoza.\n")
-            phi = [(name, "NOMBRE_SUJETO_ASISTENCIA"), (nhc, "ID_SUJETO_ASISTENCIA"), (date, "FECHAS"),
-                   ("47 años", "EDAD_SUJETO_ASISTENCIA"), ("Calle Mayor 12", "CALLE"), ("Zaragoza", "TERRITORIO")]
+            text = (
+                f"Nombre: {name}.\nNHC: {nhc}.\nFecha de ingreso: {date}.\n"
+                f"Paciente de 47 años con fiebre. Vive en Calle Mayor 12, Zaragoza.\n"
+            )
+            phi = [
+                (name, "NOMBRE_SUJETO_ASISTENCIA"),
+                (nhc, "ID_SUJETO_ASISTENCIA"),
+                (date, "FECHAS"),
+                ("47 años", "EDAD_SUJETO_ASISTENCIA"),
+                ("Calle Mayor 12", "CALLE"),
+                ("Zaragoza", "TERRITORIO"),
+            ]
             spans = [Span(text.index(v), text.index(v) + len(v), label) for v, label in phi]
             docs.append(Document(f"{patient}_visit{visit}", text, tuple(spans)))
     return docs
@@ -64,7 +84,7 @@ def test_deid_writes_each_note_with_its_audit_and_a_summary(brat_dir, tmp_path, 
         assert len(rows) == len(doc.spans) == len(results[name].spans)
         for row, span in zip(rows, doc.spans):
             assert doc.span_text(span) not in json.dumps(row, ensure_ascii=False)  # never the original value
-            assert results[name].text[row["out_start"]:row["out_end"]] == row["replacement"]
+            assert results[name].text[row["out_start"] : row["out_end"]] == row["replacement"]
             assert row["method"] in ({mode} if mode != "surrogate" else {"surrogate", "date-shift", "shape"})
         for value in PHI_STRINGS[:3]:
             assert value not in results[name].text
@@ -76,8 +96,22 @@ def test_deid_writes_each_note_with_its_audit_and_a_summary(brat_dir, tmp_path, 
 
 def test_surrogates_are_consistent_per_patient_and_differ_between_patients(brat_dir, tmp_path):
     out = tmp_path / "out"
-    assert deid(str(brat_dir), str(out), "--use-annotations", "--language", "es", "--mode", "surrogate",
-                "--key-file", str(tmp_path / "key"), "--patient-pattern", r"^(pt\d+)_") == 0
+    assert (
+        deid(
+            str(brat_dir),
+            str(out),
+            "--use-annotations",
+            "--language",
+            "es",
+            "--mode",
+            "surrogate",
+            "--key-file",
+            str(tmp_path / "key"),
+            "--patient-pattern",
+            r"^(pt\d+)_",
+        )
+        == 0
+    )
     by_patient: dict[str, set[str]] = {}
     for doc in read_corpus(out):
         rows = read_audit(out / "audit" / f"{doc.name}.jsonl")
@@ -86,9 +120,12 @@ def test_surrogates_are_consistent_per_patient_and_differ_between_patients(brat_
     assert all(len(names) == 1 for names in by_patient.values())  # one surrogate name per patient
     assert len({next(iter(names)) for names in by_patient.values()}) == 3
     # visits one day apart stay one day apart after shifting
-    dates = {doc.name: next(r["replacement"] for r in read_audit(out / "audit" / f"{doc.name}.jsonl") if r["kind"] == "date")
-             for doc in read_corpus(out)}
+    dates = {
+        doc.name: next(r["replacement"] for r in read_audit(out / "audit" / f"{doc.name}.jsonl") if r["kind"] == "date")
+        for doc in read_corpus(out)
+    }
     from datetime import datetime
+
     parse = lambda s: datetime.strptime(s, "%d/%m/%Y")  # noqa: E731
     assert (parse(dates["pt03_visit3"]) - parse(dates["pt03_visit1"])).days == 2
 
@@ -133,8 +170,17 @@ def test_surrogate_output_of_the_earlier_date_offset_rule_is_not_joined(brat_dir
     """A run records its date-offset rule: output shifted by the rule before it (its run.json had none)
     is refused, since the same key gave other offsets then and a patient's intervals would break."""
     out = tmp_path / "out"
-    common = [str(brat_dir), str(out), "--use-annotations", "--language", "es", "--mode", "surrogate",
-              "--key-file", str(tmp_path / "k.key")]
+    common = [
+        str(brat_dir),
+        str(out),
+        "--use-annotations",
+        "--language",
+        "es",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(tmp_path / "k.key"),
+    ]
     assert deid(*common) == 0
     manifest = out / "audit" / "run.json"
     settings = json.loads(manifest.read_text())
@@ -150,8 +196,17 @@ def test_surrogate_output_of_the_earlier_date_offset_rule_is_not_joined(brat_dir
 
 
 def test_resume_redoes_only_unfinished_or_damaged_notes(brat_dir, tmp_path):
-    common = ["--use-annotations", "--language", "es", "--mode", "surrogate", "--key-file", str(tmp_path / "key"),
-              "--patient-pattern", r"^(pt\d+)_"]
+    common = [
+        "--use-annotations",
+        "--language",
+        "es",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(tmp_path / "key"),
+        "--patient-pattern",
+        r"^(pt\d+)_",
+    ]
     clean, out = tmp_path / "clean", tmp_path / "out"
     assert deid(str(brat_dir), str(clean), *common) == 0
     assert deid(str(brat_dir), str(out), *common) == 0
@@ -164,7 +219,13 @@ def test_resume_redoes_only_unfinished_or_damaged_notes(brat_dir, tmp_path):
     options = DeidOptions(mode="surrogate", language="es", key=read_key(tmp_path / "key"))
     processor = DeidProcessor(options, PatientMap(pattern=r"^(pt\d+)_"), model=None)
     result, summary = run_deid(brat_dir, out, processor, progress=False)
-    assert sorted(p.stem for p in result.written) == ["pt02_visit1", "pt02_visit2", "pt03_visit1", "pt03_visit2", "pt03_visit3"]
+    assert sorted(p.stem for p in result.written) == [
+        "pt02_visit1",
+        "pt02_visit2",
+        "pt03_visit1",
+        "pt03_visit2",
+        "pt03_visit3",
+    ]
     assert sorted(p.stem for p in result.skipped) == ["pt01_visit1", "pt01_visit2"]
     assert {p: p.stat().st_mtime_ns for p in out.glob("pt01_*")} == before  # finished notes untouched
     run_files = lambda d: {k: v for k, v in outputs(d).items() if not k.endswith("summary.json")}  # noqa: E731
@@ -173,8 +234,17 @@ def test_resume_redoes_only_unfinished_or_damaged_notes(brat_dir, tmp_path):
 
 
 def test_parallel_batch_equals_serial_batch(brat_dir, tmp_path):
-    common = ["--use-annotations", "--language", "es", "--mode", "surrogate", "--key-file", str(tmp_path / "key"),
-              "--patient-pattern", r"^(pt\d+)_"]
+    common = [
+        "--use-annotations",
+        "--language",
+        "es",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(tmp_path / "key"),
+        "--patient-pattern",
+        r"^(pt\d+)_",
+    ]
     assert deid(str(brat_dir), str(tmp_path / "serial"), *common, "--jobs", "1") == 0
     assert deid(str(brat_dir), str(tmp_path / "parallel"), *common, "--jobs", "3") == 0
     assert outputs(tmp_path / "serial") == outputs(tmp_path / "parallel")
@@ -186,7 +256,16 @@ def test_parallel_model_run_equals_serial(tmp_path):
     notes.mkdir()
     for doc in make_notes()[:4]:
         (notes / f"{doc.name}.txt").write_text(doc.text, encoding="utf-8")
-    common = ["--model", "es", "--mode", "surrogate", "--key-file", str(tmp_path / "key"), "--patient-pattern", r"^(pt\d+)_"]
+    common = [
+        "--model",
+        "es",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(tmp_path / "key"),
+        "--patient-pattern",
+        r"^(pt\d+)_",
+    ]
     assert deid(str(notes), str(tmp_path / "serial"), *common) == 0
     assert deid(str(notes), str(tmp_path / "parallel"), *common, "--jobs", "2") == 0
     assert outputs(tmp_path / "serial") == outputs(tmp_path / "parallel")
@@ -202,8 +281,17 @@ def test_plain_text_with_use_annotations_is_refused(tmp_path):
 
 
 def test_mapping_files_are_private_and_kept_out_of_the_output(brat_dir, tmp_path):
-    common = [str(brat_dir), str(tmp_path / "out"), "--use-annotations", "--language", "es", "--mode", "surrogate",
-              "--key-file", str(tmp_path / "key")]
+    common = [
+        str(brat_dir),
+        str(tmp_path / "out"),
+        "--use-annotations",
+        "--language",
+        "es",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(tmp_path / "key"),
+    ]
     assert deid(*common, "--mapping-dir", str(tmp_path / "out" / "map")) == 2
     assert deid(*common, "--mapping-dir", str(tmp_path / "map")) == 0
     mapping = tmp_path / "map" / "pt01_visit1.jsonl"
@@ -214,7 +302,10 @@ def test_mapping_files_are_private_and_kept_out_of_the_output(brat_dir, tmp_path
 
 
 def test_csv_audit(brat_dir, tmp_path):
-    assert deid(str(brat_dir), str(tmp_path / "out"), "--use-annotations", "--language", "es", "--audit-format", "csv") == 0
+    assert (
+        deid(str(brat_dir), str(tmp_path / "out"), "--use-annotations", "--language", "es", "--audit-format", "csv")
+        == 0
+    )
     rows = read_audit(tmp_path / "out" / "audit" / "pt01_visit1.csv")
     assert [r["replacement"] for r in rows][:2] == ["[**NAME**]", "[**ID**]"] and rows[0]["out_start"] == 8
 
@@ -237,17 +328,38 @@ def test_no_phi_in_logs_errors_or_progress(brat_dir, tmp_path, capsys, caplog, m
     monkeypatch.setattr(generator.Surrogates, "_person", leaky)
     caplog.set_level(logging.DEBUG)
     for jobs in ("1", "2"):
-        code = main(["deid", str(brat_dir), str(tmp_path / f"out{jobs}"), "--use-annotations", "--language", "es",
-                     "--mode", "surrogate", "--key-file", str(tmp_path / "key"), "--patient-pattern", r"^(pt\d+)_",
-                     "--jobs", jobs])
+        code = main(
+            [
+                "deid",
+                str(brat_dir),
+                str(tmp_path / f"out{jobs}"),
+                "--use-annotations",
+                "--language",
+                "es",
+                "--mode",
+                "surrogate",
+                "--key-file",
+                str(tmp_path / "key"),
+                "--patient-pattern",
+                r"^(pt\d+)_",
+                "--jobs",
+                jobs,
+            ]
+        )
         assert code == 1
     captured = capsys.readouterr()
     streams = captured.out + captured.err + caplog.text
     for value in PHI_STRINGS:
         assert value not in streams
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert sorted(errors) == sorted(2 * ["pt02_visit1.txt: ValueError", "pt02_visit2.txt: ValueError",
-                                         "pt09_visit1.txt: not valid UTF-8 (byte offset 25); name its encoding with --encoding (e.g. cp1252)"])
+    assert sorted(errors) == sorted(
+        2
+        * [
+            "pt02_visit1.txt: ValueError",
+            "pt02_visit2.txt: ValueError",
+            "pt09_visit1.txt: not valid UTF-8 (byte offset 25); name its encoding with --encoding (e.g. cp1252)",
+        ]
+    )
     assert (tmp_path / "out1" / "pt01_visit1.txt").is_file()  # the others were done
 
 
@@ -267,7 +379,9 @@ def test_pipeline_deidentify_api():
     first = pipeline.deidentify(text, patient_id="p1", mode="surrogate", key=bytes(32))
     again = pipeline.deidentify(text, patient_id="p1", mode="surrogate", key=bytes(32))
     assert first.text == again.text and "Quagmire" not in first.text
-    assert [r.source for r in first.replacements] and all(r.source in {"rule", "char", "token"} for r in first.replacements)
+    assert [r.source for r in first.replacements] and all(
+        r.source in {"rule", "char", "token"} for r in first.replacements
+    )
     with pytest.raises(ValueError, match="key"):
         pipeline.deidentify(text, mode="surrogate")
 

@@ -5,6 +5,7 @@ A fenced ``bash`` or ``python`` block right after a line ``<!-- runnable -->`` i
 of ``docs/`` is run here (docs/reference/docs.md says how): the blocks of one page in order, in one
 fresh folder holding a copy of ``examples/``, with this checkout's hybriddeid first on the path.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,7 @@ def runnable_blocks(path: Path) -> list[tuple[int, str, str]]:
     text = path.read_text(encoding="utf-8")
     blocks = []
     for match in FENCE.finditer(text):
-        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
         if before.strip() == MARKER:
             blocks.append((text.count("\n", 0, match.start()) + 1, match.group(1), match.group(2)))
     return blocks
@@ -41,8 +42,12 @@ def runnable_blocks(path: Path) -> list[tuple[int, str, str]]:
 
 def test_runnable_blocks_are_bash_or_python():
     """A marked block in another language would be silently skipped: name it."""
-    found = [(str(path.relative_to(ROOT)), line, language) for path in markdown_files()
-             for line, language, _ in runnable_blocks(path) if language not in ("bash", "python")]
+    found = [
+        (str(path.relative_to(ROOT)), line, language)
+        for path in markdown_files()
+        for line, language, _ in runnable_blocks(path)
+        if language not in ("bash", "python")
+    ]
     assert not found, f"runnable blocks neither bash nor python: {found}"
 
 
@@ -82,12 +87,15 @@ def test_runnable_blocks_run(page: Path, tmp_path: Path):
         else:
             command = [sys.executable, "-c", code]
         try:
-            done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                                  timeout=BLOCK_TIMEOUT_S)
+            done = subprocess.run(
+                command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S
+            )
         except subprocess.TimeoutExpired:
             pytest.fail(f"{where}: still running after {BLOCK_TIMEOUT_S} s")
-        assert done.returncode == 0, (f"{where} exited {done.returncode}\n--- block\n{code}\n--- stdout\n"
-                                      f"{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}")
+        assert done.returncode == 0, (
+            f"{where} exited {done.returncode}\n--- block\n{code}\n--- stdout\n"
+            f"{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+        )
 
 
 def test_ci_runs_readmes_two_setup_commands_as_written():
@@ -105,8 +113,9 @@ def test_readme_is_short():
 
 
 def test_generated_reference_pages_are_current():
-    done = subprocess.run([sys.executable, "tools/docs_reference.py", "--check"], cwd=ROOT, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "tools/docs_reference.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -152,7 +161,7 @@ def test_every_figure_names_the_command_and_commit_that_made_it():
                 problems.append(f"{page.relative_to(ROOT)}: {match.group(1)} does not exist")
                 continue
             data = DOCS / "images" / "data" / f"{image.stem.replace('_', '-')}.json"
-            around = text[max(0, match.start() - 1500):match.end() + 600]
+            around = text[max(0, match.start() - 1500) : match.end() + 600]
             if data.exists():
                 recorded = json.loads(data.read_text(encoding="utf-8"))
                 snippet = f'--8<-- "docs/images/data/{data.stem}.md"'
@@ -188,9 +197,13 @@ def folder_entries(folder: Path) -> set[str]:
     caches and what .gitignore keeps out of the repository (the word clusters a benchmark builds)."""
     relative = folder.relative_to(ROOT).as_posix()
     ignored = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()}
-    return {entry.name + ("/" if entry.is_dir() else "") for entry in folder.iterdir()
-            if entry.name != "README.md" and not entry.name.startswith((".", "__"))
-            and f"{relative}/{entry.name}" not in ignored}
+    return {
+        entry.name + ("/" if entry.is_dir() else "")
+        for entry in folder.iterdir()
+        if entry.name != "README.md"
+        and not entry.name.startswith((".", "__"))
+        and f"{relative}/{entry.name}" not in ignored
+    }
 
 
 @pytest.mark.parametrize("folder", [BENCHMARKS, BENCHMARKS / "experiments"], ids=["benchmarks", "experiments"])
@@ -258,8 +271,9 @@ def test_annotate_writes_what_readme_says_it_writes(tmp_path):
     for fmt in ("brat", "i2b2", "jsonl"):
         out = tmp_path / fmt
         assert main(["-q", "annotate", str(tmp_path / "notes"), str(out), "--format", fmt]) == 0
-        written = "".join(p.read_text(encoding="utf-8") for p in out.rglob("*") if p.is_file()
-                          and "_hybriddeid" not in p.parts)
+        written = "".join(
+            p.read_text(encoding="utf-8") for p in out.rglob("*") if p.is_file() and "_hybriddeid" not in p.parts
+        )
         assert "Quorvendale Zibbinshaw on 03/04/2021" in written.replace("\\n", "\n"), fmt
     (tmp_path / "notes.csv").write_text(f'note_id,text\nn1,"{text}"\n', encoding="utf-8")
     assert main(["-q", "annotate", str(tmp_path / "notes.csv"), str(tmp_path / "table")]) == 0

@@ -1,4 +1,5 @@
 """benchmarks/en_real.py's scoring and error grouping on a hand-made two-note fixture (no peers, no corpora)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -40,24 +41,59 @@ def _spans(text: str, *marks: tuple[str, str] | tuple[str, str, int]) -> list[Sp
 NOTE_A = "Guidelines for a 70yo pt of Dr. Sarah P. at UCSF, seen 2021 on Jan 8, 2023 (MRN UCSF-12345). Lasix 80-90 mg, HTN/DM."
 NOTE_B = "Is mary jones or Anna at Boston General?\nReviewed: Smith Jones, Boston."
 GOLD = [  # ASQ-PHI labels
-    Document("a", NOTE_A, tuple(_spans(NOTE_A, ("Dr. Sarah P.", "NAME"), ("UCSF", "GEOGRAPHIC_LOCATION"),
-                                       ("Jan 8, 2023", "DATE"), ("UCSF-12345", "MEDICAL_RECORD_NUMBER")))),
-    Document("b", NOTE_B, tuple(_spans(NOTE_B, ("mary jones", "NAME"), ("Anna", "NAME"),
-                                       ("Boston General", "GEOGRAPHIC_LOCATION"), ("Smith Jones", "NAME"),
-                                       ("Boston", "GEOGRAPHIC_LOCATION", 1)))),
+    Document(
+        "a",
+        NOTE_A,
+        tuple(
+            _spans(
+                NOTE_A,
+                ("Dr. Sarah P.", "NAME"),
+                ("UCSF", "GEOGRAPHIC_LOCATION"),
+                ("Jan 8, 2023", "DATE"),
+                ("UCSF-12345", "MEDICAL_RECORD_NUMBER"),
+            )
+        ),
+    ),
+    Document(
+        "b",
+        NOTE_B,
+        tuple(
+            _spans(
+                NOTE_B,
+                ("mary jones", "NAME"),
+                ("Anna", "NAME"),
+                ("Boston General", "GEOGRAPHIC_LOCATION"),
+                ("Smith Jones", "NAME"),
+                ("Boston", "GEOGRAPHIC_LOCATION", 1),
+            )
+        ),
+    ),
 ]
 PRED = [  # i2b2 2014 labels, as hybriddeid's
-    GOLD[0].with_spans(_spans(NOTE_A, ("70", "AGE"), ("Guidelines", "PATIENT"), ("Sarah P.", "DOCTOR"), ("2021", "DATE"),
-                              ("Jan 8", "DATE"), ("12345", "MEDICALRECORD"), ("80-90", "DATE"), ("Lasix", "DOCTOR"),
-                              ("HTN/DM", "URL"))),
-    GOLD[1].with_spans(_spans(NOTE_B, ("Boston", "CITY"), ("Reviewed", "PATIENT"), ("Smith Jones", "PATIENT"),
-                              ("at", "PATIENT"))),
+    GOLD[0].with_spans(
+        _spans(
+            NOTE_A,
+            ("70", "AGE"),
+            ("Guidelines", "PATIENT"),
+            ("Sarah P.", "DOCTOR"),
+            ("2021", "DATE"),
+            ("Jan 8", "DATE"),
+            ("12345", "MEDICALRECORD"),
+            ("80-90", "DATE"),
+            ("Lasix", "DOCTOR"),
+            ("HTN/DM", "URL"),
+        )
+    ),
+    GOLD[1].with_spans(
+        _spans(NOTE_B, ("Boston", "CITY"), ("Reviewed", "PATIENT"), ("Smith Jones", "PATIENT"), ("at", "PATIENT"))
+    ),
 ]
 
 
 def _score(en_real, phi_set: str) -> dict:
-    return en_real.score_row(GOLD, PRED, load_taxonomy("asq-phi"), load_taxonomy("i2b2-2014"), phi_set,
-                             en_real.ErrorRules.english())
+    return en_real.score_row(
+        GOLD, PRED, load_taxonomy("asq-phi"), load_taxonomy("i2b2-2014"), phi_set, en_real.ErrorRules.english()
+    )
 
 
 def _counts(groups: dict) -> dict[str, int]:
@@ -70,15 +106,36 @@ def test_counts_recall_and_groups_under_i2b2(en_real):
     report = evaluate(GOLD, PRED, load_taxonomy("asq-phi"), "i2b2-2014", load_taxonomy("i2b2-2014"))
     assert score["recall"] == report.score("binary_token").recall == 8 / 17
     assert {k: (v["recall"], v["tokens"]) for k, v in score["recall_by_category"].items()} == {
-        "NAME": (0.5, 8), "LOCATION": (0.25, 4), "DATE": (2 / 3, 3), "ID": (0.5, 2)}
+        "NAME": (0.5, 8),
+        "LOCATION": (0.25, 4),
+        "DATE": (2 / 3, 3),
+        "ID": (0.5, 2),
+    }
     assert score["recall_by_label"]["MEDICAL_RECORD_NUMBER"] == {"recall": 0.5, "tokens": 2}
     assert _counts(score["false_alarms"]) == {
-        "age": 1, "year": 1, "number": 2, "joined": 2, "drug": 1, "capitalised": 2, "other": 1}
+        "age": 1,
+        "year": 1,
+        "number": 2,
+        "joined": 2,
+        "drug": 1,
+        "capitalised": 2,
+        "other": 1,
+    }
     assert _counts(score["misses"]) == {
-        "title": 1, "id_prefix": 1, "institution": 2, "lower_case_name": 2, "short_name": 1, "date": 1, "other": 1}
+        "title": 1,
+        "id_prefix": 1,
+        "institution": 2,
+        "lower_case_name": 2,
+        "short_name": 1,
+        "date": 1,
+        "other": 1,
+    }
     assert score["false_alarms"]["number"]["examples"] == [("[80]-[90] DATE", 2)]
     assert score["misses"]["title"]["examples"] == [("[Dr]. Sarah P. NAME", 1)]
-    assert sorted(score["false_alarms"]["capitalised"]["examples"]) == [("[Guidelines] PATIENT", 1), ("[Reviewed] PATIENT", 1)]
+    assert sorted(score["false_alarms"]["capitalised"]["examples"]) == [
+        ("[Guidelines] PATIENT", 1),
+        ("[Reviewed] PATIENT", 1),
+    ]
 
 
 def test_hipaa_drops_ages_under_90(en_real):
@@ -104,14 +161,17 @@ def test_dont_care_tokens_count_neither_way(en_real):
     assert len(i2b2.tp) == 2 and len(i2b2.fp) == 1
 
 
-@pytest.mark.parametrize("text, surface, label, group", [
-    ("a 60-year-old man", "60-year-old", "DATE_TIME", "age"),  # an age phrase under another label
-    ("I'm from Cyprus and I'm 26 y/o", "from Cyprus and I'm 26 y/o", "TITLE", "other"),  # holding one is not enough
-    ("BP 142 today", "142", "DATE_TIME", "number"),
-    ("seen by Dr. Zoolander", "Zoolander", "PERSON", "other"),  # after a title: no sentence start
-    ("Wow. Zoolander again", "Zoolander", "PERSON", "capitalised"),
-    ("CHIEF COMPLAINT\nfever", "COMPLAINT", "PERSON", "capitalised"),  # a line in capitals
-])
+@pytest.mark.parametrize(
+    "text, surface, label, group",
+    [
+        ("a 60-year-old man", "60-year-old", "DATE_TIME", "age"),  # an age phrase under another label
+        ("I'm from Cyprus and I'm 26 y/o", "from Cyprus and I'm 26 y/o", "TITLE", "other"),  # holding one is not enough
+        ("BP 142 today", "142", "DATE_TIME", "number"),
+        ("seen by Dr. Zoolander", "Zoolander", "PERSON", "other"),  # after a title: no sentence start
+        ("Wow. Zoolander again", "Zoolander", "PERSON", "capitalised"),
+        ("CHIEF COMPLAINT\nfever", "COMPLAINT", "PERSON", "capitalised"),  # a line in capitals
+    ],
+)
 def test_false_alarm_rules(en_real, text: str, surface: str, label: str, group: str):
     start = text.index(surface)
     span = Span(start, start + len(surface), label)
@@ -119,27 +179,30 @@ def test_false_alarm_rules(en_real, text: str, surface: str, label: str, group: 
     assert en_real.ErrorRules.english().false_alarm(text, start, token_end, span, load_taxonomy("presidio")) == group
 
 
-
 # PhysioNet's groups and the surrogate check, on made-up nursing-note text (no note of the corpus).
 
-@pytest.mark.parametrize("text, surface, token, group", [
-    ("ABG 88/40/7.31/22/-2 drawn", "88/40/7.31/22/-2", "40", "vital"),  # a lab panel after its keyword
-    ("CO/CI/SVR 6.1/3.2/910 stable", "6.1/3.2/910", "910", "vital"),
-    ("BP 96-124/60's on levophed", "96-124/60's", "124", "vital"),
-    ("MAP61-70 overnight", "61-70", "61", "vital"),  # glued to its keyword
-    ("IVF at 75-150/HOUR", "75-150", "150", "vital"),  # a unit after it
-    ("on a/c 650x14/8/50% overnight", "650x14/8/50%", "650x14", "vital"),
-    ("report 0700-1930 quiet", "0700-1930", "1930", "number"),  # no keyword: a time
-    ("TEMP 101.2 ON 4/11. SLEPT", "4/11", "11", "number"),  # a keyword reaches the first number after it only
-    ("labs drawn at 1400 today", "1400", "1400", "number"),  # a time after a keyword
-    ("lines placed 6/12 GM stain", "6/12", "12", "number"),  # a date-like run needs its keyword right before it
-    ("SEEN MONDAY AM", "MONDAY", "MONDAY", "weekday"),
-    ("O2 SAT STABLE", "SAT", "SAT", "capitals"),  # a vital keyword, not a weekday
-    ("THICK SPUTUM AND COUGH", "SPUTUM AND COUGH", "AND", "and"),
-    ("TO OR TODAY", "OR", "OR", "capitals"),  # "or" alone is no joining word
-    ("PT REMAINS AFEBRILE", "REMAINS AFEBRILE", "AFEBRILE", "capitals"),
-    ("Cont same plan", "Cont", "Cont", "other"),
-])
+
+@pytest.mark.parametrize(
+    "text, surface, token, group",
+    [
+        ("ABG 88/40/7.31/22/-2 drawn", "88/40/7.31/22/-2", "40", "vital"),  # a lab panel after its keyword
+        ("CO/CI/SVR 6.1/3.2/910 stable", "6.1/3.2/910", "910", "vital"),
+        ("BP 96-124/60's on levophed", "96-124/60's", "124", "vital"),
+        ("MAP61-70 overnight", "61-70", "61", "vital"),  # glued to its keyword
+        ("IVF at 75-150/HOUR", "75-150", "150", "vital"),  # a unit after it
+        ("on a/c 650x14/8/50% overnight", "650x14/8/50%", "650x14", "vital"),
+        ("report 0700-1930 quiet", "0700-1930", "1930", "number"),  # no keyword: a time
+        ("TEMP 101.2 ON 4/11. SLEPT", "4/11", "11", "number"),  # a keyword reaches the first number after it only
+        ("labs drawn at 1400 today", "1400", "1400", "number"),  # a time after a keyword
+        ("lines placed 6/12 GM stain", "6/12", "12", "number"),  # a date-like run needs its keyword right before it
+        ("SEEN MONDAY AM", "MONDAY", "MONDAY", "weekday"),
+        ("O2 SAT STABLE", "SAT", "SAT", "capitals"),  # a vital keyword, not a weekday
+        ("THICK SPUTUM AND COUGH", "SPUTUM AND COUGH", "AND", "and"),
+        ("TO OR TODAY", "OR", "OR", "capitals"),  # "or" alone is no joining word
+        ("PT REMAINS AFEBRILE", "REMAINS AFEBRILE", "AFEBRILE", "capitals"),
+        ("Cont same plan", "Cont", "Cont", "other"),
+    ],
+)
 def test_physionet_false_alarm_rules(en_real, text: str, surface: str, token: str, group: str):
     start = text.index(surface)
     token_start = text.index(token, start)
@@ -148,22 +211,50 @@ def test_physionet_false_alarm_rules(en_real, text: str, surface: str, token: st
     assert rules.false_alarm(text, token_start, token_start + len(token), span, load_taxonomy("i2b2-2014")) == group
 
 
-NOTE_P = ("Seen 10/3 by KIM B. OSTROWSKI RN; wife tamsin called. S/P CABG '86.\n"
-          "To Bellweather 4 from Granmoor, T 99.1 on 10/4.")
-GOLD_P = Document("p", NOTE_P, tuple(_spans(NOTE_P, ("10/3", "Date"), ("KIM", "HCPName"), ("B.", "HCPName"),
-                                            ("OSTROWSKI", "HCPName"), ("tamsin", "RelativeProxyName"), ("'86", "DateYear"),
-                                            ("Bellweather", "Location"), ("Granmoor", "Location"), ("10/4.", "Date"))))
+NOTE_P = (
+    "Seen 10/3 by KIM B. OSTROWSKI RN; wife tamsin called. S/P CABG '86.\n"
+    "To Bellweather 4 from Granmoor, T 99.1 on 10/4."
+)
+GOLD_P = Document(
+    "p",
+    NOTE_P,
+    tuple(
+        _spans(
+            NOTE_P,
+            ("10/3", "Date"),
+            ("KIM", "HCPName"),
+            ("B.", "HCPName"),
+            ("OSTROWSKI", "HCPName"),
+            ("tamsin", "RelativeProxyName"),
+            ("'86", "DateYear"),
+            ("Bellweather", "Location"),
+            ("Granmoor", "Location"),
+            ("10/4.", "Date"),
+        )
+    ),
+)
 PRED_P = GOLD_P.with_spans(_spans(NOTE_P, ("Granmoor", "HOSPITAL"), ("99.1", "DATE"), ("RN", "PATIENT")))
 
 
 def test_physionet_groups_through_score_row(en_real):
     """Every gold token missed and every false alarm lands in PhysioNet's groups; the other corpora keep theirs."""
-    score = en_real.score_row([GOLD_P], [PRED_P], load_taxonomy("physionet"), load_taxonomy("i2b2-2014"), "hipaa",
-                              en_real.rules_for("physionet"))
+    score = en_real.score_row(
+        [GOLD_P],
+        [PRED_P],
+        load_taxonomy("physionet"),
+        load_taxonomy("i2b2-2014"),
+        "hipaa",
+        en_real.rules_for("physionet"),
+    )
     assert list(score["misses"]) == list(en_real.PHYSIONET_MISS_GROUPS)
     # the two-digit year (DateYear) is neutral under hipaa: a year alone is no Safe Harbor identifier
-    assert _counts(score["misses"]) == {"month_day": 4, "lower_case_name": 1, "capitals_name": 2,
-                                        "place": 1, "initial": 1}
+    assert _counts(score["misses"]) == {
+        "month_day": 4,
+        "lower_case_name": 1,
+        "capitals_name": 2,
+        "place": 1,
+        "initial": 1,
+    }
     assert _counts(score["false_alarms"]) == {"vital": 2, "capitals": 1}  # "99" "1" of "T 99.1"; "RN"
     assert score["misses"]["place"]["examples"] == [("[Bellweather] Location", 1)]
     assert list(en_real.rules_for("asq").false_alarm_groups) == list(en_real.FALSE_ALARM_GROUPS)
@@ -173,8 +264,10 @@ def test_output_position_follows_the_replacement_records(en_real):
     from hybriddeid.surrogates import Replacement
 
     text = "AB 12 CD 34"
-    reps = [Replacement(3, 5, 3, 8, "DATE", "DATE", "date", "m", "s", 1.0, "12345"),  # "12" -> "12345"
-            Replacement(6, 8, 9, 10, "NAME", "NAME", "person", "m", "s", 1.0, "X")]  # "CD" -> "X"
+    reps = [
+        Replacement(3, 5, 3, 8, "DATE", "DATE", "date", "m", "s", 1.0, "12345"),  # "12" -> "12345"
+        Replacement(6, 8, 9, 10, "NAME", "NAME", "person", "m", "s", 1.0, "X"),
+    ]  # "CD" -> "X"
     output = "AB 12345 X 34"
     assert [en_real.output_position(reps, i) for i in (0, 3, 5, 6, 9)] == [0, 3, 8, 9, 11]
     assert en_real.output_position(reps, 4, "start") == 3 and en_real.output_position(reps, 4, "end") == 8
@@ -186,14 +279,33 @@ def test_surrogate_check_counts_changed_vitals_and_left_phi(en_real):
     """One patient's two notes: a predicted date over "120/80" changes a vital pattern; a missed name stays."""
     one = "Night note. BP 120/80, HR 72. Wife Tamsin Okafor called on 3/14; seen by Dr. Brandvold.\n"
     two = "RR 18-20, sats 95% on 2L.\nPlan: continue."
-    gold = [Document("n1", one, tuple(_spans(one, ("Tamsin", "RelativeProxyName"), ("Okafor", "RelativeProxyName"),
-                                              ("3/14", "Date"), ("Brandvold", "HCPName")))),
-            Document("n2", two, ())]
-    pred = [gold[0].with_spans(_spans(one, ("Tamsin Okafor", "PATIENT"), ("3/14", "DATE"), ("120/80", "DATE"))),
-            gold[1].with_spans(())]
-    assert [[t[s:e] for s, e in en_real.vital_patterns(t)] for t in (one, two)] == [["120/80", "72"], ["18-20", "95%", "2L"]]
-    check = en_real.surrogate_check(gold, pred, {"n1": "p1", "n2": "p1"}, load_taxonomy("physionet"),
-                                    load_taxonomy("i2b2-2014"), "hipaa")
+    gold = [
+        Document(
+            "n1",
+            one,
+            tuple(
+                _spans(
+                    one,
+                    ("Tamsin", "RelativeProxyName"),
+                    ("Okafor", "RelativeProxyName"),
+                    ("3/14", "Date"),
+                    ("Brandvold", "HCPName"),
+                )
+            ),
+        ),
+        Document("n2", two, ()),
+    ]
+    pred = [
+        gold[0].with_spans(_spans(one, ("Tamsin Okafor", "PATIENT"), ("3/14", "DATE"), ("120/80", "DATE"))),
+        gold[1].with_spans(()),
+    ]
+    assert [[t[s:e] for s, e in en_real.vital_patterns(t)] for t in (one, two)] == [
+        ["120/80", "72"],
+        ["18-20", "95%", "2L"],
+    ]
+    check = en_real.surrogate_check(
+        gold, pred, {"n1": "p1", "n2": "p1"}, load_taxonomy("physionet"), load_taxonomy("i2b2-2014"), "hipaa"
+    )
     assert check["patients"] == 1 and check["spans_replaced"] == 3
     assert (check["vital_patterns"], check["vital_patterns_changed"]) == (5, 1)
     assert (check["vital_numbers"], check["vital_numbers_changed"]) == (7, 2)
@@ -219,8 +331,10 @@ def test_model_title_says_where_it_is_optimistic(en_real):
     meta = {"training_data": {"real_text": {"corpora": {"asq": "...", "presidio": "..."}}}}
     assert en_real.trained_halves(meta) == {"asq", "presidio"}
     assert en_real.trained_halves({}) == frozenset()
-    assert en_real.model_title("en", {"asq", "presidio"}, ["asq", "physionet"]) == \
-        "bundled model (trained on the asq half: optimistic there; never trained on the physionet half)"
+    assert (
+        en_real.model_title("en", {"asq", "presidio"}, ["asq", "physionet"])
+        == "bundled model (trained on the asq half: optimistic there; never trained on the physionet half)"
+    )
 
 
 def test_peer_worker_gives_up_a_slow_note():

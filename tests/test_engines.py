@@ -1,4 +1,5 @@
 """The fast engine against crfsuite's own tagger: same weights, same tags, same marginals, same spans."""
+
 from __future__ import annotations
 
 import json
@@ -64,7 +65,9 @@ def test_damaged_model_files_are_refused(damage: bytes) -> None:
 
 @pytest.mark.parametrize("component_name", ["token", "char"])
 @pytest.mark.parametrize("path", ["crfsuite functions", "emission model"])
-def test_decoding_scores_matches_crfsuite(english: Pipeline, english_notes: list, component_name: str, path: str) -> None:
+def test_decoding_scores_matches_crfsuite(
+    english: Pipeline, english_notes: list, component_name: str, path: str
+) -> None:
     component = english.components[component_name]
     weights, tagger = component.weights_, component.tagger_
     decoder = Decoder(weights, tagger)
@@ -88,7 +91,9 @@ def test_decoding_scores_matches_crfsuite(english: Pipeline, english_notes: list
 def test_the_emission_model_scores_exactly_what_it_is_given() -> None:
     weights = read_weights(emission_model(read_weights(Pipeline.load("en").components["char"].model_bytes_)))
     given = [0.125, -3.5, 7.0, 0.0, 1e-300]
-    scores = [sum(value * weights.state[weights.attribute_ids[str(j)], k] for j, value in enumerate(given)) for k in range(5)]
+    scores = [
+        sum(value * weights.state[weights.attribute_ids[str(j)], k] for j, value in enumerate(given)) for k in range(5)
+    ]
     assert scores == given  # each value x 1.0 on its own label, nothing else added
 
 
@@ -100,12 +105,16 @@ def test_a_long_sequence_after_short_ones_grows_crfsuites_arrays(english: Pipeli
         tags, marginal = decoder.decode(emissions)
         expected_tags, expected = decoder._decode_with_tagger(emissions)
         assert tags == expected_tags
-        assert all(abs(marginal(label, i) - expected(label, i)) < 1e-12 for i in (0, length - 1) for label in decoder.labels)
+        assert all(
+            abs(marginal(label, i) - expected(label, i)) < 1e-12 for i in (0, length - 1) for label in decoder.labels
+        )
 
 
 def _spans(pipeline: Pipeline, docs: list, threshold: float | None = None) -> list:
-    return [[(s.start, s.end, s.label, s.source, round(s.score, 9)) for s in pipeline.predict(doc, threshold=threshold)]
-            for doc in docs]
+    return [
+        [(s.start, s.end, s.label, s.source, round(s.score, 9)) for s in pipeline.predict(doc, threshold=threshold)]
+        for doc in docs
+    ]
 
 
 def test_both_engines_give_the_same_spans_in_english(english_notes: list) -> None:
@@ -142,10 +151,26 @@ def test_the_cli_offers_every_engine_and_both_write_the_same(tmp_path: Path) -> 
     outputs = {}
     for engine in ENGINES:
         out = tmp_path / engine
-        subprocess.run([sys.executable, "-c", "import sys; from hybriddeid.cli import main; sys.exit(main())",
-                        "annotate", str(EXAMPLES), str(out), "--engine", engine, "--format", "jsonl"],
-                       check=True, cwd=tmp_path, capture_output=True)
-        outputs[engine] = {path.name: json.loads(path.read_text(encoding="utf-8")) for path in sorted(out.glob("*.jsonl"))}
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from hybriddeid.cli import main; sys.exit(main())",
+                "annotate",
+                str(EXAMPLES),
+                str(out),
+                "--engine",
+                engine,
+                "--format",
+                "jsonl",
+            ],
+            check=True,
+            cwd=tmp_path,
+            capture_output=True,
+        )
+        outputs[engine] = {
+            path.name: json.loads(path.read_text(encoding="utf-8")) for path in sorted(out.glob("*.jsonl"))
+        }
     assert outputs["fast"].keys() == outputs["crfsuite"].keys() and outputs["fast"]
     for name, note in outputs["fast"].items():  # the same spans; scores agree to ~1e-15, not to the last digit
         expected = outputs["crfsuite"][name]["spans"]

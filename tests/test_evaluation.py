@@ -1,4 +1,5 @@
 """Evaluator tests; every expected number is worked out by hand in the comments beside it."""
+
 from __future__ import annotations
 
 import json
@@ -182,8 +183,18 @@ def test_hipaa_category_level_still_filters_by_subtype(report):
 
 def test_per_label(report):
     strict = report.per_label("strict", "subtype")
-    assert set(strict) == {"PATIENT", "AGE", "DATE", "DOCTOR", "HOSPITAL", "ORGANIZATION", "CITY",
-                           "STATE", "PROFESSION", "PHONE"}
+    assert set(strict) == {
+        "PATIENT",
+        "AGE",
+        "DATE",
+        "DOCTOR",
+        "HOSPITAL",
+        "ORGANIZATION",
+        "CITY",
+        "STATE",
+        "PROFESSION",
+        "PHONE",
+    }
     assert_prf(strict["PATIENT"], 1, 0, 0, 1, 1, 1)
     # DATE: b exact (tp), a "Jan 5" (fp) against "Jan 5 2012" (fn) -> 1/2 each
     assert_prf(strict["DATE"], 1, 1, 1, F(1, 2), F(1, 2), F(1, 2))
@@ -209,7 +220,10 @@ def test_per_label_sums_to_micro(report):
                 labels = report.per_label(criterion, level, hipaa).values()
                 micro = report.score(criterion, level, "micro", hipaa)
                 assert (sum(p.tp for p in labels), sum(p.fp for p in labels), sum(p.fn for p in labels)) == (
-                    micro.tp, micro.fp, micro.fn)
+                    micro.tp,
+                    micro.fp,
+                    micro.fn,
+                )
 
 
 def test_documents_unmatched_and_counts(report):
@@ -282,8 +296,25 @@ def test_bad_arguments_are_refused(report):
 def test_i2b2_2014_hipaa_flags_match_the_official_script():
     # kotfic/i2b2_evaluation_scripts README, "HIPAA-compliant PHI"
     assert I2B2.hipaa == {
-        "PATIENT", "AGE", "CITY", "STREET", "ZIP", "ORGANIZATION", "DATE", "PHONE", "FAX", "EMAIL", "SSN",
-        "MEDICALRECORD", "HEALTHPLAN", "ACCOUNT", "LICENSE", "VEHICLE", "DEVICE", "BIOID", "IDNUM",
+        "PATIENT",
+        "AGE",
+        "CITY",
+        "STREET",
+        "ZIP",
+        "ORGANIZATION",
+        "DATE",
+        "PHONE",
+        "FAX",
+        "EMAIL",
+        "SSN",
+        "MEDICALRECORD",
+        "HEALTHPLAN",
+        "ACCOUNT",
+        "LICENSE",
+        "VEHICLE",
+        "DEVICE",
+        "BIOID",
+        "IDNUM",
     }
 
 
@@ -297,15 +328,29 @@ def test_to_json_round_trips(report):
             for subset, hipaa in (("all", False), ("hipaa", True)):
                 for average in ("micro", "macro"):
                     assert data["scores"][criterion][level][subset][average] == pytest.approx(
-                        report.score(criterion, level, average, hipaa).to_dict())
+                        report.score(criterion, level, average, hipaa).to_dict()
+                    )
     assert data["scores"]["strict"]["subtype"]["all"]["micro"]["f1"] == pytest.approx(1 / 3)
     assert data["per_label"]["strict"]["category"]["all"]["LOCATION"]["tp"] == 1
 
 
 def test_format_table_lists_categories_subtypes_and_totals(report):
     table = report.format_table()
-    for label in ("NAME", "PATIENT", "DOCTOR", "LOCATION", "HOSPITAL", "ORGANIZATION", "CITY", "STATE",
-                  "AGE", "DATE", "CONTACT", "PHONE", "PROFESSION"):
+    for label in (
+        "NAME",
+        "PATIENT",
+        "DOCTOR",
+        "LOCATION",
+        "HOSPITAL",
+        "ORGANIZATION",
+        "CITY",
+        "STATE",
+        "AGE",
+        "DATE",
+        "CONTACT",
+        "PHONE",
+        "PROFESSION",
+    ):
         assert label in table
     for row in ("micro", "macro", "HIPAA micro", "HIPAA macro"):
         assert any(line.startswith(row) for line in table.splitlines())

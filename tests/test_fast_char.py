@@ -1,6 +1,7 @@
 """The character CRF's fast engine: scores from memoised weight sums (``features.char_ids``) must
 equal the string path's (``CRFWeights.emissions`` of ``CharCRF.sequences``) for every sequence,
 and both engines must find the same spans."""
+
 from __future__ import annotations
 
 import random
@@ -70,6 +71,7 @@ def check_note(model: CharCRF, note, rng: random.Random, regions=None) -> None:
 
 # -- the bundled models --------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def english():
     return Pipeline.load("en")
@@ -117,14 +119,16 @@ def test_the_bundled_english_model_finds_the_same_spans_with_either_engine(engli
 
 def assert_same_spans(got: list[list[Span]], expected: list[list[Span]]) -> None:
     """Offsets, labels and sources identical; scores (marginals, summed in another order) to 1e-9."""
-    assert [[(s.start, s.end, s.label, s.source) for s in spans] for spans in got] == \
-        [[(s.start, s.end, s.label, s.source) for s in spans] for spans in expected]
+    assert [[(s.start, s.end, s.label, s.source) for s in spans] for spans in got] == [
+        [(s.start, s.end, s.label, s.source) for s in spans] for spans in expected
+    ]
     for spans, others in zip(got, expected):
         for span, other in zip(spans, others):
             assert abs(span.score - other.score) <= TOLERANCE
 
 
 # -- small models trained here, one per group of settings ----------------------------------------------
+
 
 def training_notes() -> list[Document]:
     """Generated notes plus one with the hostile lines (a NUL reaches crfsuite's attribute names)."""
@@ -146,19 +150,23 @@ def clusters_dir(tmp_path_factory) -> Path:
 
 
 SETTINGS = {
-    "wide-thin-off-knowledge": dict(thin_interior=False, lexicon=False, safe_min_count=2, gazetteers=["*"],
-                                    clusters="CLUSTERS"),
+    "wide-thin-off-knowledge": dict(
+        thin_interior=False, lexicon=False, safe_min_count=2, gazetteers=["*"], clusters="CLUSTERS"
+    ),
     "no-ngrams-segments": dict(features=["projection", "line"], segment_chars=200, segment_overlap=40),
     "no-projection-clusters-safe": dict(features=["ngrams", "line"], clusters="CLUSTERS", safe_min_count=1),
     "no-line-thin-off": dict(features=["ngrams", "projection"], thin_interior=False, gazetteers=["first_names"]),
-    "radius-2-subtype": dict(radius=2, bigram_radius=1, trigram_radius=1, label_level="subtype",
-                             segment_chars=300, segment_overlap=50),
+    "radius-2-subtype": dict(
+        radius=2, bigram_radius=1, trigram_radius=1, label_level="subtype", segment_chars=300, segment_overlap=50
+    ),
 }
 
 
 @pytest.fixture(scope="module", params=sorted(SETTINGS))
 def small_model(request, clusters_dir) -> CharCRF:
-    params = {key: (str(clusters_dir) if value == "CLUSTERS" else value) for key, value in SETTINGS[request.param].items()}
+    params = {
+        key: (str(clusters_dir) if value == "CLUSTERS" else value) for key, value in SETTINGS[request.param].items()
+    }
     return CharCRF(language="en", max_iterations=15, **params).fit(training_notes())
 
 
@@ -184,7 +192,9 @@ def test_a_small_model_finds_the_same_spans_with_either_engine(small_model):
 
 def test_settled_tokens_and_clusters_reach_the_scores(clusters_dir):
     """The settings the scorer takes from the model (safe words, cluster classes) change scores."""
-    model = CharCRF(language="en", max_iterations=15, safe_min_count=1, clusters=str(clusters_dir)).fit(training_notes())
+    model = CharCRF(language="en", max_iterations=15, safe_min_count=1, clusters=str(clusters_dir)).fit(
+        training_notes()
+    )
     assert model.safe_words_ and model.clusters_ is not None
     note = analyse(next(generate_corpus(1, 24, "test")), "en")
     assert_same_emissions(model, note)
@@ -193,6 +203,7 @@ def test_settled_tokens_and_clusters_reach_the_scores(clusters_dir):
 
 
 # -- memos: bounded, and right after being emptied -------------------------------------------------------
+
 
 def test_memos_stay_bounded_and_exact_when_emptied(english, monkeypatch):
     """With tiny caps every memo is emptied many times over a few notes; scores stay exact."""
@@ -230,7 +241,9 @@ def test_code_memo_values_survive_emptying_and_overflow():
 
 
 def test_memo_values_survive_emptying():
-    memo = _Memo(1, np.float64, 4, lambda keys: np.array([[len(key)] for key in keys], np.float64).reshape(len(keys), 1))
+    memo = _Memo(
+        1, np.float64, 4, lambda keys: np.array([[len(key)] for key in keys], np.float64).reshape(len(keys), 1)
+    )
     for keys in (["a", "bb"], ["a", "ccc", "dddd", "ee"], ["fffff", "a", "a"], [str(i) * i for i in range(1, 9)]):
         assert memo.values(keys)[:, 0].tolist() == [len(key) for key in keys]
         assert len(memo) <= max(4, len(set(keys)))

@@ -1,5 +1,6 @@
 """The token CRF's fast path (features.token_ids) against its string path: same sequences, same
 emission scores (within 1e-9; only the order of the sums differs), same spans from both engines."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -71,13 +72,16 @@ def assert_same_spans(component: TokenCRF, docs: list[Document]) -> None:
             fast = component.predict(doc)
             component.engine = "crfsuite"
             slow = component.predict(doc)
-            assert [(s.start, s.end, s.label, s.source) for s in fast] == [(s.start, s.end, s.label, s.source) for s in slow]
+            assert [(s.start, s.end, s.label, s.source) for s in fast] == [
+                (s.start, s.end, s.label, s.source) for s in slow
+            ]
             assert all(abs(a.score - b.score) <= TOLERANCE for a, b in zip(fast, slow))
     finally:
         component.engine = engine
 
 
 # ---- the bundled models ---------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def english() -> TokenCRF:
@@ -100,8 +104,12 @@ def test_a_full_form_cache_is_cleared_and_scores_stay_the_same(english: TokenCRF
     featurizer.cache_size = 300  # a few lines' worth: cleared again and again
     try:
         assert assert_same_sequences(english, list(generate_corpus(8, 13, "test"))) > 100
-        assert featurizer._count <= 300 + max(len(line.tokens) for doc in generate_corpus(8, 13, "test")
-                                              for line in analyse(doc, "en").lines) + 2
+        assert (
+            featurizer._count
+            <= 300
+            + max(len(line.tokens) for doc in generate_corpus(8, 13, "test") for line in analyse(doc, "en").lines)
+            + 2
+        )
     finally:
         featurizer.cache_size = size
 
@@ -111,8 +119,9 @@ def test_new_forms_summed_together_give_the_bits_one_sum_per_form_gives(english:
     bits as ``state[known].sum(axis=0)`` per form (numpy's reduceat would differ in the last bits)."""
     featurizer = english._token_ids()
     generator = np.random.default_rng(3)
-    pending = [(row, list(generator.integers(0, featurizer.none, int(generator.integers(1, 70)))))
-               for row in range(600)]
+    pending = [
+        (row, list(generator.integers(0, featurizer.none, int(generator.integers(1, 70))))) for row in range(600)
+    ]
     featurizer._ensure(featurizer._count + 600)
     saved = featurizer._own[:600].copy()
     try:
@@ -133,6 +142,7 @@ def test_bundled_spanish_model_scores_as_its_strings_on_meddocan() -> None:
 
 
 # ---- tiny models trained here ---------------------------------------------------------------
+
 
 def tiny_corpus() -> list[Document]:
     return list(generate_corpus(25, 3, "train")) + [odd_document("odd1"), odd_document("odd2")]
@@ -171,8 +181,17 @@ TINY_CONFIGS = {
 
 
 def train_tiny(features: list[str], window: int, gazetteers: tuple[str, ...] = ("*",)) -> TokenCRF:
-    return TokenCRF(features=features, window=window, language="en", max_iterations=15, safe_min_count=3,
-                    lexicon=True, gazetteers=gazetteers, segment_chars=400, segment_overlap=60).fit(tiny_corpus())
+    return TokenCRF(
+        features=features,
+        window=window,
+        language="en",
+        max_iterations=15,
+        safe_min_count=3,
+        lexicon=True,
+        gazetteers=gazetteers,
+        segment_chars=400,
+        segment_overlap=60,
+    ).fit(tiny_corpus())
 
 
 @pytest.mark.parametrize("config", sorted(TINY_CONFIGS))
@@ -213,14 +232,21 @@ def test_pos_and_ner_tags_of_a_tag_source_are_scored(tiny_docs: list[Document]) 
     names = [dictionary.name for dictionary in component._token_ids().dictionaries]
     dictionaries = [Dictionary("gaz_" + group, g, True) for group, g in component.gazetteers_.items()]
     dictionaries.append(Dictionary("lex", component.lexicon_, False))
-    featurizer = TokenIds(component.weights_, component.features, component.window, component.safe_words_,
-                          None, dictionaries)
+    featurizer = TokenIds(
+        component.weights_, component.features, component.window, component.safe_words_, None, dictionaries
+    )
     assert [d.name for d in dictionaries] == names
     for doc in tiny_docs:
         note = analyse(doc, "en")
         lines = [line for line in note.lines if line.tokens]
-        inputs = [LineInput(line, [tok.text[:1].upper() or "X" for tok in line.tokens],
-                            ["PER" if tok.text.istitle() else "O" for tok in line.tokens]) for line in lines]
+        inputs = [
+            LineInput(
+                line,
+                [tok.text[:1].upper() or "X" for tok in line.tokens],
+                ["PER" if tok.text.istitle() else "O" for tok in line.tokens],
+            )
+            for line in lines
+        ]
         got = featurizer.emissions(inputs)
         rows = []
         for item in inputs:

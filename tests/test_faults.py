@@ -1,6 +1,7 @@
 """Faults around a batch run, not in its notes: a second run into the same folder, the parent killed or
 stopped, a full disk at each write step, odd file names, key files that are exposed, mistyped or
 changed between runs. Each leaves the folder as a lone, uninterrupted run would, or says why not."""
+
 from __future__ import annotations
 
 import errno
@@ -65,8 +66,13 @@ def test_a_second_run_into_a_live_runs_folder_is_refused_and_changes_nothing(ref
     live = run(slow_cli(0.7), [*surrogate_run(key), str(notes), str(out)], tmp_path)
     wait_for_outputs(out, 3, live)
     for _ in range(3):
-        second = subprocess.run([sys.executable, "-c", FAST_CLI, "-q", *surrogate_run(key), str(notes), str(out)],
-                                capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        second = subprocess.run(
+            [sys.executable, "-c", FAST_CLI, "-q", *surrogate_run(key), str(notes), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
         assert second.returncode == 2
         assert "another run is writing into this folder (pid" in second.stderr
     assert live.poll() is None, "the refusals must land while the live run works"
@@ -101,8 +107,10 @@ def test_workers_end_with_their_parent_and_the_run_resumes(sig, reference, tmp_p
     assert not [pid for pid in workers if alive(pid)], "a worker outlived its parent by 5 s"
     if sig == signal.SIGTERM:  # stopped gracefully: exit 143, tally told and written, no temporary file
         assert code == 143
-        assert re.search(r"stopped by SIGTERM \(\d+ written, 0 already done, 0 failed\); the same command resumes",
-                         victim.stderr.read().decode())
+        assert re.search(
+            r"stopped by SIGTERM \(\d+ written, 0 already done, 0 failed\); the same command resumes",
+            victim.stderr.read().decode(),
+        )
         # >= 1, not 2: the second output may be renamed into place a moment before the tally counts it, and
         # the signal can land in between (seen under xdist); the resumed run below must then redo nothing wrong
         assert json.loads((out / "audit" / "summary.json").read_text())["files"]["written"] >= 1
@@ -157,8 +165,22 @@ def test_a_full_disk_at_any_write_step_is_told_not_raised(step, annotated, tmp_p
         create_key_file(key)
     full_disk_at(monkeypatch, pattern)
     out = tmp_path / "out"
-    args = ["--progress", "never", "deid", "--use-annotations", "--language", "en", "--mode", "surrogate",
-            "--key-file", str(key), "--mapping-dir", str(tmp_path / "mapping"), str(annotated), str(out)]
+    args = [
+        "--progress",
+        "never",
+        "deid",
+        "--use-annotations",
+        "--language",
+        "en",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(key),
+        "--mapping-dir",
+        str(tmp_path / "mapping"),
+        str(annotated),
+        str(out),
+    ]
     assert main(args) == exit_code
     assert "No space left on device" in caplog.text
     assert "Traceback" not in caplog.text
@@ -181,8 +203,18 @@ def test_a_full_disk_at_any_write_step_is_told_not_raised(step, annotated, tmp_p
 def test_a_disk_that_fills_during_a_run_fails_the_rest_and_a_rerun_finishes(annotated, tmp_path, monkeypatch):
     key = tmp_path / "deid.key"
     create_key_file(key)
-    args = ["-q", "deid", "--use-annotations", "--language", "en", "--mode", "surrogate", "--key-file", str(key),
-            str(annotated)]
+    args = [
+        "-q",
+        "deid",
+        "--use-annotations",
+        "--language",
+        "en",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(key),
+        str(annotated),
+    ]
     with monkeypatch.context() as patch:
         full_disk_at(patch, WRITE_STEPS["output"][0], after=2)
         assert main([*args, str(tmp_path / "out")]) == 1  # some notes done
@@ -196,6 +228,7 @@ def test_a_disk_that_fills_during_a_run_fails_the_rest_and_a_rerun_finishes(anno
 
 # -- file names ------------------------------------------------------------------------------------
 
+
 def test_any_file_name_is_taken_or_refused_with_the_character_shown(annotated, tmp_path, caplog):
     folder = tmp_path / "in"
     folder.mkdir()
@@ -206,8 +239,20 @@ def test_any_file_name_is_taken_or_refused_with_the_character_shown(annotated, t
         for suffix in (b".txt", b".ann"):  # names no writer of ours would make
             os.rename(os.fsencode(folder / f"n{number}") + suffix, os.fsencode(folder) + b"/" + raw + suffix)
     key = tmp_path / "deid.key"
-    args = ["--progress", "never", "deid", "--use-annotations", "--language", "en", "--mode", "surrogate",
-            "--key-file", str(key), str(folder), str(tmp_path / "out")]
+    args = [
+        "--progress",
+        "never",
+        "deid",
+        "--use-annotations",
+        "--language",
+        "en",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(key),
+        str(folder),
+        str(tmp_path / "out"),
+    ]
     assert main(args) == 1
     assert "'line\\nbreak.txt': the name holds a line break ('\\n') at position 4" in caplog.text
     assert "'a\\ttab.txt': the name holds a tab ('\\t') at position 1" in caplog.text
@@ -227,14 +272,30 @@ def test_any_file_name_is_taken_or_refused_with_the_character_shown(annotated, t
 
 # -- keys ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o666, 0o602])
 def test_a_key_others_may_read_or_write_is_refused(mode, annotated, tmp_path, caplog):
     key = tmp_path / "deid.key"
     create_key_file(key)
     key.chmod(mode)
     out = tmp_path / "out"
-    assert main(["deid", "--use-annotations", "--language", "en", "--mode", "surrogate", "--key-file", str(key),
-                 str(annotated), str(out)]) == 2
+    assert (
+        main(
+            [
+                "deid",
+                "--use-annotations",
+                "--language",
+                "en",
+                "--mode",
+                "surrogate",
+                "--key-file",
+                str(key),
+                str(annotated),
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert f"may be read or written by others (mode {mode:03o}); make it owner-only with: chmod 600" in caplog.text
     assert not out.exists() or not list(out.glob("*.txt"))
 
@@ -246,8 +307,17 @@ def test_a_mistyped_key_is_an_error_and_an_old_key_still_reads(annotated, tmp_pa
     assert line == render_key(secret) and line.startswith("hybriddeid-key 1 ")
     digit = line[20]
     key.write_text(line[:20] + ("0" if digit != "0" else "1") + line[21:])  # one typo
-    args = ["deid", "--use-annotations", "--language", "en", "--mode", "surrogate", "--key-file", str(key),
-            str(annotated)]
+    args = [
+        "deid",
+        "--use-annotations",
+        "--language",
+        "en",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(key),
+        str(annotated),
+    ]
     assert main([*args, str(tmp_path / "typo")]) == 2
     assert "the key does not match its checksum" in caplog.text
     key.write_text(render_key(secret))
@@ -286,14 +356,17 @@ def test_a_lost_run_json_and_a_new_key_redo_every_output(annotated, tmp_path):
 
 # -- gold labels outside the taxonomy --------------------------------------------------------------
 
-def test_labels_outside_the_taxonomy_stop_evaluate_and_train_unless_mapped_or_allowed(annotated, tmp_path, caplog,
-                                                                                        capsys):
+
+def test_labels_outside_the_taxonomy_stop_evaluate_and_train_unless_mapped_or_allowed(
+    annotated, tmp_path, caplog, capsys
+):
     renamed = tmp_path / "renamed"
     renamed.mkdir()
     for path in annotated.iterdir():
         text = path.read_text(encoding="utf-8")
-        (renamed / path.name).write_text(re.sub(r"\tDOCTOR ", "\tPERSONNAME ", text) if path.suffix == ".ann" else text,
-                                         encoding="utf-8")
+        (renamed / path.name).write_text(
+            re.sub(r"\tDOCTOR ", "\tPERSONNAME ", text) if path.suffix == ".ann" else text, encoding="utf-8"
+        )
     count = sum(path.read_text().count("\tPERSONNAME ") for path in renamed.glob("*.ann"))
     assert count > 0
     assert main(["evaluate", str(renamed), str(annotated)]) == 2

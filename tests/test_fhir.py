@@ -1,5 +1,6 @@
 """``hybriddeid deid --input-format fhir``: FHIR R4 Bundles and Bulk Data NDJSON of DocumentReference and
 DiagnosticReport resources de-identified and written back as valid resources (issue 26, item 3)."""
+
 from __future__ import annotations
 
 import base64
@@ -27,12 +28,16 @@ from hybriddeid.io.fhir import (  # noqa: E402
 )
 from hybriddeid.surrogates.keys import render_key  # noqa: E402
 
-NOTE_1 = ("Patient John Smith was seen on 03/14/2023 by Dr. Alice Grant.\n"
-          "MRN 4417920. Phone (617) 555-1234.\nLives in Boston, MA.\n")
+NOTE_1 = (
+    "Patient John Smith was seen on 03/14/2023 by Dr. Alice Grant.\n"
+    "MRN 4417920. Phone (617) 555-1234.\nLives in Boston, MA.\n"
+)
 NOTE_2 = "CT head for John Smith on 03/15/2023, ordered by Dr. Grant.\n"
 NOTE_OTHER = "Patient Maria Okonkwo was seen on 05/02/2023 by Dr. Alice Grant.\n"
-HTML = ("<html><body><p>Patient <b>John</b> Smith &amp; wife seen 03/14/2023.</p>"
-        "<!-- John Smith --><p>Dr. Grant</p></body></html>")
+HTML = (
+    "<html><body><p>Patient <b>John</b> Smith &amp; wife seen 03/14/2023.</p>"
+    "<!-- John Smith --><p>Dr. Grant</p></body></html>"
+)
 NARRATIVE = '<div xmlns="http://www.w3.org/1999/xhtml"><p>Discharge note for John Smith, 03/14/2023</p></div>'
 PHI = ("John", "Smith", "Alice Grant", "4417920", "555-1234", "Boston", "Okonkwo", "2023-03-14", "03/14/2023")
 
@@ -51,34 +56,73 @@ def decoded(attachment: dict) -> str:
 
 
 def document_reference(rid: str, patient: str, display: str, note: str, **extra) -> dict:
-    return {"resourceType": "DocumentReference", "id": rid, "status": "current", "date": "2023-03-14T10:00:00Z",
-            "subject": {"reference": patient, "display": display}, "author": [{"display": "Dr. Alice Grant"}],
-            "content": [{"attachment": {"contentType": "text/plain; charset=utf-8", "data": b64(note),
-                                        "title": f"Note of {display}", "creation": "2023-03-14"}}], **extra}
+    return {
+        "resourceType": "DocumentReference",
+        "id": rid,
+        "status": "current",
+        "date": "2023-03-14T10:00:00Z",
+        "subject": {"reference": patient, "display": display},
+        "author": [{"display": "Dr. Alice Grant"}],
+        "content": [
+            {
+                "attachment": {
+                    "contentType": "text/plain; charset=utf-8",
+                    "data": b64(note),
+                    "title": f"Note of {display}",
+                    "creation": "2023-03-14",
+                }
+            }
+        ],
+        **extra,
+    }
 
 
 def diagnostic_report(rid: str, patient: str, display: str, note: str) -> dict:
-    return {"resourceType": "DiagnosticReport", "id": rid, "status": "final", "code": {"text": "CT head"},
-            "subject": {"reference": patient, "display": display}, "effectiveDateTime": "2023-03-15",
-            "issued": "2023-03-15T12:00:00Z", "conclusion": "No change since 03/14/2023 for Mr. Smith.",
-            "presentedForm": [{"contentType": "text/plain", "data": b64(note)}]}
+    return {
+        "resourceType": "DiagnosticReport",
+        "id": rid,
+        "status": "final",
+        "code": {"text": "CT head"},
+        "subject": {"reference": patient, "display": display},
+        "effectiveDateTime": "2023-03-15",
+        "issued": "2023-03-15T12:00:00Z",
+        "conclusion": "No change since 03/14/2023 for Mr. Smith.",
+        "presentedForm": [{"contentType": "text/plain", "data": b64(note)}],
+    }
 
 
-BAD = {"resourceType": "DocumentReference", "id": "bad1", "status": "current", "date": "14 March 2023",
-       "content": [{"attachment": {"contentType": "text/plain", "data": b64("Seen by Dr. Alice Grant.")}}]}
+BAD = {
+    "resourceType": "DocumentReference",
+    "id": "bad1",
+    "status": "current",
+    "date": "14 March 2023",
+    "content": [{"attachment": {"contentType": "text/plain", "data": b64("Seen by Dr. Alice Grant.")}}],
+}
 
 
 def bundle(tmp_path: Path) -> Path:
     folder = tmp_path / "in"
     folder.mkdir()
-    doc = document_reference("doc1", "Patient/p1", "Smith, John", NOTE_1,
-                             text={"status": "generated", "div": NARRATIVE})
+    doc = document_reference(
+        "doc1", "Patient/p1", "Smith, John", NOTE_1, text={"status": "generated", "div": NARRATIVE}
+    )
     doc["content"].append({"attachment": {"contentType": "text/html", "data": b64(HTML)}})
-    entries = [doc, diagnostic_report("rep1", "Patient/p1", "John Smith", NOTE_2), BAD,
-               {"resourceType": "Patient", "id": "p1", "name": [{"family": "Smith"}]}]
-    (folder / "bundle.json").write_text(json.dumps({"resourceType": "Bundle", "type": "collection",
-                                                    "entry": [{"fullUrl": f"urn:uuid:{n}", "resource": r}
-                                                              for n, r in enumerate(entries)]}), encoding="utf-8")
+    entries = [
+        doc,
+        diagnostic_report("rep1", "Patient/p1", "John Smith", NOTE_2),
+        BAD,
+        {"resourceType": "Patient", "id": "p1", "name": [{"family": "Smith"}]},
+    ]
+    (folder / "bundle.json").write_text(
+        json.dumps(
+            {
+                "resourceType": "Bundle",
+                "type": "collection",
+                "entry": [{"fullUrl": f"urn:uuid:{n}", "resource": r} for n, r in enumerate(entries)],
+            }
+        ),
+        encoding="utf-8",
+    )
     return folder
 
 
@@ -132,7 +176,9 @@ def test_bundle_is_written_back_valid_labelled_and_without_the_phi(tmp_path, cap
     assert written["type"] == "collection" and [e["fullUrl"] for e in written["entry"]] == ["urn:uuid:0", "urn:uuid:1"]
     for resource in out:
         assert validation_problem(resource) is None
-        assert {"system": SECURITY_SYSTEM, "code": "PSEUDED", "display": "pseudonymized"} in resource["meta"]["security"]
+        assert {"system": SECURITY_SYSTEM, "code": "PSEUDED", "display": "pseudonymized"} in resource["meta"][
+            "security"
+        ]
         for attachment in attachments(resource):
             data = base64.b64decode(attachment["data"])
             assert attachment["size"] == len(data)
@@ -168,7 +214,9 @@ def test_resource_elements_take_the_surrogates_and_date_shift_of_the_patients_te
     assert doc["content"][0]["attachment"]["creation"] == str(date(2023, 3, 14) + shift)
     assert report["effectiveDateTime"] == str(date(2023, 3, 15) + shift)
     assert report["issued"] == f"{date(2023, 3, 15) + shift}T12:00:00Z"
-    assert report["conclusion"] == f"No change since {(date(2023, 3, 14) + shift).strftime('%m/%d/%Y')} for Mr. {surname}."
+    assert (
+        report["conclusion"] == f"No change since {(date(2023, 3, 14) + shift).strftime('%m/%d/%Y')} for Mr. {surname}."
+    )
 
 
 def test_html_attachment_and_narrative_keep_their_markup(tmp_path):
@@ -189,15 +237,20 @@ def test_html_text_and_edits_map_back_into_the_markup():
     text = html_text(source)
     assert text == "\nDr.\xa0John Smith\nTel <617>"
     start = text.index("John")
-    edited = html_with_edits(source, [(start, start + len("John Smith"), "A & B"), (text.index("617"), text.index("617") + 3, "999")])
+    edited = html_with_edits(
+        source, [(start, start + len("John Smith"), "A & B"), (text.index("617"), text.index("617") + 3, "999")]
+    )
     assert edited == "<p>Dr.&nbsp;A &amp; B<i></i></p><br/>Tel &lt;999&gt;"
     assert html_with_edits(source, []) == source
 
 
 def test_ndjson_files_keep_one_patient_consistent_and_patients_apart(tmp_path):
     in_dir = tmp_path / "in"
-    write_ndjson(in_dir / "DocumentReference.ndjson", document_reference("d1", "Patient/p1", "John Smith", NOTE_1),
-                 document_reference("d2", "Patient/p2", "Maria Okonkwo", NOTE_OTHER))
+    write_ndjson(
+        in_dir / "DocumentReference.ndjson",
+        document_reference("d1", "Patient/p1", "John Smith", NOTE_1),
+        document_reference("d2", "Patient/p2", "Maria Okonkwo", NOTE_OTHER),
+    )
     write_ndjson(in_dir / "DiagnosticReport.ndjson", diagnostic_report("r1", "Patient/p1", "John Smith", NOTE_2))
     assert deid(in_dir, tmp_path / "out", *surrogate(tmp_path)) == 0
     d1, d2 = resources(tmp_path / "out" / "DocumentReference.ndjson")
@@ -227,8 +280,11 @@ def test_tag_mode_leaves_out_dates_that_are_no_longer_dates(tmp_path):
 def test_attachments_give_what_deid_gives_for_the_same_text_byte_for_byte(tmp_path):
     """The same notes of one patient from a folder (``hybriddeid deid``) and from FHIR attachments."""
     in_dir = tmp_path / "fhir"
-    write_ndjson(in_dir / "notes.ndjson", document_reference("d1", "Patient/p1", "John Smith", NOTE_1),
-                 diagnostic_report("r1", "Patient/p1", "John Smith", NOTE_2))
+    write_ndjson(
+        in_dir / "notes.ndjson",
+        document_reference("d1", "Patient/p1", "John Smith", NOTE_1),
+        diagnostic_report("r1", "Patient/p1", "John Smith", NOTE_2),
+    )
     folder = tmp_path / "folder"
     folder.mkdir()
     (folder / "one.txt").write_text(NOTE_1, encoding="utf-8")
@@ -236,10 +292,24 @@ def test_attachments_give_what_deid_gives_for_the_same_text_byte_for_byte(tmp_pa
     with open(tmp_path / "patients.csv", "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle).writerows([("note", "patient"), ("one", "Patient/p1"), ("two", "Patient/p1")])
     assert deid(in_dir, tmp_path / "fhir-out", *surrogate(tmp_path)) == 0
-    assert main(["-q", "deid", str(folder), str(tmp_path / "folder-out"), *surrogate(tmp_path),
-                 "--patient-map", str(tmp_path / "patients.csv")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "deid",
+                str(folder),
+                str(tmp_path / "folder-out"),
+                *surrogate(tmp_path),
+                "--patient-map",
+                str(tmp_path / "patients.csv"),
+            ]
+        )
+        == 0
+    )
     d1, r1 = resources(tmp_path / "fhir-out" / "notes.ndjson")
-    assert base64.b64decode(d1["content"][0]["attachment"]["data"]) == (tmp_path / "folder-out" / "one.txt").read_bytes()
+    assert (
+        base64.b64decode(d1["content"][0]["attachment"]["data"]) == (tmp_path / "folder-out" / "one.txt").read_bytes()
+    )
     assert base64.b64decode(r1["presentedForm"][0]["data"]) == (tmp_path / "folder-out" / "two.txt").read_bytes()
     assert (tmp_path / "folder-out" / "one.txt").read_text() != NOTE_1
 
@@ -250,11 +320,14 @@ def test_unreadable_attachments_and_files_are_told_by_id_and_the_rest_goes_on(tm
     pdf = document_reference("pdf1", "Patient/p1", "John Smith", NOTE_1)
     pdf["content"][0]["attachment"]["contentType"] = "application/pdf"
     latin = document_reference("lat1", "Patient/p1", "John Smith", NOTE_1)
-    latin["content"][0]["attachment"].update(contentType="text/plain; charset=utf-8",
-                                             data=base64.b64encode("Seen by Dr. Grant \xe9".encode("latin-1")).decode())
+    latin["content"][0]["attachment"].update(
+        contentType="text/plain; charset=utf-8",
+        data=base64.b64encode("Seen by Dr. Grant \xe9".encode("latin-1")).decode(),
+    )
     good = document_reference("ok1", "Patient/p1", "John Smith", NOTE_1)
-    (in_dir / "mixed.ndjson").write_text("".join(json.dumps(r) + "\n" for r in (pdf, latin, good)) + "{not json\n",
-                                         encoding="utf-8")
+    (in_dir / "mixed.ndjson").write_text(
+        "".join(json.dumps(r) + "\n" for r in (pdf, latin, good)) + "{not json\n", encoding="utf-8"
+    )
     (in_dir / "broken.json").write_text('{"resourceType": "Bundle", "entry": [', encoding="utf-8")
     with caplog.at_level(logging.ERROR):
         assert deid(in_dir, tmp_path / "out", *surrogate(tmp_path)) == 1
@@ -271,8 +344,10 @@ def test_unreadable_attachments_and_files_are_told_by_id_and_the_rest_goes_on(tm
 def test_rerun_skips_finished_files_and_redoes_a_damaged_one(tmp_path, caplog):
     in_dir = tmp_path / "in"
     for number in range(3):
-        write_ndjson(in_dir / f"part{number}.ndjson",
-                     document_reference(f"d{number}", f"Patient/p{number}", "John Smith", NOTE_1))
+        write_ndjson(
+            in_dir / f"part{number}.ndjson",
+            document_reference(f"d{number}", f"Patient/p{number}", "John Smith", NOTE_1),
+        )
     out = tmp_path / "out"
     assert deid(in_dir, out, *surrogate(tmp_path)) == 0
     first = files(out)
@@ -289,16 +364,26 @@ def test_rerun_skips_finished_files_and_redoes_a_damaged_one(tmp_path, caplog):
 def test_kill_9_then_resume_gives_the_uninterrupted_outputs(tmp_path):
     in_dir = tmp_path / "in"
     for number in range(12):  # one patient a file, so that each file is a unit of its own
-        write_ndjson(in_dir / f"part{number:02d}.ndjson",
-                     document_reference(f"d{number}", f"Patient/p{number}", "John Smith", NOTE_1),
-                     diagnostic_report(f"r{number}", f"Patient/p{number}", "John Smith", NOTE_2))
-    options = ["deid", "--input-format", "fhir", "--model", "en", "--mode", "surrogate",
-               "--key-file", str(tmp_path / "deid.key")]
+        write_ndjson(
+            in_dir / f"part{number:02d}.ndjson",
+            document_reference(f"d{number}", f"Patient/p{number}", "John Smith", NOTE_1),
+            diagnostic_report(f"r{number}", f"Patient/p{number}", "John Smith", NOTE_2),
+        )
+    options = [
+        "deid",
+        "--input-format",
+        "fhir",
+        "--model",
+        "en",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(tmp_path / "deid.key"),
+    ]
     reference = run(FAST_CLI, [*options, str(in_dir), str(tmp_path / "reference")], tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
     out = tmp_path / "out"
-    kill_9_after(slow_cli(0.1), [*options, str(in_dir), str(out)], tmp_path,
-                 lambda: len(list(out.glob("*.ndjson"))), 3)
+    kill_9_after(slow_cli(0.1), [*options, str(in_dir), str(out)], tmp_path, lambda: len(list(out.glob("*.ndjson"))), 3)
     assert 3 <= len(list(out.glob("*.ndjson"))) < 12
     resumed = run(FAST_CLI, [*options, str(in_dir), str(out)], tmp_path)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
@@ -314,13 +399,25 @@ def test_kill_9_then_resume_gives_the_uninterrupted_outputs(tmp_path):
 def test_reader_names_each_part_and_refuses_the_options_that_do_not_apply(tmp_path):
     in_dir = bundle(tmp_path)
     docs = read_fhir(in_dir / "bundle.json", 10**7)
-    assert sorted(doc.name for doc in docs) == sorted([
-        "DocumentReference-doc1.elements", "DocumentReference-doc1.content0", "DocumentReference-doc1.content0.title",
-        "DocumentReference-doc1.content1", "DocumentReference-doc1.text",
-        "DiagnosticReport-rep1.elements", "DiagnosticReport-rep1.presentedForm0", "DiagnosticReport-rep1.conclusion"])
+    assert sorted(doc.name for doc in docs) == sorted(
+        [
+            "DocumentReference-doc1.elements",
+            "DocumentReference-doc1.content0",
+            "DocumentReference-doc1.content0.title",
+            "DocumentReference-doc1.content1",
+            "DocumentReference-doc1.text",
+            "DiagnosticReport-rep1.elements",
+            "DiagnosticReport-rep1.presentedForm0",
+            "DiagnosticReport-rep1.conclusion",
+        ]
+    )
     elements = next(doc for doc in docs if doc.name == "DocumentReference-doc1.elements")
     assert [(elements.span_text(s), s.label) for s in elements.spans] == [
-        ("Smith, John", "PATIENT"), ("2023-03-14", "DATE"), ("Dr. Alice Grant", "DOCTOR"), ("2023-03-14", "DATE")]
+        ("Smith, John", "PATIENT"),
+        ("2023-03-14", "DATE"),
+        ("Dr. Alice Grant", "DOCTOR"),
+        ("2023-03-14", "DATE"),
+    ]
     assert deid(in_dir, tmp_path / "out", "--use-annotations", "--language", "en") == 2
     assert deid(in_dir, tmp_path / "out", "--rename", "hash", *surrogate(tmp_path)) == 2
     assert not (tmp_path / "out").exists()

@@ -1,4 +1,5 @@
 """Dictionary matching (BIOES tags, longest match) and the lexicon learned from training notes."""
+
 from __future__ import annotations
 
 from hybriddeid.core.document import Document, Span
@@ -32,7 +33,11 @@ def test_learned_lexicon_takes_majority_label_and_stores_no_text(tmp_path):
     gaz.to_disk(tmp_path / "lex.json")
     stored = (tmp_path / "lex.json").read_text()
     assert "madrid" not in stored.lower()
-    assert Gazetteer.from_disk(tmp_path / "lex.json").tag(["madrid", "sur", "madrid"]) == ["B-HOSPITAL", "E-HOSPITAL", "S-TERRITORIO"]
+    assert Gazetteer.from_disk(tmp_path / "lex.json").tag(["madrid", "sur", "madrid"]) == [
+        "B-HOSPITAL",
+        "E-HOSPITAL",
+        "S-TERRITORIO",
+    ]
 
 
 def _reference_tags(phrases: dict[str, list[tuple[str, ...]]], words: list[str]) -> list[str]:
@@ -41,12 +46,14 @@ def _reference_tags(phrases: dict[str, list[tuple[str, ...]]], words: list[str])
     longest = max(map(len, table))
     tags, i = ["O"] * len(words), 0
     while i < len(words):
-        length = next((n for n in range(min(longest, len(words) - i), 0, -1) if tuple(words[i:i + n]) in table), 0)
+        length = next((n for n in range(min(longest, len(words) - i), 0, -1) if tuple(words[i : i + n]) in table), 0)
         if not length:
             i += 1
             continue
-        label = table[tuple(words[i:i + length])]
-        tags[i:i + length] = ["S-" + label] if length == 1 else ["B-" + label] + ["I-" + label] * (length - 2) + ["E-" + label]
+        label = table[tuple(words[i : i + length])]
+        tags[i : i + length] = (
+            ["S-" + label] if length == 1 else ["B-" + label] + ["I-" + label] * (length - 2) + ["E-" + label]
+        )
         i += length
     return tags
 

@@ -6,6 +6,7 @@ Every note carries a made-up name (``MARKER``) that must never reach a log recor
 Runs use the CLI in this process with the bundled English model (it loads in well under a second);
 workers are forked from this process, so monkeypatches reach them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +44,10 @@ def brat(text: str, ann: str = "") -> dict[str, str]:
 
 
 def xml(text: str, tags: str = "") -> str:
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<deIdi2b2><TEXT><![CDATA[{text}]]></TEXT>'
-            f"<TAGS>{tags}</TAGS></deIdi2b2>\n")
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<deIdi2b2><TEXT><![CDATA[{text}]]></TEXT>'
+        f"<TAGS>{tags}</TAGS></deIdi2b2>\n"
+    )
 
 
 class Run:
@@ -77,8 +80,11 @@ def annotate(in_dir: Path, out_dir: Path, capsys, caplog, *extra: str) -> Run:
 
 
 def deid_annotations(in_dir: Path, out_dir: Path, capsys, caplog, *extra: str) -> Run:
-    return Run(["deid", "--use-annotations", "--language", "en", "--mode", "tag", str(in_dir), str(out_dir), *extra],
-               capsys, caplog)
+    return Run(
+        ["deid", "--use-annotations", "--language", "en", "--mode", "tag", str(in_dir), str(out_dir), *extra],
+        capsys,
+        caplog,
+    )
 
 
 def failed_alone(run: Run, out: Path, bad: str, problem: str, good: str = "good") -> None:
@@ -115,8 +121,10 @@ def test_unreadable_text_files(kind, tmp_path, capsys, caplog):
 XML_BAD = {
     "malformed XML": (f"<deIdi2b2><TEXT>{MARKER}</TEXT><TAGS></deIdi2b2>", "malformed XML at line 1"),
     "wrong root": (f"<deIdi2b2><NOTE>{MARKER}</NOTE></deIdi2b2><!-- <TEXT> -->", "no <TEXT> element"),
-    "other encoding declared": (f'<?xml version="1.0" encoding="windows-1252"?><r><TEXT>{MARKER}</TEXT></r>',
-                                "declares encoding 'windows-1252'"),
+    "other encoding declared": (
+        f'<?xml version="1.0" encoding="windows-1252"?><r><TEXT>{MARKER}</TEXT></r>',
+        "declares encoding 'windows-1252'",
+    ),
 }
 
 
@@ -132,10 +140,16 @@ def test_bad_xml(kind, tmp_path, capsys, caplog):
 BAD_ANNOTATIONS = {
     "BRAT malformed line": ("brat", brat(GOOD, f"T1\tNAME 8\t{MARKER}\n"), "line 1: malformed"),
     "BRAT span out of range": ("brat", brat(GOOD, f"T1\tNAME 8 9999\t{MARKER}\n"), "out of range"),
-    "i2b2 TAG out of range": ("i2b2", xml(GOOD, f'<NAME id="P0" start="8" end="9999" text="{MARKER}" TYPE="PATIENT"/>'),
-                              "out of range"),
-    "i2b2 TAG offsets not numbers": ("i2b2", xml(GOOD, '<NAME id="P0" start="x" end="9" TYPE="PATIENT"/>'),
-                                     "not non-negative integers"),
+    "i2b2 TAG out of range": (
+        "i2b2",
+        xml(GOOD, f'<NAME id="P0" start="8" end="9999" text="{MARKER}" TYPE="PATIENT"/>'),
+        "out of range",
+    ),
+    "i2b2 TAG offsets not numbers": (
+        "i2b2",
+        xml(GOOD, '<NAME id="P0" start="x" end="9" TYPE="PATIENT"/>'),
+        "not non-negative integers",
+    ),
 }
 
 
@@ -185,8 +199,7 @@ def test_deid_with_annotations_refuses_bad_annotations(kind, tmp_path, capsys, c
 
 def test_overlapping_brat_spans_keep_the_longer_under_annotate_and_deid(tmp_path, capsys, caplog):
     start = GOOD.index(MARKER)
-    ann = (f"T1\tPATIENT {start} {start + len(MARKER)}\t{MARKER}\n"
-           f"T2\tPATIENT {start} {start + 11}\t{MARKER[:11]}\n")
+    ann = f"T1\tPATIENT {start} {start + len(MARKER)}\t{MARKER}\nT2\tPATIENT {start} {start + 11}\t{MARKER[:11]}\n"
     notes = tmp_path / "in"
     good_note(notes, "brat")
     write_note(notes, "over", "brat", brat(GOOD, ann))
@@ -205,8 +218,10 @@ def test_ann_without_txt(tmp_path, capsys, caplog):
     notes = tmp_path / "in"
     good_note(notes, "brat")
     (notes / "lonely.ann").write_text(f"T1\tPATIENT 0 5\t{MARKER[:5]}\n", encoding="utf-8")
-    for run, out in ((annotate(notes, tmp_path / "a", capsys, caplog), tmp_path / "a"),
-                     (deid_annotations(notes, tmp_path / "d", capsys, caplog), tmp_path / "d")):
+    for run, out in (
+        (annotate(notes, tmp_path / "a", capsys, caplog), tmp_path / "a"),
+        (deid_annotations(notes, tmp_path / "d", capsys, caplog), tmp_path / "d"),
+    ):
         failed_alone(run, out, "lonely.ann", "no .txt file beside it")
 
 
@@ -217,7 +232,7 @@ ODD_TEXTS = {
     "UTF-8 BOM": f"\ufeffPatient {MARKER} on 03/14/2024.\n",
     "control characters": f"\x1b[31mPatient\x07 {MARKER}\x08\x0c on 03/14/2024.\x7f\n",
     "RTL and combining": f"\u202eמטופל\u202c Patient {MARKER} e\u0301\u0327 \u0645\u0631\u064a\u0636 on 03/14/2024.\n",
-    "emoji and astral": f"\U0001F600 Patient {MARKER} \U0001D4D0\U00020000 on 03/14/2024 \U0001F468\u200d\U0001F469.\n",
+    "emoji and astral": f"\U0001f600 Patient {MARKER} \U0001d4d0\U00020000 on 03/14/2024 \U0001f468\u200d\U0001f469.\n",
 }
 
 
@@ -264,7 +279,9 @@ def test_cp1252_with_encoding(tmp_path, capsys, caplog):
 def test_a_megabyte_of_digits_on_one_line(tmp_path, capsys, caplog):
     notes = write(tmp_path / "in", {"good.txt": GOOD, "digits.txt": "1" * 1_000_000 + f"\n{MARKER}\n"})
     run = annotate(notes, tmp_path / "out", capsys, caplog, "--timeout-per-note", "120", "--memory-limit-mb", "1000")
-    assert run.code == 0, run.errors  # 1 GB of address space beyond the worker's start: long runs are read in bounded windows
+    assert run.code == 0, (
+        run.errors
+    )  # 1 GB of address space beyond the worker's start: long runs are read in bounded windows
     assert (tmp_path / "out" / "digits.ann").is_file()
     run.clean()
 
@@ -320,8 +337,9 @@ def test_every_bundled_rule_gives_up_on_its_bait_within_the_timeout(tmp_path):
 
 @pytest.mark.parametrize("language", ["en", "es"])
 def test_a_note_of_rule_baits_is_still_processed(language, tmp_path, capsys, caplog):
-    text = "\n".join(bait[:2000] for lang, rule in bundled_rules() if lang == language
-                     for bait in baits(rule.pattern, 2000)[:2])
+    text = "\n".join(
+        bait[:2000] for lang, rule in bundled_rules() if lang == language for bait in baits(rule.pattern, 2000)[:2]
+    )
     notes = write(tmp_path / "in", {"good.txt": GOOD, "bait.txt": f"{MARKER}\n{text}\n"})
     run = annotate(notes, tmp_path / "out", capsys, caplog, "--model", language, "--timeout-per-note", "300")
     assert run.code == 0, run.errors
@@ -340,8 +358,15 @@ def test_two_formats_in_one_folder_are_refused_as_a_whole(tmp_path, capsys, capl
 
 def test_a_note_name_used_twice_fails_the_second_file(tmp_path, capsys, caplog):
     line = json.dumps({"name": "same", "text": GOOD}) + "\n"
-    notes = write(tmp_path / "in", {"good.jsonl": '{"name": "good", "text": "x"}\n', "one.jsonl": line,
-                                    "two.jsonl": line, "dup.jsonl": line + line})
+    notes = write(
+        tmp_path / "in",
+        {
+            "good.jsonl": '{"name": "good", "text": "x"}\n',
+            "one.jsonl": line,
+            "two.jsonl": line,
+            "dup.jsonl": line + line,
+        },
+    )
     run = Run(["deid", "--model", "en", "--mode", "tag", str(notes), str(tmp_path / "out")], capsys, caplog)
     assert run.code == 1
     assert sorted(e.split(":")[0] for e in run.errors) == ["dup.jsonl", "two.jsonl"]
@@ -390,8 +415,9 @@ def test_unwritable_audit_folder_is_one_clear_message(tmp_path, capsys, caplog, 
 
     monkeypatch.setattr(batch.os, "open", refusing)
     run = Run(["deid", "--model", "en", "--mode", "tag", str(notes), str(tmp_path / "out")], capsys, caplog)
-    assert run.code == 2 and run.errors == [f"{tmp_path / 'out' / 'audit'}: cannot write into this output folder "
-                                            "(Permission denied)"]
+    assert run.code == 2 and run.errors == [
+        f"{tmp_path / 'out' / 'audit'}: cannot write into this output folder (Permission denied)"
+    ]
     assert not (tmp_path / "out" / "good.txt").exists()
 
 
@@ -480,11 +506,13 @@ def sabotage(monkeypatch, action) -> None:
 def test_the_memory_limit_counts_from_what_a_worker_holds_when_it_starts():
     """A CUDA build of torch reserves ~3.7 GB of address space at import; an absolute 4 GB cap left a
     neural model's worker no room to start its threads. The cap is what a worker may add."""
-    script = ("import mmap, resource; from hybriddeid.runs.batch import limit_memory; "
-              "held = mmap.mmap(-1, 2 * 2**30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0); "  # reserved, PROT_NONE, as torch does
-              "limit_memory(256); cap = resource.getrlimit(resource.RLIMIT_AS)[0]; "
-              "room = bytearray(128 * 2**20); del room\n"
-              "try:\n    bytearray(512 * 2**20); print('no cap')\nexcept MemoryError:\n    print('capped', cap > 2 * 2**30)")
+    script = (
+        "import mmap, resource; from hybriddeid.runs.batch import limit_memory; "
+        "held = mmap.mmap(-1, 2 * 2**30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0); "  # reserved, PROT_NONE, as torch does
+        "limit_memory(256); cap = resource.getrlimit(resource.RLIMIT_AS)[0]; "
+        "room = bytearray(128 * 2**20); del room\n"
+        "try:\n    bytearray(512 * 2**20); print('no cap')\nexcept MemoryError:\n    print('capped', cap > 2 * 2**30)"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["capped", "True"], done.stderr[-2000:]
 
@@ -492,8 +520,7 @@ def test_the_memory_limit_counts_from_what_a_worker_holds_when_it_starts():
 CRASHES = {
     "segfault": (lambda: os.kill(os.getpid(), signal.SIGSEGV), [], "worker crashed (SIGSEGV, signal 11)"),
     "os._exit": (lambda: os._exit(3), [], "worker exited (status 3) before finishing"),
-    "memory": (lambda: bytearray(8 * 2**30), ["--memory-limit-mb", "400"],
-               "worker exceeded the memory limit of"),
+    "memory": (lambda: bytearray(8 * 2**30), ["--memory-limit-mb", "400"], "worker exceeded the memory limit of"),
     # 8 s, not 2: a good note (its worker reading the model first) took over 2 s with the suite in two
     # workers on a loaded machine, and failed as if it had hung
     "time": (lambda: time.sleep(60), ["--timeout-per-note", "8"], "worker killed: timed out after 8 s"),
@@ -507,14 +534,18 @@ def test_a_note_that_kills_its_worker_fails_alone(kind, jobs, tmp_path, capsys, 
     sabotage(monkeypatch, action)
     files = {f"good{i}.txt": GOOD for i in range(4)}
     notes = write(tmp_path / "in", {**files, "bad.txt": f"SABOTAGE {MARKER}\n"})
-    for run_args, out in ((["annotate", "--model", "en"], tmp_path / "ann"),
-                          (["deid", "--model", "en", "--mode", "tag"], tmp_path / "deid")):
+    for run_args, out in (
+        (["annotate", "--model", "en"], tmp_path / "ann"),
+        (["deid", "--model", "en", "--mode", "tag"], tmp_path / "deid"),
+    ):
         run = Run([*run_args, str(notes), str(out), "--jobs", jobs, *options], capsys, caplog)
         assert run.code == 1, run.errors
-        assert run.errors == [f"bad.txt: {problem}"] or (run.errors[0].startswith(f"bad.txt: {problem}")
-                                                       and len(run.errors) == 1), run.errors
-        assert sorted(p.stem for p in out.glob("*.txt")) == sorted(Path(name).stem for name in files) or \
-            sorted(p.stem for p in out.glob("*.ann")) == sorted(Path(name).stem for name in files)
+        assert run.errors == [f"bad.txt: {problem}"] or (
+            run.errors[0].startswith(f"bad.txt: {problem}") and len(run.errors) == 1
+        ), run.errors
+        assert sorted(p.stem for p in out.glob("*.txt")) == sorted(Path(name).stem for name in files) or sorted(
+            p.stem for p in out.glob("*.ann")
+        ) == sorted(Path(name).stem for name in files)
         assert not (out / "audit" / "bad.jsonl").exists()
         no_temp_files(out)
         run.clean()
@@ -572,11 +603,32 @@ def test_stale_temp_files_are_removed_and_new_ones_are_private(tmp_path, capsys,
 
 def test_errors_never_share_a_line_with_the_progress_bar(tmp_path):
     """The bad note fails while the bar is drawn (XML cannot hold its BEL character), among good ones."""
-    notes = write(tmp_path / "in", {**{f"good{i}.txt": GOOD for i in range(3)}, "bad.txt": f"\x07{MARKER}\n",
-                                    **{f"later{i}.txt": GOOD for i in range(3)}})
-    proc = subprocess.run([sys.executable, "-c", "import sys; from hybriddeid.cli import main; sys.exit(main())",
-                           "annotate", "--model", "en", "--format", "i2b2", str(notes), str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)  # the installed package
+    notes = write(
+        tmp_path / "in",
+        {
+            **{f"good{i}.txt": GOOD for i in range(3)},
+            "bad.txt": f"\x07{MARKER}\n",
+            **{f"later{i}.txt": GOOD for i in range(3)},
+        },
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from hybriddeid.cli import main; sys.exit(main())",
+            "annotate",
+            "--model",
+            "en",
+            "--format",
+            "i2b2",
+            str(notes),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )  # the installed package
     assert proc.returncode == 1
     pieces = re.split(r"[\r\n]", proc.stderr)
     errors = [piece for piece in pieces if "bad.txt" in piece]
@@ -596,10 +648,19 @@ def test_many_dying_workers_are_each_replaced(tmp_path, caplog):
         return doc
 
     for jobs in (1, 3):
-        result = run_batch(notes, tmp_path / f"out{jobs}", transform, "jsonl", progress=False, jobs=jobs,
-                           limits=Limits(timeout_per_note=60))
+        result = run_batch(
+            notes,
+            tmp_path / f"out{jobs}",
+            transform,
+            "jsonl",
+            progress=False,
+            jobs=jobs,
+            limits=Limits(timeout_per_note=60),
+        )
         assert [(p.name, problem) for p, problem in result.failed] == [
-            (f"n{i:02d}.txt", "worker exited (status 9) before finishing") for i in (0, 3, 6, 9)]
+            (f"n{i:02d}.txt", "worker exited (status 9) before finishing") for i in (0, 3, 6, 9)
+        ]
         assert sorted(p.name for p in (tmp_path / f"out{jobs}").iterdir()) == [
-            f"n{i:02d}.jsonl" for i in range(12) if i % 3]
+            f"n{i:02d}.jsonl" for i in range(12) if i % 3
+        ]
         assert result.exit_code == 1

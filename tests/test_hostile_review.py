@@ -11,6 +11,7 @@ items 9, 11 and 12), kept fixed; real servers and processes on loopback.
   (the review page after one reviewed note, ``hybriddeid risk`` after two); a degenerate Platt fit is never
   used without a word; the interval never has zero width.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,24 @@ def _sqlite_count(path: Path, table: str) -> int:
 
 
 def _deid(url: str, table: str, out_table: str, *extra: str) -> list[str]:
-    return ["deid", "--model", "en", "--mode", "tag", "--table", table, "--output-table", out_table,
-            "--patient-col", "patient", "--part-rows", "3", *extra, url, url]
+    return [
+        "deid",
+        "--model",
+        "en",
+        "--mode",
+        "tag",
+        "--table",
+        table,
+        "--output-table",
+        out_table,
+        "--patient-col",
+        "patient",
+        "--part-rows",
+        "3",
+        *extra,
+        url,
+        url,
+    ]
 
 
 def test_two_runs_into_one_sqlite_table_are_refused_however_the_url_is_spelled(tmp_path, monkeypatch):
@@ -80,8 +97,13 @@ def test_a_killed_sqlite_run_leaves_no_lock_that_stops_the_next(tmp_path, monkey
     pytest.importorskip("sqlalchemy")
     url = write_sqlite(tmp_path / "clinic.db", note_rows())
     monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(tmp_path / "cache"))
-    kill_9_after(slow_cli(0.3), _deid(url, "notes", "notes_out"), tmp_path,
-                 lambda: _sqlite_count(tmp_path / "clinic.db", "notes_out"), 3)
+    kill_9_after(
+        slow_cli(0.3),
+        _deid(url, "notes", "notes_out"),
+        tmp_path,
+        lambda: _sqlite_count(tmp_path / "clinic.db", "notes_out"),
+        3,
+    )
     with sqlite3.connect(tmp_path / "clinic.db") as conn:
         assert conn.execute("SELECT count(*) FROM hybriddeid_locks").fetchone()[0] == 1  # the dead run's row
     resumed = run(FAST_CLI, _deid(url, "notes", "notes_out"), tmp_path)
@@ -119,9 +141,14 @@ class ReviewProcess:
     """``hybriddeid review NOTES --port 0`` in its own process: its address, token and stderr."""
 
     def __init__(self, notes: Path, corrections: Path, cwd: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", FAST_CLI, "review", str(notes), "--port", "0",
-                                      "--corrections", str(corrections)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, cwd=cwd, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", FAST_CLI, "review", str(notes), "--port", "0", "--corrections", str(corrections)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            start_new_session=True,
+        )
         line = self.proc.stdout.readline()
         found = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=(\S+)", line)
         assert found, f"no address printed: {line!r} {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
@@ -158,8 +185,11 @@ class ReviewProcess:
 
     def post(self, name: str, data: dict) -> tuple[int, dict]:
         body = json.dumps(data).encode("utf-8")
-        status, _, answer = self.request(f"POST /api/note/{name} HTTP/1.1\r\nX-Review-Token: {self.token}\r\n"
-                                         f"Content-Type: application/json\r\nContent-Length: {len(body)}", body)
+        status, _, answer = self.request(
+            f"POST /api/note/{name} HTTP/1.1\r\nX-Review-Token: {self.token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}",
+            body,
+        )
         return status, json.loads(answer)
 
     def get(self, path: str) -> tuple[int, dict]:
@@ -234,8 +264,12 @@ def test_the_risk_command_on_two_reviewed_notes_says_it_is_uncalibrated(tmp_path
     write_documents(list(generate_corpus(6, 3, "test", "en")), notes, "brat")
     write_documents(list(generate_corpus(2, 4, "test", "en")), reviewed, "brat")
     for extra in ([], ["--calibration", "platt"]):
-        done = subprocess.run([sys.executable, "-c", FAST_CLI, "risk", str(notes), "--reviewed", str(reviewed), *extra],
-                              capture_output=True, text=True, cwd=tmp_path)
+        done = subprocess.run(
+            [sys.executable, "-c", FAST_CLI, "risk", str(notes), "--reviewed", str(reviewed), *extra],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         assert "uncalibrated: 2 reviewed notes with" in done.stdout and "calibration needs at least" in done.stdout
         found = re.search(r"expected missed PHI tokens: ([\d.]+) \(([\d.]+)-([\d.]+),", done.stdout)

@@ -5,6 +5,7 @@ A run into a folder inside a live run's output (or around it) is refused before 
 every input file a run does not take is counted and named; a damaged key file is refused with the
 reason; ``spark-deid``, ``report`` and ``evaluate`` say what is wrong instead of writing or scoring it.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,13 @@ NOTE = "Patient John Smith seen 03/04/2021, MRN 1234567.\n"
 
 def cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     """The CLI in its own process, run to its end: exit code, stdout and stderr."""
-    return subprocess.run([sys.executable, "-c", FAST_CLI, *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", FAST_CLI, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
 
 
 # -- 6: a run into a live run's output folder, or around it ------------------------------------------
+
 
 @pytest.mark.parametrize("where", ["inside", "around"])
 def test_a_run_nested_in_a_live_runs_output_is_refused_and_the_live_run_loses_nothing(where, tmp_path):
@@ -57,7 +60,8 @@ def test_a_run_nested_in_a_live_runs_output_is_refused_and_the_live_run_loses_no
     assert live.wait(timeout=300) == 0, live.stderr.read().decode()
     assert len(list(out.glob("*.txt"))) == NOTES
     assert sorted(p.name for p in (out / "audit").iterdir()) == sorted(
-        [f"pt{i:02d}_note.jsonl" for i in range(NOTES)] + ["run.json", "summary.json"])
+        [f"pt{i:02d}_note.jsonl" for i in range(NOTES)] + ["run.json", "summary.json"]
+    )
     assert not [p for p in out.rglob("*") if TEMP.fullmatch(p.name)]
     if where == "around":
         assert sorted(p.name for p in target.iterdir()) == before  # nothing written beside the live output
@@ -77,6 +81,7 @@ def test_a_run_around_a_dead_runs_output_goes_ahead(tmp_path):
 
 
 # -- 8: damaged key files ---------------------------------------------------------------------------
+
 
 def damaged_keys(good: bytes, secret: bytes) -> dict[str, tuple[bytes, str]]:
     """Each damage the hostile probe found, with the reason the refusal must give."""
@@ -153,24 +158,36 @@ def test_every_file_a_run_does_not_take_is_counted_and_named_and_suffixes_ignore
 
 # -- 10: spark-deid ids, empty CSV texts, report, missing inputs, evaluate ---------------------------
 
+
 def test_spark_refuses_rows_without_an_id_and_every_row_of_a_shared_id():
     """The check ``spark-deid`` runs on each row (``spans_frame``, given the rows per id that ``deidentify``
     counts with a window), run here on a pandas batch as an executor would: pyspark is not needed."""
     pd = pytest.importorskip("pandas")
     from hybriddeid.integrations import spark
 
-    assert [spark.note_id_problem(note_id, uses) for note_id, uses in
-            [(None, 1), ("", 1), (float("nan"), 1), ("a", 2), ("a", 1), (7, 1)]] == \
-        ["no_id", "no_id", "no_id", "duplicate_id", None, None]
+    assert [
+        spark.note_id_problem(note_id, uses)
+        for note_id, uses in [(None, 1), ("", 1), (float("nan"), 1), ("a", 2), ("a", 1), (7, 1)]
+    ] == ["no_id", "no_id", "no_id", "duplicate_id", None, None]
     span = [{"start": 8, "end": 18, "label": "PATIENT", "source": "gold", "score": 1.0}]
-    frame = pd.DataFrame({"note_id": [None, "", "twice", "twice", "once", "empty"],
-                          "text": [NOTE] * 5 + [""], "phi_spans": [span] * 6, spark._ID_USES: [2, 1, 2, 2, 1, 1]})
+    frame = pd.DataFrame(
+        {
+            "note_id": [None, "", "twice", "twice", "once", "empty"],
+            "text": [NOTE] * 5 + [""],
+            "phi_spans": [span] * 6,
+            spark._ID_USES: [2, 1, 2, 2, 1, 1],
+        }
+    )
     stage = spark.SpanStage(None, "note_id", "text", "phi_spans", "error", patients="note")
     got = spark.spans_frame(stage, frame)
     assert list(got["error"]) == ["no_id", "no_id", "duplicate_id", "duplicate_id", None, "no_text"]
     assert [spans is None for spans in got["phi_spans"]] == [True, True, True, True, False, True]
-    deid = spark.deid_frame(spark.DeidStage(spark.DeidOptions(mode="tag", language="en"), "note_id", "text",
-                                            "phi_spans", "error", "deid_text"), got)
+    deid = spark.deid_frame(
+        spark.DeidStage(
+            spark.DeidOptions(mode="tag", language="en"), "note_id", "text", "phi_spans", "error", "deid_text"
+        ),
+        got,
+    )
     assert [text is not None for text in deid["deid_text"]] == [False, False, False, False, True, False]
 
 
@@ -188,8 +205,7 @@ def test_an_empty_text_in_a_csv_row_is_reported_not_written(tmp_path):
 
 def test_report_reads_a_table_runs_output_folder(tmp_path):
     table = tmp_path / "notes.csv"
-    table.write_text(f'note_id,text\na1,"{NOTE.strip()}"\na3,"Dr. Mary Jones, phone 617-555-1234."\n',
-                     encoding="utf-8")
+    table.write_text(f'note_id,text\na1,"{NOTE.strip()}"\na3,"Dr. Mary Jones, phone 617-555-1234."\n', encoding="utf-8")
     out = tmp_path / "out"
     assert cli(["-q", "deid", str(table), str(out), "--mode", "tag", "--audit"], tmp_path).returncode == 0
     from hybriddeid.io.tables import read_table
@@ -208,8 +224,10 @@ def test_report_reads_a_table_runs_output_folder(tmp_path):
     assert refused.returncode == 2 and "wrote no spans: rerun it with --spans or --audit" in refused.stderr
 
 
-@pytest.mark.parametrize("command", [["deid", "{in}", "{out}", "--mode", "tag"], ["annotate", "{in}", "{out}"],
-                                     ["evaluate", "{in}", "{out}"]])
+@pytest.mark.parametrize(
+    "command",
+    [["deid", "{in}", "{out}", "--mode", "tag"], ["annotate", "{in}", "{out}"], ["evaluate", "{in}", "{out}"]],
+)
 @pytest.mark.parametrize("missing", ["notes", "notes.csv"])
 def test_a_missing_input_says_it_does_not_exist(command, missing, tmp_path):
     args = [arg.format(**{"in": str(tmp_path / missing), "out": str(tmp_path / "out")}) for arg in command]
@@ -255,17 +273,43 @@ def test_spark_deid_writes_no_row_without_an_id_nor_either_row_of_a_shared_id(tm
     """The same refusal through a real ``spark-deid`` run (skipped where pyspark is not installed)."""
     pytest.importorskip("pyspark")
     table = tmp_path / "notes.jsonl"
-    rows = [{"note_id": None, "text": NOTE}, {"note_id": "twice", "text": NOTE}, {"note_id": "twice", "text": NOTE},
-            {"note_id": "once", "text": NOTE}, {"text": NOTE}]
+    rows = [
+        {"note_id": None, "text": NOTE},
+        {"note_id": "twice", "text": NOTE},
+        {"note_id": "twice", "text": NOTE},
+        {"note_id": "once", "text": NOTE},
+        {"text": NOTE},
+    ]
     table.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     out = tmp_path / "out"
-    done = cli(["-q", "spark-deid", "--input", str(table), "--output", str(out), "--format", "json", "--mode", "tag",
-                "--master", "local[1]"], tmp_path, timeout=600)
+    done = cli(
+        [
+            "-q",
+            "spark-deid",
+            "--input",
+            str(table),
+            "--output",
+            str(out),
+            "--format",
+            "json",
+            "--mode",
+            "tag",
+            "--master",
+            "local[1]",
+        ],
+        tmp_path,
+        timeout=600,
+    )
     assert done.returncode in (0, 1), done.stderr
     written = [json.loads(line) for part in sorted(out.glob("part-*.json")) for line in part.read_text().splitlines()]
     got = sorted((row.get("note_id") or "", row.get("error") or "", "deid_text" in row) for row in written)
-    assert got == [("", "no_id", False), ("", "no_id", False), ("once", "", True),
-                   ("twice", "duplicate_id", False), ("twice", "duplicate_id", False)]
+    assert got == [
+        ("", "no_id", False),
+        ("", "no_id", False),
+        ("once", "", True),
+        ("twice", "duplicate_id", False),
+        ("twice", "duplicate_id", False),
+    ]
     assert done.returncode == 1 and "John Smith" not in done.stderr
 
 
@@ -283,10 +327,13 @@ def test_recursive_reads_sub_folders_and_the_output_mirrors_them(command, tmp_pa
     done = cli([*args, str(notes), str(out), "--recursive"], tmp_path)
     assert done.returncode == 0, done.stderr
     suffix = ".txt" if command == "deid" else ".ann"
-    written = sorted(str(p.relative_to(out)) for p in out.rglob(f"*{suffix}") if p.parent.name != "audit" or
-                     command == "annotate")
+    written = sorted(
+        str(p.relative_to(out)) for p in out.rglob(f"*{suffix}") if p.parent.name != "audit" or command == "annotate"
+    )
     expected = ["NOTE2", "note1", "note7", "sub/deeper/note9", "sub/note1", "sub/note6"]
-    expected += ["audit/a"] if command == "annotate" else []  # deid's own folder: an input folder of that name is not read
+    expected += (
+        ["audit/a"] if command == "annotate" else []
+    )  # deid's own folder: an input folder of that name is not read
     assert written == sorted(name + suffix for name in expected)
     left = ["hidden", "no extension", "not a .txt file", "backup", "a link to a folder"]
     left += ["a folder named 'audit'"] if command == "deid" else []

@@ -10,6 +10,7 @@
 5. ``/docs`` loads nothing from a CDN (no page at all unless its files are given), and ``/docs``,
    ``/openapi.json`` and ``/metrics`` need a key unless named public.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,8 +46,12 @@ def bearer(server, name: str = "alpha") -> dict[str, str]:
 
 def deid(server, name: str, mode: str = "surrogate") -> dict[str, str]:
     """The service's text for each probe note (its patient: its id, as a batch run takes the file name)."""
-    answer = httpx.post(f"{server.url}/v1/deid", headers=bearer(server, name), timeout=60,
-                        json={"notes": [{"id": k, "text": v} for k, v in PATIENTS.items()], "mode": mode})
+    answer = httpx.post(
+        f"{server.url}/v1/deid",
+        headers=bearer(server, name),
+        timeout=60,
+        json={"notes": [{"id": k, "text": v} for k, v in PATIENTS.items()], "mode": mode},
+    )
     assert answer.status_code == 200, answer.text
     return {n["id"]: n["text"] for n in answer.json()["notes"]}
 
@@ -66,8 +71,23 @@ def released(tmp_path_factory):
     key = folder / "surrogate.key"  # a fixed key: a chance match of two date shifts (1 in ~600) is ruled out once
     key.write_text(render_key(hashlib.sha256(b"test_hostile_service").digest()))
     key.chmod(0o600)
-    assert main(["-q", "deid", str(notes), str(folder / "rel"), "--model", "en", "--mode", "surrogate",
-                 "--key-file", str(key)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "deid",
+                str(notes),
+                str(folder / "rel"),
+                "--model",
+                "en",
+                "--mode",
+                "surrogate",
+                "--key-file",
+                str(key),
+            ]
+        )
+        == 0
+    )
     keys = folder / "api-keys.json"
     made = {name: add_key(keys, name)[1] for name in ("alpha", "beta")}
     batch = {name: (folder / "rel" / f"{name}.txt").read_text(encoding="utf-8") for name in PATIENTS}
@@ -113,9 +133,24 @@ def test_an_api_keys_file_others_may_write_is_refused_at_start(tmp_path):
     add_key(keys, "etl")
     keys.chmod(0o666)
     # In a process of its own: a server that took the file would serve until stopped.
-    done = subprocess.run([sys.executable, "-m", "hybriddeid.cli", "serve", "--api-keys", str(keys), "--workers", "1",
-                           "--port", str(free_port())], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)  # the installed package (with its resources), not ./hybriddeid
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hybriddeid.cli",
+            "serve",
+            "--api-keys",
+            str(keys),
+            "--workers",
+            "1",
+            "--port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )  # the installed package (with its resources), not ./hybriddeid
     assert done.returncode == 2 and str(keys) in done.stderr and "chmod 600" in done.stderr, done.stderr
     # The keys commands refuse it too: rewriting it owner-only would keep a record someone else slipped in.
     assert main(["-q", "serve", "keys", "add", "other", "--api-keys", str(keys)]) == 2
@@ -150,15 +185,21 @@ def test_a_key_slipped_into_a_world_writable_keys_file_is_not_loaded(service, tm
 # -- 3: 422 answers ---------------------------------------------------------------------------------------
 def test_a_422_repeats_no_field_name_the_client_made_up(service):
     planted = NAMES[1]
-    for body in ({planted: "x", "text": "a"}, {"notes": [{"id": "a", "text": "b", planted: 1}]},
-                 {"text": "a", "mode": planted}, {"notes": {planted: 1}}):
+    for body in (
+        {planted: "x", "text": "a"},
+        {"notes": [{"id": "a", "text": "b", planted: 1}]},
+        {"text": "a", "mode": planted},
+        {"notes": {planted: 1}},
+    ):
         answer = httpx.post(f"{service.url}/v1/deid", json=body, headers=bearer(service))
         assert answer.status_code == 422, body
         assert planted not in answer.text and "Ambrith" not in answer.text, answer.text
-    details = httpx.post(f"{service.url}/v1/deid", json={"notes": [{"text": "b", planted: 1}]},
-                         headers=bearer(service)).json()["details"]
-    assert details == [{"loc": ["notes", 0, "(unknown field)"], "msg": "Extra inputs are not permitted",
-                        "type": "extra_forbidden"}]
+    details = httpx.post(
+        f"{service.url}/v1/deid", json={"notes": [{"text": "b", planted: 1}]}, headers=bearer(service)
+    ).json()["details"]
+    assert details == [
+        {"loc": ["notes", 0, "(unknown field)"], "msg": "Extra inputs are not permitted", "type": "extra_forbidden"}
+    ]
 
 
 # -- 5: /docs, /openapi.json, /metrics -------------------------------------------------------------------
@@ -173,8 +214,20 @@ def test_docs_openapi_and_metrics_need_a_key_and_docs_load_nothing_from_elsewher
     (assets / "swagger-ui-bundle.js").write_text("window.SwaggerUIBundle = function () {};\n")
     (assets / "swagger-ui.css").write_text("body {}\n")
     assert main(["-q", "serve", "--api-keys", str(released[1]), "--docs-assets", str(tmp_path)]) == 2  # no files
-    server = Server(released[0], released[1], "--workers", "1", "--bulk-workers", "0", "--docs-assets", str(assets),
-                    "--public-route", "/docs", "--public-route", "/openapi.json")
+    server = Server(
+        released[0],
+        released[1],
+        "--workers",
+        "1",
+        "--bulk-workers",
+        "0",
+        "--docs-assets",
+        str(assets),
+        "--public-route",
+        "/docs",
+        "--public-route",
+        "/openapi.json",
+    )
     server.keys = released[2]
     try:
         page = httpx.get(f"{server.url}/docs")
@@ -214,8 +267,19 @@ def closed_by_server(sock: socket.socket, within: float) -> bool:
 
 def test_idle_connections_are_closed_capped_and_logged_once_a_minute(released):
     folder, keys, made, _ = released
-    server = Server(folder, keys, "--workers", "1", "--bulk-workers", "0", "--header-timeout", "2",
-                    "--keep-alive-timeout", "1", script=LIMITED)
+    server = Server(
+        folder,
+        keys,
+        "--workers",
+        "1",
+        "--bulk-workers",
+        "0",
+        "--header-timeout",
+        "2",
+        "--keep-alive-timeout",
+        "1",
+        script=LIMITED,
+    )
     server.keys = made
     sockets: list[socket.socket] = []
     try:

@@ -1,4 +1,5 @@
 """Readers and writers: exact offsets, lossless round trips, and clear PHI-free errors on bad input."""
+
 from __future__ import annotations
 
 import json
@@ -26,12 +27,36 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURE_DIRS = {"text": "text", "brat": "brat", "i2b2": "i2b2", "i2b2-2006": "i2b2_2006", "jsonl": "jsonl"}
 SUFFIX = {"text": ".txt", "brat": ".ann", "i2b2": ".xml", "i2b2-2006": ".xml", "jsonl": ".jsonl"}
 # Every PHI string the fixtures and the bad inputs below hold; no error message may contain one.
-PHI = ("Brígida", "Núñez", "Ortega", "4471-B", "12/03/2019", "Peñalara", "Segovia", "921 555 013",
-       "Renée", "Zürich", "Iñigo", "Sáenz", "555-0199", "Óscar", "Pardo")
-NOTE = ("Paciente: Brígida Núñez Ortega\r\nNHC: 4471-B. Fecha: 12/03/2019\r\n"
-        "Dirección: C/ Peñalara 3, 2º izq., Segovia\r\nTeléfono: 921 555 013\r\n")
-NOTE_SPANS = [(10, 30, "NOMBRE_SUJETO_ASISTENCIA"), (37, 43, "ID_SUJETO_ASISTENCIA"), (52, 62, "FECHAS"),
-              (75, 88, "CALLE"), (90, 97, "CALLE"), (99, 106, "TERRITORIO"), (118, 129, "NUMERO_TELEFONO")]
+PHI = (
+    "Brígida",
+    "Núñez",
+    "Ortega",
+    "4471-B",
+    "12/03/2019",
+    "Peñalara",
+    "Segovia",
+    "921 555 013",
+    "Renée",
+    "Zürich",
+    "Iñigo",
+    "Sáenz",
+    "555-0199",
+    "Óscar",
+    "Pardo",
+)
+NOTE = (
+    "Paciente: Brígida Núñez Ortega\r\nNHC: 4471-B. Fecha: 12/03/2019\r\n"
+    "Dirección: C/ Peñalara 3, 2º izq., Segovia\r\nTeléfono: 921 555 013\r\n"
+)
+NOTE_SPANS = [
+    (10, 30, "NOMBRE_SUJETO_ASISTENCIA"),
+    (37, 43, "ID_SUJETO_ASISTENCIA"),
+    (52, 62, "FECHAS"),
+    (75, 88, "CALLE"),
+    (90, 97, "CALLE"),
+    (99, 106, "TERRITORIO"),
+    (118, 129, "NUMERO_TELEFONO"),
+]
 
 
 def content(doc: Document) -> tuple:
@@ -48,6 +73,7 @@ def assert_clean(exc: InputError, filename: str) -> None:
 
 
 # --- reading the fixtures --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_detect_format(fmt):
@@ -78,7 +104,11 @@ def test_i2b2_2006_records_become_named_documents():
     first = docs[0]
     assert first.text == "\r\nAdmitted 03/14/2011 to St. Ana & José.\r\nPatient Renée Zürich, 67 y/o.\r\n"
     assert [(first.span_text(s), s.label) for s in first.spans] == [
-        ("03/14/2011", "DATE"), ("St. Ana & José", "HOSPITAL"), ("Renée Zürich", "PATIENT"), ("67", "AGE")]
+        ("03/14/2011", "DATE"),
+        ("St. Ana & José", "HOSPITAL"),
+        ("Renée Zürich", "PATIENT"),
+        ("67", "AGE"),
+    ]
 
 
 def test_jsonl_keeps_sources_scores_meta_and_unicode_line_separators():
@@ -102,10 +132,12 @@ def test_bom_before_xml_declaration_is_dropped(tmp_path):
     source = (FIXTURES / "i2b2" / "nota-1.xml").read_bytes()
     (tmp_path / "nota-1.xml").write_bytes(b"\xef\xbb\xbf" + source)
     assert content(read_document(tmp_path / "nota-1.xml")[0]) == content(
-        read_document(FIXTURES / "i2b2" / "nota-1.xml")[0])
+        read_document(FIXTURES / "i2b2" / "nota-1.xml")[0]
+    )
 
 
 # --- writing ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_round_trip_read_write_read_is_identical(fmt, tmp_path):
@@ -196,49 +228,118 @@ BAD_INPUTS = {
     "latin-1": ({"a.txt": "Brígida".encode("latin-1")}, "a.txt", "text", "not valid UTF-8 (byte offset 2)"),
     "utf-16": ({"a.txt": "Brígida".encode("utf-16")}, "a.txt", "text", "UTF-16"),
     "too big": ({"a.txt": b"Pardo " * 10}, "a.txt", "text", "over the limit of 50"),
-    "xml malformed": ({"a.xml": b"<deIdi2b2>\n<TEXT>Pardo</TEX>\n</deIdi2b2>"}, "a.xml", "i2b2",
-                      "malformed XML at line 2, column"),
-    "xml latin-1 declared": ({"a.xml": b"<?xml version='1.0' encoding='ISO-8859-1'?><a/>"}, "a.xml", "i2b2",
-                             "name it with --encoding"),
+    "xml malformed": (
+        {"a.xml": b"<deIdi2b2>\n<TEXT>Pardo</TEX>\n</deIdi2b2>"},
+        "a.xml",
+        "i2b2",
+        "malformed XML at line 2, column",
+    ),
+    "xml latin-1 declared": (
+        {"a.xml": b"<?xml version='1.0' encoding='ISO-8859-1'?><a/>"},
+        "a.xml",
+        "i2b2",
+        "name it with --encoding",
+    ),
     "xml no TEXT": ({"a.xml": RECORD.format("Pardo").encode()}, "a.xml", "i2b2", "no <TEXT>"),
-    "xml out of range": ({"a.xml": GOOD_XML.format(
-        '<NAME id="T7" start="8" end="99" text="Pardo" TYPE="DOCTOR"/>').encode()}, "a.xml", "i2b2",
-        "span T7 [8, 99) is out of range"),
-    "xml text differs": ({"a.xml": GOOD_XML.format(
-        '<NAME id="T7" start="7" end="12" text="Pardo" TYPE="DOCTOR"/>').encode()}, "a.xml", "i2b2",
-        "span T7 [7, 12): recorded text differs"),
-    "xml bad offset": ({"a.xml": GOOD_XML.format('<NAME id="T7" start="x" end="12" TYPE="DOCTOR"/>').encode()},
-                       "a.xml", "i2b2", "span T7: offsets are not"),
-    "2006 nested": ({"a.xml": RECORD.format('<PHI TYPE="DOCTOR"><PHI TYPE="X">Pardo</PHI></PHI>').encode()},
-                    "a.xml", "i2b2-2006", "only flat <PHI>"),
-    "2006 empty PHI": ({"a.xml": RECORD.format('Dr. <PHI TYPE="DOCTOR"></PHI>').encode()}, "a.xml", "i2b2-2006",
-                       "[4, 4) is empty"),
-    "2006 no TYPE": ({"a.xml": RECORD.format("Dr. <PHI>Pardo</PHI>").encode()}, "a.xml", "i2b2-2006",
-                     "missing or malformed label"),
-    "2006 duplicate ID": ({"a.xml": b'<ROOT><RECORD ID="1"><TEXT>a</TEXT></RECORD>'
-                                    b'<RECORD ID="1"><TEXT>b</TEXT></RECORD></ROOT>'}, "a.xml", "i2b2-2006",
-                          "duplicate record ID"),
-    "brat malformed line": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13\tPardo\nT2 Pardo\n"},
-                            "a.ann", "brat", "line 2: malformed annotation"),
-    "brat malformed offsets": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13;\tPardo\n"}, "a.ann", "brat",
-                               "line 1: malformed offsets for T1"),
-    "brat out of range": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T3\tDOCTOR 8 14\tPardo\n"}, "a.ann", "brat",
-                          "span T3 [8, 14) is out of range"),
-    "brat text differs": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T3\tDOCTOR 7 12\tPardo\n"}, "a.ann", "brat",
-                          "span T3 [7, 12): recorded text differs"),
-    "brat discontinuous text differs": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T3\tDOCTOR 0 2;8 13\tPardo\n"},
-                                        "a.ann", "brat", "span T3 [0, 13): recorded text differs"),
-    "brat duplicate id": ({"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13\tPardo\nT1\tX 0 6\tNombre\n"},
-                          "a.ann", "brat", "duplicate annotation id T1"),
+    "xml out of range": (
+        {"a.xml": GOOD_XML.format('<NAME id="T7" start="8" end="99" text="Pardo" TYPE="DOCTOR"/>').encode()},
+        "a.xml",
+        "i2b2",
+        "span T7 [8, 99) is out of range",
+    ),
+    "xml text differs": (
+        {"a.xml": GOOD_XML.format('<NAME id="T7" start="7" end="12" text="Pardo" TYPE="DOCTOR"/>').encode()},
+        "a.xml",
+        "i2b2",
+        "span T7 [7, 12): recorded text differs",
+    ),
+    "xml bad offset": (
+        {"a.xml": GOOD_XML.format('<NAME id="T7" start="x" end="12" TYPE="DOCTOR"/>').encode()},
+        "a.xml",
+        "i2b2",
+        "span T7: offsets are not",
+    ),
+    "2006 nested": (
+        {"a.xml": RECORD.format('<PHI TYPE="DOCTOR"><PHI TYPE="X">Pardo</PHI></PHI>').encode()},
+        "a.xml",
+        "i2b2-2006",
+        "only flat <PHI>",
+    ),
+    "2006 empty PHI": (
+        {"a.xml": RECORD.format('Dr. <PHI TYPE="DOCTOR"></PHI>').encode()},
+        "a.xml",
+        "i2b2-2006",
+        "[4, 4) is empty",
+    ),
+    "2006 no TYPE": (
+        {"a.xml": RECORD.format("Dr. <PHI>Pardo</PHI>").encode()},
+        "a.xml",
+        "i2b2-2006",
+        "missing or malformed label",
+    ),
+    "2006 duplicate ID": (
+        {"a.xml": b'<ROOT><RECORD ID="1"><TEXT>a</TEXT></RECORD><RECORD ID="1"><TEXT>b</TEXT></RECORD></ROOT>'},
+        "a.xml",
+        "i2b2-2006",
+        "duplicate record ID",
+    ),
+    "brat malformed line": (
+        {"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13\tPardo\nT2 Pardo\n"},
+        "a.ann",
+        "brat",
+        "line 2: malformed annotation",
+    ),
+    "brat malformed offsets": (
+        {"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13;\tPardo\n"},
+        "a.ann",
+        "brat",
+        "line 1: malformed offsets for T1",
+    ),
+    "brat out of range": (
+        {"a.txt": b"Nombre: Pardo", "a.ann": b"T3\tDOCTOR 8 14\tPardo\n"},
+        "a.ann",
+        "brat",
+        "span T3 [8, 14) is out of range",
+    ),
+    "brat text differs": (
+        {"a.txt": b"Nombre: Pardo", "a.ann": b"T3\tDOCTOR 7 12\tPardo\n"},
+        "a.ann",
+        "brat",
+        "span T3 [7, 12): recorded text differs",
+    ),
+    "brat discontinuous text differs": (
+        {"a.txt": b"Nombre: Pardo", "a.ann": b"T3\tDOCTOR 0 2;8 13\tPardo\n"},
+        "a.ann",
+        "brat",
+        "span T3 [0, 13): recorded text differs",
+    ),
+    "brat duplicate id": (
+        {"a.txt": b"Nombre: Pardo", "a.ann": b"T1\tDOCTOR 8 13\tPardo\nT1\tX 0 6\tNombre\n"},
+        "a.ann",
+        "brat",
+        "duplicate annotation id T1",
+    ),
     "brat missing ann": ({"a.txt": b"Nombre: Pardo"}, "a.txt", "brat", "no .ann file beside it"),
     "brat missing txt": ({"a.ann": b"T1\tDOCTOR 8 13\tPardo\n"}, "a.ann", "brat", "no .txt file beside it"),
-    "jsonl invalid": ({"a.jsonl": b'{"text": "Pardo"}\n{"text": "Pardo"\n'}, "a.jsonl", "jsonl",
-                      "line 2: invalid JSON"),
+    "jsonl invalid": (
+        {"a.jsonl": b'{"text": "Pardo"}\n{"text": "Pardo"\n'},
+        "a.jsonl",
+        "jsonl",
+        "line 2: invalid JSON",
+    ),
     "jsonl no text": ({"a.jsonl": b'{"name": "x", "spans": []}\n'}, "a.jsonl", "jsonl", "'text' is missing"),
-    "jsonl out of range": ({"a.jsonl": b'{"text": "Pardo", "spans": [{"start": 0, "end": 9, "label": "X"}]}\n'},
-                           "a.jsonl", "jsonl", "span #0 (line 1) [0, 9) is out of range"),
-    "jsonl duplicate name": ({"a.jsonl": b'{"name": "n", "text": "a"}\n{"name": "n", "text": "b"}\n'}, "a.jsonl",
-                             "jsonl", "line 2: document name 'n' is used twice"),
+    "jsonl out of range": (
+        {"a.jsonl": b'{"text": "Pardo", "spans": [{"start": 0, "end": 9, "label": "X"}]}\n'},
+        "a.jsonl",
+        "jsonl",
+        "span #0 (line 1) [0, 9) is out of range",
+    ),
+    "jsonl duplicate name": (
+        {"a.jsonl": b'{"name": "n", "text": "a"}\n{"name": "n", "text": "b"}\n'},
+        "a.jsonl",
+        "jsonl",
+        "line 2: document name 'n' is used twice",
+    ),
     "jsonl unsafe name": ({"a.jsonl": b'{"name": "../x", "text": "a"}\n'}, "a.jsonl", "jsonl", "'name' is not"),
     "jsonl lone surrogate": ({"a.jsonl": b'{"text": "a\\ud800"}\n'}, "a.jsonl", "jsonl", "lone surrogate"),
 }
@@ -263,8 +364,10 @@ def test_bad_input_is_a_clear_input_error_without_phi(case, tmp_path):
 
 def test_non_entity_brat_lines_and_blank_lines_are_ignored(tmp_path):
     (tmp_path / "a.txt").write_bytes(b"Nombre: Pardo")
-    (tmp_path / "a.ann").write_bytes(b"\xef\xbb\xbf#1\tAnnotatorNotes T1\tnote\r\n\r\nT1\tDOCTOR 8 13\r\nA1\tNeg T1\r\n"
-                                     b"R1\tRel Arg1:T1 Arg2:T1\r\nE1\tEv:T1\r\nN1\tRef T1 W:1\tx\r\n")
+    (tmp_path / "a.ann").write_bytes(
+        b"\xef\xbb\xbf#1\tAnnotatorNotes T1\tnote\r\n\r\nT1\tDOCTOR 8 13\r\nA1\tNeg T1\r\n"
+        b"R1\tRel Arg1:T1 Arg2:T1\r\nE1\tEv:T1\r\nN1\tRef T1 W:1\tx\r\n"
+    )
     assert read_document(tmp_path / "a.txt")[0].spans == (Span(8, 13, "DOCTOR"),)
 
 
@@ -295,6 +398,7 @@ def test_detect_format_refuses_empty_and_mixed_folders(tmp_path):
 
 # --- the real corpus -------------------------------------------------------------------------------
 
+
 def test_meddocan_brat_and_xml_agree_and_round_trip(tmp_path):
     corpus = SHARED / "corpora" / "meddocan"
     if not corpus.is_dir():
@@ -312,14 +416,28 @@ def test_meddocan_brat_and_xml_agree_and_round_trip(tmp_path):
 
 
 OVERLAPPING_GOLD = {
-    "xml": ("a.xml", GOOD_XML.format(
-        '<NAME id="T1" start="8" end="13" TYPE="DOCTOR"/><NAME id="T2" start="10" end="12" TYPE="DOCTOR"/>'
-    ).encode(), None, "spans T1 [8, 13) and T2 [10, 12) overlap; kept T1"),
-    "brat": ("a.txt", b"Nombre: Pardo", b"T1\tDOCTOR 8 13\tPardo\nT2\tX 0 9\tNombre: P\n",
-             "spans T2 [0, 9) and T1 [8, 13) overlap; kept T2"),
-    "jsonl": ("a.jsonl", json.dumps({"text": "Pardo", "spans": [
-        {"start": 0, "end": 3, "label": "X"}, {"start": 2, "end": 5, "label": "Y"}]}).encode(), None,
-        "spans #0 (line 1) [0, 3) and #1 (line 1) [2, 5) overlap; kept #0"),
+    "xml": (
+        "a.xml",
+        GOOD_XML.format(
+            '<NAME id="T1" start="8" end="13" TYPE="DOCTOR"/><NAME id="T2" start="10" end="12" TYPE="DOCTOR"/>'
+        ).encode(),
+        None,
+        "spans T1 [8, 13) and T2 [10, 12) overlap; kept T1",
+    ),
+    "brat": (
+        "a.txt",
+        b"Nombre: Pardo",
+        b"T1\tDOCTOR 8 13\tPardo\nT2\tX 0 9\tNombre: P\n",
+        "spans T2 [0, 9) and T1 [8, 13) overlap; kept T2",
+    ),
+    "jsonl": (
+        "a.jsonl",
+        json.dumps(
+            {"text": "Pardo", "spans": [{"start": 0, "end": 3, "label": "X"}, {"start": 2, "end": 5, "label": "Y"}]}
+        ).encode(),
+        None,
+        "spans #0 (line 1) [0, 3) and #1 (line 1) [2, 5) overlap; kept #0",
+    ),
 }
 
 

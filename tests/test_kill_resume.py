@@ -1,5 +1,6 @@
 """``kill -9`` in the middle of ``annotate`` and ``deid --jobs 2``, then the same command again: the outputs
 (and audits) are byte-identical to an uninterrupted run's, and no temporary file is left."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,11 @@ from cli_runs import FAST_CLI, NOTES, SLOW_CLI, TEMP, files, kill_9_after, make_
 def test_kill_9_then_resume_gives_the_uninterrupted_outputs(command, tmp_path):
     notes = make_notes(tmp_path / "in")
     key = tmp_path / "deid.key"
-    options = (["annotate", "--model", "en", "--jobs", "2"] if command == "annotate" else
-               ["deid", "--model", "en", "--mode", "surrogate", "--key-file", str(key), "--jobs", "2"])
+    options = (
+        ["annotate", "--model", "en", "--jobs", "2"]
+        if command == "annotate"
+        else ["deid", "--model", "en", "--mode", "surrogate", "--key-file", str(key), "--jobs", "2"]
+    )
     reference = run(FAST_CLI, [*options, str(notes), str(tmp_path / "reference")], tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
     assert key.exists() == (command == "deid")  # the interrupted run reuses the key the reference created

@@ -1,4 +1,5 @@
 """Brown clustering: the incremental loss table against the definition, obvious clusterings, determinism."""
+
 from __future__ import annotations
 
 import random

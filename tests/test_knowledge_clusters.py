@@ -1,4 +1,5 @@
 """Word clusters: k-means, word2vec ids, the WordClusters loader and the ``resources clusters`` command."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "io"
 
 def test_normalize_word_lowercases_and_zeroes_digits():
     assert [normalize_word(w) for w in ("Madrid", "MADRID", "28016", "B12c", "-")] == [
-        "madrid", "madrid", "00000", "b00c", "-"]
+        "madrid",
+        "madrid",
+        "00000",
+        "b00c",
+        "-",
+    ]
 
 
 def test_lookups_prefixes_and_round_trip(tmp_path):
@@ -68,7 +74,7 @@ def test_kmeans_finds_separated_groups_deterministically():
     centres = np.eye(4, dtype=np.float32) * 10
     points = np.concatenate([c + rng.normal(scale=0.1, size=(30, 4)).astype(np.float32) for c in centres])
     labels = kmeans(points, 4, seed=3)
-    assert [len(set(labels[i * 30:(i + 1) * 30].tolist())) for i in range(4)] == [1, 1, 1, 1]
+    assert [len(set(labels[i * 30 : (i + 1) * 30].tolist())) for i in range(4)] == [1, 1, 1, 1]
     assert len(set(labels.tolist())) == 4
     assert labels[0] == 0  # ids numbered by first appearance
     assert np.array_equal(kmeans(points, 4, seed=3), labels)
@@ -78,8 +84,13 @@ def test_kmeans_finds_separated_groups_deterministically():
 def tiny_notes() -> list[str]:
     rng = random.Random(0)
     names, cities = ["Ana", "Luis", "Marta", "Pedro"], ["Madrid", "Sevilla", "Bilbao", "Lugo"]
-    return ["\n".join(f"Paciente {rng.choice(names)} vive en {rng.choice(cities)} desde {rng.randint(1990, 2020)}."
-                      for _ in range(20)) for _ in range(10)]
+    return [
+        "\n".join(
+            f"Paciente {rng.choice(names)} vive en {rng.choice(cities)} desde {rng.randint(1990, 2020)}."
+            for _ in range(20)
+        )
+        for _ in range(10)
+    ]
 
 
 def test_word2vec_clusters_are_seeded_and_cover_the_vocabulary():
@@ -103,8 +114,26 @@ def test_resources_clusters_command_writes_a_loadable_folder(tmp_path):
     for i, text in enumerate(tiny_notes()):
         (notes / f"nota-{i}.txt").write_text(text, encoding="utf-8")
     out = tmp_path / "clusters"
-    code = main(["-q", "resources", "clusters", "--text", str(notes), str(FIXTURES / "brat"), "--out", str(out),
-                 "--language", "es", "--min-count", "2", "--brown-clusters", "6", "--w2v-k", "2,4"])
+    code = main(
+        [
+            "-q",
+            "resources",
+            "clusters",
+            "--text",
+            str(notes),
+            str(FIXTURES / "brat"),
+            "--out",
+            str(out),
+            "--language",
+            "es",
+            "--min-count",
+            "2",
+            "--brown-clusters",
+            "6",
+            "--w2v-k",
+            "2,4",
+        ]
+    )
     assert code == 0
     assert sorted(p.name for p in out.iterdir()) == ["brown.txt", "meta.json", "word2vec-k2.txt", "word2vec-k4.txt"]
     clusters = WordClusters.from_disk(out)
@@ -117,6 +146,20 @@ def test_resources_clusters_command_writes_a_loadable_folder(tmp_path):
 def test_resources_clusters_command_fails_cleanly(tmp_path):
     (tmp_path / "empty").mkdir()
     assert main(["-q", "resources", "clusters", "--text", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
-    assert main(["-q", "resources", "clusters", "--text", str(FIXTURES / "text"), "--out", str(tmp_path / "o"),
-                 "--w2v-k", "a,b"]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "resources",
+                "clusters",
+                "--text",
+                str(FIXTURES / "text"),
+                "--out",
+                str(tmp_path / "o"),
+                "--w2v-k",
+                "a,b",
+            ]
+        )
+        == 2
+    )
     assert not (tmp_path / "o").exists()

@@ -1,4 +1,5 @@
 """Bundled dictionaries: file hygiene, loading as gazetteers, user lists."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,16 @@ from hybriddeid.core.languages import language_pack
 from hybriddeid.knowledge.dictionaries import bundled_kinds, load_gazetteers
 from hybriddeid.text.tokenize import tokenize
 
-COMMON = {"first_names", "last_names", "cities", "states", "countries", "hospitals", "health_organizations",
-          "professions"}
+COMMON = {
+    "first_names",
+    "last_names",
+    "cities",
+    "states",
+    "countries",
+    "hospitals",
+    "health_organizations",
+    "professions",
+}
 
 
 def words(text: str) -> list[str]:
@@ -40,7 +49,11 @@ def test_spanish_gazetteers_tag_multiword_entries_longest_first():
     gazetteers = load_gazetteers("es")
     text = "Ingresa en el Hospital Universitario La Paz. Vive en Santa Cruz de Tenerife (España)."
     assert tagged(gazetteers["hospitals"].tag(words(text)), text) == [
-        ("hospital", "B-hospitals"), ("universitario", "I-hospitals"), ("la", "I-hospitals"), ("paz", "E-hospitals")]
+        ("hospital", "B-hospitals"),
+        ("universitario", "I-hospitals"),
+        ("la", "I-hospitals"),
+        ("paz", "E-hospitals"),
+    ]
     assert ("tenerife", "E-cities") in tagged(gazetteers["cities"].tag(words(text)), text)
     assert tagged(gazetteers["countries"].tag(words(text)), text) == [("españa", "S-countries")]
     assert ("abogado", "S-professions") in tagged(gazetteers["professions"].tag(words("Es abogado.")), "Es abogado.")
@@ -60,12 +73,16 @@ def test_common_words_were_filtered_but_names_kept():
 def test_user_lists_extend_a_kind_or_add_one_and_loading_is_cached(tmp_path):
     (tmp_path / "hospitals.txt").write_text("# ours\nClínica Los Olmos\n\n", encoding="utf-8")
     (tmp_path / "wards.txt").write_text("Planta Tercera\n", encoding="utf-8")
-    gazetteers = load_gazetteers("es", kinds=["hospitals"], extra_files=[tmp_path / "hospitals.txt", tmp_path / "wards.txt"])
+    gazetteers = load_gazetteers(
+        "es", kinds=["hospitals"], extra_files=[tmp_path / "hospitals.txt", tmp_path / "wards.txt"]
+    )
     assert set(gazetteers) == {"hospitals", "wards"}
     assert gazetteers["hospitals"].tag(words("clínica los olmos")) == ["B-hospitals", "I-hospitals", "E-hospitals"]
     assert gazetteers["hospitals"].tag(words("hospital la paz")) == ["B-hospitals", "I-hospitals", "E-hospitals"]
     assert gazetteers["wards"].tag(["planta", "tercera"]) == ["B-wards", "E-wards"]
-    again = load_gazetteers("es", kinds=["hospitals"], extra_files=[str(tmp_path / "hospitals.txt"), tmp_path / "wards.txt"])
+    again = load_gazetteers(
+        "es", kinds=["hospitals"], extra_files=[str(tmp_path / "hospitals.txt"), tmp_path / "wards.txt"]
+    )
     assert again["hospitals"] is gazetteers["hospitals"]
 
 

@@ -1,5 +1,6 @@
 """Language packs (hybriddeid.core.languages): discovery, extra folders, overrides, and a toy language
 used end to end by the rules, the CRF features, the dictionaries, surrogates and a trained pipeline."""
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ from hybriddeid.synth import load_synth_resources
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = b"k" * 32
-TOY_RULES = '''taxonomy = "i2b2-2014"
+TOY_RULES = """taxonomy = "i2b2-2014"
 language = "xx"
 
 [[rule]]
@@ -41,7 +42,7 @@ label = "MEDICALRECORD"
 pattern = \'\'\'\\bZQ-\\d{4}\\b\'\'\'
 examples = ["ZQ-1234"]
 counter_examples = ["ZQ-12345"]
-'''
+"""
 
 
 def write_pack(folder: Path, code: str = "xx", **files: str) -> Path:
@@ -69,13 +70,16 @@ def toy(extra_folder):
     format, so that output shows which file was read), a dictionary and number words."""
     surrogates = language_pack("en").read_text("surrogates").replace('format = "[**{label}**]"', 'format = "<{label}>"')
     assert "<{label}>" in surrogates
-    write_pack(extra_folder, **{
-        "regex.toml": TOY_RULES,
-        "sections.txt": "# toy headers\nzqhistory\nzqplan\n",
-        "surrogates.toml": surrogates,
-        "dictionaries/cities.txt": "Zorblax\nQuux City\n",
-        "numbers.toml": "[values]\nzqnine = 9\n",
-    })
+    write_pack(
+        extra_folder,
+        **{
+            "regex.toml": TOY_RULES,
+            "sections.txt": "# toy headers\nzqhistory\nzqplan\n",
+            "surrogates.toml": surrogates,
+            "dictionaries/cities.txt": "Zorblax\nQuux City\n",
+            "numbers.toml": "[values]\nzqnine = 9\n",
+        },
+    )
     clear_caches()
     return "xx"
 
@@ -190,7 +194,7 @@ def test_the_toy_pack_is_listed_everywhere(toy):
 def test_the_toy_rules_sections_and_dictionaries_load(toy):
     text = "Record ZQ-1234; not ZQ-12345."
     spans = RuleClassifier("xx").predict(Document("d", text))
-    assert [(text[s.start:s.end], s.label) for s in spans] == [("ZQ-1234", "MEDICALRECORD")]
+    assert [(text[s.start : s.end], s.label) for s in spans] == [("ZQ-1234", "MEDICALRECORD")]
     assert section_headers("xx") == {"zqhistory", "zqplan"}
     assert bundled_kinds("xx") == ("cities",)
     assert load_gazetteers("xx")["cities"].tag(["quux", "city", "zorblax"]) == ["B-cities", "E-cities", "S-cities"]
@@ -213,7 +217,7 @@ def test_a_pipeline_trains_and_predicts_in_the_toy_language(toy):
     pipeline = Pipeline({"pipeline": {"language": "xx"}}).fit(docs, n_jobs=1)
     assert pipeline.language == "xx"
     text = "ZQPLAN: follow up.\nChart ZQ-2222 on file, from Zorblax.\n"
-    found = {(text[s.start:s.end], s.label) for s in pipeline.predict(text)}
+    found = {(text[s.start : s.end], s.label) for s in pipeline.predict(text)}
     assert ("ZQ-2222", "MEDICALRECORD") in found
     result = pipeline.deidentify(text, mode="surrogate", key=KEY)
     assert "ZQ-2222" not in result.text
@@ -241,7 +245,9 @@ def test_rules_and_dictionaries_are_read_beside_the_folder_of_packs_where_the_pa
         assert load_gazetteers("xx")["cities"].tag(["zorblax"]) == ["S-cities"]
         assert [rule.name for rule in RuleClassifier("yy").rules] == ["own_rule"]  # its own file wins
         assert not language_pack("yy").has("dictionaries")
-        with pytest.raises(MissingResourceError, match=r"language 'yy' has no dictionaries: its pack has no dictionaries \("):
+        with pytest.raises(
+            MissingResourceError, match=r"language 'yy' has no dictionaries: its pack has no dictionaries \("
+        ):
             _ = language_pack("yy").dictionaries
     finally:
         remove_language_folder(packs)
@@ -252,10 +258,17 @@ def test_an_extra_pack_overrides_the_bundled_one_and_removing_it_restores_it(ext
     bundled_rules = [rule.name for rule in RuleClassifier("es").rules]
     assert "nhc" in bundled_rules
     bundled_headers = section_headers("es")  # cached now: the override must clear it
-    write_pack(extra_folder, "es", **{"pack.toml": 'name = "Mine"\ntaxonomy = "meddocan"\n',
-                                      "regex.toml": TOY_RULES.replace('"i2b2-2014"', '"meddocan"')
-                                      .replace('"MEDICALRECORD"', '"ID_SUJETO_ASISTENCIA"'),
-                                      "sections.txt": "mi cabecera\n"})
+    write_pack(
+        extra_folder,
+        "es",
+        **{
+            "pack.toml": 'name = "Mine"\ntaxonomy = "meddocan"\n',
+            "regex.toml": TOY_RULES.replace('"i2b2-2014"', '"meddocan"').replace(
+                '"MEDICALRECORD"', '"ID_SUJETO_ASISTENCIA"'
+            ),
+            "sections.txt": "mi cabecera\n",
+        },
+    )
     add_language_folder(extra_folder)  # again: clears the caches
     assert available_languages() == ("en", "es")
     assert language_pack("es").name == "Mine"
@@ -283,7 +296,9 @@ def test_the_most_recently_added_folder_wins(tmp_path):
 def test_the_environment_variable_adds_folders(tmp_path, monkeypatch):
     write_pack(tmp_path / "one", "qq", **{"sections.txt": "qqheader\n"})
     write_pack(tmp_path / "two", "es", **{"pack.toml": 'name = "From env"\ntaxonomy = "meddocan"\n'})
-    monkeypatch.setenv(ENV_VAR, os.pathsep.join([str(tmp_path / "one"), str(tmp_path / "missing"), str(tmp_path / "two")]))
+    monkeypatch.setenv(
+        ENV_VAR, os.pathsep.join([str(tmp_path / "one"), str(tmp_path / "missing"), str(tmp_path / "two")])
+    )
     clear_caches()
     try:
         assert available_languages() == ("en", "es", "qq")
@@ -298,9 +313,13 @@ def test_the_environment_variable_adds_folders(tmp_path, monkeypatch):
 def test_the_environment_variable_reaches_a_new_process_and_the_cli(tmp_path):
     write_pack(tmp_path, "qq")
     env = {**os.environ, ENV_VAR: str(tmp_path)}  # the installed package, as a user's new process gets it
-    code = ("from hybriddeid.core.languages import available_languages; from hybriddeid.cli import build_parser; "
-            "print(available_languages(), build_parser().parse_args(['synth', '--n', '1', '--out', 'o', '--language', 'qq']).language)")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    code = (
+        "from hybriddeid.core.languages import available_languages; from hybriddeid.cli import build_parser; "
+        "print(available_languages(), build_parser().parse_args(['synth', '--n', '1', '--out', 'o', '--language', 'qq']).language)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "('en', 'es', 'qq') qq"
 
 
@@ -321,7 +340,9 @@ def test_a_stretch_meets_unread_letters_exactly_where_the_unread_pattern_finds_t
     from hybriddeid.pipeline.core import _meets
 
     rng = random.Random(3)
-    alphabet = "ab 1,.\n\u00e9\u03b2" + "\u0417\u0434\u0440\u0430\u0432" + "\u0645\u0631\u062d" + "\U0001F600" + "\u6f22"
+    alphabet = (
+        "ab 1,.\n\u00e9\u03b2" + "\u0417\u0434\u0440\u0430\u0432" + "\u0645\u0631\u062d" + "\U0001f600" + "\u6f22"
+    )
     checked = met = 0
     for code in ("en", "es"):
         pattern, letters = unread_pattern(code), unread_letters(code)

@@ -1,6 +1,7 @@
 """Long lines are read in bounded segments (``AnalysedNote.segments``) and stitched back
 (``CRFTagger._tag``): the same spans as reading them whole, bounded memory, and a configurable
 per-file size limit."""
+
 from __future__ import annotations
 
 import re
@@ -59,8 +60,12 @@ def readings(tmp_path_factory: pytest.TempPathFactory, long_line: Document) -> d
     tmp = tmp_path_factory.mktemp("models")
     whole = _model_with_segments(tmp, 10**9, 400)
     cut = _model_with_segments(tmp, 1000, 200)
-    return {"whole": whole.predict(long_line), "cut": cut.predict(long_line),
-            "whole@0.5": whole.predict(long_line, threshold=0.5), "cut@0.5": cut.predict(long_line, threshold=0.5)}
+    return {
+        "whole": whole.predict(long_line),
+        "cut": cut.predict(long_line),
+        "whole@0.5": whole.predict(long_line, threshold=0.5),
+        "cut@0.5": cut.predict(long_line, threshold=0.5),
+    }
 
 
 def _keys(spans: list) -> list[tuple[int, int, str, str]]:
@@ -103,7 +108,7 @@ def test_segments_bound_and_partition_a_long_line() -> None:
     words_line = note.lines[1].context
     words = [s for s in segments if s.core and words_line.start <= s.core[0] < words_line.end]
     assert len(words) > 2 and all(text[s.core[1] - 1] == " " for s in words[:-1])  # cut between words
-    digits = [s for s in segments if s.core and text[s.core[1] - 1:s.core[1] + 1] == "77"]
+    digits = [s for s in segments if s.core and text[s.core[1] - 1 : s.core[1] + 1] == "77"]
     assert digits  # a run without breaks is cut inside it
 
 
@@ -137,8 +142,13 @@ def test_a_200k_digit_run_is_deidentified_in_bounded_memory(tmp_path: Path) -> N
         from hybriddeid.cli import main
         sys.exit(main(sys.argv[1:]))
     """)
-    done = subprocess.run([sys.executable, "-c", child, "-q", "deid", str(in_dir), str(out_dir), "--model", "en"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)  # the installed package
+    done = subprocess.run(
+        [sys.executable, "-c", child, "-q", "deid", str(in_dir), str(out_dir), "--model", "en"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # the installed package
     assert done.returncode == 0, done.stderr[-2000:]
     out = (out_dir / "lab.txt").read_text(encoding="utf-8")
     assert out.count("\n") == 3 and "Smith" not in out
@@ -167,8 +177,11 @@ def test_a_long_audit_is_written_line_by_line_with_every_row(tmp_path: Path, fmt
     from hybriddeid.surrogates.audit import audit_lines, read_audit, read_audit_run, render_audit
 
     note = "Seen by Dr. Smith on 03/12/2020, call 555-123-4567. " * 1000
-    spans = [Span(m.start(), m.end(), label, "rule") for label, pattern in (("DOCTOR", r"Smith"), ("DATE", r"03/12/2020"))
-             for m in re.finditer(pattern, note)]
+    spans = [
+        Span(m.start(), m.end(), label, "rule")
+        for label, pattern in (("DOCTOR", r"Smith"), ("DATE", r"03/12/2020"))
+        for m in re.finditer(pattern, note)
+    ]
     result = deidentify_document(Document("n", note, tuple(spans)), DeidOptions(mode="tag"))
     assert len(result.replacements) == 2000
     path = tmp_path / f"n.{fmt}"
@@ -177,8 +190,9 @@ def test_a_long_audit_is_written_line_by_line_with_every_row(tmp_path: Path, fmt
     assert path.stat().st_size > 65536  # the CSV writer's buffer was emptied along the way
     assert read_audit_run(path) == {"settings": "x"}
     rows = read_audit(path)
-    assert [{key: value for key, value in row.items() if key != "note"} for row in rows] == \
-        [asdict(rep) for rep in result.replacements]  # every field, as the dataclass holds it
+    assert [{key: value for key, value in row.items() if key != "note"} for row in rows] == [
+        asdict(rep) for rep in result.replacements
+    ]  # every field, as the dataclass holds it
 
 
 def test_jsonl_audit_rows_are_what_json_dumps_writes() -> None:
@@ -193,13 +207,19 @@ def test_jsonl_audit_rows_are_what_json_dumps_writes() -> None:
 
     texts = ["[**NAME**]", 'say "x"\\ \n\t\x00\x1f\x7f', "caf\u00e9 \u6f22 \u2028", "", "\udce9"]
     scores = [1.0, 0.97312345678901, 1e-9, 1e300, -0.0, float("nan"), float("inf"), -float("inf"), 1, 0.1 + 0.2]
-    replacements = [Replacement(i, i + 1, 2 * i, 2 * i + 3, "NAME", "NAME", "person", method, "char", score, text)
-                    for i, (text, score, method) in enumerate((t, s, m) for t in texts for s in scores for m in ("tag", "m\u00e4sk"))]
+    replacements = [
+        Replacement(i, i + 1, 2 * i, 2 * i + 3, "NAME", "NAME", "person", method, "char", score, text)
+        for i, (text, score, method) in enumerate(
+            (t, s, m) for t in texts for s in scores for m in ("tag", "m\u00e4sk")
+        )
+    ]
     replacements.append(Replacement(9, 10, 9, 10, "NAME", "NAME", "person", "tag", "char", 0.5, None))  # type: ignore[arg-type]  # no text, on purpose
     for note in ("n", 'caf\u00e9 "7".txt', "a\\b\udce9"):
         lines = list(audit_lines(note, replacements, "jsonl", {"settings": "x"}))
         name = record_name(note)  # a file name's undecodable byte is written \\xNN, as in every record
-        assert lines[1:] == [json.dumps({"note": name, **rep.to_dict()}, ensure_ascii=False) + "\n" for rep in replacements]
+        assert lines[1:] == [
+            json.dumps({"note": name, **rep.to_dict()}, ensure_ascii=False) + "\n" for rep in replacements
+        ]
         assert len(lines) == 2 + len(texts) * len(scores) * 2
 
 
@@ -207,8 +227,11 @@ def test_an_output_is_checked_against_its_audit_row_by_row() -> None:
     from hybriddeid.surrogates.deid import apply_replacements, matches_replacements
 
     text = "Seen by Dr. Smith on 03/12/2020 in Boston."
-    rows = [{"start": 12, "end": 17, "replacement": "[NAME]"}, {"start": 21, "end": 31, "replacement": "[DATE]"},
-            {"start": 35, "end": 41, "replacement": "[LOCATION]"}]
+    rows = [
+        {"start": 12, "end": 17, "replacement": "[NAME]"},
+        {"start": 21, "end": 31, "replacement": "[DATE]"},
+        {"start": 35, "end": 41, "replacement": "[LOCATION]"},
+    ]
     output = apply_replacements(text, rows)
     assert output == "Seen by Dr. [NAME] on [DATE] in [LOCATION]."
     assert matches_replacements(text, output, iter(rows))  # rows as an audit gives them, one at a time

@@ -1,4 +1,5 @@
 """The precedence merger, table-driven: each row is (spans by source, precedence, expected)."""
+
 from __future__ import annotations
 
 import pytest
@@ -68,8 +69,14 @@ CASES = [
         id="touching spans do not overlap",
     ),
     pytest.param(
-        {"rule": [s(0, 4, "PATIENT", "rule+fallback"), s(20, 24, "PATIENT", "rule+fallback"), s(30, 34, "ID", "rule")],
-         "token": [s(0, 12, "PATIENT", "token"), s(30, 40, "ID", "token")]},
+        {
+            "rule": [
+                s(0, 4, "PATIENT", "rule+fallback"),
+                s(20, 24, "PATIENT", "rule+fallback"),
+                s(30, 34, "ID", "rule"),
+            ],
+            "token": [s(0, 12, "PATIENT", "token"), s(30, 40, "ID", "token")],
+        },
         DEFAULT_PRECEDENCE,
         [s(0, 12, "PATIENT", "token"), s(20, 24, "PATIENT", "rule+fallback"), s(30, 34, "ID", "rule")],
         id="a fallback rule span ranks after every source: it fills gaps only",
@@ -96,7 +103,10 @@ def test_merged_spans_never_overlap_and_keep_their_source():
 
 
 def test_filter_scores_drops_only_the_named_sources_low_spans():
-    spans = {"char": [Span(0, 3, "A", "char", 0.5), Span(5, 8, "A", "char", 0.95)], "token": [Span(0, 3, "A", "token", 0.1)]}
+    spans = {
+        "char": [Span(0, 3, "A", "char", 0.5), Span(5, 8, "A", "char", 0.95)],
+        "token": [Span(0, 3, "A", "token", 0.1)],
+    }
     out = filter_scores(spans, {"char": 0.9})
     assert out == {"char": [Span(5, 8, "A", "char", 0.95)], "token": [Span(0, 3, "A", "token", 0.1)]}
 
@@ -114,17 +124,21 @@ def _propagate_at_every_position(text, spans, min_length=3):
     """propagate as first written: every occurrence tried, one character further each time."""
     labels = {}
     for span in spans:
-        surface = text[span.start:span.end]
+        surface = text[span.start : span.end]
         if len(surface) >= min_length and any(ch.isalnum() for ch in surface):
             labels.setdefault(surface, span.label)
     out, taken = list(spans), [False] * len(text)
     for span in spans:
-        taken[span.start:span.end] = [True] * (span.end - span.start)
+        taken[span.start : span.end] = [True] * (span.end - span.start)
     for surface, label in labels.items():
         for start in range(len(text) - len(surface) + 1):
             end = start + len(surface)
-            if text.startswith(surface, start) and (start == 0 or not text[start - 1].isalnum()) \
-                    and (end == len(text) or not text[end].isalnum()) and not any(taken[start:end]):
+            if (
+                text.startswith(surface, start)
+                and (start == 0 or not text[start - 1].isalnum())
+                and (end == len(text) or not text[end].isalnum())
+                and not any(taken[start:end])
+            ):
                 out.append(Span(start, end, label, "propagated"))
                 taken[start:end] = [True] * (end - start)
     return sorted(out, key=span_order)
@@ -148,7 +162,10 @@ def test_propagate_skipping_alphanumeric_runs_finds_what_trying_every_position_f
 
 
 def test_name_words_are_linked_across_a_patients_notes_as_whole_capitalised_words():
-    texts = ["Patient: Beatrice Harlowe, seen by Dr. Ng.", "Call Beatrice or BEATRICE; beatrice lower; Beatrices; Harlowe-Smith."]
+    texts = [
+        "Patient: Beatrice Harlowe, seen by Dr. Ng.",
+        "Call Beatrice or BEATRICE; beatrice lower; Beatrices; Harlowe-Smith.",
+    ]
     spans = [[Span(9, 25, "PATIENT", "token"), Span(39, 41, "DOCTOR", "rule")], []]
 
     def words_of(span: Span, surface: str) -> list[str]:
@@ -156,9 +173,13 @@ def test_name_words_are_linked_across_a_patients_notes_as_whole_capitalised_word
 
     first, second = link_name_words(texts, spans, words_of)
     assert first == sorted(spans[0])  # nothing new: both words are inside the found span
-    assert [(texts[1][s.start:s.end], s.label, s.source) for s in second] == [
-        ("Beatrice", "PATIENT", "linked"), ("BEATRICE", "PATIENT", "linked")]  # not lower case, not inside words
-    again = link_name_words(["Beatrice Harlowe came. Later Beatrice left."], [[Span(0, 16, "PATIENT", "char")]], words_of)[0]
+    assert [(texts[1][s.start : s.end], s.label, s.source) for s in second] == [
+        ("Beatrice", "PATIENT", "linked"),
+        ("BEATRICE", "PATIENT", "linked"),
+    ]  # not lower case, not inside words
+    again = link_name_words(
+        ["Beatrice Harlowe came. Later Beatrice left."], [[Span(0, 16, "PATIENT", "char")]], words_of
+    )[0]
     assert [(s.start, s.end) for s in again] == [(0, 16), (29, 37)]  # a first name alone, later in the same note
 
 
@@ -168,37 +189,52 @@ def test_linking_carries_only_name_like_words_of_confident_name_spans():
     from hybriddeid import Pipeline
 
     pipeline = Pipeline.load("en")
-    texts = ["WILL CALL. Pt Rosa Bernini-Ames seen. May Hct drop? Seen with Grace.",
-             "Rosa will call; BERNINI WILL FOLLOW. Hct 30. MAY go home. Grace here."]
-    first = [Span(0, 4, "PATIENT", "token", 0.97), Span(13, 30, "PATIENT", "token", 0.99),
-             Span(37, 44, "PATIENT", "token", 0.95), Span(61, 66, "PATIENT", "token", 0.6)]
+    texts = [
+        "WILL CALL. Pt Rosa Bernini-Ames seen. May Hct drop? Seen with Grace.",
+        "Rosa will call; BERNINI WILL FOLLOW. Hct 30. MAY go home. Grace here.",
+    ]
+    first = [
+        Span(0, 4, "PATIENT", "token", 0.97),
+        Span(13, 30, "PATIENT", "token", 0.99),
+        Span(37, 44, "PATIENT", "token", 0.95),
+        Span(61, 66, "PATIENT", "token", 0.6),
+    ]
     docs = pipeline.link_names([Document("a", texts[0], tuple(first)), Document("b", texts[1])])
-    linked = [texts[1][s.start:s.end] for s in docs[1].spans]
-    assert linked == ["Rosa", "BERNINI"]  # not "will"/"WILL"/"MAY" (ordinary words), not Grace (unsure), not Hct (unsure)
+    linked = [texts[1][s.start : s.end] for s in docs[1].spans]
+    assert linked == [
+        "Rosa",
+        "BERNINI",
+    ]  # not "will"/"WILL"/"MAY" (ordinary words), not Grace (unsure), not Hct (unsure)
 
 
 def test_a_fallback_widens_shorter_spans_inside_it_but_never_cuts_a_longer_one():
-    """"Bernard Foley CRT": a rule read the whole name where the token CRF found "Bernard"."""
+    """ "Bernard Foley CRT": a rule read the whole name where the token CRF found "Bernard"."""
     from hybriddeid.core.merge import FALLBACK_SUFFIX
 
     fallback = "rule" + FALLBACK_SUFFIX
     token = [Span(0, 7, "PATIENT", "token"), Span(20, 30, "DOCTOR", "token")]
-    rule = [Span(0, 13, "DOCTOR", fallback), Span(22, 26, "DOCTOR", fallback), Span(28, 34, "DOCTOR", fallback),
-            Span(40, 45, "CITY", fallback), Span(50, 55, "CITY", fallback)]
+    rule = [
+        Span(0, 13, "DOCTOR", fallback),
+        Span(22, 26, "DOCTOR", fallback),
+        Span(28, 34, "DOCTOR", fallback),
+        Span(40, 45, "CITY", fallback),
+        Span(50, 55, "CITY", fallback),
+    ]
     token.append(Span(50, 55, "CITY", "token"))
     merged = merge({"token": token, "rule": rule})
     assert [(s.start, s.end, s.source) for s in merged] == [
-        (0, 13, fallback),       # widened: the CRF's "Bernard" lay inside it
-        (20, 30, "token"),       # the CRF's longer span is never cut, by the span inside it or the one crossing it
-        (40, 45, fallback),      # a gap filled
-        (50, 55, "token"),       # the same extent: the classifier's span stays
+        (0, 13, fallback),  # widened: the CRF's "Bernard" lay inside it
+        (20, 30, "token"),  # the CRF's longer span is never cut, by the span inside it or the one crossing it
+        (40, 45, fallback),  # a gap filled
+        (50, 55, "token"),  # the same extent: the classifier's span stays
     ]
 
 
 # ---- remainders: what a span that loses an overlap covers outside the winner ----------------------
 
+
 def _surfaces(text: str, spans: list[Span]) -> list[tuple[str, str, str, float]]:
-    return [(text[s.start:s.end], s.label, s.source, s.score) for s in spans]
+    return [(text[s.start : s.end], s.label, s.source, s.score) for s in spans]
 
 
 def test_a_cut_span_keeps_its_remainder_trimmed_of_the_field_label_at_the_cut():
@@ -207,33 +243,73 @@ def test_a_cut_span_keeps_its_remainder_trimmed_of_the_field_label_at_the_cut():
     text = "Paciente: Jordi Kowalczyk, DNI 45123987Z."
     by_source = {"rule": [Span(31, 40, "ID_SUJETO_ASISTENCIA", "rule")], "token": [Span(10, 40, "CALLE", "token", 0.5)]}
     assert _surfaces(text, merge(by_source, text=text, labels={"dni", "paciente"})) == [
-        ("Jordi Kowalczyk", "CALLE", "token", 0.5), ("45123987Z", "ID_SUJETO_ASISTENCIA", "rule", 1.0)]
+        ("Jordi Kowalczyk", "CALLE", "token", 0.5),
+        ("45123987Z", "ID_SUJETO_ASISTENCIA", "rule", 1.0),
+    ]
     # without the note's text the merger cannot tell a name from a label: the lower span goes whole, as before
     assert merge(by_source) == [Span(31, 40, "ID_SUJETO_ASISTENCIA", "rule")]
     # without the label, "DNI" stays in the remainder: only punctuation and blanks are trimmed then
     assert _surfaces(text, merge(by_source, text=text))[0][0] == "Jordi Kowalczyk, DNI"
 
 
-@pytest.mark.parametrize("text, lower, higher, labels, expected", [
-    pytest.param("Tel: 612 345 678", (0, 16), [(5, 16)], {"tel"}, [], id="a remainder of a label alone is dropped"),
-    pytest.param("DNI: 45123987Z", (0, 14), [(5, 14)], {"dni"}, [], id="case is ignored"),
-    pytest.param("al lado, - 612 345 678", (0, 22), [(11, 22)], {"al", "lado"}, [],
-                 id="a remainder of stop words and punctuation is dropped"),
-    pytest.param("Ana Ruiz fecha de nacimiento 01/02/1990", (0, 39), [(29, 39)], {"fecha de nacimiento", "de"},
-                 ["Ana Ruiz"], id="a label of several words, the longest first"),
-    pytest.param("de Ana, tel 612 345 678", (0, 23), [(12, 23)], {"de", "tel"}, ["de Ana"],
-                 id="the edge the classifier drew is left as drawn"),
-    pytest.param("Ana Ruiz 612 345 678 de Madrid.", (0, 30), [(9, 20)], {"de"}, ["Ana Ruiz", "Madrid"],
-                 id="a span cut in the middle keeps both sides, each trimmed where cut"),
-    pytest.param("Ana Ruiz 612 345 678 Sevilla", (0, 28), [(0, 3), (9, 20)], set(), ["Ruiz", "Sevilla"],
-                 id="several winners: every stretch outside them"),
-    pytest.param("45123987Z", (0, 9), [(0, 8)], set(), ["Z"], id="a letter left of a word the cut split is kept"),
-    pytest.param("Ana, Ruiz", (0, 9), [(0, 3), (5, 9)], set(), [], id="punctuation alone between winners is dropped"),
-])
+@pytest.mark.parametrize(
+    "text, lower, higher, labels, expected",
+    [
+        pytest.param("Tel: 612 345 678", (0, 16), [(5, 16)], {"tel"}, [], id="a remainder of a label alone is dropped"),
+        pytest.param("DNI: 45123987Z", (0, 14), [(5, 14)], {"dni"}, [], id="case is ignored"),
+        pytest.param(
+            "al lado, - 612 345 678",
+            (0, 22),
+            [(11, 22)],
+            {"al", "lado"},
+            [],
+            id="a remainder of stop words and punctuation is dropped",
+        ),
+        pytest.param(
+            "Ana Ruiz fecha de nacimiento 01/02/1990",
+            (0, 39),
+            [(29, 39)],
+            {"fecha de nacimiento", "de"},
+            ["Ana Ruiz"],
+            id="a label of several words, the longest first",
+        ),
+        pytest.param(
+            "de Ana, tel 612 345 678",
+            (0, 23),
+            [(12, 23)],
+            {"de", "tel"},
+            ["de Ana"],
+            id="the edge the classifier drew is left as drawn",
+        ),
+        pytest.param(
+            "Ana Ruiz 612 345 678 de Madrid.",
+            (0, 30),
+            [(9, 20)],
+            {"de"},
+            ["Ana Ruiz", "Madrid"],
+            id="a span cut in the middle keeps both sides, each trimmed where cut",
+        ),
+        pytest.param(
+            "Ana Ruiz 612 345 678 Sevilla",
+            (0, 28),
+            [(0, 3), (9, 20)],
+            set(),
+            ["Ruiz", "Sevilla"],
+            id="several winners: every stretch outside them",
+        ),
+        pytest.param("45123987Z", (0, 9), [(0, 8)], set(), ["Z"], id="a letter left of a word the cut split is kept"),
+        pytest.param(
+            "Ana, Ruiz", (0, 9), [(0, 3), (5, 9)], set(), [], id="punctuation alone between winners is dropped"
+        ),
+    ],
+)
 def test_remainders(text, lower, higher, labels, expected):
-    by_source = {"rule": [Span(start, end, "ID", "rule") for start, end in higher], "token": [Span(*lower, "NAME", "token")]}
+    by_source = {
+        "rule": [Span(start, end, "ID", "rule") for start, end in higher],
+        "token": [Span(*lower, "NAME", "token")],
+    }
     out = merge(by_source, text=text, labels=labels)
-    assert [text[s.start:s.end] for s in out if s.source == "token"] == expected
+    assert [text[s.start : s.end] for s in out if s.source == "token"] == expected
     assert [(s.start, s.end) for s in out if s.source == "rule"] == higher  # the winners are untouched
 
 
@@ -242,7 +318,9 @@ def test_remainders_never_overlap_each_other_or_a_winner_and_hold_a_letter_or_di
 
     rng = random.Random(3)
     for _ in range(300):
-        text = "".join(rng.choice(["Ana", "DNI", "de", " ", ", ", "12", "-", "\n", "Ruiz"]) for _ in range(rng.randint(5, 30)))
+        text = "".join(
+            rng.choice(["Ana", "DNI", "de", " ", ", ", "12", "-", "\n", "Ruiz"]) for _ in range(rng.randint(5, 30))
+        )
         by_source = {}
         for source in ("rule", "char", "token"):
             spans = []
@@ -252,7 +330,7 @@ def test_remainders_never_overlap_each_other_or_a_winner_and_hold_a_letter_or_di
             by_source[source] = spans
         out = merge(by_source, text=text, labels={"dni", "de"})
         assert all(a.end <= b.start for a, b in zip(out, out[1:])), text
-        assert all(any(ch.isalnum() for ch in text[s.start:s.end]) for s in out if s not in by_source[s.source])
+        assert all(any(ch.isalnum() for ch in text[s.start : s.end]) for s in out if s not in by_source[s.source])
 
         def letters_and_digits(spans, text=text):
             return {i for s in spans for i in range(s.start, s.end) if text[i].isalnum()}
@@ -268,6 +346,11 @@ def test_a_fallback_still_widens_a_remainder_inside_it():
     text = "Bernard Foley 45123987Z"
     fallback = "rule" + FALLBACK_SUFFIX
     # the token CRF's "Foley 45123987Z" cut by the ID rule leaves "Foley", inside the fallback's "Bernard Foley"
-    by_source = {"rule": [Span(14, 23, "ID", "rule"), Span(0, 13, "DOCTOR", fallback)], "token": [Span(8, 23, "PATIENT", "token")]}
+    by_source = {
+        "rule": [Span(14, 23, "ID", "rule"), Span(0, 13, "DOCTOR", fallback)],
+        "token": [Span(8, 23, "PATIENT", "token")],
+    }
     assert _surfaces(text, merge(by_source, text=text)) == [
-        ("Bernard Foley", "DOCTOR", fallback, 1.0), ("45123987Z", "ID", "rule", 1.0)]
+        ("Bernard Foley", "DOCTOR", fallback, 1.0),
+        ("45123987Z", "ID", "rule", 1.0),
+    ]

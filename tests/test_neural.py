@@ -1,4 +1,5 @@
 """The neural backend with PyTorch: CRF layer, windows, tiny models end to end, pipeline merge."""
+
 from __future__ import annotations
 
 import itertools
@@ -16,10 +17,28 @@ from hybriddeid.backends.neural.tagger import NeuralTagger  # noqa: E402
 from hybriddeid.core.document import Document, Span  # noqa: E402
 
 NAMES = ["Ana Ruiz", "Pedro Gil", "Marta Sanz", "Luis Vega", "Eva Mora", "Juan Ortiz", "Rosa Prieto", "Hugo Lara"]
-TINY = {"epochs": 40, "patience": 40, "dev_fraction": 0.0, "word_dim": 16, "hidden_dim": 16, "char_dim": 8,
-        "char_hidden": 8, "context_dim": 8, "prefix_min_count": 2, "prefix_dim": 8, "attention_dim": 8, "ngram": 3,
-        "window": 3, "skeleton_ratio": 0.3, "learning_rate": 0.02, "batch_size": 4, "dropout": 0.0,
-        "singleton_unk": 0.0, "num_threads": 1, "device": "cpu"}
+TINY = {
+    "epochs": 40,
+    "patience": 40,
+    "dev_fraction": 0.0,
+    "word_dim": 16,
+    "hidden_dim": 16,
+    "char_dim": 8,
+    "char_hidden": 8,
+    "context_dim": 8,
+    "prefix_min_count": 2,
+    "prefix_dim": 8,
+    "attention_dim": 8,
+    "ngram": 3,
+    "window": 3,
+    "skeleton_ratio": 0.3,
+    "learning_rate": 0.02,
+    "batch_size": 4,
+    "dropout": 0.0,
+    "singleton_unk": 0.0,
+    "num_threads": 1,
+    "device": "cpu",
+}
 # Every device this machine has: the CPU in CI, CUDA too where present (counted without starting it).
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.device_count() else [])]
 
@@ -116,10 +135,21 @@ def corpus() -> list[Document]:
 
 
 # Elman and Jordan default to paper 001's plain SGD, far too slow a learner for six notes and 40 epochs.
-@pytest.mark.parametrize("architecture, extra", [("bigru", {}), ("tsgru", {}), ("cedi", {}), ("cedi", {"suffixes": True}),
-                                                 ("elman", {"optimizer": "adam"}), ("jordan", {"optimizer": "adam"})])
+@pytest.mark.parametrize(
+    "architecture, extra",
+    [
+        ("bigru", {}),
+        ("tsgru", {}),
+        ("cedi", {}),
+        ("cedi", {"suffixes": True}),
+        ("elman", {"optimizer": "adam"}),
+        ("jordan", {"optimizer": "adam"}),
+    ],
+)
 def test_tiny_model_fits_saves_loads_and_predicts(architecture, extra, corpus, tmp_path, device):
-    tagger = NeuralTagger(language="es", architecture=architecture, **{**TINY, "device": device}, **extra).fit(corpus[:6])
+    tagger = NeuralTagger(language="es", architecture=architecture, **{**TINY, "device": device}, **extra).fit(
+        corpus[:6]
+    )
     assert tagger.device_.type == device and next(tagger.model_.parameters()).device.type == device
     assert set(tagger.labels) == {"NOMBRE_SUJETO_ASISTENCIA", "ID_SUJETO_ASISTENCIA"}
     found = {(s.start, s.end, s.label) for doc in corpus[:6] for s in tagger.predict(doc)}
@@ -127,7 +157,10 @@ def test_tiny_model_fits_saves_loads_and_predicts(architecture, extra, corpus, t
     assert len(found & gold) >= len(gold) // 2  # it learned something from six notes
     tagger.to_disk(tmp_path / "model")
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == [
-        "model.pt", "training.json", "vocabularies.json"]  # parameters are the pipeline config's
+        "model.pt",
+        "training.json",
+        "vocabularies.json",
+    ]  # parameters are the pipeline config's
     assert "Ruiz" not in (tmp_path / "model" / "vocabularies.json").read_text()  # words are stored hashed
     reloaded = NeuralTagger.from_disk(tmp_path / "model", tagger.get_params())
     for doc in corpus[6:]:
@@ -136,17 +169,20 @@ def test_tiny_model_fits_saves_loads_and_predicts(architecture, extra, corpus, t
         assert all(s.source == "neural" and 0.0 < s.score <= 1.0 for s in spans)
     one_by_one, batched = tagger.predict_many(corpus[6:], batch_size=1), tagger.predict_many(corpus[6:])
     assert [[(s.start, s.end, s.label) for s in spans] for spans in one_by_one] == [
-        [(s.start, s.end, s.label) for s in spans] for spans in batched]  # padding changes nothing
+        [(s.start, s.end, s.label) for s in spans] for spans in batched
+    ]  # padding changes nothing
     assert [s.score for spans in one_by_one for s in spans] == pytest.approx(
-        [s.score for spans in batched for s in spans], rel=1e-4)
+        [s.score for spans in batched for s in spans], rel=1e-4
+    )
 
 
 def test_word_clusters_are_embedded_and_saved_with_the_model(corpus, tmp_path):
     from hybriddeid.knowledge.clusters import WordClusters
 
     names = {word.lower() for name in NAMES for word in name.split()}
-    WordClusters(brown={word: ("0110", 3) for word in names},
-                 w2v={50: {**{word: 1 for word in names}, "nhc": 2}}).to_disk(tmp_path / "clusters")
+    WordClusters(
+        brown={word: ("0110", 3) for word in names}, w2v={50: {**{word: 1 for word in names}, "nhc": 2}}
+    ).to_disk(tmp_path / "clusters")
     tagger = NeuralTagger(language="es", clusters=str(tmp_path / "clusters"), **{**TINY, "epochs": 2}).fit(corpus[:4])
     assert tagger.vocabularies_.clusters is not None and tagger.model_.clusters is not None
     tagger.to_disk(tmp_path / "model")
@@ -171,9 +207,15 @@ def test_early_stopping_keeps_the_best_epoch(corpus):
 
 
 def test_pipeline_merges_the_neural_component(corpus, tmp_path, device):
-    config = {"pipeline": {"language": "es", "components": ["rule", "neural"], "precedence": ["neural", "rule"],
-                           "min_score": {"neural": 0.0}},
-              "neural": {**TINY, "device": device}}
+    config = {
+        "pipeline": {
+            "language": "es",
+            "components": ["rule", "neural"],
+            "precedence": ["neural", "rule"],
+            "min_score": {"neural": 0.0},
+        },
+        "neural": {**TINY, "device": device},
+    }
     pipeline = Pipeline(config).fit(corpus[:6], n_jobs=1)
     by_source = pipeline.predict_by_source(corpus[7])
     assert set(by_source) == {"rule", "neural"}
@@ -196,14 +238,35 @@ def test_cli_trains_and_annotates_with_a_neural_component(corpus, tmp_path):
         write_document(doc, tmp_path / "train", "brat")
     for doc in corpus[6:]:
         write_document(doc.with_spans([]), tmp_path / "notes", "text")
-    settings = "\n".join(f"{key} = {value!r}".replace("'", '"').replace("False", "false").replace("True", "true")
-                         for key, value in TINY.items())
+    settings = "\n".join(
+        f"{key} = {value!r}".replace("'", '"').replace("False", "false").replace("True", "true")
+        for key, value in TINY.items()
+    )
     config = tmp_path / "neural.toml"
-    config.write_text('[pipeline]\nlanguage = "es"\ncomponents = ["rule", "neural"]\nprecedence = ["rule", "neural"]\n'
-                      f"[neural]\narchitecture = \"tsgru\"\n{settings}\n")
-    assert main(["-q", "train", "--train", str(tmp_path / "train"), "--config", str(config), "--out", str(tmp_path / "model")]) == 0
+    config.write_text(
+        '[pipeline]\nlanguage = "es"\ncomponents = ["rule", "neural"]\nprecedence = ["rule", "neural"]\n'
+        f'[neural]\narchitecture = "tsgru"\n{settings}\n'
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--train",
+                str(tmp_path / "train"),
+                "--config",
+                str(config),
+                "--out",
+                str(tmp_path / "model"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "model" / "neural" / "model.pt").is_file()
-    assert main(["-q", "annotate", "--model", str(tmp_path / "model"), str(tmp_path / "notes"), str(tmp_path / "out")]) == 0
+    assert (
+        main(["-q", "annotate", "--model", str(tmp_path / "model"), str(tmp_path / "notes"), str(tmp_path / "out")])
+        == 0
+    )
     assert len(read_corpus(tmp_path / "out")) == 2
 
 
@@ -239,7 +302,9 @@ def test_elman_and_jordan_feed_back_across_tokens_with_a_one_word_window(archite
     from hybriddeid.backends.neural.models import Batch, NoteTensors
     from hybriddeid.features.analysis import analyse
 
-    tagger = NeuralTagger(language="es", architecture=architecture, **{**TINY, "window": 1, "epochs": 1, "device": device})
+    tagger = NeuralTagger(
+        language="es", architecture=architecture, **{**TINY, "window": 1, "epochs": 1, "device": device}
+    )
     tagger.fit(corpus[:4])
     model = tagger.model_.eval()
     note = NoteTensors.of(tagger.vocabularies_.encode(note_tokens(analyse(corpus[7], "es"))))
@@ -313,8 +378,11 @@ def test_vectorised_crf_matches_the_plain_recursions_on_long_padded_batches(devi
     assert torch.allclose(new_z.double(), expected.detach(), rtol=1e-6, atol=1e-3)
     assert torch.allclose(new_marginals.double(), gradient * mask.unsqueeze(2), atol=1e-5)
     crf.scan = "tree"  # marginals as the tree's gradient
-    assert torch.allclose(crf.to(device).marginals(emissions.to(device), mask.to(device)).cpu().double(),
-                          gradient * mask.unsqueeze(2), atol=1e-5)
+    assert torch.allclose(
+        crf.to(device).marginals(emissions.to(device), mask.to(device)).cpu().double(),
+        gradient * mask.unsqueeze(2),
+        atol=1e-5,
+    )
     crf.cpu()
     for scan in ("steps", "tree"):  # either way of taking log Z, and its gradient (training), is the exact one
         crf.scan = scan

@@ -1,4 +1,5 @@
 """The neural plugin without PyTorch: entry-point discovery, its config section, text skeletons."""
+
 from __future__ import annotations
 
 import subprocess
@@ -33,8 +34,12 @@ def test_the_plugin_is_registered_as_an_entry_point():
 
 def test_config_gains_the_neural_section_only_when_asked():
     assert "neural" not in build_config()
-    config = build_config({"pipeline": {"components": ["rule", "neural"], "precedence": ["neural", "rule"]},
-                           "neural": {"architecture": "tsgru"}})
+    config = build_config(
+        {
+            "pipeline": {"components": ["rule", "neural"], "precedence": ["neural", "rule"]},
+            "neural": {"architecture": "tsgru"},
+        }
+    )
     assert config["neural"] == {**NEURAL_DEFAULTS, "architecture": "tsgru"}
     assert build_config({"neural": {"epochs": 2}})["neural"]["epochs"] == 2  # a section alone is fine too
     with pytest.raises(ConfigError, match="unknown key"):
@@ -57,7 +62,10 @@ def test_core_never_imports_torch_and_explains_a_missing_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith(PluginUnavailable.__name__) and "hybriddeid[neural]" in out
     code = "import sys, hybriddeid.pipeline.core, hybriddeid.backends.neural; print('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
 
 
 def test_skeleton_threshold_follows_equation_4():
@@ -72,7 +80,22 @@ def test_skeleton_threshold_follows_equation_4():
 def test_skeleton_of_the_papers_figure_3():
     kept = frozenset({"Mr", ".", "was", "seen", "by", "me", "in", "with", "Dr"})
     words = ["Mr", ".", "HESS", "was", "seen", "by", "me", "in", "BCH", "with", "Dr", ".", "Whittaker", RETURN]
-    assert skeleton(words, kept) == ["Mr", ".", UNK, "was", "seen", "by", "me", "in", UNK, "with", "Dr", ".", UNK, RETURN]
+    assert skeleton(words, kept) == [
+        "Mr",
+        ".",
+        UNK,
+        "was",
+        "seen",
+        "by",
+        "me",
+        "in",
+        UNK,
+        "with",
+        "Dr",
+        ".",
+        UNK,
+        RETURN,
+    ]
 
 
 def test_digits_become_digit_and_lines_are_joined_by_a_return_marker():

@@ -4,6 +4,7 @@ A worker forked from a process whose torch had started OpenMP's thread pool wait
 first parallel operation (issue 25: ``annotate`` hung with ``num_threads`` 0 or 2). The model here
 has an embedding large enough that loading it the old way ran a parallel copy in the parent.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -36,8 +37,15 @@ def trained(tmp_path_factory) -> tuple[Path, Path, Pipeline]:
     """A neural-only model (saved) and a folder of 20 unannotated notes."""
     root = tmp_path_factory.mktemp("neural-runs")
     corpus = make_corpus()
-    config = {"pipeline": {"language": "es", "components": ["neural"], "precedence": ["neural"],
-                           "min_score": {"neural": 0.0}}, "neural": LARGE}
+    config = {
+        "pipeline": {
+            "language": "es",
+            "components": ["neural"],
+            "precedence": ["neural"],
+            "min_score": {"neural": 0.0},
+        },
+        "neural": LARGE,
+    }
     pipeline = Pipeline(config).fit(corpus[:6], n_jobs=1)
     pipeline.to_disk(root / "model")
     for i in range(NOTES):
@@ -51,8 +59,9 @@ def with_threads(model: Path, threads: int, folder: Path) -> Path:
     copy = folder / f"model-{threads}"
     shutil.copytree(model, copy)
     config = copy / CONFIG_FILE
-    config.write_text(config.read_text(encoding="utf-8").replace("num_threads = 1", f"num_threads = {threads}"),
-                      encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8").replace("num_threads = 1", f"num_threads = {threads}"), encoding="utf-8"
+    )
     assert f"num_threads = {threads}" in config.read_text(encoding="utf-8")
     return copy
 
@@ -65,8 +74,13 @@ def test_batch_runs_with_a_neural_model_and_two_workers_finish_in_seconds(traine
     extra = ["--mode", "tag"] if command == "deid" else []
     started = time.perf_counter()
     try:
-        done = subprocess.run([*CLI, "-q", command, "--model", str(copy), "--jobs", "2", *extra, str(notes), str(out)],
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        done = subprocess.run(
+            [*CLI, "-q", command, "--model", str(copy), "--jobs", "2", *extra, str(notes), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"{command} with num_threads = {threads} and --jobs 2 did not finish in 120 s (a deadlock)")
     seconds = time.perf_counter() - started
@@ -87,8 +101,25 @@ def test_batch_runs_with_a_neural_model_and_two_workers_finish_in_seconds(traine
 @pytest.mark.parametrize("device", DEVICES)
 def test_annotate_takes_the_device_at_load(trained, tmp_path, device):
     model, notes, _ = trained
-    done = subprocess.run([*CLI, "-q", "annotate", "--model", str(model), "--device", device, "--jobs", "2",
-                           str(notes), str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            *CLI,
+            "-q",
+            "annotate",
+            "--model",
+            str(model),
+            "--device",
+            device,
+            "--jobs",
+            "2",
+            str(notes),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(list((tmp_path / "out").glob("note*.ann"))) == NOTES
 
@@ -96,8 +127,13 @@ def test_annotate_takes_the_device_at_load(trained, tmp_path, device):
 @pytest.mark.skipif(torch.cuda.device_count() > 0, reason="needs a machine without CUDA")
 def test_asking_for_cuda_on_a_cpu_only_machine_is_told_once_in_words(trained, tmp_path):
     model, notes, _ = trained
-    done = subprocess.run([*CLI, "annotate", "--model", str(model), "--device", "cuda", str(notes), str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = subprocess.run(
+        [*CLI, "annotate", "--model", str(model), "--device", "cuda", str(notes), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 2
     assert "device 'cuda' was asked for, but this machine has" in done.stderr
     assert "choose --device cpu or auto" in done.stderr
@@ -131,21 +167,25 @@ def test_a_failure_to_put_the_model_on_its_device_is_told_in_words(trained, tmp_
         raise RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu.\nmore")
 
     monkeypatch.setattr(tagger.model_, "to", refuse)
-    result = run_batch(notes, tmp_path / "out", AnnotateProcessor(model, "brat", pipeline=pipeline), jobs=2,
-                       progress=False)
+    result = run_batch(
+        notes, tmp_path / "out", AnnotateProcessor(model, "brat", pipeline=pipeline), jobs=2, progress=False
+    )
     assert len(result.failed) == NOTES and not result.written
     assert {problem for _, problem in result.failed} == {
         "DeviceError: the neural model could not be put on cpu: CUDA driver initialization failed, "
-        "you might not have a CUDA gpu."}
+        "you might not have a CUDA gpu."
+    }
 
 
 def test_a_worker_lifts_its_address_space_cap_before_cuda_starts(tmp_path):
     """The CUDA driver reserves more address space than --memory-limit-mb's cap (4 GB by default) and
     fails to start under it (seen on an H200: every note of `annotate --device cuda` failed)."""
-    script = ("import resource; from hybriddeid.runs.batch import limit_memory; "
-              "from hybriddeid.backends.neural.tagger import lift_address_space_cap; "
-              "limit_memory(4096); before = resource.getrlimit(resource.RLIMIT_AS); lift_address_space_cap(); "
-              "print(4096 * 2**20 < before[0] != before[1], resource.getrlimit(resource.RLIMIT_AS)[0] == before[1])")
+    script = (
+        "import resource; from hybriddeid.runs.batch import limit_memory; "
+        "from hybriddeid.backends.neural.tagger import lift_address_space_cap; "
+        "limit_memory(4096); before = resource.getrlimit(resource.RLIMIT_AS); lift_address_space_cap(); "
+        "print(4096 * 2**20 < before[0] != before[1], resource.getrlimit(resource.RLIMIT_AS)[0] == before[1])"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.stdout.split() == ["True", "True"], done.stderr[-2000:]
 

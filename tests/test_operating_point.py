@@ -1,5 +1,6 @@
 """The P(O) threshold (hybriddeid.pipeline.operating_point), the sweep and the CLI flags, on a tiny model
 trained in seconds on generated notes (few iterations: an unsure model has much to add)."""
+
 from __future__ import annotations
 
 import json
@@ -71,7 +72,9 @@ def test_a_reading_gives_what_predict_gives_at_each_threshold(which, request, no
     pipeline = request.getfixturevalue(which)
     for doc in notes[:4]:
         reading = pipeline.read(doc, 0.999)
-        assert pipeline.within_phi_set(doc, reading.spans(None)) == pipeline.predict(doc)  # no threshold: today's output
+        assert pipeline.within_phi_set(doc, reading.spans(None)) == pipeline.predict(
+            doc
+        )  # no threshold: today's output
         assert pipeline.predict(doc, threshold=None) == pipeline.predict(doc)
         for threshold in (0.5, 0.95, 0.999):  # 0.95 and 0.999: above focus_below, more is read
             assert pipeline.within_phi_set(doc, reading.spans(threshold)) == pipeline.predict(doc, threshold=threshold)
@@ -176,7 +179,13 @@ def test_sweep_table_json_and_choice(focused, notes, tmp_path):
     data = json.loads((tmp_path / "sweep.json").read_text())
     assert set(data) == {"model", "model_trained_at", "documents", "gold_spans", "phi_set", "seconds", "points"}
     assert data["points"][0]["threshold"] is None and set(data["points"][1]["binary_token"]) == {
-        "tp", "fp", "fn", "precision", "recall", "f1"}
+        "tp",
+        "fp",
+        "fn",
+        "precision",
+        "recall",
+        "f1",
+    }
     assert Sweep.load(tmp_path / "sweep.json").points == sweep.points
     assert parse_thresholds("0.9, 0.5,0.9") == (0.5, 0.9)
     for bad in ("", "0.5,x", "0.5,1.5", "0"):
@@ -190,8 +199,19 @@ def _point(threshold: float | None, precision: float, recall: float) -> SweepPoi
 
 
 def test_the_recall_target_takes_the_best_precision_that_reaches_it(focused, tmp_path):
-    sweep = Sweep((_point(None, 0.95, 0.80), _point(0.5, 0.93, 0.85), _point(0.9, 0.90, 0.91),
-                   _point(0.99, 0.90, 0.93), _point(0.999, 0.70, 0.97)), "tiny", "2026-01-01T00:00:00Z", 3, 9)
+    sweep = Sweep(
+        (
+            _point(None, 0.95, 0.80),
+            _point(0.5, 0.93, 0.85),
+            _point(0.9, 0.90, 0.91),
+            _point(0.99, 0.90, 0.93),
+            _point(0.999, 0.70, 0.97),
+        ),
+        "tiny",
+        "2026-01-01T00:00:00Z",
+        3,
+        9,
+    )
     assert sweep.choose(0.80).threshold is None  # the model without a threshold already reaches it
     assert sweep.threshold_for(0.80) == 0.0  # as predict() takes it: no threshold, whatever the config says
     assert sweep.choose(0.84).threshold == 0.5
@@ -209,8 +229,13 @@ def test_the_recall_target_takes_the_best_precision_that_reaches_it(focused, tmp
 
 def _steep_sweep() -> Sweep:
     """A sweep whose last threshold buys the last bit of recall with most of the precision."""
-    return Sweep((_point(None, 0.90, 0.90), _point(0.5, 0.88, 0.95), _point(0.99, 0.80, 0.97),
-                  _point(0.9995, 0.30, 1.0)), "tiny", "", 40, 900)
+    return Sweep(
+        (_point(None, 0.90, 0.90), _point(0.5, 0.88, 0.95), _point(0.99, 0.80, 0.97), _point(0.9995, 0.30, 1.0)),
+        "tiny",
+        "",
+        40,
+        900,
+    )
 
 
 def test_a_target_that_rounds_to_one_warns_with_what_it_costs(caplog):
@@ -246,20 +271,64 @@ def test_cli_warns_at_a_costly_operating_point_and_prints_the_target_in_full(cli
     sweep_file = tmp_path / "steep.json"
     _steep_sweep().save(sweep_file)  # no model_trained_at: any model may use it
     with caplog.at_level(logging.INFO, logger="hybriddeid"):
-        assert main(["annotate", "--model", str(model), str(plain), str(tmp_path / "a"), "--recall-target",
-                     "0.9999999", "--sweep-file", str(sweep_file)]) == 0
+        assert (
+            main(
+                [
+                    "annotate",
+                    "--model",
+                    str(model),
+                    str(plain),
+                    str(tmp_path / "a"),
+                    "--recall-target",
+                    "0.9999999",
+                    "--sweep-file",
+                    str(sweep_file),
+                ]
+            )
+            == 0
+        )
     messages = [r.getMessage() for r in caplog.records]
     assert "recall target 0.9999999: threshold 0.9995, from " + str(sweep_file) in messages
     assert not any("recall target 1:" in m or "recall target 1 " in m for m in messages)
     assert sum("about 70% of the tokens it flags are not PHI" in m for m in messages) == 1
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="hybriddeid"):
-        assert main(["-q", "deid", "--model", str(model), str(plain), str(tmp_path / "d"), "--recall-target", "0.93",
-                     "--sweep-file", str(sweep_file)]) == 0
+        assert (
+            main(
+                [
+                    "-q",
+                    "deid",
+                    "--model",
+                    str(model),
+                    str(plain),
+                    str(tmp_path / "d"),
+                    "--recall-target",
+                    "0.93",
+                    "--sweep-file",
+                    str(sweep_file),
+                ]
+            )
+            == 0
+        )
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]  # threshold 0.5: no warning
     capsys.readouterr()
-    assert main(["-q", "evaluate", str(gold), "--sweep", "--model", str(model), "--thresholds", "0.5",
-                 "--recall-target", "0.9999999"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                str(gold),
+                "--sweep",
+                "--model",
+                str(model),
+                "--thresholds",
+                "0.5",
+                "--recall-target",
+                "0.9999999",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "recall target 0.9999999: " in out and "recall target 1" not in out
 
@@ -290,8 +359,21 @@ def test_cli_evaluate_sweep(cli_setup, tmp_path, capsys):
     assert main([*args, "--recall-target", "0.9"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[3].startswith("unset") and "recall target 0.9: threshold" in out
-    assert main([*args, "--json", "--recall-target", "0.9", "--sweep-out", str(tmp_path / "s.json"),
-                 "--plot", str(tmp_path / "c.png")]) == 0
+    assert (
+        main(
+            [
+                *args,
+                "--json",
+                "--recall-target",
+                "0.9",
+                "--sweep-out",
+                str(tmp_path / "s.json"),
+                "--plot",
+                str(tmp_path / "c.png"),
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert [p["threshold"] for p in data["points"]] == [None, 0.5, 0.99]
     # a target no threshold of the sweep reaches (0.99 can reach recall 1.0 on these notes: leave it out)
@@ -309,7 +391,9 @@ def test_cli_evaluate_keeps_pred_dir_and_refuses_mixed_forms(cli_setup, caplog, 
     assert json.loads(capsys.readouterr().out)["scores"]["strict"]["subtype"]["all"]["micro"]["f1"] == 1.0
     assert main(["-q", "evaluate", str(gold)]) == 2 and "needs PRED_DIR" in caplog.text
     assert main(["-q", "evaluate", str(gold), str(gold), "--sweep"]) == 2 and "leave out PRED_DIR" in caplog.text
-    assert main(["-q", "evaluate", str(gold), str(gold), "--plot", "x.png"]) == 2 and "only go with --sweep" in caplog.text
+    assert (
+        main(["-q", "evaluate", str(gold), str(gold), "--plot", "x.png"]) == 2 and "only go with --sweep" in caplog.text
+    )
     assert main(["-q", "evaluate", str(gold), "--sweep", "--model", str(model), "--thresholds", "2"]) == 2
 
 
@@ -317,30 +401,112 @@ def test_cli_annotate_and_deid_at_an_operating_point(cli_setup, notes, focused, 
     model, gold, plain = cli_setup
     assert main(["-q", "annotate", "--model", str(model), str(plain), str(tmp_path / "t"), "--threshold", "0.99"]) == 0
     written = {doc.name: [(s.start, s.end, s.label) for s in doc.spans] for doc in read_corpus(tmp_path / "t")}
+
     def linked(doc, **threshold):  # as runs give them: a name found once is marked wherever it stands alone
-        return [(s.start, s.end, s.label) for s in focused.link_names([doc.with_spans(focused.predict(doc, **threshold))])[0].spans]
+        return [
+            (s.start, s.end, s.label)
+            for s in focused.link_names([doc.with_spans(focused.predict(doc, **threshold))])[0].spans
+        ]
 
     assert written == {doc.name: linked(doc, threshold=0.99) for doc in notes}
     assert written != {doc.name: linked(doc) for doc in notes}
     sweep_file = tmp_path / "sweep.json"
-    assert main(["-q", "evaluate", str(gold), "--sweep", "--model", str(model), "--thresholds", "0.5,0.99",
-                 "--sweep-out", str(sweep_file)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                str(gold),
+                "--sweep",
+                "--model",
+                str(model),
+                "--thresholds",
+                "0.5,0.99",
+                "--sweep-out",
+                str(sweep_file),
+            ]
+        )
+        == 0
+    )
     sweep = Sweep.load(sweep_file)
     target = sweep.points[2].binary_token.recall  # reached first at 0.99
     assert sweep.threshold_for(target) == 0.99
-    assert main(["-q", "annotate", "--model", str(model), str(plain), str(tmp_path / "r"), "--recall-target",
-                 str(target), "--sweep-file", str(sweep_file)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "annotate",
+                "--model",
+                str(model),
+                str(plain),
+                str(tmp_path / "r"),
+                "--recall-target",
+                str(target),
+                "--sweep-file",
+                str(sweep_file),
+            ]
+        )
+        == 0
+    )
     assert {doc.name: [(s.start, s.end, s.label) for s in doc.spans] for doc in read_corpus(tmp_path / "r")} == written
     low_sweep = tmp_path / "sweep-0.5.json"  # 0.99 can reach recall 1.0 on these notes: a sweep without it
-    assert main(["-q", "evaluate", str(gold), "--sweep", "--model", str(model), "--thresholds", "0.5",
-                 "--sweep-out", str(low_sweep)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                str(gold),
+                "--sweep",
+                "--model",
+                str(model),
+                "--thresholds",
+                "0.5",
+                "--sweep-out",
+                str(low_sweep),
+            ]
+        )
+        == 0
+    )
     assert Sweep.load(low_sweep).points[-1].binary_token.recall < 1.0
-    assert main(["-q", "annotate", "--model", str(model), str(plain), str(tmp_path / "u"), "--recall-target",
-                 "1.0", "--sweep-file", str(low_sweep)]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "annotate",
+                "--model",
+                str(model),
+                str(plain),
+                str(tmp_path / "u"),
+                "--recall-target",
+                "1.0",
+                "--sweep-file",
+                str(low_sweep),
+            ]
+        )
+        == 2
+    )
     assert "no threshold in the sweep reaches" in caplog.text and not (tmp_path / "u").exists()
-    assert main(["-q", "annotate", "--model", "es", str(plain), str(tmp_path / "m"), "--recall-target",
-                 "0.5", "--sweep-file", str(sweep_file)]) == 2 and "run evaluate --sweep with this model" in caplog.text
-    assert main(["-q", "annotate", "--model", str(model), str(plain), str(tmp_path / "x"), "--recall-target", "0.5"]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "annotate",
+                "--model",
+                "es",
+                str(plain),
+                str(tmp_path / "m"),
+                "--recall-target",
+                "0.5",
+                "--sweep-file",
+                str(sweep_file),
+            ]
+        )
+        == 2
+        and "run evaluate --sweep with this model" in caplog.text
+    )
+    assert (
+        main(["-q", "annotate", "--model", str(model), str(plain), str(tmp_path / "x"), "--recall-target", "0.5"]) == 2
+    )
     assert "go together" in caplog.text
     with pytest.raises(SystemExit):
         main(["-q", "annotate", str(plain), str(tmp_path / "y"), "--threshold", "0.5", "--recall-target", "0.5"])
@@ -351,9 +517,12 @@ def test_cli_annotate_and_deid_at_an_operating_point(cli_setup, notes, focused, 
     (configured / "config.toml").write_text(config.replace("[pipeline]\n", "[pipeline]\nphi_threshold = 0.99\n", 1))
     assert main(["-q", "annotate", "--model", str(configured), str(plain), str(tmp_path / "c")]) == 0
     assert {d.name: [(s.start, s.end, s.label) for s in d.spans] for d in read_corpus(tmp_path / "c")} == written
-    assert main(["-q", "annotate", "--model", str(configured), str(plain), str(tmp_path / "z"), "--threshold", "0"]) == 0
+    assert (
+        main(["-q", "annotate", "--model", str(configured), str(plain), str(tmp_path / "z"), "--threshold", "0"]) == 0
+    )
     assert {d.name: [(s.start, s.end, s.label) for s in d.spans] for d in read_corpus(tmp_path / "z")} == {
-        doc.name: linked(doc) for doc in notes}
+        doc.name: linked(doc) for doc in notes
+    }
 
     deid = ["-q", "deid", "--model", str(model), str(plain), str(tmp_path / "d"), "--mode", "tag"]
     assert main([*deid, "--threshold", "0.99"]) == 0
@@ -362,8 +531,22 @@ def test_cli_annotate_and_deid_at_an_operating_point(cli_setup, notes, focused, 
     assert len(audit) == len(focused.predict(notes[0], threshold=0.99))
     assert main([*deid, "--threshold", "0.5"]) == 2  # outputs made at another threshold are not mixed
     assert "phi_threshold" in caplog.text
-    assert main(["-q", "deid", "--use-annotations", "--language", "en", str(gold), str(tmp_path / "g"),
-                 "--threshold", "0.5"]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "deid",
+                "--use-annotations",
+                "--language",
+                "en",
+                str(gold),
+                str(tmp_path / "g"),
+                "--threshold",
+                "0.5",
+            ]
+        )
+        == 2
+    )
 
 
 def test_above_focus_below_the_focused_crf_reads_every_token_below_the_threshold(focused, notes, monkeypatch):
@@ -381,9 +564,15 @@ def test_above_focus_below_the_focused_crf_reads_every_token_below_the_threshold
         focused.read(doc, 0.999)
         claim_from = focused._claim_from("char", "token", focused.precedence)  # None: rule > char > token
         _, sequences = token.read(doc, 0.999)
-        doubtful = [unit for seq in sequences for i, unit in enumerate(seq.units) if seq.p_outside[i] < 0.999
-                    and not (claim_from is not None and any(s.start <= unit[0] < s.end and s.score >= claim_from
-                                                            for s in seq.spans))]
+        doubtful = [
+            unit
+            for seq in sequences
+            for i, unit in enumerate(seq.units)
+            if seq.p_outside[i] < 0.999
+            and not (
+                claim_from is not None and any(s.start <= unit[0] < s.end and s.score >= claim_from for s in seq.spans)
+            )
+        ]
         assert doubtful and all(any(a <= start and end <= b for a, b in regions_read) for start, end in doubtful)
 
 
@@ -395,5 +584,10 @@ def test_sweep_under_a_phi_set_scores_what_predict_gives_there(focused, notes):
     assert sweep.phi_set == "hipaa"
     assert sweep.points[1].binary_token == evaluate(notes, pred, phi_set="hipaa").score("binary_token")
     # an AGE span without digits (a tiny model's "year") cannot be judged and is kept, the cautious way
-    ages = ["".join(c for c in doc.text[s.start:s.end] if c.isdigit()) for doc in pred for s in doc.spans if s.label == "AGE"]
+    ages = [
+        "".join(c for c in doc.text[s.start : s.end] if c.isdigit())
+        for doc in pred
+        for s in doc.spans
+        if s.label == "AGE"
+    ]
     assert not any(int(age) < 90 for age in ages if age)

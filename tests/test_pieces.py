@@ -1,6 +1,7 @@
 """A note longer than ``piece_chars`` is read in overlapping pieces (``analysis.analysed_pieces``,
 ``Pipeline.pieces``) so that its cost is bounded by a piece: the pieces partition the note, a note
 with lines gets the spans of a whole reading, and a PHI mention crossing a cut is found whole."""
+
 from __future__ import annotations
 
 import pytest
@@ -42,7 +43,7 @@ def test_pieces_partition_a_note_with_bounded_overlap() -> None:
     cuts = [piece.core_end for piece in pieces[:-1]]
     assert any(text[cut - 1] == "\n" for cut in cuts)  # at a line start where one is near,
     assert any(text[cut - 1] == " " and text[cut] == "w" for cut in cuts)  # else at a word,
-    assert any(text[cut - 1:cut + 1] == "77" for cut in cuts)  # else inside a run without breaks
+    assert any(text[cut - 1 : cut + 1] == "77" for cut in cuts)  # else inside a run without breaks
     assert list(note_pieces("short", PIECE, OVERLAP))[0].end == 5  # a short note is one piece
     with pytest.raises(ValueError, match="cannot overlap"):
         next(note_pieces(text, 1000, 600))
@@ -54,14 +55,19 @@ def test_a_piece_keeps_the_facts_its_lines_have_in_the_whole_note() -> None:
     whole = analyse(Document("n", text), "en")
     by_start = {line.context.start: line.context for line in whole.lines}
     for piece, note in analysed_pieces(Document("n", text), "en", PIECE, OVERLAP):
-        assert note.text == text[piece.start:piece.end]
+        assert note.text == text[piece.start : piece.end]
         for line in note.lines:
             start = line.context.start + piece.start
             original = by_start.get(start) or next(c for c in by_start.values() if c.start < start < c.end)
             assert line.context.features == original.features  # section, length, end mark: the whole line's
-            assert [tok.text for tok in line.tokens] == [tok.text for tok in whole.tokens_in(start, line.context.end + piece.start)]
-    assert any("sec=history of present illness" in line.context.features for _, note in
-               list(analysed_pieces(Document("n", text), "en", PIECE, OVERLAP))[-1:] for line in note.lines)
+            assert [tok.text for tok in line.tokens] == [
+                tok.text for tok in whole.tokens_in(start, line.context.end + piece.start)
+            ]
+    assert any(
+        "sec=history of present illness" in line.context.features
+        for _, note in list(analysed_pieces(Document("n", text), "en", PIECE, OVERLAP))[-1:]
+        for line in note.lines
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +79,9 @@ def notes_on_lines() -> Document:
 
 
 @pytest.mark.parametrize("threshold", [None, 0.5])
-def test_a_note_with_lines_gets_the_spans_of_a_whole_reading(english: Pipeline, notes_on_lines: Document,
-                                                             threshold: float | None) -> None:
+def test_a_note_with_lines_gets_the_spans_of_a_whole_reading(
+    english: Pipeline, notes_on_lines: Document, threshold: float | None
+) -> None:
     whole = _with_pieces(english, 10**9).predict(notes_on_lines, threshold=threshold)
     cut = _with_pieces(english, PIECE).predict(notes_on_lines, threshold=threshold)
     assert len(whole) > 300
@@ -102,7 +109,7 @@ def _straddling_note(mention: str, cut_word: str) -> str:
     falls inside ``mention``, just before ``cut_word``."""
     filler = "The patient reports mild pain in the left knee and takes ibuprofen twice daily. "
     lead = PIECE - OVERLAP // 2 - 1 - mention.index(cut_word)  # cut_word starts one before the cut point
-    return ("Seen at clinic today. " + filler * 200)[:lead - 1] + " " + mention + " " + filler * 300
+    return ("Seen at clinic today. " + filler * 200)[: lead - 1] + " " + mention + " " + filler * 300
 
 
 @pytest.mark.parametrize("mention, cut_word", MENTIONS)
@@ -124,7 +131,11 @@ def test_piece_settings_are_checked_and_default_for_saved_models() -> None:
     config = build_config({})
     assert config["pipeline"]["piece_chars"] == 1_000_000 and config["pipeline"]["piece_overlap"] == 10_000
     assert Pipeline.load("es").config["pipeline"]["piece_chars"] == 1_000_000  # saved before the keys existed
-    for bad in ({"piece_chars": 5_000}, {"piece_chars": 20_000, "piece_overlap": 6_000},
-                {"piece_overlap": -1}, {"piece_chars": 1.5e6}):
+    for bad in (
+        {"piece_chars": 5_000},
+        {"piece_chars": 20_000, "piece_overlap": 6_000},
+        {"piece_overlap": -1},
+        {"piece_chars": 1.5e6},
+    ):
         with pytest.raises(ConfigError, match="piece_chars"):
             build_config({"pipeline": bad})

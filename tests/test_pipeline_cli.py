@@ -1,4 +1,5 @@
 """Pipeline fit/predict/save/load and the CLI (train, annotate, evaluate) on a tiny corpus."""
+
 from __future__ import annotations
 
 import json
@@ -120,11 +121,17 @@ def test_focus_runs_the_char_crf_only_where_the_token_crf_is_unsure(trained):
     assert not any(start < s.end and s.start < end for s in confident for start, end in seeds)
     _, claimed_regions = token.predict_with_focus(doc, below, margin, floor)
     assert focused.predict_by_source(doc, token_first)["char"] == char.predict(doc, regions=claimed_regions)
-    assert focused.predict(doc, token_first) == focused.combine(doc, focused.predict_by_source(doc, token_first), token_first)
+    assert focused.predict(doc, token_first) == focused.combine(
+        doc, focused.predict_by_source(doc, token_first), token_first
+    )
     # a focuser sure about everything leaves the character CRF nothing to read
-    blind = Pipeline({**focused.config, "pipeline": {**focused.config["pipeline"], "focus_below": 1e-12, "focus_margin": 0}})
+    blind = Pipeline(
+        {**focused.config, "pipeline": {**focused.config["pipeline"], "focus_below": 1e-12, "focus_margin": 0}}
+    )
     blind.components = trained.components
-    within_token_spans = [any(t.start <= s.start and s.end <= t.end for t in spans) for s in blind.predict_by_source(doc)["char"]]
+    within_token_spans = [
+        any(t.start <= s.start and s.end <= t.end for t in spans) for s in blind.predict_by_source(doc)["char"]
+    ]
     assert within_token_spans and all(within_token_spans)
 
 
@@ -142,8 +149,10 @@ def test_config_rejects_a_focus_that_cannot_work():
 def test_flattened_copies_are_a_stable_share_of_the_notes_with_line_breaks():
     from hybriddeid.pipeline.core import flattened_copies
 
-    notes = [Document(f"note-{i}", f"Seen by\nDr. Ames on 3/{i % 28 + 1}/2020.\r\nPlan: rest.", (Span(12, 16, "DOCTOR"),))
-             for i in range(400)] + [Document("one-line", "Dr. Ames", (Span(4, 8, "DOCTOR"),))]
+    notes = [
+        Document(f"note-{i}", f"Seen by\nDr. Ames on 3/{i % 28 + 1}/2020.\r\nPlan: rest.", (Span(12, 16, "DOCTOR"),))
+        for i in range(400)
+    ] + [Document("one-line", "Dr. Ames", (Span(4, 8, "DOCTOR"),))]
     assert flattened_copies(notes, 0.0) == []
     assert len(flattened_copies(notes, 1.0)) == 400  # the one-line note has nothing to flatten
     copies = flattened_copies(notes, 0.15)
@@ -169,7 +178,9 @@ def test_case_copies_are_stable_shares_in_each_case_with_the_spans_kept():
     assert {c.span_text(c.spans[0]) for c in upper} == {"AMES"} and {c.span_text(c.spans[0]) for c in lower} == {"ames"}
     assert {c.name.split("#")[0] for c in upper} != {c.name.split("#")[0] for c in lower}  # other notes per case
     assert [c.name for c in case_copies(notes[::-1], {"upper": 0.2})] == [c.name for c in upper][::-1]
-    assert case_copies([Document("ss", "Straße Ames", (Span(7, 11, "DOCTOR"),))], {"upper": 1.0}) == []  # "SS" moves offsets
+    assert (
+        case_copies([Document("ss", "Straße Ames", (Span(7, 11, "DOCTOR"),))], {"upper": 1.0}) == []
+    )  # "SS" moves offsets
     with pytest.raises(ConfigError, match="case_copies"):
         build_config({"pipeline": {"case_copies": {"upper": 1.5}}})
     with pytest.raises(ConfigError, match="case_copies"):
@@ -187,8 +198,25 @@ def test_cli_train_annotate_evaluate(corpus_dirs, tmp_path, capsys):
     config = tmp_path / "fast.toml"
     config.write_text('[pipeline]\nlanguage = "es"\n[char]\nmax_iterations = 30\n[token]\nmax_iterations = 30\n')
     model = tmp_path / "model"
-    assert main(["-q", "train", "--train", str(train_dir), "--dev", str(dev_dir), "--config", str(config),
-                 "--out", str(model), "--jobs", "1"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--train",
+                str(train_dir),
+                "--dev",
+                str(dev_dir),
+                "--config",
+                str(config),
+                "--out",
+                str(model),
+                "--jobs",
+                "1",
+            ]
+        )
+        == 0
+    )
     meta = json.loads((model / "meta.json").read_text())
     assert meta["training_corpus"]["documents"] == 6 and "dev_metrics" in meta
 
@@ -237,8 +265,12 @@ def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path):
 
     gold = tmp_path / "gold"
     write_document(Document("n1", "Seen by Dr. Ames today.", (Span(12, 16, "DOCTOR"),)), gold, "brat")
-    run = subprocess.Popen([sys.executable, "-m", "hybriddeid.cli", "evaluate", str(gold), str(gold)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)  # the installed package
+    run = subprocess.Popen(
+        [sys.executable, "-m", "hybriddeid.cli", "evaluate", str(gold), str(gold)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )  # the installed package
     run.stdout.close()  # the reader is gone before a line is written
     stderr = run.stderr.read().decode()
     assert run.wait(timeout=120) == 141

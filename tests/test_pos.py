@@ -1,4 +1,5 @@
 """POS/NER tag sources: alignment to our tokens, spaCy pipelines, and a missing tagger."""
+
 from __future__ import annotations
 
 import logging

@@ -1,6 +1,7 @@
 """The identifier probes (benchmarks/probes.py, issue 43) on the bundled models: a fast subset of the
 suite, the suite's own shape, and the rules for documented formats it checks (DNI, NIE, NIF, IBAN,
 labelled MRNs, ages over 89 in words)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -36,6 +37,7 @@ def pipelines() -> dict[str, Pipeline]:
 
 # ---- the suite ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("language", ["en", "es"])
 def test_every_kind_has_twenty_contexts_and_thirty_values(language: str) -> None:
     suite = probes.load_probes(language)
@@ -44,8 +46,10 @@ def test_every_kind_has_twenty_contexts_and_thirty_values(language: str) -> None
     assert contexts and min(contexts.values()) >= 20
     assert min(values.values()) >= 30
     for probe in suite:  # the value sits where the probe says
-        assert probe.text[probe.start:probe.end] == probe.value or probe.text[probe.start:probe.end] in (
-            probe.value.upper(), probe.value.lower())
+        assert probe.text[probe.start : probe.end] == probe.value or probe.text[probe.start : probe.end] in (
+            probe.value.upper(),
+            probe.value.lower(),
+        )
 
 
 def test_generated_values_carry_valid_check_letters_and_digits() -> None:
@@ -77,8 +81,10 @@ def test_coverage_counts_letters_and_digits_only() -> None:
 SUBSET_FLOOR = {"en": 0.90, "es": 0.93}
 # Kind -> the share of its probes that must pass: every one but narrative ages in words ("He is
 # ninety and lives alone": no label, no "year old"), of which 0.95 passed.
-RULE_KINDS = {"en": {"mrn": 0.99, "ssn": 0.99, "email": 0.99, "url": 0.99, "age_over_89_words": 0.9},
-              "es": {"dni": 0.99, "nie": 0.99, "nif": 0.99, "iban": 0.99, "nss": 0.99, "correo": 0.99}}
+RULE_KINDS = {
+    "en": {"mrn": 0.99, "ssn": 0.99, "email": 0.99, "url": 0.99, "age_over_89_words": 0.9},
+    "es": {"dni": 0.99, "nie": 0.99, "nif": 0.99, "iban": 0.99, "nss": 0.99, "correo": 0.99},
+}
 
 
 @pytest.mark.parametrize("language", ["en", "es"])
@@ -86,7 +92,9 @@ def test_identifier_subset_pass_rate(pipelines: dict[str, Pipeline], language: s
     subset = [p for p in probes.load_probes(language, per_context=1) if not p.must_stay]
     outcome = probes.run_probes(pipelines[language], subset)
     counts = probes.tally(subset, outcome)
-    assert counts["identifiers"].rate >= SUBSET_FLOOR[language], probes.report_lines(language, counts, list(RULE_KINDS[language]))
+    assert counts["identifiers"].rate >= SUBSET_FLOOR[language], probes.report_lines(
+        language, counts, list(RULE_KINDS[language])
+    )
     for kind in RULE_KINDS[language]:
         assert counts["kinds"][kind].total >= 20 and counts["kinds"][kind].rate >= 0.9, kind
 
@@ -95,8 +103,11 @@ def test_identifier_subset_pass_rate(pipelines: dict[str, Pipeline], language: s
 def test_rule_kinds_pass_with_every_value(pipelines: dict[str, Pipeline], language: str) -> None:
     """Every value of the rule-backed kinds in three contexts each (values of every written form)."""
     suite = [p for p in probes.load_probes(language) if p.kind in RULE_KINDS[language]]
-    contexts = {pair for kind in RULE_KINDS[language]  # every fifth context of each kind, from its first
-                for pair in list(dict.fromkeys((p.kind, p.context) for p in suite if p.kind == kind))[::5]}
+    contexts = {
+        pair
+        for kind in RULE_KINDS[language]  # every fifth context of each kind, from its first
+        for pair in list(dict.fromkeys((p.kind, p.context) for p in suite if p.kind == kind))[::5]
+    }
     picked = [p for p in suite if (p.kind, p.context) in contexts]
     counts = probes.tally(picked, probes.run_probes(pipelines[language], picked))
     assert len(picked) > 100
@@ -115,7 +126,10 @@ def test_spanish_names_and_towns_outside_the_header_are_found(pipelines: dict[st
     suite = [p for p in probes.load_probes("es") if p.kind in LEARNT_KINDS]
     counts = probes.tally(suite, probes.run_probes(pipelines["es"], suite))
     for kind, floor in LEARNT_KINDS.items():
-        assert counts["kinds"][kind].total >= 600 and counts["kinds"][kind].rate >= floor, (kind, counts["kinds"][kind].rate)
+        assert counts["kinds"][kind].total >= 600 and counts["kinds"][kind].rate >= floor, (
+            kind,
+            counts["kinds"][kind].rate,
+        )
 
 
 @pytest.mark.parametrize("language", ["en", "es"])
@@ -128,7 +142,7 @@ def test_untagged_words_stay_untagged(pipelines: dict[str, Pipeline], language: 
 
 
 def test_spanish_relation_words_are_kept_in_surrogate_mode(pipelines: dict[str, Pipeline]) -> None:
-    """"Su hija, Marta": MEDDOCAN tags the relation word; surrogate mode must write it back as it was.
+    """ "Su hija, Marta": MEDDOCAN tags the relation word; surrogate mode must write it back as it was.
     Every relation word in every context: 0.958 when written, 0.293 before relation words were kept
     (the rest: the model tags "hija Teresa" after "Contacto de urgencia:" as an e-mail address).
     0.908 since the merger keeps what a rule leaves of a CRF span: the token CRF reads "hijo Rosa,
@@ -143,24 +157,37 @@ def test_spanish_relation_words_are_kept_in_surrogate_mode(pipelines: dict[str, 
 
 # ---- the issue's cases ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, value", [
-    ("DNI 45123987Z en su cartera.", "45123987Z"),
-    ("NIF: 45123987Z", "45123987Z"),
-    ("DNI 45123987-Z", "45123987-Z"),
-    ("DNI: 45123987Z.", "45123987Z"),
-    ("D.N.I.: 45123987Z", "45123987Z"),
-    ("Aporta el documento 45123987B sin etiqueta.", "45123987B"),
-    ("NIE X1234567L, residente en Murcia.", "X1234567L"),
-    ("Cuenta ES91 2100 0418 4502 0005 1332.", "ES91 2100 0418 4502 0005 1332"),
-])
-def test_spanish_identity_numbers_are_found_as_identifiers(pipelines: dict[str, Pipeline], text: str, value: str) -> None:
-    found = [(s.start, text[s.start:s.end]) for s in pipelines["es"].predict(text) if s.label.startswith(("ID_", "OTRO_NUMERO"))]
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("DNI 45123987Z en su cartera.", "45123987Z"),
+        ("NIF: 45123987Z", "45123987Z"),
+        ("DNI 45123987-Z", "45123987-Z"),
+        ("DNI: 45123987Z.", "45123987Z"),
+        ("D.N.I.: 45123987Z", "45123987Z"),
+        ("Aporta el documento 45123987B sin etiqueta.", "45123987B"),
+        ("NIE X1234567L, residente en Murcia.", "X1234567L"),
+        ("Cuenta ES91 2100 0418 4502 0005 1332.", "ES91 2100 0418 4502 0005 1332"),
+    ],
+)
+def test_spanish_identity_numbers_are_found_as_identifiers(
+    pipelines: dict[str, Pipeline], text: str, value: str
+) -> None:
+    found = [
+        (s.start, text[s.start : s.end])
+        for s in pipelines["es"].predict(text)
+        if s.label.startswith(("ID_", "OTRO_NUMERO"))
+    ]
     assert found == [(text.index(value), value)]
 
 
-@pytest.mark.parametrize("context, label", [("Paciente: {v}, DNI 45123987Z.", "DNI"), ("Contacto: hijo {v}, 612 345 678.", None)])
-def test_a_name_stays_found_when_a_rule_takes_the_number_after_it(pipelines: dict[str, Pipeline], context: str,
-                                                                 label: str | None) -> None:
+@pytest.mark.parametrize(
+    "context, label", [("Paciente: {v}, DNI 45123987Z.", "DNI"), ("Contacto: hijo {v}, 612 345 678.", None)]
+)
+def test_a_name_stays_found_when_a_rule_takes_the_number_after_it(
+    pipelines: dict[str, Pipeline], context: str, label: str | None
+) -> None:
     """The token CRF reads the name and the number as one span; the rule's number wins the overlap and
     the merger keeps the rest, less the field label at the cut (hybriddeid.core.merge). Before, the whole
     CRF span was dropped and the name left in the output: 3/38 and 0/38 names of these two probe
@@ -184,15 +211,19 @@ def test_an_unvalidated_number_without_a_label_is_left() -> None:
     assert rule.spans(f"ref. 45123987{dni_letter(45123987)} del lote") != []
 
 
-@pytest.mark.parametrize("text, value, label", [
-    ("She is a ninety-two year old woman.", "ninety-two", "AGE"),
-    ("Age: ninety-three", "ninety-three", "AGE"),
-    ("Patient: Walter Brennan, MRN 4431200.", "4431200", "MEDICALRECORD"),
-    ("MRN#: 5523001", "5523001", "MEDICALRECORD"),
-])
-def test_english_ages_in_words_and_labelled_record_numbers(pipelines: dict[str, Pipeline], text: str, value: str,
-                                                          label: str) -> None:
-    spans = [(text[s.start:s.end], s.label) for s in pipelines["en"].predict(text)]
+@pytest.mark.parametrize(
+    "text, value, label",
+    [
+        ("She is a ninety-two year old woman.", "ninety-two", "AGE"),
+        ("Age: ninety-three", "ninety-three", "AGE"),
+        ("Patient: Walter Brennan, MRN 4431200.", "4431200", "MEDICALRECORD"),
+        ("MRN#: 5523001", "5523001", "MEDICALRECORD"),
+    ],
+)
+def test_english_ages_in_words_and_labelled_record_numbers(
+    pipelines: dict[str, Pipeline], text: str, value: str, label: str
+) -> None:
+    spans = [(text[s.start : s.end], s.label) for s in pipelines["en"].predict(text)]
     assert (value, label) in spans
 
 

@@ -1,5 +1,6 @@
 """PHI sets (hybriddeid.core.profiles): the filter, the taxonomies' flags, the ASQ-PHI and Presidio
 mappings, evaluation under a PHI set (don't-care regions), the pipeline setting and the CLI flags."""
+
 from __future__ import annotations
 
 import json
@@ -32,36 +33,62 @@ def spans_of(text: str, *marked: tuple[str, str]) -> list[Span]:
 
 
 def kept_texts(text: str, spans: list[Span], phi_set: str, taxonomy=I2B2) -> list[str]:
-    return [text[s.start:s.end] for s in filter_spans(spans, text, taxonomy, phi_set)]
+    return [text[s.start : s.end] for s in filter_spans(spans, text, taxonomy, phi_set)]
 
 
 # -- the filter -----------------------------------------------------------------------------------
 NOTE = "Anna Lee, 45, teacher from Boston, MA; her father, 92, and an elderly aunt; ninety-two-year-old Bob."
 NOTE_SPANS = spans_of(
-    NOTE, ("Anna Lee", "PATIENT"), ("45", "AGE"), ("teacher", "PROFESSION"), ("Boston", "CITY"), ("MA", "STATE"),
-    ("92", "AGE"), ("elderly", "AGE"), ("ninety-two", "AGE"), ("Bob", "PATIENT"),
+    NOTE,
+    ("Anna Lee", "PATIENT"),
+    ("45", "AGE"),
+    ("teacher", "PROFESSION"),
+    ("Boston", "CITY"),
+    ("MA", "STATE"),
+    ("92", "AGE"),
+    ("elderly", "AGE"),
+    ("ninety-two", "AGE"),
+    ("Bob", "PATIENT"),
 )
 
 
 def test_i2b2_2014_keeps_every_span():
-    assert kept_texts(NOTE, NOTE_SPANS, "i2b2-2014") == [NOTE[s.start:s.end] for s in NOTE_SPANS]
+    assert kept_texts(NOTE, NOTE_SPANS, "i2b2-2014") == [NOTE[s.start : s.end] for s in NOTE_SPANS]
 
 
 def test_hipaa_keeps_ages_over_89_and_unreadable_ones_and_drops_professions_and_states():
     assert kept_texts(NOTE, NOTE_SPANS, "hipaa") == ["Anna Lee", "Boston", "92", "elderly", "ninety-two", "Bob"]
 
 
-@pytest.mark.parametrize("written, age", [
-    ("45", 45), ("89", 89), ("90", 90), ("102", 102), ("92 y.o.", 92), ("in her 90s", 90), ("late 80s", 80),
-    ("ninety-two", 92), ("Ninety three", 93), ("forty five", 45), ("one hundred and one", 101),
-    ("nineties", 90), ("noventa y dos", 92), ("ochenta y nueve", 89), ("ciento dos", 102), ("elderly", None),
-])
+@pytest.mark.parametrize(
+    "written, age",
+    [
+        ("45", 45),
+        ("89", 89),
+        ("90", 90),
+        ("102", 102),
+        ("92 y.o.", 92),
+        ("in her 90s", 90),
+        ("late 80s", 80),
+        ("ninety-two", 92),
+        ("Ninety three", 93),
+        ("forty five", 45),
+        ("one hundred and one", 101),
+        ("nineties", 90),
+        ("noventa y dos", 92),
+        ("ochenta y nueve", 89),
+        ("ciento dos", 102),
+        ("elderly", None),
+    ],
+)
 def test_stated_age(written, age):
     assert hipaa_age_rule().stated_age(written) == age
 
 
 def test_age_threshold_comes_from_the_data_file():
-    data = tomllib.loads(resources.files("hybriddeid.resources").joinpath("profiles", "phi_sets.toml").read_text("utf-8"))
+    data = tomllib.loads(
+        resources.files("hybriddeid.resources").joinpath("profiles", "phi_sets.toml").read_text("utf-8")
+    )
     rule = hipaa_age_rule()
     assert rule.min_age == data["hipaa"]["min_age"] == 90
     assert rule.keeps("90") and not rule.keeps("89")
@@ -82,14 +109,16 @@ def test_unknown_phi_set_is_refused_with_the_known_ones():
 
 def test_split_spans_returns_what_is_outside_too():
     inside, outside = split_spans(NOTE_SPANS, NOTE, I2B2, "hipaa")
-    assert [NOTE[s.start:s.end] for s in outside] == ["45", "teacher", "MA"]
+    assert [NOTE[s.start : s.end] for s in outside] == ["45", "teacher", "MA"]
     assert len(inside) + len(outside) == len(NOTE_SPANS)
 
 
 def test_filter_document_reads_labels_through_the_taxonomy_that_knows_them():
     text = "Mrs. Jane Doe of Acme Corp"
-    doc = Document("d", text, tuple(spans_of(text, ("Mrs.", "TITLE"), ("Jane Doe", "PERSON"), ("Acme Corp", "ORGANIZATION"))))
-    assert [text[s.start:s.end] for s in filter_document(doc, "hipaa").spans] == ["Jane Doe"]  # Presidio flags
+    doc = Document(
+        "d", text, tuple(spans_of(text, ("Mrs.", "TITLE"), ("Jane Doe", "PERSON"), ("Acme Corp", "ORGANIZATION")))
+    )
+    assert [text[s.start : s.end] for s in filter_document(doc, "hipaa").spans] == ["Jane Doe"]  # Presidio flags
     assert filter_document(doc, "i2b2-2014") is doc
 
 
@@ -130,8 +159,15 @@ def test_safe_harbor_flags_of_the_other_taxonomies():
 
 def test_hipaa_leaves_out_weekdays_alone_but_keeps_dates_and_holidays():
     text = "seen Monday, MONDAY night, on Tues., on Monday 3/4, over Christmas, in Mar; el lunes"
-    marked = [("Monday", "DATE"), ("MONDAY", "DATE"), ("Tues.", "DATE"), ("Monday 3/4", "DATE"),
-              ("Christmas", "DATE"), ("Mar", "DATE"), ("lunes", "DATE")]
+    marked = [
+        ("Monday", "DATE"),
+        ("MONDAY", "DATE"),
+        ("Tues.", "DATE"),
+        ("Monday 3/4", "DATE"),
+        ("Christmas", "DATE"),
+        ("Mar", "DATE"),
+        ("lunes", "DATE"),
+    ]
     spans = []
     for value, label in marked:  # each value after the previous one
         start = text.index(value, spans[-1].end if spans else 0)
@@ -154,8 +190,12 @@ def test_hipaa_keeps_years_alone_except_a_birth_year_over_89_years_ago():
 
 
 def _ann_labels(folder: Path) -> set[str]:
-    return {line.split("\t")[1].split()[0] for ann in folder.glob("*.ann")
-            for line in ann.read_text(encoding="utf-8").splitlines() if line.startswith("T")}
+    return {
+        line.split("\t")[1].split()[0]
+        for ann in folder.glob("*.ann")
+        for line in ann.read_text(encoding="utf-8").splitlines()
+        if line.startswith("T")
+    }
 
 
 @pytest.mark.parametrize("corpus, taxonomy", [("asq-phi", "asq-phi"), ("presidio-synth", "presidio")])
@@ -171,8 +211,17 @@ def test_every_label_of_the_shared_dev_sets_is_known_to_its_taxonomy(corpus, tax
 # -- evaluation under a PHI set -------------------------------------------------------------------
 def test_dont_care_regions_leave_out_predictions_over_them():
     text = "Mrs. Jane Doe, 64, of Acme Corp."
-    gold = [Document("n", text, tuple(spans_of(text, ("Mrs.", "PROFESSION"), ("Jane Doe", "PATIENT"),
-                                               ("64", "AGE"), ("Acme Corp", "ORGANIZATION"))))]
+    gold = [
+        Document(
+            "n",
+            text,
+            tuple(
+                spans_of(
+                    text, ("Mrs.", "PROFESSION"), ("Jane Doe", "PATIENT"), ("64", "AGE"), ("Acme Corp", "ORGANIZATION")
+                )
+            ),
+        )
+    ]
     # "Mrs. Jane" overlaps the don't-care title and the scored name: judged (strict FP); its token "Mrs" is left out
     pred = [gold[0].with_spans(spans_of(text, ("Mrs. Jane", "PATIENT"), ("64", "DATE"), ("Acme", "ORGANIZATION")))]
     report = evaluate(gold, pred, phi_set="hipaa")
@@ -200,8 +249,22 @@ def test_a_prediction_over_a_dont_care_region_is_left_out_under_strict_and_relax
 
 def test_without_a_phi_set_nothing_changes():
     text = "Anna Lee, 45, teacher from Boston, MA."
-    gold = [Document("n", text, tuple(spans_of(text, ("Anna Lee", "PATIENT"), ("45", "AGE"), ("teacher", "PROFESSION"),
-                                               ("Boston", "CITY"), ("MA", "STATE"))))]
+    gold = [
+        Document(
+            "n",
+            text,
+            tuple(
+                spans_of(
+                    text,
+                    ("Anna Lee", "PATIENT"),
+                    ("45", "AGE"),
+                    ("teacher", "PROFESSION"),
+                    ("Boston", "CITY"),
+                    ("MA", "STATE"),
+                )
+            ),
+        )
+    ]
     pred = [gold[0].with_spans(spans_of(text, ("Anna", "PATIENT"), ("45", "AGE"), ("MA", "CITY")))]
     default, named = evaluate(gold, pred), evaluate(gold, pred, phi_set="i2b2-2014")
     assert default.to_dict() == named.to_dict()
@@ -236,18 +299,42 @@ ASQ_2 = "Dr. Lee asked about metformin; call 555-123-4567 or fax 555-765-4321, d
 def asq_fixture(root: Path) -> tuple[Path, Path]:
     """Two queries with ASQ-PHI gold labels and predictions in i2b2 2014 labels."""
     gold = [
-        Document("q1", ASQ_1, tuple(spans_of(ASQ_1, ("Anna Smith", "NAME"), ("Mercy Hospital", "GEOGRAPHIC_LOCATION"),
-                                             ("Boston", "GEOGRAPHIC_LOCATION"), ("June 5th, 2024", "DATE"),
-                                             ("JH-876543", "MEDICAL_RECORD_NUMBER")))),
-        Document("q2", ASQ_2, tuple(spans_of(ASQ_2, ("Lee", "NAME"), ("555-123-4567", "PHONE_NUMBER"),
-                                             ("555-765-4321", "FAX_NUMBER")))),
+        Document(
+            "q1",
+            ASQ_1,
+            tuple(
+                spans_of(
+                    ASQ_1,
+                    ("Anna Smith", "NAME"),
+                    ("Mercy Hospital", "GEOGRAPHIC_LOCATION"),
+                    ("Boston", "GEOGRAPHIC_LOCATION"),
+                    ("June 5th, 2024", "DATE"),
+                    ("JH-876543", "MEDICAL_RECORD_NUMBER"),
+                )
+            ),
+        ),
+        Document(
+            "q2",
+            ASQ_2,
+            tuple(spans_of(ASQ_2, ("Lee", "NAME"), ("555-123-4567", "PHONE_NUMBER"), ("555-765-4321", "FAX_NUMBER"))),
+        ),
     ]
     pred = [
-        gold[0].with_spans(spans_of(ASQ_1, ("Anna Smith", "PATIENT"), ("45", "AGE"), ("teacher", "PROFESSION"),
-                                    ("Mercy Hospital", "HOSPITAL"), ("Boston", "CITY"), ("June 5th, 2024", "DATE"),
-                                    ("JH-876543", "MEDICALRECORD"))),
-        gold[1].with_spans(spans_of(ASQ_2, ("Lee", "DOCTOR"), ("555-123-4567", "PHONE"), ("555-765-4321", "PHONE"),
-                                    ("2019", "DATE"))),
+        gold[0].with_spans(
+            spans_of(
+                ASQ_1,
+                ("Anna Smith", "PATIENT"),
+                ("45", "AGE"),
+                ("teacher", "PROFESSION"),
+                ("Mercy Hospital", "HOSPITAL"),
+                ("Boston", "CITY"),
+                ("June 5th, 2024", "DATE"),
+                ("JH-876543", "MEDICALRECORD"),
+            )
+        ),
+        gold[1].with_spans(
+            spans_of(ASQ_2, ("Lee", "DOCTOR"), ("555-123-4567", "PHONE"), ("555-765-4321", "PHONE"), ("2019", "DATE"))
+        ),
     ]
     return write_corpus(root / "gold", gold), write_corpus(root / "pred", pred)
 
@@ -279,20 +366,63 @@ PRESIDIO_2 = "Contact John at john@example.com or 212-555-0199; he is 93 years o
 def presidio_fixture(root: Path) -> tuple[Path, Path]:
     """Two sentences with Presidio gold labels (some outside the hipaa set) and i2b2 2014 predictions."""
     gold = [
-        Document("s1", PRESIDIO_1, tuple(spans_of(
-            PRESIDIO_1, ("Mrs.", "TITLE"), ("Jane Doe", "PERSON"), ("64", "AGE"), ("Acme Corp", "ORGANIZATION"),
-            ("Oslo", "GPE"), ("Norway", "GPE"), ("Norwegian", "NRP"), ("3 May 1959", "DATE_TIME")))),
-        Document("s2", PRESIDIO_2, tuple(spans_of(
-            PRESIDIO_2, ("John", "PERSON"), ("john@example.com", "EMAIL_ADDRESS"), ("212-555-0199", "PHONE_NUMBER"),
-            ("93", "AGE"), ("Ms.", "TITLE"), ("Ruiz", "PERSON"), ("nurse", "TITLE")))),
+        Document(
+            "s1",
+            PRESIDIO_1,
+            tuple(
+                spans_of(
+                    PRESIDIO_1,
+                    ("Mrs.", "TITLE"),
+                    ("Jane Doe", "PERSON"),
+                    ("64", "AGE"),
+                    ("Acme Corp", "ORGANIZATION"),
+                    ("Oslo", "GPE"),
+                    ("Norway", "GPE"),
+                    ("Norwegian", "NRP"),
+                    ("3 May 1959", "DATE_TIME"),
+                )
+            ),
+        ),
+        Document(
+            "s2",
+            PRESIDIO_2,
+            tuple(
+                spans_of(
+                    PRESIDIO_2,
+                    ("John", "PERSON"),
+                    ("john@example.com", "EMAIL_ADDRESS"),
+                    ("212-555-0199", "PHONE_NUMBER"),
+                    ("93", "AGE"),
+                    ("Ms.", "TITLE"),
+                    ("Ruiz", "PERSON"),
+                    ("nurse", "TITLE"),
+                )
+            ),
+        ),
     ]
     pred = [
-        gold[0].with_spans(spans_of(
-            PRESIDIO_1, ("Jane Doe", "PATIENT"), ("64", "AGE"), ("Acme Corp", "ORGANIZATION"), ("Oslo", "CITY"),
-            ("Norway", "COUNTRY"), ("3 May 1959", "DATE"))),
-        gold[1].with_spans(spans_of(
-            PRESIDIO_2, ("John", "PATIENT"), ("john@example.com", "EMAIL"), ("212-555-0199", "PHONE"), ("93", "AGE"),
-            ("Ms. Ruiz", "DOCTOR"), ("nurse", "PROFESSION"))),
+        gold[0].with_spans(
+            spans_of(
+                PRESIDIO_1,
+                ("Jane Doe", "PATIENT"),
+                ("64", "AGE"),
+                ("Acme Corp", "ORGANIZATION"),
+                ("Oslo", "CITY"),
+                ("Norway", "COUNTRY"),
+                ("3 May 1959", "DATE"),
+            )
+        ),
+        gold[1].with_spans(
+            spans_of(
+                PRESIDIO_2,
+                ("John", "PATIENT"),
+                ("john@example.com", "EMAIL"),
+                ("212-555-0199", "PHONE"),
+                ("93", "AGE"),
+                ("Ms. Ruiz", "DOCTOR"),
+                ("nurse", "PROFESSION"),
+            )
+        ),
     ]
     return write_corpus(root / "gold", gold), write_corpus(root / "pred", pred)
 
@@ -341,11 +471,26 @@ def test_bundled_models_default_to_i2b2_2014(english):
 
 def test_pipeline_filters_its_merged_spans_per_call(english):
     doc = Document("n", TEXT)
-    everything = english.combine(doc, {"rule": spans_of(TEXT, ("John Smith", "PATIENT"), ("92", "AGE"),
-                                                        ("teacher", "PROFESSION"), ("MA", "STATE"), ("03/14/2024", "DATE"))})
-    assert [TEXT[s.start:s.end] for s in everything] == ["John Smith", "92", "teacher", "MA", "03/14/2024"]
+    everything = english.combine(
+        doc,
+        {
+            "rule": spans_of(
+                TEXT,
+                ("John Smith", "PATIENT"),
+                ("92", "AGE"),
+                ("teacher", "PROFESSION"),
+                ("MA", "STATE"),
+                ("03/14/2024", "DATE"),
+            )
+        },
+    )
+    assert [TEXT[s.start : s.end] for s in everything] == ["John Smith", "92", "teacher", "MA", "03/14/2024"]
     by_source = {"rule": everything}
-    assert [TEXT[s.start:s.end] for s in english.combine(doc, by_source, phi_set="hipaa")] == ["John Smith", "92", "03/14/2024"]
+    assert [TEXT[s.start : s.end] for s in english.combine(doc, by_source, phi_set="hipaa")] == [
+        "John Smith",
+        "92",
+        "03/14/2024",
+    ]
     full, safe_harbor = english.predict(TEXT), english.predict(TEXT, phi_set="hipaa")
     assert "STATE" in {s.label for s in full} and "STATE" not in {s.label for s in safe_harbor}
     assert set(safe_harbor) <= set(full)
@@ -404,17 +549,35 @@ def test_cli_annotate_and_deid_with_phi_set(tmp_path, capsys):
 
 def test_deid_use_annotations_filters_the_inputs_own_spans(tmp_path):
     gold, _ = presidio_fixture(tmp_path)
-    assert main(["-q", "deid", str(gold), str(tmp_path / "out"), "--use-annotations", "--language", "en",
-                 "--phi-set", "hipaa"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "deid",
+                str(gold),
+                str(tmp_path / "out"),
+                "--use-annotations",
+                "--language",
+                "en",
+                "--phi-set",
+                "hipaa",
+            ]
+        )
+        == 0
+    )
     written = (tmp_path / "out" / "s1.txt").read_text(encoding="utf-8")
-    assert written.startswith("Mrs. [**NAME**], 64, works at Acme Corp in [**LOCATION**], [**LOCATION**]; she is Norwegian.")
+    assert written.startswith(
+        "Mrs. [**NAME**], 64, works at Acme Corp in [**LOCATION**], [**LOCATION**]; she is Norwegian."
+    )
 
 
 def test_spark_note_spans_apply_the_phi_set_without_spark(english):
     from hybriddeid.integrations.spark import note_spans
 
-    given = [{"start": s.start, "end": s.end, "label": s.label, "source": "gold", "score": 1.0}
-             for s in spans_of(TEXT, ("John Smith", "PATIENT"), ("teacher", "PROFESSION"), ("MA", "STATE"))]
+    given = [
+        {"start": s.start, "end": s.end, "label": s.label, "source": "gold", "score": 1.0}
+        for s in spans_of(TEXT, ("John Smith", "PATIENT"), ("teacher", "PROFESSION"), ("MA", "STATE"))
+    ]
     records, error = note_spans(None, "n1", TEXT, given, 10_000, "hipaa")
     assert error is None and [r["label"] for r in records] == ["PATIENT"]
     records, error = note_spans(english, "n1", TEXT, None, 10_000, "hipaa")

@@ -1,4 +1,5 @@
 """tools/real_text.py: the English dev halves relabelled into i2b2 2014 types for training the default."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -35,17 +36,34 @@ def labelled(doc: Document) -> list[tuple[str, str]]:
 
 
 def test_asq_titles_cut_places_split_and_ages_added(real_text):
-    doc = gold("Plan for a 70yo M, Dr. Anna S., seen at UCSF Med Ctr in Dallas, TX on Jan 8th, 2023 (MRN: 12345)?",
-               ("Dr. Anna S.", "NAME"), ("UCSF Med Ctr in Dallas, TX", "GEOGRAPHIC_LOCATION"),
-               ("Jan 8th, 2023", "DATE"), ("12345", "MEDICAL_RECORD_NUMBER"))
+    doc = gold(
+        "Plan for a 70yo M, Dr. Anna S., seen at UCSF Med Ctr in Dallas, TX on Jan 8th, 2023 (MRN: 12345)?",
+        ("Dr. Anna S.", "NAME"),
+        ("UCSF Med Ctr in Dallas, TX", "GEOGRAPHIC_LOCATION"),
+        ("Jan 8th, 2023", "DATE"),
+        ("12345", "MEDICAL_RECORD_NUMBER"),
+    )
     out = real_text.Relabeller.for_corpus("asq").relabel(doc)
-    assert labelled(out) == [("70", "AGE"), ("Anna S.", "DOCTOR"), ("UCSF Med Ctr", "HOSPITAL"), ("Dallas", "CITY"),
-                             ("TX", "STATE"), ("Jan 8th, 2023", "DATE"), ("12345", "MEDICALRECORD")]
+    assert labelled(out) == [
+        ("70", "AGE"),
+        ("Anna S.", "DOCTOR"),
+        ("UCSF Med Ctr", "HOSPITAL"),
+        ("Dallas", "CITY"),
+        ("TX", "STATE"),
+        ("Jan 8th, 2023", "DATE"),
+        ("12345", "MEDICALRECORD"),
+    ]
 
 
 def test_presidio_honorifics_and_nationalities_dropped_jobs_kept(real_text):
-    doc = gold("Mr. Ström, a Swedish technical writer, lives in Norway.", ("Mr.", "TITLE"), ("Ström", "PERSON"),
-               ("Swedish", "NRP"), ("technical writer", "TITLE"), ("Norway", "GPE"))
+    doc = gold(
+        "Mr. Ström, a Swedish technical writer, lives in Norway.",
+        ("Mr.", "TITLE"),
+        ("Ström", "PERSON"),
+        ("Swedish", "NRP"),
+        ("technical writer", "TITLE"),
+        ("Norway", "GPE"),
+    )
     out = real_text.Relabeller.for_corpus("presidio").relabel(doc)
     assert labelled(out) == [("Ström", "PATIENT"), ("technical writer", "PROFESSION"), ("Norway", "COUNTRY")]
 
@@ -60,8 +78,9 @@ def test_every_training_label_is_an_i2b2_2014_subtype(real_text):
         assert set(data[corpus]["labels"].values()) <= set(taxonomy.labels), corpus
 
 
-@pytest.mark.skipif(not (TOOLS.parents[1] / "shared" / "corpora" / "asq-phi" / "dev").is_dir(),
-                    reason="../shared/corpora not present")
+@pytest.mark.skipif(
+    not (TOOLS.parents[1] / "shared" / "corpora" / "asq-phi" / "dev").is_dir(), reason="../shared/corpora not present"
+)
 def test_dev_halves_relabel_without_loss_of_names_and_with_flat_spans(real_text):
     for corpus in ("asq", "presidio"):
         docs = real_text.load_relabelled(corpus)
@@ -72,16 +91,30 @@ def test_dev_halves_relabel_without_loss_of_names_and_with_flat_spans(real_text)
 
 
 def test_physionet_word_by_word_spans_joined_ages_added_and_edges_trimmed(real_text):
-    doc = gold("78 yo M at HOLY CROSS since nov. 2016, DR A. FORMAN seen x 15yrs; S. here",
-               ("HOLY", "Location"), ("CROSS", "Location"), ("nov.", "Date"), ("2016", "DateYear"),
-               ("A.", "HCPName"), ("FORMAN", "HCPName"), ("S. ", "PTNameInitial"))
+    doc = gold(
+        "78 yo M at HOLY CROSS since nov. 2016, DR A. FORMAN seen x 15yrs; S. here",
+        ("HOLY", "Location"),
+        ("CROSS", "Location"),
+        ("nov.", "Date"),
+        ("2016", "DateYear"),
+        ("A.", "HCPName"),
+        ("FORMAN", "HCPName"),
+        ("S. ", "PTNameInitial"),
+    )
     out = real_text.Relabeller.for_corpus("physionet").relabel(doc)
-    assert labelled(out) == [("78", "AGE"), ("HOLY CROSS", "CITY"), ("nov. 2016", "DATE"), ("A. FORMAN", "DOCTOR"),
-                             ("S.", "PATIENT")]
+    assert labelled(out) == [
+        ("78", "AGE"),
+        ("HOLY CROSS", "CITY"),
+        ("nov. 2016", "DATE"),
+        ("A. FORMAN", "DOCTOR"),
+        ("S.", "PATIENT"),
+    ]
 
 
-@pytest.mark.skipif(not (TOOLS.parents[1] / "shared" / "corpora" / "physionet-deid" / "dev").is_dir(),
-                    reason="../shared/corpora not present")
+@pytest.mark.skipif(
+    not (TOOLS.parents[1] / "shared" / "corpora" / "physionet-deid" / "dev").is_dir(),
+    reason="../shared/corpora not present",
+)
 def test_physionet_folds_keep_each_patient_in_one_fold(real_text):
     docs = real_text.load_relabelled("physionet")
     parts = real_text.folds(docs, 5, seed=0)

@@ -1,4 +1,5 @@
 """Training defaults that fit the data: language detection, recipes, label mapping and its warnings."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,15 @@ from hybriddeid.io import read_corpus, write_document
 from hybriddeid.pipeline.recipes import recipe_names, recipe_overrides, training_config
 
 MEDDOCAN_DEV = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
-SPANISH = ["Paciente de 45 años que acude a urgencias por dolor abdominal de tres días de evolución.",
-           "Se realiza una ecografía en la que se observa una masa en el riñón derecho."]
-ENGLISH = ["The patient was seen in clinic with his wife; she reports that the pain has improved.",
-           "He was discharged home on aspirin and will follow up with his physician in two weeks."]
-FAST = '[char]\nmax_iterations = 20\n[token]\nmax_iterations = 20\n'
+SPANISH = [
+    "Paciente de 45 años que acude a urgencias por dolor abdominal de tres días de evolución.",
+    "Se realiza una ecografía en la que se observa una masa en el riñón derecho.",
+]
+ENGLISH = [
+    "The patient was seen in clinic with his wife; she reports that the pain has improved.",
+    "He was discharged home on aspirin and will follow up with his physician in two weeks.",
+]
+FAST = "[char]\nmax_iterations = 20\n[token]\nmax_iterations = 20\n"
 NAMES = ["Ana Ruiz", "Pedro Gil", "Marta Sanz", "Luis Vega", "Eva Mora", "Juan Ortiz"]
 
 
@@ -28,11 +33,16 @@ def spanish_notes() -> list[Document]:
     docs = []
     for i, name in enumerate(NAMES):
         user = name.split()[0].lower()
-        text = (f"Nombre: {name}.\nCorreo electrónico: {user}@hospital.es.\nFecha de ingreso: 1{i}/03/2019.\n"
-                f"Paciente de la consulta con fiebre y tos desde hace tres días.\n")
+        text = (
+            f"Nombre: {name}.\nCorreo electrónico: {user}@hospital.es.\nFecha de ingreso: 1{i}/03/2019.\n"
+            f"Paciente de la consulta con fiebre y tos desde hace tres días.\n"
+        )
         spans = []
-        for value, label in ((name, "NOMBRE_SUJETO_ASISTENCIA"), (f"{user}@hospital.es", "CORREO_ELECTRONICO"),
-                             (f"1{i}/03/2019", "FECHAS")):
+        for value, label in (
+            (name, "NOMBRE_SUJETO_ASISTENCIA"),
+            (f"{user}@hospital.es", "CORREO_ELECTRONICO"),
+            (f"1{i}/03/2019", "FECHAS"),
+        ):
             spans.append(Span(text.index(value), text.index(value) + len(value), label))
         docs.append(Document(f"note{i}", text, tuple(spans)))
     return docs
@@ -47,6 +57,7 @@ def corpus(tmp_path: Path) -> Path:
 
 
 # ---- language detection ------------------------------------------------------------------------
+
 
 def test_detect_language_picks_the_pack_whose_stop_words_fit() -> None:
     assert detect_language(SPANISH).code == "es"
@@ -81,13 +92,15 @@ def test_training_config_takes_the_language_from_flag_config_recipe_then_text(tm
 
 # ---- recipes -----------------------------------------------------------------------------------
 
+
 def test_recipes_ship_and_unknown_names_list_them(tmp_path: Path, corpus: Path, caplog) -> None:
     assert {"meddocan", "en-default"} <= set(recipe_names())
     assert recipe_overrides("meddocan")["pipeline"]["language"] == "es"
     with pytest.raises(ValueError, match=r"unknown recipe 'nope'; shipped recipes: en-default, meddocan"):
         recipe_overrides("nope")
-    assert main(["-q", "train", "--train", str(corpus / "train"), "--recipe", "nope", "--out",
-                 str(tmp_path / "m")]) == 2
+    assert (
+        main(["-q", "train", "--train", str(corpus / "train"), "--recipe", "nope", "--out", str(tmp_path / "m")]) == 2
+    )
     assert "shipped recipes: en-default, meddocan" in caplog.text and not (tmp_path / "m").exists()
 
 
@@ -106,8 +119,24 @@ def test_train_recipe_builds_clusters_from_the_training_text(corpus: Path, tmp_p
     monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(cache))
     caplog.set_level(logging.INFO, logger="hybriddeid")
     model = tmp_path / "model"
-    assert main(["train", "--train", str(corpus / "train"), "--recipe", "meddocan", "--config",
-                 str(corpus / "fast.toml"), "--out", str(model), "--jobs", "1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--train",
+                str(corpus / "train"),
+                "--recipe",
+                "meddocan",
+                "--config",
+                str(corpus / "fast.toml"),
+                "--out",
+                str(model),
+                "--jobs",
+                "1",
+            ]
+        )
+        == 0
+    )
     (built,) = (cache / "clusters").iterdir()
     assert f"word clusters: building from the text of 6 notes in {corpus / 'train'} into {built}" in caplog.text
     config = (model / "config.toml").read_text(encoding="utf-8")
@@ -115,19 +144,50 @@ def test_train_recipe_builds_clusters_from_the_training_text(corpus: Path, tmp_p
     saved = Pipeline.load(model).config["pipeline"]
     assert saved["precedence"] == ["rule", "token", "char"] and saved["focus"] == {"char": "token"}  # the recipe's
     caplog.clear()
-    assert main(["train", "--train", str(corpus / "train"), "--recipe", "meddocan", "--config",
-                 str(corpus / "fast.toml"), "--out", str(tmp_path / "again"), "--jobs", "1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--train",
+                str(corpus / "train"),
+                "--recipe",
+                "meddocan",
+                "--config",
+                str(corpus / "fast.toml"),
+                "--out",
+                str(tmp_path / "again"),
+                "--jobs",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert f"word clusters: reusing {built}" in caplog.text
     assert not any(doc.text.splitlines()[0] in caplog.text for doc in spanish_notes())  # no note text
 
 
 # ---- the default training on a Spanish corpus, and the warnings ---------------------------------
 
+
 def test_default_train_detects_spanish_and_maps_rules(corpus: Path, tmp_path: Path, caplog) -> None:
     caplog.set_level(logging.INFO, logger="hybriddeid")
     model = tmp_path / "model"
-    assert main(["train", "--train", str(corpus / "train"), "--config", str(corpus / "fast.toml"),
-                 "--out", str(model), "--jobs", "1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--train",
+                str(corpus / "train"),
+                "--config",
+                str(corpus / "fast.toml"),
+                "--out",
+                str(model),
+                "--jobs",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "language es (detected from the training text" in caplog.text
     meta = json.loads((model / "meta.json").read_text(encoding="utf-8"))
     assert meta["fit_reports"]["rule"]["map_labels"] == "auto"
@@ -142,14 +202,16 @@ def test_english_rules_on_a_spanish_corpus_are_mapped_and_the_label_warning(tmp_
     mapped = Pipeline(fast).fit(docs, n_jobs=1)
     assert mapped.meta["fit_reports"]["rule"]["label_map"]["email"] == "CORREO_ELECTRONICO"
     text = "Correo: rosa@clinica.es."
-    assert [(s.label, text[s.start:s.end]) for s in mapped.components["rule"].predict(Document("x", text))] == [
-        ("CORREO_ELECTRONICO", "rosa@clinica.es")]
+    assert [(s.label, text[s.start : s.end]) for s in mapped.components["rule"].predict(Document("x", text))] == [
+        ("CORREO_ELECTRONICO", "rosa@clinica.es")
+    ]
     assert "can predict labels not in" not in caplog.text
     # With the mapping off the English labels stay: warned at training and, once, at loading.
     unmapped = Pipeline({**fast, "rule": {"map_labels": "off"}}).fit(docs, n_jobs=1)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("component 'rule' can predict labels not in the training corpus: " in w and "EMAIL" in w
-               for w in warnings)
+    assert any(
+        "component 'rule' can predict labels not in the training corpus: " in w and "EMAIL" in w for w in warnings
+    )
     unmapped.to_disk(tmp_path / "m")
     caplog.clear()
     Pipeline.load(tmp_path / "m")

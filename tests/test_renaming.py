@@ -1,6 +1,7 @@
 """``deid --rename``: outputs, audits and messages under a keyed hash of each file name, the owner-only
 names file beside the key, resume with renamed outputs; and the warning when names that look like PHI
 are copied."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,24 @@ def named_dir(tmp_path) -> Path:
 
 
 def deid(in_dir: Path, out_dir: Path, key: Path, *extra: str) -> int:
-    return main(["-q", "deid", str(in_dir), str(out_dir), "--use-annotations", "--language", "en", "--mode",
-                 "surrogate", "--key-file", str(key), "--patient-pattern", PATIENT_PATTERN, *extra])
+    return main(
+        [
+            "-q",
+            "deid",
+            str(in_dir),
+            str(out_dir),
+            "--use-annotations",
+            "--language",
+            "en",
+            "--mode",
+            "surrogate",
+            "--key-file",
+            str(key),
+            "--patient-pattern",
+            PATIENT_PATTERN,
+            *extra,
+        ]
+    )
 
 
 def files(folder: Path) -> dict[str, str]:
@@ -69,9 +86,15 @@ def test_outputs_and_audits_go_by_a_keyed_hash_stable_for_one_key(named_dir, tmp
     assert a == b  # same key: same names, same contents
     renamer = Renamer(read_key(key))
     stems = {renamer.hashed(stem): stem for stem in NOTES}
-    assert {Path(name).name for name in a} == {*(f"{h}{ext}" for h in stems for ext in (".txt", ".ann")),
-                                               *(f"{h}.jsonl" for h in stems), "run.json", "summary.json"}
-    assert all(HASHED.fullmatch(Path(name).name.split(".")[0]) for name in a if "run" not in name and "summary" not in name)
+    assert {Path(name).name for name in a} == {
+        *(f"{h}{ext}" for h in stems for ext in (".txt", ".ann")),
+        *(f"{h}.jsonl" for h in stems),
+        "run.json",
+        "summary.json",
+    }
+    assert all(
+        HASHED.fullmatch(Path(name).name.split(".")[0]) for name in a if "run" not in name and "summary" not in name
+    )
     assert not set(a) & set(c) - {"audit/run.json", "audit/summary.json"}  # another key: other names
     for name, content in a.items():
         assert not leaks(name) and not leaks(content), name  # audits' note field, summary.json, run.json too
@@ -94,8 +117,11 @@ def test_the_names_file_is_owner_only_beside_the_key_and_merged(named_dir, tmp_p
     renamer = Renamer(read_key(key))
     assert recorded["names"] == {renamer.hashed(stem): {"name": stem, "files": [f"{stem}.txt"]} for stem in NOTES}
     assert recorded["format"] == "hybriddeid-names" and "key" not in json.dumps(recorded).replace("key_fingerprint", "")
-    write_document(Document("Ximena_Urquidi_pt02_visit2", "Patient: Ximena Urquidi.\n", (Span(9, 23, "PATIENT"),)),
-                   named_dir, "brat")
+    write_document(
+        Document("Ximena_Urquidi_pt02_visit2", "Patient: Ximena Urquidi.\n", (Span(9, 23, "PATIENT"),)),
+        named_dir,
+        "brat",
+    )
     mapping.chmod(0o644)
     stale = tmp_path / ".key.names.json.0123456789ab.tmp"  # a run killed while writing it
     stale.write_text("Zebulon_Quagmire_pt01_visit1", encoding="utf-8")
@@ -113,9 +139,25 @@ def test_hash_only_records_no_names_and_a_key_is_required(named_dir, tmp_path, c
     assert deid(named_dir, tmp_path / "a", key, "--rename", "hash-only") == 0
     assert not names_file(key).exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith("key")] == ["key"]
     assert deid(named_dir, tmp_path / "b", key, "--rename", "hash") == 0  # the same names, now recorded
-    assert sorted(p.name for p in (tmp_path / "a").glob("*.txt")) == sorted(p.name for p in (tmp_path / "b").glob("*.txt"))
-    assert main(["-q", "deid", str(named_dir), str(tmp_path / "c"), "--use-annotations", "--language", "en",
-                 "--rename", "hash"]) == 2
+    assert sorted(p.name for p in (tmp_path / "a").glob("*.txt")) == sorted(
+        p.name for p in (tmp_path / "b").glob("*.txt")
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "deid",
+                str(named_dir),
+                str(tmp_path / "c"),
+                "--use-annotations",
+                "--language",
+                "en",
+                "--rename",
+                "hash",
+            ]
+        )
+        == 2
+    )
     assert "--rename hash needs --key-file" in caplog.text and not (tmp_path / "c").exists()
 
 
@@ -127,15 +169,20 @@ def test_resume_skips_renamed_notes_already_done(named_dir, tmp_path):
     damaged = out / f"{renamer.hashed('Ximena_Urquidi_pt02_visit1')}.txt"
     damaged.write_text("cut short", encoding="utf-8")
     before = files(out)
-    processor = DeidProcessor(DeidOptions(mode="surrogate", language="en", key=read_key(key)),
-                              PatientMap(pattern=PATIENT_PATTERN), model=None, renamer=renamer)
+    processor = DeidProcessor(
+        DeidOptions(mode="surrogate", language="en", key=read_key(key)),
+        PatientMap(pattern=PATIENT_PATTERN),
+        model=None,
+        renamer=renamer,
+    )
     result, _ = run_deid(named_dir, out, processor, progress=False)
     assert [p.stem for p in result.written] == ["Ximena_Urquidi_pt02_visit1"]  # the damaged note alone is redone
     assert len(result.skipped) == 3 and not result.failed
     after = files(out)
     assert after[damaged.name] != "cut short"
     assert {k: v for k, v in after.items() if k not in (damaged.name, "audit/summary.json")} == {
-        k: v for k, v in before.items() if k not in (damaged.name, "audit/summary.json")}
+        k: v for k, v in before.items() if k not in (damaged.name, "audit/summary.json")
+    }
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
@@ -143,23 +190,47 @@ def test_messages_tell_files_by_their_hash_only(named_dir, tmp_path, capsys, cap
     """An unreadable file, a note no patient pattern matches, gold spans that overlap: every line that
     would have named the file names its hash instead."""
     (named_dir / "Zebulon_Quagmire_pt01_visit3.txt").write_text("Patient: Zebulon Quagmire.\n", encoding="utf-8")
-    write_document(Document("Ximena_Urquidi_nopatient", "Patient: Ximena Urquidi.\n", (Span(9, 23, "PATIENT"),)),
-                   named_dir, "brat")
+    write_document(
+        Document("Ximena_Urquidi_nopatient", "Patient: Ximena Urquidi.\n", (Span(9, 23, "PATIENT"),)), named_dir, "brat"
+    )
     overlapping = named_dir / "Bartolo_Yanez_SSN123-45-6789_pt03_visit1.ann"
     overlapping.write_text(overlapping.read_text() + "T9\tPATIENT 9 16\tBartolo\n", encoding="utf-8")
     caplog.set_level(logging.DEBUG)
     key = tmp_path / "key"
-    code = main(["deid", str(named_dir), str(tmp_path / "out"), "--use-annotations", "--language", "en", "--mode",
-                 "surrogate", "--key-file", str(key), "--patient-pattern", PATIENT_PATTERN, "--rename", "hash",
-                 "--jobs", jobs, "--progress", "always"])
+    code = main(
+        [
+            "deid",
+            str(named_dir),
+            str(tmp_path / "out"),
+            "--use-annotations",
+            "--language",
+            "en",
+            "--mode",
+            "surrogate",
+            "--key-file",
+            str(key),
+            "--patient-pattern",
+            PATIENT_PATTERN,
+            "--rename",
+            "hash",
+            "--jobs",
+            jobs,
+            "--progress",
+            "always",
+        ]
+    )
     assert code == 1
     captured = capsys.readouterr()
     assert not leaks(captured.out + captured.err + caplog.text)
     renamer = Renamer(read_key(key))
     errors = sorted(r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
-    assert errors == sorted([f"{renamer.hashed('Zebulon_Quagmire_pt01_visit3')}.txt: no .ann file beside it",
-                             f"{renamer.hashed('Ximena_Urquidi_nopatient')}.txt: note "
-                             f"{renamer.hashed('Ximena_Urquidi_nopatient')!r} does not match --patient-pattern"])
+    assert errors == sorted(
+        [
+            f"{renamer.hashed('Zebulon_Quagmire_pt01_visit3')}.txt: no .ann file beside it",
+            f"{renamer.hashed('Ximena_Urquidi_nopatient')}.txt: note "
+            f"{renamer.hashed('Ximena_Urquidi_nopatient')!r} does not match --patient-pattern",
+        ]
+    )
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     overlap = f"{renamer.hashed('Bartolo_Yanez_SSN123-45-6789_pt03_visit1')}.ann: spans"
     assert any(m.startswith(overlap) for m in warnings), warnings
@@ -170,9 +241,11 @@ def test_without_renaming_names_that_look_like_phi_get_one_warning_by_count(name
     caplog.set_level(logging.WARNING)
     assert deid(named_dir, tmp_path / "a", tmp_path / "key") == 0
     warnings = [r.getMessage() for r in caplog.records if "look like they hold PHI" in r.getMessage()]
-    assert warnings == ["1 of 4 input file names look like they hold PHI (the en PHI rules find some in them); "
-                        "outputs, audits and messages copy file names as they are: --rename hash writes and tells "
-                        "them under a keyed hash instead"]  # the SSN; names alone are no rule's to find
+    assert warnings == [
+        "1 of 4 input file names look like they hold PHI (the en PHI rules find some in them); "
+        "outputs, audits and messages copy file names as they are: --rename hash writes and tells "
+        "them under a keyed hash instead"
+    ]  # the SSN; names alone are no rule's to find
     assert not leaks(caplog.text)
     caplog.clear()
     benign = tmp_path / "benign"
@@ -186,19 +259,45 @@ def test_without_renaming_names_that_look_like_phi_get_one_warning_by_count(name
 def test_files_of_several_notes_are_renamed_with_their_notes(tmp_path):
     export = tmp_path / "in" / "Zebulon_Quagmire_export.jsonl"
     export.parent.mkdir()
-    records = [{"name": f"Zebulon_Quagmire_visit{i}", "text": "Patient: Zebulon Quagmire.\n",
-                "spans": [{"start": 9, "end": 25, "label": "PATIENT"}]} for i in (1, 2)]
+    records = [
+        {
+            "name": f"Zebulon_Quagmire_visit{i}",
+            "text": "Patient: Zebulon Quagmire.\n",
+            "spans": [{"start": 9, "end": 25, "label": "PATIENT"}],
+        }
+        for i in (1, 2)
+    ]
     export.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     key = tmp_path / "key"
-    assert main(["-q", "deid", str(export.parent), str(tmp_path / "out"), "--use-annotations", "--language", "en",
-                 "--rename", "hash", "--key-file", str(key)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "deid",
+                str(export.parent),
+                str(tmp_path / "out"),
+                "--use-annotations",
+                "--language",
+                "en",
+                "--rename",
+                "hash",
+                "--key-file",
+                str(key),
+            ]
+        )
+        == 0
+    )
     renamer = Renamer(read_key(key))
     out = files(tmp_path / "out")
     written = [json.loads(line) for line in out[f"{renamer.hashed('Zebulon_Quagmire_export')}.jsonl"].splitlines()]
     assert [r["name"] for r in written] == [renamer.hashed(f"Zebulon_Quagmire_visit{i}") for i in (1, 2)]
     assert not any("Zebulon" in name or "Zebulon" in text for name, text in out.items())
     names = json.loads(names_file(key).read_text(encoding="utf-8"))["names"]
-    assert names[renamer.hashed("Zebulon_Quagmire_export")] == {"name": "Zebulon_Quagmire_export",
-                                                                "files": ["Zebulon_Quagmire_export.jsonl"]}
-    assert names[renamer.hashed("Zebulon_Quagmire_visit2")] == {"name": "Zebulon_Quagmire_visit2",
-                                                                "files": ["Zebulon_Quagmire_export.jsonl"]}
+    assert names[renamer.hashed("Zebulon_Quagmire_export")] == {
+        "name": "Zebulon_Quagmire_export",
+        "files": ["Zebulon_Quagmire_export.jsonl"],
+    }
+    assert names[renamer.hashed("Zebulon_Quagmire_visit2")] == {
+        "name": "Zebulon_Quagmire_visit2",
+        "files": ["Zebulon_Quagmire_export.jsonl"],
+    }

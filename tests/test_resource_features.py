@@ -1,5 +1,6 @@
 """Word clusters and dictionaries as CRF features: memoised strings, case marks, grouping,
 and models that carry their own (hashed) copies."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,7 +43,12 @@ def test_union_keeps_the_first_label_of_a_shared_phrase():
     first = Gazetteer.from_phrases({"first_names": ["Rosa", "Juan Carlos"]})
     last = Gazetteer.from_phrases({"last_names": ["Rosa", "Gil"]})
     both = Gazetteer.union([first, last])
-    assert both.tag(["rosa", "gil", "juan", "carlos"]) == ["S-first_names", "S-last_names", "B-first_names", "E-first_names"]
+    assert both.tag(["rosa", "gil", "juan", "carlos"]) == [
+        "S-first_names",
+        "S-last_names",
+        "B-first_names",
+        "E-first_names",
+    ]
 
 
 def test_bundled_dictionaries_are_grouped_and_user_lists_added(tmp_path):
@@ -56,11 +62,27 @@ def test_bundled_dictionaries_are_grouped_and_user_lists_added(tmp_path):
 
 def _corpus() -> list[Document]:
     docs = []
-    for i, (name, city) in enumerate([("Ana Ruiz", "Madrid"), ("Luis Gil", "Soria"), ("Eva Sanz", "Lugo"),
-                                      ("Juan Mora", "Vigo"), ("Rosa Vila", "León"), ("Ana Gil", "Madrid")]):
+    for i, (name, city) in enumerate(
+        [
+            ("Ana Ruiz", "Madrid"),
+            ("Luis Gil", "Soria"),
+            ("Eva Sanz", "Lugo"),
+            ("Juan Mora", "Vigo"),
+            ("Rosa Vila", "León"),
+            ("Ana Gil", "Madrid"),
+        ]
+    ):
         text = f"Nombre: {name}.\nCiudad: {city}.\nSecreta: Planta Azul.\n"
-        docs.append(Document(f"d{i}", text, (Span(8, 8 + len(name), "NOMBRE_SUJETO_ASISTENCIA"),
-                                            Span(text.index(city), text.index(city) + len(city), "TERRITORIO"))))
+        docs.append(
+            Document(
+                f"d{i}",
+                text,
+                (
+                    Span(8, 8 + len(name), "NOMBRE_SUJETO_ASISTENCIA"),
+                    Span(text.index(city), text.index(city) + len(city), "TERRITORIO"),
+                ),
+            )
+        )
     return docs
 
 
@@ -71,8 +93,13 @@ def test_a_crf_with_clusters_and_dictionaries_round_trips_without_clear_text(cls
     secret_list = tmp_path / "secret_wards.txt"
     secret_list.write_text("Planta Azul\n", encoding="utf-8")
     docs = _corpus()
-    model = cls(language="es", max_iterations=30, clusters=str(clusters_dir), gazetteers=["cities"],
-                extra_gazetteers=[str(secret_list)]).fit(docs[:5])
+    model = cls(
+        language="es",
+        max_iterations=30,
+        clusters=str(clusters_dir),
+        gazetteers=["cities"],
+        extra_gazetteers=[str(secret_list)],
+    ).fit(docs[:5])
     first_line = next(iter(model.sequences(docs[5]))).features
     flat = {feature for feats in first_line for feature in feats}
     if cls is TokenCRF:
@@ -93,8 +120,10 @@ def test_a_saved_pipeline_names_its_own_cluster_copies_and_still_works_when_move
     """The saved config.toml points at the copies inside the model (relative paths), never at the
     folder the clusters were built in, so a moved or bundled model can be loaded and retrained."""
     CLUSTERS.to_disk(tmp_path / "built")
-    config = {"pipeline": {"language": "es", "components": ["token"], "precedence": ["token"]},
-              "token": {"clusters": str(tmp_path / "built"), "max_iterations": 20}}
+    config = {
+        "pipeline": {"language": "es", "components": ["token"], "precedence": ["token"]},
+        "token": {"clusters": str(tmp_path / "built"), "max_iterations": 20},
+    }
     docs = _corpus()
     pipeline = Pipeline(config).fit(docs[:5], n_jobs=1)
     pipeline.to_disk(tmp_path / "model")

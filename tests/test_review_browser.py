@@ -5,6 +5,7 @@ English model. Skipped, with the reason, only where Playwright or a Chromium bin
 (``.ci/run`` installs both: ``apt-get install chromium``; Playwright never downloads a browser here).
 With ``HYBRIDDEID_SCREENSHOTS=1`` the screenshots go to ``docs/images/`` for the documentation (docs/how-to/review.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,13 @@ def _chromium() -> str | None:
     return next((path for path in map(shutil.which, CHROMIUM_NAMES) if path), None)
 
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (pip install '.[test]')")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright for Python is not installed (pip install '.[test]')"
+)
 CHROMIUM = _chromium()
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install chromium; "
-                                                        "or set HYBRIDDEID_CHROMIUM)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium binary (apt-get install chromium; or set HYBRIDDEID_CHROMIUM)"
+)
 
 
 def screenshot_dir(tmp: Path) -> Path:
@@ -70,8 +74,9 @@ def review(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                              args=["--no-sandbox", "--disable-dev-shm-usage"])
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"]
+        )
         yield chromium
         chromium.close()
 
@@ -90,14 +95,19 @@ def _open(browser, server):
 def test_refused_without_the_token(review, browser):
     server = review[0]
     page = browser.new_page()
-    for address in (_base(server) + "/", _base(server) + "/?token=wrong", _base(server) + "/api/queue",
-                    _base(server) + "/assets/app.js"):
+    for address in (
+        _base(server) + "/",
+        _base(server) + "/?token=wrong",
+        _base(server) + "/api/queue",
+        _base(server) + "/assets/app.js",
+    ):
         response = page.goto(address)
         assert response.status == 403, address
         assert "no valid token" in page.content()
     # nor can a request that holds no cookie change anything
-    request = urllib.request.Request(_base(server) + "/api/note/x", data=b"{}", method="POST",
-                                     headers={"X-Review-Token": server.token})
+    request = urllib.request.Request(
+        _base(server) + "/api/note/x", data=b"{}", method="POST", headers={"X-Review-Token": server.token}
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request)
     assert refused.value.code == 403
@@ -208,10 +218,29 @@ def test_corrections_train_a_model(review, tmp_path):
     _, _, corrections, _ = review
     assert list(corrections.glob("*.ann"))
     config = tmp_path / "tiny.toml"
-    config.write_text('[char]\nmax_iterations = 5\n[token]\nmax_iterations = 5\n')
-    done = subprocess.run([sys.executable, "-m", "hybriddeid.cli", "train", "--train", str(corrections),
-                           "--out", str(tmp_path / "model"), "--config", str(config), "--language", "en",
-                           "--jobs", "1", "-q"], capture_output=True, text=True, cwd=tmp_path)
+    config.write_text("[char]\nmax_iterations = 5\n[token]\nmax_iterations = 5\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hybriddeid.cli",
+            "train",
+            "--train",
+            str(corrections),
+            "--out",
+            str(tmp_path / "model"),
+            "--config",
+            str(config),
+            "--language",
+            "en",
+            "--jobs",
+            "1",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     meta = json.loads((tmp_path / "model" / "meta.json").read_text())
     assert meta["training_corpus"]["documents"] == 1 and "PROFESSION" in meta["labels"]
@@ -221,10 +250,17 @@ def test_report_renders_in_the_browser(review, browser):
     _, notes, corrections, root = review
     out = root / "deid"
     reviewed = ["--reviewed", str(corrections)] if list(corrections.glob("*.ann")) else []  # after the review test
-    for command in (["deid", str(notes), str(out), "--mode", "tag"], ["risk", str(notes), *reviewed, "--out", str(out)],
-                    ["report", str(out)]):
-        done = subprocess.run([sys.executable, "-m", "hybriddeid.cli", *command, "-q"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent)  # the installed package, not ./hybriddeid
+    for command in (
+        ["deid", str(notes), str(out), "--mode", "tag"],
+        ["risk", str(notes), *reviewed, "--out", str(out)],
+        ["report", str(out)],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "hybriddeid.cli", *command, "-q"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+        )  # the installed package, not ./hybriddeid
         assert done.returncode == 0, done.stderr
     page = browser.new_page(viewport={"width": 1100, "height": 1000})
     page.goto((out / "report.html").as_uri())

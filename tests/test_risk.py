@@ -1,4 +1,5 @@
 """Residual risk: calibration maths, token chances from processing, and ``hybriddeid risk``."""
+
 from __future__ import annotations
 
 import json
@@ -103,16 +104,23 @@ def test_chances_leave_the_spans_unchanged(english):
     for a, b in zip(plain, with_chances):
         assert a.document.spans == b.document.spans
         assert b.chances and all(0.0 <= c.p_phi <= 1.0 for c in b.chances)
-        tagged = [c for c in b.chances if any(s.start <= c.start and c.end <= s.end for s in b.document.spans
-                                              if s.source == "token")]
+        tagged = [
+            c
+            for c in b.chances
+            if any(s.start <= c.start and c.end <= s.end for s in b.document.spans if s.source == "token")
+        ]
         # tokens inside the token CRF's own spans are the ones it believed PHI
         assert all(c.p_phi > 0.5 for c in tagged)
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     # Run outside the checkout, so the installed package (with its resources) is imported, not ./hybriddeid.
-    return subprocess.run([sys.executable, "-m", "hybriddeid.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or Path(__file__).parent)
+    return subprocess.run(
+        [sys.executable, "-m", "hybriddeid.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or Path(__file__).parent,
+    )
 
 
 def test_risk_command(tmp_path):
@@ -228,8 +236,9 @@ def test_auto_calibration_keeps_the_method_whose_cross_fitted_counts_come_closer
     chances_of = lambda p: [TokenChance(i, i + 1, float(v)) for i, v in enumerate(p)]  # noqa: E731
     # A step: every token above P(PHI) 0.3 was PHI, none below. Isotonic fits it exactly, a logistic curve cannot.
     notes = [rng.beta(0.5, 3, 200) for _ in range(20)]
-    reviewed = Reviewed.collect([(chances_of(p), [], [Span(i, i + 1, "NAME") for i, v in enumerate(p) if v > 0.3])
-                                 for p in notes])
+    reviewed = Reviewed.collect(
+        [(chances_of(p), [], [Span(i, i + 1, "NAME") for i, v in enumerate(p) if v > 0.3]) for p in notes]
+    )
     method, errors = choose_calibration(reviewed)
     assert set(errors) == {"isotonic", "platt"} and method == "isotonic" and errors["isotonic"] < errors["platt"]
     target = [("t", 200, chances_of(rng.beta(0.5, 3, 200)))]

@@ -1,4 +1,5 @@
 """The regex rule classifier: bundled rule packs, rule-file validation, timeouts, fit, persistence."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,6 +61,7 @@ def write(tmp_path: Path, text: str, name: str = "rules.toml") -> Path:
 
 # ---- the bundled packs ---------------------------------------------------------------------------
 
+
 def test_bundled_languages() -> None:
     assert {"en", "es"} <= set(bundled_languages())
 
@@ -78,61 +80,102 @@ def test_unknown_language_names_the_bundled_ones() -> None:
 @pytest.mark.parametrize(
     ("language", "note", "expected"),
     [
-        ("es", NOTE_ES, {
-            ("Lucía", "NOMBRE_SUJETO_ASISTENCIA"), ("Ferrán Quintero", "NOMBRE_SUJETO_ASISTENCIA"),
-            ("4455667", "ID_SUJETO_ASISTENCIA"), ("28 12345678 90", "ID_ASEGURAMIENTO"),
-            ("Calle del Olmo 12, 3º izq", "CALLE"), ("Toledo", "TERRITORIO"), ("45001", "TERRITORIO"),
-            ("14/02/1951", "FECHAS"), ("España", "PAIS"), ("73 años", "EDAD_SUJETO_ASISTENCIA"),
-            ("M", "SEXO_SUJETO_ASISTENCIA"), ("Andrés Villar Soto", "NOMBRE_PERSONAL_SANITARIO"),
-            ("45 45 12345", "ID_TITULACION_PERSONAL_SANITARIO"), ("Mujer", "SEXO_SUJETO_ASISTENCIA"),
-            ("marzo de 2019", "FECHAS"), ("Elena Prieto Lago", "NOMBRE_PERSONAL_SANITARIO"),
-            ("45002", "TERRITORIO"), ("eprieto@correo.es", "CORREO_ELECTRONICO"),
-        }),
-        ("en", NOTE_EN, {
-            ("2094-03-12", "DATE"), ("7788123", "MEDICALRECORD"), ("92", "AGE"), ("3/4/2094", "DATE"),
-            ("(617) 555-0142", "PHONE"), ("617-555-0199", "FAX"), ("123-45-6789", "SSN"),
-            ("jdoe@example.org", "EMAIL"), ("10.1.2.3", "IPADDR"), ("Doe", "PATIENT"),
-        }),
+        (
+            "es",
+            NOTE_ES,
+            {
+                ("Lucía", "NOMBRE_SUJETO_ASISTENCIA"),
+                ("Ferrán Quintero", "NOMBRE_SUJETO_ASISTENCIA"),
+                ("4455667", "ID_SUJETO_ASISTENCIA"),
+                ("28 12345678 90", "ID_ASEGURAMIENTO"),
+                ("Calle del Olmo 12, 3º izq", "CALLE"),
+                ("Toledo", "TERRITORIO"),
+                ("45001", "TERRITORIO"),
+                ("14/02/1951", "FECHAS"),
+                ("España", "PAIS"),
+                ("73 años", "EDAD_SUJETO_ASISTENCIA"),
+                ("M", "SEXO_SUJETO_ASISTENCIA"),
+                ("Andrés Villar Soto", "NOMBRE_PERSONAL_SANITARIO"),
+                ("45 45 12345", "ID_TITULACION_PERSONAL_SANITARIO"),
+                ("Mujer", "SEXO_SUJETO_ASISTENCIA"),
+                ("marzo de 2019", "FECHAS"),
+                ("Elena Prieto Lago", "NOMBRE_PERSONAL_SANITARIO"),
+                ("45002", "TERRITORIO"),
+                ("eprieto@correo.es", "CORREO_ELECTRONICO"),
+            },
+        ),
+        (
+            "en",
+            NOTE_EN,
+            {
+                ("2094-03-12", "DATE"),
+                ("7788123", "MEDICALRECORD"),
+                ("92", "AGE"),
+                ("3/4/2094", "DATE"),
+                ("(617) 555-0142", "PHONE"),
+                ("617-555-0199", "FAX"),
+                ("123-45-6789", "SSN"),
+                ("jdoe@example.org", "EMAIL"),
+                ("10.1.2.3", "IPADDR"),
+                ("Doe", "PATIENT"),
+            },
+        ),
     ],
 )
 def test_pack_on_a_note(language: str, note: str, expected: set[tuple[str, str]]) -> None:
     spans = RuleClassifier(language).predict(Document("note", note))
-    found = {(note[s.start:s.end], s.label) for s in spans}
+    found = {(note[s.start : s.end], s.label) for s in spans}
     assert expected <= found
     assert all(s.source in ("rule", "rule+fallback") for s in spans)
 
 
 # Hand-written Spanish header and signature lines (issue 23, item 7): each line's rule spans, exactly.
-PATIENT, CLINICIAN, LICENCE = "NOMBRE_SUJETO_ASISTENCIA", "NOMBRE_PERSONAL_SANITARIO", "ID_TITULACION_PERSONAL_SANITARIO"
+PATIENT, CLINICIAN, LICENCE = (
+    "NOMBRE_SUJETO_ASISTENCIA",
+    "NOMBRE_PERSONAL_SANITARIO",
+    "ID_TITULACION_PERSONAL_SANITARIO",
+)
 SPANISH_FIELDS = {
     # An address ends at the next field label (phone, mail, NHC words) or the line end, not at a
     # street word that is also a label ("Calle Correo") nor at a house number's "nº".
     "address-then-telefono-correo": (
         "Domicilio: Calle Páez 265, 3º B. Teléfono 612 429 083. Correo: lucia.ferrando@gmail.com",
-        {("Calle Páez 265, 3º B", "CALLE"), ("612 429 083", "NUMERO_TELEFONO"),
-         ("lucia.ferrando@gmail.com", "CORREO_ELECTRONICO")}),
+        {
+            ("Calle Páez 265, 3º B", "CALLE"),
+            ("612 429 083", "NUMERO_TELEFONO"),
+            ("lucia.ferrando@gmail.com", "CORREO_ELECTRONICO"),
+        },
+    ),
     "address-then-tfno-email": (
         "Domicilio: C/ Mayor 12, 2º izq Tfno: 976 123 456 E-mail: lf@correo.es",
-        {("C/ Mayor 12, 2º izq", "CALLE"), ("976 123 456", "NUMERO_TELEFONO"), ("lf@correo.es", "CORREO_ELECTRONICO")}),
+        {("C/ Mayor 12, 2º izq", "CALLE"), ("976 123 456", "NUMERO_TELEFONO"), ("lf@correo.es", "CORREO_ELECTRONICO")},
+    ),
     "address-then-correo-electronico": (
         "Domicilio: Avda. de Goya 3 - Correo electrónico: a.gil@salud.es",
-        {("Avda. de Goya 3", "CALLE"), ("a.gil@salud.es", "CORREO_ELECTRONICO")}),
+        {("Avda. de Goya 3", "CALLE"), ("a.gil@salud.es", "CORREO_ELECTRONICO")},
+    ),
     "address-ends-at-line-end": (
         "Domicilio: Calle Sol 4, bajo\nTeléfono: 612 000 111",
-        {("Calle Sol 4, bajo", "CALLE"), ("612 000 111", "NUMERO_TELEFONO")}),
+        {("Calle Sol 4, bajo", "CALLE"), ("612 000 111", "NUMERO_TELEFONO")},
+    ),
     "address-then-nhc": (
         "Domicilio: Plaza Mayor nº 3 NHC: 445566",
-        {("Plaza Mayor nº 3", "CALLE"), ("445566", "ID_SUJETO_ASISTENCIA")}),
+        {("Plaza Mayor nº 3", "CALLE"), ("445566", "ID_SUJETO_ASISTENCIA")},
+    ),
     "address-then-postal-code": (
         "Domicilio: C/ Grecia 27, 50006 Zaragoza.",
-        {("C/ Grecia 27", "CALLE"), ("50006", "TERRITORIO"), ("Zaragoza", "TERRITORIO")}),
+        {("C/ Grecia 27", "CALLE"), ("50006", "TERRITORIO"), ("Zaragoza", "TERRITORIO")},
+    ),
     "street-named-correo": ("Domicilio: Calle Correo 29, 5º 1ª.", {("Calle Correo 29, 5º 1ª", "CALLE")}),
     # A clinician's licence number in its usual forms.
     "licence-nº-colegiado": (
         "Médico: Andrés Reyes Soto nº colegiado 50/12345.",
-        {("Andrés Reyes Soto", CLINICIAN), ("50/12345", LICENCE)}),
+        {("Andrés Reyes Soto", CLINICIAN), ("50/12345", LICENCE)},
+    ),
     "licence-glued-NºCol": (
-        "Médico: Begoña IzaNºCol: 28 28 52001.", {("Begoña Iza", CLINICIAN), ("28 28 52001", LICENCE)}),
+        "Médico: Begoña IzaNºCol: 28 28 52001.",
+        {("Begoña Iza", CLINICIAN), ("28 28 52001", LICENCE)},
+    ),
     "licence-Nº-Col.": ("Firmado: Dra. Marta Gil (Nº Col. 50/5012345)", {("50/5012345", LICENCE)}),
     "licence-colegiado-nº": ("Colegiado nº 28/28/12345", {("28/28/12345", LICENCE)}),
     "licence-numero-de-colegiado": ("Número de colegiado: 282812345", {("282812345", LICENCE)}),
@@ -140,14 +183,20 @@ SPANISH_FIELDS = {
     # The name after "Nombre:" is the patient's, wherever the field sits on its line.
     "patient-header": (
         "Nombre: Lucía. Apellidos: Ferrando Ledesma. NHC: 123456.",
-        {("Lucía", PATIENT), ("Ferrando Ledesma", PATIENT), ("123456", "ID_SUJETO_ASISTENCIA")}),
+        {("Lucía", PATIENT), ("Ferrando Ledesma", PATIENT), ("123456", "ID_SUJETO_ASISTENCIA")},
+    ),
     "patient-after-another-field": (
-        "Datos del paciente: Nombre: María José García López", {("María José García López", PATIENT)}),
+        "Datos del paciente: Nombre: María José García López",
+        {("María José García López", PATIENT)},
+    ),
     "patient-title-then-edad": (
         "Nombre y apellidos: Sra. Lucía Ferrando Ledesma Edad: 45 años",
-        {("Lucía Ferrando Ledesma", PATIENT), ("45 años", "EDAD_SUJETO_ASISTENCIA")}),
-    "patient-nombre-del-paciente": ("Nombre del paciente: Juan Pérez Gil, DNI 12345678Z",
-                                    {("Juan Pérez Gil", PATIENT), ("12345678Z", "ID_SUJETO_ASISTENCIA")}),
+        {("Lucía Ferrando Ledesma", PATIENT), ("45 años", "EDAD_SUJETO_ASISTENCIA")},
+    ),
+    "patient-nombre-del-paciente": (
+        "Nombre del paciente: Juan Pérez Gil, DNI 12345678Z",
+        {("Juan Pérez Gil", PATIENT), ("12345678Z", "ID_SUJETO_ASISTENCIA")},
+    ),
     "patient-after-byte-order-mark": ("\ufeffNombre: Eliseo.\n", {("Eliseo", PATIENT)}),
     "clinician-block-is-no-patient": ("Datos del médico: Nombre: Pedro Gil Soto", set()),
     "doctor-is-no-patient": ("Nombre: Dr. Pedro Gil", set()),
@@ -157,7 +206,7 @@ SPANISH_FIELDS = {
 @pytest.mark.parametrize(("line", "expected"), list(SPANISH_FIELDS.values()), ids=list(SPANISH_FIELDS))
 def test_spanish_fields_end_at_the_next_label_and_keep_their_type(line: str, expected: set[tuple[str, str]]) -> None:
     spans = RuleClassifier("es").predict(Document("line", line))
-    assert {(line[s.start:s.end], s.label) for s in spans} == expected
+    assert {(line[s.start : s.end], s.label) for s in spans} == expected
 
 
 @pytest.mark.parametrize(("language", "note"), [("es", NOTE_ES), ("en", NOTE_EN)])
@@ -169,8 +218,18 @@ def test_output_spans_never_overlap(language: str, note: str) -> None:
 
 # Inputs that make a badly written pattern backtrack (nested or overlapping repeats): long runs of
 # digits, separators, dots, spaces and half-formed dates, phones, mails and titles.
-BACKTRACKING_BAIT = ["1" * 20000, "1-" * 10000, "a." * 10000, " " * 20000, "Dr. " * 5000, "A" * 20000,
-                     "(" * 20000, "1/1/" * 5000, "@a." * 7000, "+34 " * 5000]
+BACKTRACKING_BAIT = [
+    "1" * 20000,
+    "1-" * 10000,
+    "a." * 10000,
+    " " * 20000,
+    "Dr. " * 5000,
+    "A" * 20000,
+    "(" * 20000,
+    "1/1/" * 5000,
+    "@a." * 7000,
+    "+34 " * 5000,
+]
 
 
 @pytest.mark.parametrize(("language", "note"), [("es", NOTE_ES), ("en", NOTE_EN)])
@@ -223,7 +282,7 @@ def test_overlaps_resolved_longest_first_then_rule_order(tmp_path: Path) -> None
     clf = RuleClassifier(None, [write(tmp_path, OVERLAP_RULES)])
     text = "555-1234 and 999"
     spans = clf.predict(Document("d", text))
-    assert [(text[s.start:s.end], s.label) for s in spans] == [("555-1234", "PHONE"), ("999", "IDNUM")]
+    assert [(text[s.start : s.end], s.label) for s in spans] == [("555-1234", "PHONE"), ("999", "IDNUM")]
 
 
 def test_repeated_phi_group_gives_one_span_per_capture(tmp_path: Path) -> None:
@@ -235,7 +294,7 @@ pattern = '(?P<phi>\\d{5}) (?P<phi>[A-Z][a-z]+)'
 """
     clf = RuleClassifier(None, [write(tmp_path, rules)])
     text = "en 28001 Madrid"
-    assert [text[s.start:s.end] for s in clf.predict(Document("d", text))] == ["28001", "Madrid"]
+    assert [text[s.start : s.end] for s in clf.predict(Document("d", text))] == ["28001", "Madrid"]
 
 
 def test_context_words_must_precede_within_the_window(tmp_path: Path) -> None:
@@ -249,7 +308,7 @@ context_window = 10
 """
     clf = RuleClassifier(None, [write(tmp_path, rules)])
     text = "pager 1234; room 5678 on the floor, PAGER: 4321"
-    assert [text[s.start:s.end] for s in clf.predict(Document("d", text))] == ["1234", "4321"]
+    assert [text[s.start : s.end] for s in clf.predict(Document("d", text))] == ["1234", "4321"]
 
 
 def test_rule_name_clash_between_files(tmp_path: Path) -> None:
@@ -265,46 +324,70 @@ def test_rule_name_clash_between_files(tmp_path: Path) -> None:
 TAX = 'taxonomy = "meddocan"\n'
 GOOD = '[[rule]]\nname = "r1"\nlabel = "FECHAS"\npattern = \'\\d+\'\n'
 BAD_FILES = {  # id: (file text, expected message)
-    "unknown-key": (TAX + GOOD + 'colour = "red"\n',
-                    r"bad\.toml: rule 'r1': unknown key\(s\) \['colour'\]"),
+    "unknown-key": (TAX + GOOD + 'colour = "red"\n', r"bad\.toml: rule 'r1': unknown key\(s\) \['colour'\]"),
     "unknown-top-key": (TAX + 'author = "me"\n' + GOOD, r"bad\.toml: unknown top-level key\(s\) \['author'\]"),
     "bad-regex": (TAX + GOOD.replace("\\d+", "(\\d+"), r"bad\.toml: rule 'r1': pattern does not compile"),
-    "unknown-label": (TAX + GOOD.replace("FECHAS", "PHONE"),
-                      r"bad\.toml: rule 'r1': label 'PHONE' is not in the meddocan taxonomy"),
-    "unknown-validator": (TAX + GOOD + 'validator = "checksum"\n',
-                          r"bad\.toml: rule 'r1': unknown validator 'checksum'"),
-    "unknown-flag": (TAX + GOOD + 'flags = ["IGNORECAS"]\n',
-                     r"bad\.toml: rule 'r1': unknown flag\(s\) \['IGNORECAS'\]"),
+    "unknown-label": (
+        TAX + GOOD.replace("FECHAS", "PHONE"),
+        r"bad\.toml: rule 'r1': label 'PHONE' is not in the meddocan taxonomy",
+    ),
+    "unknown-validator": (
+        TAX + GOOD + 'validator = "checksum"\n',
+        r"bad\.toml: rule 'r1': unknown validator 'checksum'",
+    ),
+    "unknown-flag": (
+        TAX + GOOD + 'flags = ["IGNORECAS"]\n',
+        r"bad\.toml: rule 'r1': unknown flag\(s\) \['IGNORECAS'\]",
+    ),
     "no-taxonomy": (GOOD, r"bad\.toml: the header must name its label taxonomy"),
     "unknown-taxonomy": ('taxonomy = "klingon"\n' + GOOD, r"bad\.toml: unknown taxonomy 'klingon'"),
     "duplicate-name": (TAX + GOOD + GOOD, r"bad\.toml: rule 'r1': the name is used twice"),
-    "window-without-context": (TAX + GOOD + "context_window = 5\n",
-                               r"bad\.toml: rule 'r1': context_window is set but context is empty"),
-    "bad-example": (TAX + GOOD + 'examples = [{ txt = "1" }]\n',
-                    r"bad\.toml: rule 'r1': each example must be"),
+    "window-without-context": (
+        TAX + GOOD + "context_window = 5\n",
+        r"bad\.toml: rule 'r1': context_window is set but context is empty",
+    ),
+    "bad-example": (TAX + GOOD + 'examples = [{ txt = "1" }]\n', r"bad\.toml: rule 'r1': each example must be"),
     "no-name": (TAX + GOOD.replace('name = "r1"\n', ""), r"bad\.toml: rule #1: needs a name"),
     "bad-toml": (TAX + "[[rule]\n", r"bad\.toml: not valid TOML"),
     "define-not-a-table": (TAX + 'define = "x"\n' + GOOD, r"bad\.toml: \[define\] must be a table"),
     "define-bad-regex": (TAX + '[define]\nd = "(a"\n' + GOOD, r"bad\.toml: \[define\] 'd': pattern does not compile"),
     "define-named-phi": (TAX + '[define]\nphi = "a"\n' + GOOD, r"bad\.toml: \[define\] 'phi': a name is"),
     "define-with-group": (TAX + '[define]\nd = "(?P<x>a)"\n' + GOOD, r"bad\.toml: \[define\] 'd': holds a named group"),
-    "define-cycle": (TAX + '[define]\nd = "a(?&e)"\ne = "(?&d)"\n' + GOOD,
-                     r"bad\.toml: \[define\] 'd': the definition 'd' uses itself"),
-    "define-clash": (TAX + '[define]\nd = "a"\n' + GOOD.replace("\\d+", "(?P<d>b)(?&d)"),
-                     r"bad\.toml: rule 'r1': defines its own group 'd', which the file's \[define\] also names"),
-    "lookup-without-language": (TAX + GOOD.replace("\\d+", "(?P<w>\\w+)") + 'lookup = { w = "first_names" }\n',
-                                r"bad\.toml: rule 'r1': lookup needs the file's language"),
-    "lookup-unknown-group": (TAX + 'language = "es"\n' + GOOD + 'lookup = { w = "first_names" }\n',
-                             r"bad\.toml: rule 'r1': lookup names group 'w', which the pattern does not have"),
-    "lookup-unknown-kind": (TAX + 'language = "es"\n' + GOOD.replace("\\d+", "(?P<w>\\w+)") + 'lookup = { w = "planets" }\n',
-                            r"bad\.toml: rule 'r1': lookup kind\(s\) \['planets'\] are not dictionaries of 'es'"),
-    "needs-lookahead": (TAX + GOOD + "needs = '(?=\\d)'\n",
-                        r"bad\.toml: rule 'r1': needs must not hold lookarounds or anchors"),
+    "define-cycle": (
+        TAX + '[define]\nd = "a(?&e)"\ne = "(?&d)"\n' + GOOD,
+        r"bad\.toml: \[define\] 'd': the definition 'd' uses itself",
+    ),
+    "define-clash": (
+        TAX + '[define]\nd = "a"\n' + GOOD.replace("\\d+", "(?P<d>b)(?&d)"),
+        r"bad\.toml: rule 'r1': defines its own group 'd', which the file's \[define\] also names",
+    ),
+    "lookup-without-language": (
+        TAX + GOOD.replace("\\d+", "(?P<w>\\w+)") + 'lookup = { w = "first_names" }\n',
+        r"bad\.toml: rule 'r1': lookup needs the file's language",
+    ),
+    "lookup-unknown-group": (
+        TAX + 'language = "es"\n' + GOOD + 'lookup = { w = "first_names" }\n',
+        r"bad\.toml: rule 'r1': lookup names group 'w', which the pattern does not have",
+    ),
+    "lookup-unknown-kind": (
+        TAX + 'language = "es"\n' + GOOD.replace("\\d+", "(?P<w>\\w+)") + 'lookup = { w = "planets" }\n',
+        r"bad\.toml: rule 'r1': lookup kind\(s\) \['planets'\] are not dictionaries of 'es'",
+    ),
+    "needs-lookahead": (
+        TAX + GOOD + "needs = '(?=\\d)'\n",
+        r"bad\.toml: rule 'r1': needs must not hold lookarounds or anchors",
+    ),
     "needs-boundary": (TAX + GOOD + "needs = '\\bx'\n", r"bad\.toml: rule 'r1': needs must not hold lookarounds"),
     "needs-empty": (TAX + GOOD + "needs = ''\n", r"bad\.toml: rule 'r1': needs must be a non-empty string pattern"),
     "needs-bad-regex": (TAX + GOOD + "needs = '(x'\n", r"bad\.toml: rule 'r1': pattern does not compile"),
-    "needs-not-strings": (TAX + GOOD + "needs = ['x', 3]\n", r"bad\.toml: rule 'r1': needs must be a non-empty string pattern or a list"),
-    "needs-empty-list": (TAX + GOOD + "needs = []\n", r"bad\.toml: rule 'r1': needs must be a non-empty string pattern or a list"),
+    "needs-not-strings": (
+        TAX + GOOD + "needs = ['x', 3]\n",
+        r"bad\.toml: rule 'r1': needs must be a non-empty string pattern or a list",
+    ),
+    "needs-empty-list": (
+        TAX + GOOD + "needs = []\n",
+        r"bad\.toml: rule 'r1': needs must be a non-empty string pattern or a list",
+    ),
 }
 
 
@@ -333,7 +416,7 @@ examples = [{ text = "MRN: 12", phi = "12" }, "nothing to see"]
 
 
 def test_define_is_inlined_verbose_under_the_rules_flags_and_may_use_other_definitions() -> None:
-    text = '''taxonomy = "meddocan"
+    text = """taxonomy = "meddocan"
 [define]
 label = \'\'\'
   (?: tel[eé]fono | (?&mail) )   # verbose: spaces and comments are not text
@@ -348,7 +431,7 @@ flags = ["IGNORECASE", "MULTILINE"]
 name = "own_group"
 label = "CALLE"
 pattern = '(?(DEFINE)(?P<x>\\d))(?P<phi>(?&x)+)'
-'''
+"""
     street, own = parse_rule_file(text, "inline.toml").rules
     note = "calle Mayor 3 TELÉFONO 612\ncalle Sol 1 E-mail a@b.es\ncalle Luna 2"
     assert [note[s:e] for s, e in street.spans(note)] == ["Mayor 3", "Sol 1", "Luna 2"]
@@ -384,8 +467,10 @@ def test_lookup_groups_must_be_dictionary_entries_any_case() -> None:
 
 
 def test_fallback_rules_spans_carry_the_fallback_source(tmp_path: Path) -> None:
-    text = LOOKUP_RULES.replace('lookup = { first = "first_names", last = "last_names?" }',
-                                'lookup = { first = "first_names", last = "last_names?" }\nfallback = true')
+    text = LOOKUP_RULES.replace(
+        'lookup = { first = "first_names", last = "last_names?" }',
+        'lookup = { first = "first_names", last = "last_names?" }\nfallback = true',
+    )
     clf = RuleClassifier(None, [write(tmp_path, text)])
     spans = clf.predict(Document("n", "daughter Mary came; lives in rome"))
     assert [(sp.label, sp.source) for sp in spans] == [("PATIENT", "rule+fallback"), ("CITY", "rule")]
@@ -412,7 +497,7 @@ def test_timeout_skips_the_rule_for_that_document_and_warns(tmp_path: Path, capl
     with caplog.at_level(logging.WARNING, logger="hybriddeid.classifiers.rules"):
         spans = clf.predict(Document("note-17", text))
     assert time.perf_counter() - started < 5
-    assert [text[s.start:s.end] for s in spans] == ["1234"]  # the other rule still ran
+    assert [text[s.start : s.end] for s in spans] == ["1234"]  # the other rule still ran
     (record,) = caplog.records
     assert "'catastrophic'" in record.getMessage() and "'note-17'" in record.getMessage()
     assert "aaaa" not in caplog.text and "1234" not in caplog.text  # no note text in logs
@@ -452,7 +537,7 @@ def test_fit_measures_rules_and_disables_imprecise_ones(tmp_path: Path) -> None:
     assert stats["never_fires"].hits == 0
     assert clf.enabled_ == ("labelled_mrn", "never_fires")  # no evidence against a silent rule
     text = "MRN 42 and 7"
-    assert [text[s.start:s.end] for s in clf.predict(Document("x", text))] == ["42"]
+    assert [text[s.start : s.end] for s in clf.predict(Document("x", text))] == ["42"]
     assert clf.labels == ("MEDICALRECORD", "SSN")
 
 
@@ -501,18 +586,22 @@ def test_fit_maps_rule_labels_onto_the_corpus_labels_and_drops_rules_that_match_
     assert clf.unmapped_ == ("number_word",) and clf.enabled_ == ("user_email", "user_date")  # 4 hits, no gold overlap
     assert clf.labels == ("CORREO_ELECTRONICO", "FECHAS")
     text = "Escribir a eva@clinica.es el 03/04/2020, cinco veces."
-    assert [(text[s.start:s.end], s.label) for s in clf.predict(Document("x", text))] == [
-        ("eva@clinica.es", "CORREO_ELECTRONICO"), ("03/04/2020", "FECHAS")]
+    assert [(text[s.start : s.end], s.label) for s in clf.predict(Document("x", text))] == [
+        ("eva@clinica.es", "CORREO_ELECTRONICO"),
+        ("03/04/2020", "FECHAS"),
+    ]
     assert vars(clf.rule_stats_["user_email"]) == {"hits": 4, "correct": 4, "gold": 4}  # measured under the new label
     assert clf.fit_report() == {"map_labels": "auto", "label_map": clf.label_map_, "unmapped": ["number_word"]}
 
 
 def test_label_mapping_needs_support(tmp_path: Path) -> None:
-    label_map, unmapped = map_rule_labels(RuleClassifier(None, [write(tmp_path, MAP_RULES)]).rules,
-                                          spanish_corpus()[:2])  # two hits each: below MAP_MIN_HITS
+    label_map, unmapped = map_rule_labels(
+        RuleClassifier(None, [write(tmp_path, MAP_RULES)]).rules, spanish_corpus()[:2]
+    )  # two hits each: below MAP_MIN_HITS
     assert label_map == {} and unmapped == ("user_email", "user_date", "number_word")
-    label_map, _ = map_rule_labels(RuleClassifier(None, [write(tmp_path, MAP_RULES)]).rules,
-                                   spanish_corpus()[:2], min_hits=2)
+    label_map, _ = map_rule_labels(
+        RuleClassifier(None, [write(tmp_path, MAP_RULES)]).rules, spanish_corpus()[:2], min_hits=2
+    )
     assert label_map == {"user_email": "CORREO_ELECTRONICO", "user_date": "FECHAS"}
 
 
@@ -554,6 +643,7 @@ def test_measure_rules_counts_exact_matches_only() -> None:
 
 # ---- persistence --------------------------------------------------------------------------------
 
+
 def test_to_disk_from_disk_round_trip(tmp_path: Path) -> None:
     user = write(tmp_path, FIT_RULES, "user_rules.toml")
     clf = RuleClassifier("es", [user], min_precision=0.9).fit(gold_docs())
@@ -591,6 +681,7 @@ def test_from_disk_rejects_a_foreign_file(tmp_path: Path) -> None:
 
 
 # ---- validators ---------------------------------------------------------------------------------
+
 
 def _match(pattern: str, text: str):
     return regex.fullmatch(pattern, text)
@@ -674,10 +765,14 @@ examples = [{ text = "MRN: 12", phi = "12" }]
 def test_needs_is_trusted_so_an_example_without_it_is_reported() -> None:
     (rule,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = 'x'"), "inline.toml").rules
     assert rule.spans("MRN: 12") == []  # a text where needs does not match is not searched
-    (listed,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = ['x', '(?i)mrn']"), "inline.toml").rules
+    (listed,) = parse_rule_file(
+        NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = ['x', '(?i)mrn']"), "inline.toml"
+    ).rules
     assert listed.spans("MRN: 12") == [(5, 7)] and listed.spans("no: 12") == []  # one of the list is enough
-    assert rule.example_problems() == ["mrn: example 'MRN: 12' holds no match of needs ['x']",
-                                       "mrn: example 'MRN: 12' gave (), expected ('12',)"]
+    assert rule.example_problems() == [
+        "mrn: example 'MRN: 12' holds no match of needs ['x']",
+        "mrn: example 'MRN: 12' gave (), expected ('12',)",
+    ]
 
 
 def test_needs_skips_the_windows_of_a_long_note_without_it(monkeypatch) -> None:
@@ -693,7 +788,7 @@ def test_needs_skips_the_windows_of_a_long_note_without_it(monkeypatch) -> None:
     for at, char in {10: "5", 1200: "7", 2100: "8", 3500: "9", 4500: "6"}.items():
         text[at] = char
     for at in (1500, 3020):  # one inside window 1, one in the overlap read after window 2
-        text[at:at + 3] = "mrn"
+        text[at : at + 3] = "mrn"
     text = "".join(text)
     assert [text[s] for s, _ in plain.spans(text)] == ["5", "7", "8", "9", "6"]
     assert [text[s] for s, _ in rule.spans(text)] == ["7", "8", "9"]
@@ -731,7 +826,9 @@ def test_rules_sharing_a_needs_pattern_look_for_it_once_per_window_with_the_same
 
     (rule,) = parse_rule_file(NEEDS_RULE.replace("needs = '(?i:mrn)'", "needs = '\\d'"), "inline.toml").rules
     seen: dict = {}
-    assert rule._may_match("1" + "." * 9 + "2" + "." * 9, 0, 5, 20, None, seen) and seen == {("\\d", rule._needs[0].flags, 0, 20): 0}
+    assert rule._may_match("1" + "." * 9 + "2" + "." * 9, 0, 5, 20, None, seen) and seen == {
+        ("\\d", rule._needs[0].flags, 0, 20): 0
+    }
     assert not rule._may_match("1" + "." * 19, 0, 5, 20, None, {})
     seen[("\\d", rule._needs[0].flags, 0, 20)] = 3  # where an earlier rule found it in this window
     assert rule._may_match("." * 20, 0, 2, 20, None, seen)  # kept, so not looked for again
@@ -746,13 +843,37 @@ def test_rules_sharing_a_needs_pattern_look_for_it_once_per_window_with_the_same
     assert len(found) > 300 and found == plain.predict(doc)
 
 
-@pytest.mark.parametrize("text, possible", [
-    ("40/1000/15", False), ("70-84", False), ("41-53", False), ("40/17-24", False), ("178-224", False),
-    ("10/3", True), ("2/31", True), ("12/93", True), ("7/81", True), ("15.4", False), ("2030", True), ("'84", True),
-    ("1970-84", True), ("14/14/2014", True), ("16/018/1961", True), ("Mar 40-50", True),
-    ("29.3", False), ("07-1530", False), ("1000-1200", False), ("3.15", True), ("15.4.2019", True), ("2019-2020", True),
-    ("5/3.27/928", False), ("7.36/42/100", False), ("8/1-8/3", True), ("03.12.19", True),
-])
+@pytest.mark.parametrize(
+    "text, possible",
+    [
+        ("40/1000/15", False),
+        ("70-84", False),
+        ("41-53", False),
+        ("40/17-24", False),
+        ("178-224", False),
+        ("10/3", True),
+        ("2/31", True),
+        ("12/93", True),
+        ("7/81", True),
+        ("15.4", False),
+        ("2030", True),
+        ("'84", True),
+        ("1970-84", True),
+        ("14/14/2014", True),
+        ("16/018/1961", True),
+        ("Mar 40-50", True),
+        ("29.3", False),
+        ("07-1530", False),
+        ("1000-1200", False),
+        ("3.15", True),
+        ("15.4.2019", True),
+        ("2019-2020", True),
+        ("5/3.27/928", False),
+        ("7.36/42/100", False),
+        ("8/1-8/3", True),
+        ("03.12.19", True),
+    ],
+)
 def test_numeric_date_possible_rejects_only_numbers_no_date_writing_reads(text, possible):
     from hybriddeid.classifiers.validators import numeric_date_possible
 
@@ -769,9 +890,9 @@ def test_the_pipeline_drops_dates_no_calendar_reads_whoever_found_them():
     text = "VENT SETTINGS 40/1000/15 A/C, extubated 10/3."
     doc = Document("vent", text)
     found = [Span(14, 24, "DATE", "token"), Span(40, 44, "DATE", "token")]
-    assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["10/3"]
+    assert [text[s.start : s.end] for s in pipeline.within_phi_set(doc, found)] == ["10/3"]
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
-    assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["40/1000/15", "10/3"]
+    assert [text[s.start : s.end] for s in pipeline.within_phi_set(doc, found)] == ["40/1000/15", "10/3"]
 
 
 def test_the_pipeline_drops_an_ip_address_with_no_address_shape():
@@ -783,7 +904,7 @@ def test_the_pipeline_drops_an_ip_address_with_no_address_shape():
     text = "ABG pH 7.45, from 10.0.12.7 and fe80::1:2"
     doc = Document("ip", text)
     found = [Span(7, 11, "IPADDR", "token"), Span(18, 27, "IPADDR", "token"), Span(32, 41, "IPADDR", "token")]
-    assert [text[s.start:s.end] for s in pipeline.within_phi_set(doc, found)] == ["10.0.12.7", "fe80::1:2"]
+    assert [text[s.start : s.end] for s in pipeline.within_phi_set(doc, found)] == ["10.0.12.7", "fe80::1:2"]
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
     assert len(pipeline.within_phi_set(doc, found)) == 3
 
@@ -797,18 +918,24 @@ def test_the_pipeline_drops_identifiers_that_are_pieces_of_measurement_series():
     pipeline = Pipeline.load("en")
     text = "FS 178-224. abg 80/48/7.45.34.7. BP 114-17-49/52-67. MRN 1234567/ACCT 12345678/99 ref 224-178"
     spans = {}
-    for surface, label in (("178-224", "ACCOUNT"), ("7.45.34.7", "IPADDR"), ("114-17-49", "MEDICALRECORD"),
-                           ("1234567", "MEDICALRECORD"), ("12345678", "ACCOUNT"), ("224-178", "IDNUM")):
+    for surface, label in (
+        ("178-224", "ACCOUNT"),
+        ("7.45.34.7", "IPADDR"),
+        ("114-17-49", "MEDICALRECORD"),
+        ("1234567", "MEDICALRECORD"),
+        ("12345678", "ACCOUNT"),
+        ("224-178", "IDNUM"),
+    ):
         start = text.index(surface)
         spans[surface] = Span(start, start + len(surface), label, "token")
-    kept = [text[s.start:s.end] for s in pipeline.within_phi_set(Document("vitals", text), list(spans.values()))]
+    kept = [text[s.start : s.end] for s in pipeline.within_phi_set(Document("vitals", text), list(spans.values()))]
     assert kept == ["1234567", "12345678", "224-178"]
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
     assert len(pipeline.within_phi_set(Document("vitals", text), list(spans.values()))) == 6
 
 
 def test_the_pipeline_drops_dates_that_are_readings_or_pieces_of_a_reading_series():
-    """"PEEP 5/12" and the "45/80" of "7.35/45/80" are readings, not dates (surrogate mode would change the
+    """ "PEEP 5/12" and the "45/80" of "7.35/45/80" are readings, not dates (surrogate mode would change the
     values); a date after an ordinary word, or a short date cut from its year, stays."""
     from hybriddeid import Pipeline
     from hybriddeid.core.document import Document, Span
@@ -819,10 +946,9 @@ def test_the_pipeline_drops_dates_that_are_readings_or_pieces_of_a_reading_serie
     for surface in ("5/12", "9-11", "45/80", "10/5", "5/12", "3/4", "6/7"):
         start = text.index(surface, found[-1].end if found else 0)
         found.append(Span(start, start + len(surface), "DATE", "token"))
-    kept = [text[s.start:s.end] for s in pipeline.within_phi_set(Document("vent", text), found)]
+    kept = [text[s.start : s.end] for s in pipeline.within_phi_set(Document("vent", text), found)]
     assert kept == ["5/12", "3/4", "6/7"]
     assert [s.start for s in pipeline.within_phi_set(Document("vent", text), found)][0] > text.index("Admitted")
-
 
 
 def test_a_plain_word_needs_is_found_by_str_find_wherever_its_regex_search_finds_it() -> None:
@@ -837,10 +963,30 @@ def test_a_plain_word_needs_is_found_by_str_find_wherever_its_regex_search_finds
     assert _literal_needs("x", ("IGNORECASE",)) == ("x", True)
     assert _literal_needs("\\d", ()) is None and _literal_needs("(?i)to[ \\t]+see", ()) is None
     assert _literal_needs("(?i)icu", ("V1",)) is None  # full case folding: left to the regex
-    texts = ["the \u212aey MICU", "Ho\u017fpital day", "m\u0130cu bed", "Dr. Ávila", "dr ávila", "MD", "m.d.",
-             "www.X.org", "nothing here", "\u00df\u1e9e icu", "ICU\u0307"]
-    for needs, flags in (("(?i)key", ()), ("(?i)micu", ()), ("(?i)hos", ()), ("(?i)icu", ()), ("Dr", ()),
-                         ("(?i)www\\.", ()), ("M\\.D\\.", ()), ("dr", ("IGNORECASE",)), ("(?i)ss", ())):
+    texts = [
+        "the \u212aey MICU",
+        "Ho\u017fpital day",
+        "m\u0130cu bed",
+        "Dr. Ávila",
+        "dr ávila",
+        "MD",
+        "m.d.",
+        "www.X.org",
+        "nothing here",
+        "\u00df\u1e9e icu",
+        "ICU\u0307",
+    ]
+    for needs, flags in (
+        ("(?i)key", ()),
+        ("(?i)micu", ()),
+        ("(?i)hos", ()),
+        ("(?i)icu", ()),
+        ("Dr", ()),
+        ("(?i)www\\.", ()),
+        ("M\\.D\\.", ()),
+        ("dr", ("IGNORECASE",)),
+        ("(?i)ss", ()),
+    ):
         literal = _literal_needs(needs, flags)
         assert literal is not None, needs
         pattern = regex.compile(needs, regex.IGNORECASE if flags else 0)
@@ -853,7 +999,7 @@ def test_a_plain_word_needs_is_found_by_str_find_wherever_its_regex_search_finds
 
 
 def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
-    """"10/5/50%" (a ventilator setting) and "1000-2000cc" (a fluid balance) are readings, not a date or an
+    """ "10/5/50%" (a ventilator setting) and "1000-2000cc" (a fluid balance) are readings, not a date or an
     age: a unit is glued to them; an age above 125 is none. A date before a blank and a real age stay."""
     from hybriddeid import Pipeline
     from hybriddeid.core.document import Document, Span
@@ -861,10 +1007,20 @@ def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
     pipeline = Pipeline.load("en")
     text = "on 10/5/50% FIO2, 1000-2000cc out, 5/12PEEP. Born 10/5/50, a 92yo, age 131, on the 3rd, 1990s."
     found = []
-    for surface, label in (("10/5/50", "DATE"), ("1000-2000", "AGE"), ("5/12", "DATE"), ("10/5/50", "DATE"),
-                           ("92", "AGE"), ("131", "AGE"), ("3", "DATE"), ("1990", "DATE")):
+    for surface, label in (
+        ("10/5/50", "DATE"),
+        ("1000-2000", "AGE"),
+        ("5/12", "DATE"),
+        ("10/5/50", "DATE"),
+        ("92", "AGE"),
+        ("131", "AGE"),
+        ("3", "DATE"),
+        ("1990", "DATE"),
+    ):
         start = text.index(surface, found[-1].end if found else 0)
         found.append(Span(start, start + len(surface), label, "token"))
-    kept = [(text[s.start:s.end], s.start > text.index("Born")) for s in pipeline.within_phi_set(Document("u", text), found)]
+    kept = [
+        (text[s.start : s.end], s.start > text.index("Born"))
+        for s in pipeline.within_phi_set(Document("u", text), found)
+    ]
     assert kept == [("10/5/50", True), ("92", True), ("3", True), ("1990", True)]
-

@@ -1,4 +1,5 @@
 """``hybriddeid report``: one static HTML file for a deid or annotate run."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,9 @@ from hybriddeid.synth import generate_corpus
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     # Run outside the checkout, so the installed package (with its resources) is imported, not ./hybriddeid.
-    return subprocess.run([sys.executable, "-m", "hybriddeid.cli", *args], capture_output=True, text=True,
-                          cwd=Path(__file__).parent)
+    return subprocess.run(
+        [sys.executable, "-m", "hybriddeid.cli", *args], capture_output=True, text=True, cwd=Path(__file__).parent
+    )
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +29,18 @@ def runs(tmp_path_factory):
     docs = list(generate_corpus(4, 21, "test", "en"))
     docs[0] = Document(docs[0].name, docs[0].text.replace("\n", "\r\n"))  # Windows line ends: offsets count "\r"
     write_documents([doc.with_spans(()) for doc in docs], notes, "text")
-    for command in (["deid", str(notes), str(root / "deid"), "--mode", "tag"],
-                    ["annotate", str(notes), str(root / "annotated"), "--format", "jsonl"],
-                    ["risk", str(notes), "--out", str(root / "deid")]):
+    for command in (
+        ["deid", str(notes), str(root / "deid"), "--mode", "tag"],
+        ["annotate", str(notes), str(root / "annotated"), "--format", "jsonl"],
+        ["risk", str(notes), "--out", str(root / "deid")],
+    ):
         done = _cli(*command, "-q")
         assert done.returncode == 0, done.stderr
     return root, docs
 
 
 def _names(docs) -> set[str]:
-    return {doc.text[s.start:s.end] for doc in docs for s in doc.spans if s.label == "PATIENT" and len(s) >= 6}
+    return {doc.text[s.start : s.end] for doc in docs for s in doc.spans if s.label == "PATIENT" and len(s) >= 6}
 
 
 def test_deid_run_report(runs):
@@ -47,7 +51,7 @@ def test_deid_run_report(runs):
     spans, texts, kind = read_run(root / "deid")
     assert kind.startswith("deid") and spans
     # every span's offsets point at its tag in the output text, "\r\n" counted as two characters
-    assert all(re.fullmatch(r"\[\*\*[A-Z]+\*\*\]", texts[s.note][s.start:s.end]) for s in spans)
+    assert all(re.fullmatch(r"\[\*\*[A-Z]+\*\*\]", texts[s.note][s.start : s.end]) for s in spans)
     assert f"<strong>{len(spans)}</strong> spans" in page
     assert page.count("<svg") >= 3  # per type, scores, risk per type
     assert "per 1,000 tokens" in page and "uncalibrated" in page

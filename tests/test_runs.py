@@ -1,5 +1,6 @@
 """``annotate`` and ``deid`` read each input file once and load the model once per run (workers are forked
 from the process that loaded it)."""
+
 from __future__ import annotations
 
 import io
@@ -16,11 +17,15 @@ from hybriddeid.pipeline.core import model_language
 from hybriddeid.pipeline.sweep import Sweep
 
 NOTES = {
-    "pt01_a": ("Nombre: Zebulon Quagmire.\nNHC: 4417920.\nFecha de ingreso: 11/03/2019.\n",
-               [("Zebulon Quagmire", "NOMBRE_SUJETO_ASISTENCIA"), ("11/03/2019", "FECHAS")]),
+    "pt01_a": (
+        "Nombre: Zebulon Quagmire.\nNHC: 4417920.\nFecha de ingreso: 11/03/2019.\n",
+        [("Zebulon Quagmire", "NOMBRE_SUJETO_ASISTENCIA"), ("11/03/2019", "FECHAS")],
+    ),
     "pt01_b": ("Control del paciente Z. Quagmire, 47 años.\n", [("Z. Quagmire", "NOMBRE_SUJETO_ASISTENCIA")]),
-    "pt02_a": ("Paciente X. Urquidi, mujer de 63 años, ingresa el 05/05/2020.\n",
-               [("X. Urquidi", "NOMBRE_SUJETO_ASISTENCIA"), ("05/05/2020", "FECHAS")]),
+    "pt02_a": (
+        "Paciente X. Urquidi, mujer de 63 años, ingresa el 05/05/2020.\n",
+        [("X. Urquidi", "NOMBRE_SUJETO_ASISTENCIA"), ("05/05/2020", "FECHAS")],
+    ),
 }
 
 
@@ -153,14 +158,43 @@ def test_the_model_is_loaded_once_per_process(run, tmp_path, loads):
 def test_a_model_loaded_to_check_a_sweep_file_is_not_loaded_again(tmp_path, loads):
     gold = write_notes(tmp_path / "gold", "brat")
     sweep_file = tmp_path / "sweep.json"
-    assert main(["-q", "evaluate", str(gold), "--sweep", "--model", "es", "--thresholds", "0.5",
-                 "--sweep-out", str(sweep_file)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                str(gold),
+                "--sweep",
+                "--model",
+                "es",
+                "--thresholds",
+                "0.5",
+                "--sweep-out",
+                str(sweep_file),
+            ]
+        )
+        == 0
+    )
     target = str(Sweep.load(sweep_file).points[-1].binary_token.recall)
     (tmp_path / "loads.log").unlink()
     for run in ("annotate", "deid"):
         key = ["--key-file", str(tmp_path / "deid.key")] if run == "deid" else []
-        assert main(["-q", *RUNS[run], str(gold), str(tmp_path / run), "--recall-target", target,
-                     "--sweep-file", str(sweep_file), *key]) == 0
+        assert (
+            main(
+                [
+                    "-q",
+                    *RUNS[run],
+                    str(gold),
+                    str(tmp_path / run),
+                    "--recall-target",
+                    target,
+                    "--sweep-file",
+                    str(sweep_file),
+                    *key,
+                ]
+            )
+            == 0
+        )
     assert loads() == {os.getpid(): 2}  # once for each run
 
 

@@ -1,4 +1,5 @@
 """The clinical safe-list: which merged spans it drops, which it must never drop, and its wiring."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,30 +18,36 @@ def spans_of(text: str, *surfaces: str) -> list[Span]:
     return out
 
 
-@pytest.mark.parametrize(("text", "surface"), [
-    ("Foley catheter removed.", "Foley"),
-    ("History of Parkinson's disease.", "Parkinson's"),
-    ("Babinski downgoing bilaterally.", "Babinski"),
-    ("Apgar scores 8 and 9.", "Apgar"),
-    ("positive Murphy sign", "Murphy"),
-    ("Bell's palsy on the left", "Bell"),
-    ("Continue Lasix and Coumadin.", "Lasix"),
-    ("GCS 15 per Glasgow Coma Scale", "Glasgow"),
-])
+@pytest.mark.parametrize(
+    ("text", "surface"),
+    [
+        ("Foley catheter removed.", "Foley"),
+        ("History of Parkinson's disease.", "Parkinson's"),
+        ("Babinski downgoing bilaterally.", "Babinski"),
+        ("Apgar scores 8 and 9.", "Apgar"),
+        ("positive Murphy sign", "Murphy"),
+        ("Bell's palsy on the left", "Bell"),
+        ("Continue Lasix and Coumadin.", "Lasix"),
+        ("GCS 15 per Glasgow Coma Scale", "Glasgow"),
+    ],
+)
 def test_safe_spans_are_dropped(text: str, surface: str) -> None:
     kept, dropped = load_safelist("en").split(text, spans_of(text, surface))
-    assert kept == [] and [text[s.start:s.end] for s in dropped] == [surface]
+    assert kept == [] and [text[s.start : s.end] for s in dropped] == [surface]
 
 
-@pytest.mark.parametrize(("text", "surfaces"), [
-    ("Seen by Dr. Foley today.", ("Foley",)),            # a title makes it a name
-    ("Mr. Parkinson is 62.", ("Parkinson",)),
-    ("FOLEY, JOHN", ("FOLEY", "JOHN")),                  # touching another span
-    ("Patient Murphy was seen.", ("Murphy",)),           # Murphy is safe only inside "Murphy sign"
-    ("Lives in Glasgow.", ("Glasgow",)),                 # Glasgow is safe only in "Glasgow Coma Scale"
-    ("John Foley was admitted.", ("John Foley",)),       # a span with a non-safe word
-    ("Foley 2", ("Foley 2",)),                           # a span with a digit
-])
+@pytest.mark.parametrize(
+    ("text", "surfaces"),
+    [
+        ("Seen by Dr. Foley today.", ("Foley",)),  # a title makes it a name
+        ("Mr. Parkinson is 62.", ("Parkinson",)),
+        ("FOLEY, JOHN", ("FOLEY", "JOHN")),  # touching another span
+        ("Patient Murphy was seen.", ("Murphy",)),  # Murphy is safe only inside "Murphy sign"
+        ("Lives in Glasgow.", ("Glasgow",)),  # Glasgow is safe only in "Glasgow Coma Scale"
+        ("John Foley was admitted.", ("John Foley",)),  # a span with a non-safe word
+        ("Foley 2", ("Foley 2",)),  # a span with a digit
+    ],
+)
 def test_names_are_never_dropped(text: str, surfaces: tuple[str, ...]) -> None:
     spans = spans_of(text, *surfaces)
     assert load_safelist("en").split(text, spans) == (spans, [])
@@ -59,7 +66,7 @@ def test_from_entries_splits_words_and_phrases() -> None:
     assert safe.is_safe_text("FOLEY") and not safe.is_safe_text("Wells")
     text = "Wells score 2; Wells was seen"
     kept, dropped = safe.split(text, [Span(0, 5, "PATIENT"), Span(15, 20, "PATIENT")])
-    assert [text[s.start:s.end] for s in dropped] == ["Wells"] and kept == [Span(15, 20, "PATIENT")]
+    assert [text[s.start : s.end] for s in dropped] == ["Wells"] and kept == [Span(15, 20, "PATIENT")]
 
 
 def test_pipeline_config_checks_the_safelist() -> None:

@@ -7,6 +7,7 @@ tests/test_hostile.py does to batch workers): SABOTAGE-SEGV kills its worker wit
 sleeps past the time limit, SABOTAGE-SLOW takes two seconds, SABOTAGE-MEMORY asks for more than the
 worker's memory limit; other notes are processed as ever.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,10 @@ NAMES = ["Quorvendale Zibbinshaw", "Ambrith Pellworth", "Teodric Andravi", "Mari
 
 
 def note(i: int) -> str:
-    return (f"Patient {NAMES[i % 4]} was seen on {1 + i % 12:02d}/{1 + i % 28:02d}/2023 by Dr. Lindqvist.\n"
-            f"MRN {4417920 + 37 * i}. Phone (617) 555-{1000 + i:04d}.\nLives in Boston, MA.\n")
+    return (
+        f"Patient {NAMES[i % 4]} was seen on {1 + i % 12:02d}/{1 + i % 28:02d}/2023 by Dr. Lindqvist.\n"
+        f"MRN {4417920 + 37 * i}. Phone (617) 555-{1000 + i:04d}.\nLives in Boston, MA.\n"
+    )
 
 
 def free_port() -> int:
@@ -75,15 +78,39 @@ def free_port() -> int:
 class Server:
     """``hybriddeid serve`` in its own process group, its log (stderr) in a file."""
 
-    def __init__(self, folder: Path, keys: Path, *options: str, surrogate_key: bool = True,
-                 scheme: str = "http", verify: bool | str = True, script: str = SERVER) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        keys: Path,
+        *options: str,
+        surrogate_key: bool = True,
+        scheme: str = "http",
+        verify: bool | str = True,
+        script: str = SERVER,
+    ) -> None:
         self.port = free_port()
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.log_path = folder / f"server-{self.port}.log"
         self.process = subprocess.Popen(
-            [sys.executable, "-c", script, "serve", "--model", "en", "--port", str(self.port), "--api-keys", str(keys),
-             *(["--key-file", str(folder / "surrogate.key")] if surrogate_key else []), *options],
-            stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"), cwd=folder, start_new_session=True)
+            [
+                sys.executable,
+                "-c",
+                script,
+                "serve",
+                "--model",
+                "en",
+                "--port",
+                str(self.port),
+                "--api-keys",
+                str(keys),
+                *(["--key-file", str(folder / "surrogate.key")] if surrogate_key else []),
+                *options,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self.log_path.open("wb"),
+            cwd=folder,
+            start_new_session=True,
+        )
         context = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -115,8 +142,24 @@ def service(tmp_path_factory):
     keys = folder / "api-keys.json"
     made = {name: add_key(keys, name)[1] for name in ("alpha", "beta")}
     made["rate"] = add_key(keys, "rate", rate_limit=60)[1]  # its own rate; the others' is none
-    server = Server(folder, keys, "--workers", "2", "--request-timeout", "4", "--max-body-mb", "1",
-                    "--max-note-chars", "60000", "--max-notes", "5", "--rate-limit", "0", "--burst", "20")
+    server = Server(
+        folder,
+        keys,
+        "--workers",
+        "2",
+        "--request-timeout",
+        "4",
+        "--max-body-mb",
+        "1",
+        "--max-note-chars",
+        "60000",
+        "--max-notes",
+        "5",
+        "--rate-limit",
+        "0",
+        "--burst",
+        "20",
+    )
     server.keys_file, server.keys, server.folder = keys, made, folder
     yield server
     server.stop()
@@ -141,19 +184,23 @@ def metrics_text(service, key: str = "alpha") -> str:
 def metric(service, name: str) -> float:
     """The sum of a metric's samples (all labels) in /metrics."""
     text = metrics_text(service)
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name + "{") or line.startswith(name + " "))
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )
 
 
 # -- routes ------------------------------------------------------------------------------------------
 def test_health_readiness_models_openapi_and_metrics(service):
     assert httpx.get(f"{service.url}/healthz").json() == {"status": "ok"}
-    assert httpx.get(f"{service.url}/readyz").json() == {"status": "ready", "workers": 2, "bulk_workers": 1,
-                                                              "alive": 3}
+    assert httpx.get(f"{service.url}/readyz").json() == {"status": "ready", "workers": 2, "bulk_workers": 1, "alive": 3}
     models = httpx.get(f"{service.url}/v1/models", headers={"Authorization": f"Bearer {service.keys['alpha']}"}).json()
     assert models["language"] == "en" and "PATIENT" in models["labels"] and models["phi_sets"] == ["i2b2-2014", "hipaa"]
     assert models["modes"] == ["tag", "mask", "surrogate"] and models["version"]
-    schema = httpx.get(f"{service.url}/openapi.json", headers={"Authorization": f"Bearer {service.keys['alpha']}"}).json()
+    schema = httpx.get(
+        f"{service.url}/openapi.json", headers={"Authorization": f"Bearer {service.keys['alpha']}"}
+    ).json()
     assert {"/v1/annotate", "/v1/deid", "/v1/models", "/healthz", "/readyz", "/metrics"} <= set(schema["paths"])
     body = schema["paths"]["/v1/deid"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/DeidRequest"}
@@ -172,14 +219,17 @@ def test_health_readiness_models_openapi_and_metrics(service):
 
 def test_deid_modes_and_patients(service):
     texts = {"n1": note(0), "n2": note(4)}  # one patient's name in both
-    tagged = post(service, "/v1/deid", {"notes": [{"id": k, "text": v} for k, v in texts.items()], "mode": "tag"}).json()
+    tagged = post(
+        service, "/v1/deid", {"notes": [{"id": k, "text": v} for k, v in texts.items()], "mode": "tag"}
+    ).json()
     assert "[**NAME**]" in tagged["notes"][0]["text"] and NAMES[0] not in tagged["notes"][0]["text"]
     masked = post(service, "/v1/deid", {"text": note(0), "mode": "mask"}).json()["notes"][0]
     assert "*" * len("Quorvendale") in masked["text"]
     for rep in masked["replacements"]:  # output offsets, no original text
-        assert masked["text"][rep["out_start"]:rep["out_end"]] == rep["replacement"] and "original" not in rep
-    twice = [post(service, "/v1/deid", {"text": note(0), "mode": "surrogate", "patient": "p-17"}).json()
-             for _ in range(2)]
+        assert masked["text"][rep["out_start"] : rep["out_end"]] == rep["replacement"] and "original" not in rep
+    twice = [
+        post(service, "/v1/deid", {"text": note(0), "mode": "surrogate", "patient": "p-17"}).json() for _ in range(2)
+    ]
     assert twice[0] == twice[1], "the same patient gets the same surrogates across requests"
     other = post(service, "/v1/deid", {"text": note(0), "mode": "surrogate", "patient": "p-18"}).json()
     assert other["notes"][0]["text"] != twice[0]["notes"][0]["text"]
@@ -199,7 +249,9 @@ def test_missing_wrong_and_revoked_keys(service):
     assert post(service, "/v1/annotate", body, key="beta").status_code == 200
     assert main(["-q", "serve", "keys", "revoke", "beta", "--api-keys", str(service.keys_file)]) == 0
     deadline = time.monotonic() + 10  # the server rereads the file within a second
-    while (status := post(service, "/v1/annotate", body, key="beta").status_code) == 200 and time.monotonic() < deadline:
+    while (
+        status := post(service, "/v1/annotate", body, key="beta").status_code
+    ) == 200 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert status == 403
     assert post(service, "/v1/annotate", body, key="beta").json()["error"] == "forbidden"
@@ -244,7 +296,12 @@ def test_rate_limit_answers_429_with_retry_after(service):
     assert codes[:20] == [200] * 20 and 429 in codes
     assert all(wait >= 1 for wait in waits)
     for _ in range(25):  # per key: alpha (no limit of its own, the server's none) goes on
-        assert httpx.get(f"{service.url}/v1/models", headers={"Authorization": f"Bearer {service.keys['alpha']}"}).status_code == 200
+        assert (
+            httpx.get(
+                f"{service.url}/v1/models", headers={"Authorization": f"Bearer {service.keys['alpha']}"}
+            ).status_code
+            == 200
+        )
 
 
 def test_rate_limiter_buckets():
@@ -281,10 +338,16 @@ def test_size_and_count_limits_answer_413(service):
 
 def test_invalid_bodies_answer_422_without_echoing_text(service):
     planted = NAMES[1]
-    for body in (f'{{"text": "{planted}"', f'{{"text": "{planted}", "notes": []}}',
-                 f'{{"text": "{planted}", "mode": "{planted}"}}', f'{{"txt": "{planted}"}}', f'["{planted}"]',
-                 f'{{"notes": [{{"id": "a", "text": "{planted}"}}, {{"id": "a", "text": "x"}}]}}',
-                 f'{{"text": "{planted}", "threshold": 2}}', '{"text": "\\ud800"}'):
+    for body in (
+        f'{{"text": "{planted}"',
+        f'{{"text": "{planted}", "notes": []}}',
+        f'{{"text": "{planted}", "mode": "{planted}"}}',
+        f'{{"txt": "{planted}"}}',
+        f'["{planted}"]',
+        f'{{"notes": [{{"id": "a", "text": "{planted}"}}, {{"id": "a", "text": "x"}}]}}',
+        f'{{"text": "{planted}", "threshold": 2}}',
+        '{"text": "\\ud800"}',
+    ):
         route = "/v1/deid" if "mode" in body else "/v1/annotate"
         answer = post(service, route, body.encode())
         assert answer.status_code == 422, body
@@ -340,7 +403,9 @@ def test_a_crashing_worker_fails_its_request_alone(service):
 
 
 def children(server: Server) -> list[int]:
-    return [int(pid) for pid in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()]
+    return [
+        int(pid) for pid in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
+    ]
 
 
 def niceness(pid: int) -> int:
@@ -352,11 +417,18 @@ def test_a_big_request_goes_to_the_bulk_worker_and_never_holds_up_small_ones(ser
     server.keys = service.keys
     try:
         workers = children(server)
-        assert httpx.get(f"{server.url}/readyz").json() == {"status": "ready", "workers": 1, "bulk_workers": 1, "alive": 2}
+        assert httpx.get(f"{server.url}/readyz").json() == {
+            "status": "ready",
+            "workers": 1,
+            "bulk_workers": 1,
+            "alive": 2,
+        }
         assert sorted(niceness(pid) - niceness(server.process.pid) for pid in workers) == [0, 10]
         big_text = f"SABOTAGE-SLOW {note(7)}" + "Stable overnight. " * 700  # 12 kB: over the 0.01 MB bulk limit
         finished: list[str] = []
-        big = threading.Thread(target=lambda: finished.append(("big", post(server, "/v1/annotate", {"text": big_text}))))
+        big = threading.Thread(
+            target=lambda: finished.append(("big", post(server, "/v1/annotate", {"text": big_text})))
+        )
         big.start()
         deadline = time.monotonic() + 10
         while metric(server, "hybriddeid_bulk_requests_total") < 1:
@@ -395,7 +467,11 @@ def test_answers_are_byte_identical_to_annotate_and_deid(service, tmp_path):
     client.write_text(render_key(client_key(read_key(Path(key)), "alpha")))
     client.chmod(0o600)
     assert main(["-q", "annotate", str(notes), str(tmp_path / "ann"), "--model", "en", "--format", "jsonl"]) == 0
-    batch = [json.loads(line) for path in sorted((tmp_path / "ann").glob("*.jsonl")) for line in path.read_text().splitlines()]
+    batch = [
+        json.loads(line)
+        for path in sorted((tmp_path / "ann").glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
     given = [{"id": name, "text": text} for name, text in texts.items()]
     served = post(service, "/v1/annotate", {"notes": given}).json()["notes"]
     assert [record["name"] for record in batch] == [n["id"] for n in served]
@@ -455,8 +531,11 @@ def test_sigterm_finishes_the_requests_in_flight(service, tmp_path):
     assert [r.status_code if isinstance(r, httpx.Response) else repr(r) for r in results] == [200, 200]
     assert all("[**NAME**]" in r.json()["notes"][0]["text"] for r in results)
     time.sleep(0.5)
-    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()
-                and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not [
+        pid
+        for pid in workers
+        if Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    ]
     assert "the requests in flight were answered first" in server.log()
     assert_no_phi(server.log())
 
@@ -464,13 +543,44 @@ def test_sigterm_finishes_the_requests_in_flight(service, tmp_path):
 def test_https_with_uvicorns_certificate_options_and_no_surrogates_without_a_key(service, tmp_path):
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     try:
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
     except (FileNotFoundError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"no openssl to make a test certificate ({type(exc).__name__})")
-    server = Server(tmp_path, service.keys_file, "--workers", "1", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key),
-                    surrogate_key=False, scheme="https", verify=str(cert))
+    server = Server(
+        tmp_path,
+        service.keys_file,
+        "--workers",
+        "1",
+        "--ssl-certfile",
+        str(cert),
+        "--ssl-keyfile",
+        str(key),
+        surrogate_key=False,
+        scheme="https",
+        verify=str(cert),
+    )
     try:
         with Client(server.url, service.keys["alpha"], verify=str(cert)) as client:
             assert client.models()["modes"] == ["tag", "mask"]

@@ -1,5 +1,6 @@
 """The service's model is kept out of the cycle collector's scans once warmed up (``service.work.warm_up``):
 a full collection in a worker walked the whole model, a pause of ~100 ms once every ~150 requests."""
+
 from __future__ import annotations
 
 import gc

@@ -4,6 +4,7 @@ error codes (never a failed job, never PHI), re-runs are identical, the model lo
 
 Skipped where PySpark (``pip install hybriddeid[spark]``) or Java is missing.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,15 +43,40 @@ NOTES = {
 }
 PHI_STRINGS = ["Zebulon", "Quagmire", "Ximena", "Urquidi", "4417920", "5523011", "Yáñez"]
 GOLD = {  # (value, label) of each note, for runs on given spans
-    "pt01_a": [("Zebulon Quagmire", "NOMBRE_SUJETO_ASISTENCIA"), ("4417920", "ID_SUJETO_ASISTENCIA"),
-               ("11/03/2019", "FECHAS"), ("Zaragoza", "TERRITORIO")],
-    "pt01_b": [("Z. Quagmire", "NOMBRE_SUJETO_ASISTENCIA"), ("47 años", "EDAD_SUJETO_ASISTENCIA"),
-               ("18/03/2019", "FECHAS"), ("976 123 456", "NUMERO_TELEFONO")],
-    "pt01_c": [("Quagmire", "NOMBRE_SUJETO_ASISTENCIA"), ("02/04/2019", "FECHAS"), ("Hospital Miguel Servet", "HOSPITAL")],
-    "pt02_a": [("Ximena Urquidi", "NOMBRE_SUJETO_ASISTENCIA"), ("5523011", "ID_SUJETO_ASISTENCIA"),
-               ("Calle Mayor 12", "CALLE"), ("Huesca", "TERRITORIO"), ("xu@example.com", "CORREO_ELECTRONICO")],
-    "pt02_b": [("X. Urquidi", "NOMBRE_SUJETO_ASISTENCIA"), ("63 años", "EDAD_SUJETO_ASISTENCIA"), ("05/05/2020", "FECHAS")],
-    "pt03_a": [("Bartolo Yáñez", "NOMBRE_SUJETO_ASISTENCIA"), ("01/02/1950", "FECHAS"), ("6634102", "ID_SUJETO_ASISTENCIA")],
+    "pt01_a": [
+        ("Zebulon Quagmire", "NOMBRE_SUJETO_ASISTENCIA"),
+        ("4417920", "ID_SUJETO_ASISTENCIA"),
+        ("11/03/2019", "FECHAS"),
+        ("Zaragoza", "TERRITORIO"),
+    ],
+    "pt01_b": [
+        ("Z. Quagmire", "NOMBRE_SUJETO_ASISTENCIA"),
+        ("47 años", "EDAD_SUJETO_ASISTENCIA"),
+        ("18/03/2019", "FECHAS"),
+        ("976 123 456", "NUMERO_TELEFONO"),
+    ],
+    "pt01_c": [
+        ("Quagmire", "NOMBRE_SUJETO_ASISTENCIA"),
+        ("02/04/2019", "FECHAS"),
+        ("Hospital Miguel Servet", "HOSPITAL"),
+    ],
+    "pt02_a": [
+        ("Ximena Urquidi", "NOMBRE_SUJETO_ASISTENCIA"),
+        ("5523011", "ID_SUJETO_ASISTENCIA"),
+        ("Calle Mayor 12", "CALLE"),
+        ("Huesca", "TERRITORIO"),
+        ("xu@example.com", "CORREO_ELECTRONICO"),
+    ],
+    "pt02_b": [
+        ("X. Urquidi", "NOMBRE_SUJETO_ASISTENCIA"),
+        ("63 años", "EDAD_SUJETO_ASISTENCIA"),
+        ("05/05/2020", "FECHAS"),
+    ],
+    "pt03_a": [
+        ("Bartolo Yáñez", "NOMBRE_SUJETO_ASISTENCIA"),
+        ("01/02/1950", "FECHAS"),
+        ("6634102", "ID_SUJETO_ASISTENCIA"),
+    ],
 }
 
 
@@ -91,8 +117,10 @@ def one_note_per_partition(spark, rows: list[tuple], schema: str):
 
 
 def notes_frame(spark, with_gold: bool = False):
-    rows = [(name, text, name.split("_")[0]) + ((span_records(gold_doc(name).spans),) if with_gold else ())
-            for name, text in NOTES.items()]
+    rows = [
+        (name, text, name.split("_")[0]) + ((span_records(gold_doc(name).spans),) if with_gold else ())
+        for name, text in NOTES.items()
+    ]
     schema = "note_id string, text string, patient string"
     if with_gold:
         schema += ", phi_spans array<struct<start:int,end:int,label:string,source:string,score:double>>"
@@ -129,7 +157,10 @@ def test_a_patients_notes_in_different_partitions_get_the_surrogates_of_one_run(
     partitions = {r.note_id: r.part for r in frame.select("note_id", F.spark_partition_id().alias("part")).collect()}
     assert len({partitions[name] for name in ("pt01_a", "pt01_b", "pt01_c")}) == 3
     options = DeidOptions(mode="surrogate", language="es", key=KEY)
-    rows = {r.note_id: r for r in hspark.deidentify(frame, options, None, patient_col="patient", audit_col="audit").collect()}
+    rows = {
+        r.note_id: r
+        for r in hspark.deidentify(frame, options, None, patient_col="patient", audit_col="audit").collect()
+    }
     for patient in ("pt01", "pt02", "pt03"):
         names = sorted(name for name in NOTES if name.startswith(patient))
         expected = deidentify_patient([gold_doc(name) for name in names], options, patient)
@@ -150,23 +181,44 @@ def write_notes(folder: Path) -> Path:
 
 
 def read_json_rows(folder: Path) -> dict[str, dict]:
-    rows = [json.loads(line) for part in sorted(folder.glob("part-*.json")) for line in part.read_text("utf-8").splitlines()]
+    rows = [
+        json.loads(line) for part in sorted(folder.glob("part-*.json")) for line in part.read_text("utf-8").splitlines()
+    ]
     return {row["note_id"]: row for row in rows}
 
 
-@pytest.mark.parametrize("options", [
-    ["--mode", "tag"],
-    ["--mode", "mask"],
-    ["--mode", "surrogate"],
-    ["--mode", "surrogate", "--scope", "corpus", "--safe-harbor", "--date-shift-days", "30"],
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--mode", "tag"],
+        ["--mode", "mask"],
+        ["--mode", "surrogate"],
+        ["--mode", "surrogate", "--scope", "corpus", "--safe-harbor", "--date-shift-days", "30"],
+    ],
+)
 def test_spark_deid_writes_what_the_batch_cli_writes(spark, model_dir, tmp_path, options):
     notes = write_notes(tmp_path / "notes")
     key = ["--key-file", str(tmp_path / "deid.key")] if "surrogate" in options else []
     common = ["--model", str(model_dir), *options, *key, "--patient-pattern", r"^(pt\d+)_"]
     assert main(["-q", "deid", str(notes), str(tmp_path / "batch"), *common, "--jobs", "2"]) == 0
-    assert main(["-q", "spark-deid", "--input", str(notes), "--output", str(tmp_path / "spark"), "--format", "json",
-                 "--master", "local[2]", *common]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "spark-deid",
+                "--input",
+                str(notes),
+                "--output",
+                str(tmp_path / "spark"),
+                "--format",
+                "json",
+                "--master",
+                "local[2]",
+                *common,
+            ]
+        )
+        == 0
+    )
     rows = read_json_rows(tmp_path / "spark")
     assert set(rows) == set(NOTES)
     for name in NOTES:
@@ -179,20 +231,39 @@ def test_failing_notes_get_error_codes_and_the_job_goes_on(spark):
     text = NOTES["pt02_a"]
     bad = [{"start": 0, "end": len(text) + 5, "label": "FECHAS", "source": "gold", "score": 1.0}]
     rows = [(name, NOTES[name], name.split("_")[0], span_records(gold_doc(name).spans)) for name in NOTES]
-    rows += [("nulltext", None, "pt01", []), ("badspans", text, "pt09", bad), ("nopatient", text, None, []),
-             ("nospans", text, "pt08", None)]
-    frame = one_note_per_partition(spark, rows, "note_id string, text string, patient string, "
-                                   "phi_spans array<struct<start:int,end:int,label:string,source:string,score:double>>")
+    rows += [
+        ("nulltext", None, "pt01", []),
+        ("badspans", text, "pt09", bad),
+        ("nopatient", text, None, []),
+        ("nospans", text, "pt08", None),
+    ]
+    frame = one_note_per_partition(
+        spark,
+        rows,
+        "note_id string, text string, patient string, "
+        "phi_spans array<struct<start:int,end:int,label:string,source:string,score:double>>",
+    )
     surrogate = DeidOptions(mode="surrogate", language="es", key=KEY)
     got = {r.note_id: r for r in hspark.deidentify(frame, surrogate, None, patient_col="patient").collect()}
     errors = {name: row.error for name, row in got.items()}
-    assert errors == {"pt01_a": "patient_incomplete", "pt01_b": "patient_incomplete", "pt01_c": "patient_incomplete",
-                      "pt02_a": None, "pt02_b": None, "pt03_a": None, "nulltext": "no_text",
-                      "badspans": "bad_spans:ValueError", "nopatient": "no_patient", "nospans": "no_spans"}
+    assert errors == {
+        "pt01_a": "patient_incomplete",
+        "pt01_b": "patient_incomplete",
+        "pt01_c": "patient_incomplete",
+        "pt02_a": None,
+        "pt02_b": None,
+        "pt03_a": None,
+        "nulltext": "no_text",
+        "badspans": "bad_spans:ValueError",
+        "nopatient": "no_patient",
+        "nospans": "no_spans",
+    }
     assert all(row.deid_text is None for row in got.values() if row.error)
     # tag mode links nothing across notes: only the failing notes themselves fail
-    tagged = {r.note_id: r for r in hspark.deidentify(frame, DeidOptions(mode="tag", language="es"), None,
-                                                       patient_col="patient").collect()}
+    tagged = {
+        r.note_id: r
+        for r in hspark.deidentify(frame, DeidOptions(mode="tag", language="es"), None, patient_col="patient").collect()
+    }
     assert tagged["pt01_a"].error is None and tagged["pt01_a"].deid_text.startswith("Nombre: [**")
     assert tagged["nulltext"].error == "no_text"
 
@@ -218,11 +289,19 @@ def test_prediction_and_replacement_failures_name_the_exception_type_only(monkey
         raise ValueError("Zebulon Quagmire")
 
     monkeypatch.setattr(processing, "deidentify_patient", leaky)
-    frame = pd.DataFrame({"note_id": ["pt01_a"], "text": [NOTES["pt01_a"]], "error": [None],
-                          "phi_spans": [span_records(gold_doc("pt01_a").spans)], hspark._PATIENT: ["pt01"]})
+    frame = pd.DataFrame(
+        {
+            "note_id": ["pt01_a"],
+            "text": [NOTES["pt01_a"]],
+            "error": [None],
+            "phi_spans": [span_records(gold_doc("pt01_a").spans)],
+            hspark._PATIENT: ["pt01"],
+        }
+    )
     frame["phi_spans"] = [[dict(zip(("start", "end", "label", "source", "score"), s)) for s in frame["phi_spans"][0]]]
-    stage = hspark.DeidStage(DeidOptions(mode="surrogate", language="es", key=KEY), "note_id", "text", "phi_spans",
-                             "error", "deid_text")
+    stage = hspark.DeidStage(
+        DeidOptions(mode="surrogate", language="es", key=KEY), "note_id", "text", "phi_spans", "error", "deid_text"
+    )
     out = hspark.deid_frame(stage, frame)
     assert list(out["error"]) == ["deid_failed:ValueError"] and list(out["deid_text"]) == [None]
 
@@ -231,9 +310,25 @@ def test_prediction_and_replacement_failures_name_the_exception_type_only(monkey
 def test_rerun_gives_identical_files_and_logs_hold_no_phi(spark, model_dir, tmp_path, caplog, capsys):
     notes = write_notes(tmp_path / "notes")
     (notes / "orphan.txt").write_text("Nombre: Zebulon Quagmire.\n", encoding="utf-8")
-    args = ["spark-deid", "--model", str(model_dir), "--input", str(notes), "--format", "json", "--mode", "surrogate",
-            "--key-file", str(tmp_path / "deid.key"), "--patient-pattern", r"^(pt\d+)_", "--audit", "--spans",
-            "--master", "local[2]"]
+    args = [
+        "spark-deid",
+        "--model",
+        str(model_dir),
+        "--input",
+        str(notes),
+        "--format",
+        "json",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(tmp_path / "deid.key"),
+        "--patient-pattern",
+        r"^(pt\d+)_",
+        "--audit",
+        "--spans",
+        "--master",
+        "local[2]",
+    ]
     with caplog.at_level(logging.INFO):
         assert main([*args, "--output", str(tmp_path / "run1")]) == 1  # orphan.txt matches no patient
         assert main([*args, "--output", str(tmp_path / "run2")]) == 1
@@ -254,7 +349,18 @@ def test_rerun_gives_identical_files_and_logs_hold_no_phi(spark, model_dir, tmp_
 
 def test_text_and_parquet_outputs(spark, model_dir, tmp_path):
     notes = write_notes(tmp_path / "notes")
-    common = ["-q", "spark-deid", "--model", str(model_dir), "--input", str(notes), "--mode", "mask", "--master", "local[2]"]
+    common = [
+        "-q",
+        "spark-deid",
+        "--model",
+        str(model_dir),
+        "--input",
+        str(notes),
+        "--mode",
+        "mask",
+        "--master",
+        "local[2]",
+    ]
     assert main([*common, "--output", str(tmp_path / "text"), "--format", "text"]) == 0
     records = "".join(p.read_bytes().decode("utf-8") for p in sorted((tmp_path / "text").glob("part-*")))
     by_id = dict(record.split("\t", 1) for record in records.split(hspark.TEXT_RECORD_SEPARATOR) if record)
@@ -264,8 +370,25 @@ def test_text_and_parquet_outputs(spark, model_dir, tmp_path):
     assert table.columns == ["note_id", "deid_text", "error"]
     assert {r.note_id: r.deid_text for r in table.collect()} == by_id
     # a table input (the parquet just written) with its own column names
-    assert main(["-q", "spark-deid", "--model", str(model_dir), "--input", str(tmp_path / "parquet"), "--output",
-                 str(tmp_path / "again"), "--text-col", "deid_text", "--master", "local[2]"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "spark-deid",
+                "--model",
+                str(model_dir),
+                "--input",
+                str(tmp_path / "parquet"),
+                "--output",
+                str(tmp_path / "again"),
+                "--text-col",
+                "deid_text",
+                "--master",
+                "local[2]",
+            ]
+        )
+        == 0
+    )
 
 
 def test_spark_deid_without_pyspark_says_how_to_install_it(monkeypatch, tmp_path, caplog):

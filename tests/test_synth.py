@@ -1,4 +1,5 @@
 """The synthetic-note generator: exact offsets, determinism, held-out mixes, i2b2 XML round trip, CLI."""
+
 from __future__ import annotations
 
 import random
@@ -60,8 +61,24 @@ def test_every_i2b2_category_occurs(corpus: list[Document]) -> None:
     categories = Counter(taxonomy.category(s.label) for doc in corpus for s in doc.spans)
     assert set(categories) == {"NAME", "PROFESSION", "LOCATION", "AGE", "DATE", "CONTACT", "ID"}
     labels = {s.label for doc in corpus for s in doc.spans}
-    assert {"PATIENT", "DOCTOR", "HOSPITAL", "STREET", "CITY", "ZIP", "PHONE", "FAX", "EMAIL", "SSN",
-            "MEDICALRECORD", "HEALTHPLAN", "ACCOUNT", "DEVICE", "VEHICLE", "IDNUM"} <= labels
+    assert {
+        "PATIENT",
+        "DOCTOR",
+        "HOSPITAL",
+        "STREET",
+        "CITY",
+        "ZIP",
+        "PHONE",
+        "FAX",
+        "EMAIL",
+        "SSN",
+        "MEDICALRECORD",
+        "HEALTHPLAN",
+        "ACCOUNT",
+        "DEVICE",
+        "VEHICLE",
+        "IDNUM",
+    } <= labels
 
 
 def test_check_offsets_reports_a_wrong_span() -> None:
@@ -94,7 +111,9 @@ def test_i2b2_xml_round_trip_keeps_text_and_spans(tmp_path: Path) -> None:
     back = {doc.name: doc for doc in read_corpus(tmp_path)}
     for doc in docs:
         assert back[doc.name].text == doc.text
-        assert [(s.start, s.end, s.label) for s in back[doc.name].spans] == [(s.start, s.end, s.label) for s in doc.spans]
+        assert [(s.start, s.end, s.label) for s in back[doc.name].spans] == [
+            (s.start, s.end, s.label) for s in doc.spans
+        ]
 
 
 def test_cli_writes_n_notes(tmp_path: Path) -> None:
@@ -128,7 +147,7 @@ def test_template_fields_nest_and_record_their_spans() -> None:
     render("{@Name|Patient}{patient}; {^he} takes {~drug}{| daily with {patient}}.", _Context(), out)
     text = out.getvalue()
     assert text == "Patient: Ann Lee; she takes aspirin daily with Ann Lee."
-    assert [text[s.start:s.end] for s in out.spans] == ["Ann Lee", "Ann Lee"] == out.values
+    assert [text[s.start : s.end] for s in out.spans] == ["Ann Lee", "Ann Lee"] == out.values
     with pytest.raises(TemplateError, match="unknown PHI slot 'nobody'"):
         render("{nobody}", _Context(), NoteWriter())
     with pytest.raises(TemplateError, match="unbalanced"):
@@ -142,7 +161,7 @@ def test_slot_case_modifiers_recase_the_value_and_its_span() -> None:
     render("{patient:upper} / {patient:lower} / {patient:any} / {patient:title}", _Context(), out)
     text = out.getvalue()
     assert text == "ANN LEE / ann lee / Ann Lee / Ann Lee"  # _Context.choose takes the last: "title"
-    assert [text[s.start:s.end] for s in out.spans] == ["ANN LEE", "ann lee", "Ann Lee", "Ann Lee"] == out.values
+    assert [text[s.start : s.end] for s in out.spans] == ["ANN LEE", "ann lee", "Ann Lee", "Ann Lee"] == out.values
     with pytest.raises(TemplateError, match="unknown case 'shout'"):
         render("{patient:shout}", _Context(), NoteWriter())
 
@@ -160,7 +179,9 @@ def test_the_icu_nursing_option_writes_places_in_any_case_and_slash_series_as_no
     places = [doc.span_text(s) for doc in notes for s in doc.spans if s.label in ("HOSPITAL", "CITY")]
     assert any(p.islower() for p in places) and any(p.isupper() for p in places)
     assert any(p.endswith(("Adventist Hospital", "Nursing Home", "Manor", "Hospice", " Rehab")) for p in places)
-    series = [(doc, m.start()) for doc in notes for m in re.finditer(r"\b\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?){2,}", doc.text)]
+    series = [
+        (doc, m.start()) for doc in notes for m in re.finditer(r"\b\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?){2,}", doc.text)
+    ]
     assert series and not any(s.start <= at < s.end for doc, at in series for s in doc.spans)
 
 

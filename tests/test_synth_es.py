@@ -1,5 +1,6 @@
 """The Spanish generated notes (resources/languages/es/synth.toml) the bundled Spanish model learns
 beside MEDDOCAN: exact offsets, MEDDOCAN's labels, and the contexts MEDDOCAN's case reports lack."""
+
 from __future__ import annotations
 
 import re
@@ -32,9 +33,12 @@ def test_spans_hold_their_values_and_speak_meddocan(corpus: list[Document]) -> N
 
 
 def test_a_title_with_a_surname_alone_is_a_clinician(corpus: list[Document]) -> None:
-    """"la Dra. Ortega", "el Dr. Sanz": the surname after the title is the span, the title is not."""
-    alone = [doc.text[start:end] for doc, start, end in _spans(corpus, "NOMBRE_PERSONAL_SANITARIO")
-             if re.search(r"\bDra?\. $", doc.text[max(0, start - 5):start])]
+    """ "la Dra. Ortega", "el Dr. Sanz": the surname after the title is the span, the title is not."""
+    alone = [
+        doc.text[start:end]
+        for doc, start, end in _spans(corpus, "NOMBRE_PERSONAL_SANITARIO")
+        if re.search(r"\bDra?\. $", doc.text[max(0, start - 5) : start])
+    ]
     assert len(alone) > N // 4
     assert not any(re.match(r"Dra?\.", value) for value in alone)
 
@@ -51,13 +55,18 @@ def test_relatives_are_named_in_the_narrative_beside_their_relation(corpus: list
 
 def test_patients_and_towns_stand_in_headers_and_sentences(corpus: list[Document]) -> None:
     patients = _spans(corpus, "NOMBRE_SUJETO_ASISTENCIA")
-    in_sentences = [1 for doc, start, _ in patients
-                    if not re.search(r":\s*$", doc.text[doc.text.rfind("\n", 0, start) + 1:start])]
+    in_sentences = [
+        1 for doc, start, _ in patients if not re.search(r":\s*$", doc.text[doc.text.rfind("\n", 0, start) + 1 : start])
+    ]
     assert len(in_sentences) > N // 2
     towns = [doc.text[start:end] for doc, start, end in _spans(corpus, "TERRITORIO")]
     assert len(set(towns)) > N // 2  # the pack's towns and Faker's, not a handful
-    with_province = sum(1 for doc in corpus for m in re.finditer(r"\w \((\w[\w ]*)\)", doc.text)
-                        if any(s.label == "TERRITORIO" and s.start == m.start(1) for s in doc.spans))
+    with_province = sum(
+        1
+        for doc in corpus
+        for m in re.finditer(r"\w \((\w[\w ]*)\)", doc.text)
+        if any(s.label == "TERRITORIO" and s.start == m.start(1) for s in doc.spans)
+    )
     assert with_province > N // 10
 
 

@@ -5,6 +5,7 @@ others go on; ``kill -9`` mid-run then the same command gives the uninterrupted 
 
 PostgreSQL: as ``table_notes.postgres`` finds or starts it (skipped, saying why, only where none can be had).
 """
+
 from __future__ import annotations
 
 import csv
@@ -48,12 +49,15 @@ def setting(tmp_path_factory) -> dict:
     rows = note_rows()
     folder = write_folder(root / "folder", rows)
     patient_map = root / "patients.csv"
-    patient_map.write_text("note,patient\n" + "".join(f"{r['note_id']},{r['patient']}\n" for r in rows), encoding="utf-8")
+    patient_map.write_text(
+        "note,patient\n" + "".join(f"{r['note_id']},{r['patient']}\n" for r in rows), encoding="utf-8"
+    )
     key = root / "deid.key"
     options = ["--mode", "surrogate", "--key-file", str(key)]
     assert deid(str(folder), str(root / "folder_out"), *options, "--patient-map", str(patient_map)) == 0
-    expected = {row["note_id"]: (root / "folder_out" / f"{row['note_id']}.txt").read_bytes().decode("utf-8")
-                for row in rows}
+    expected = {
+        row["note_id"]: (root / "folder_out" / f"{row['note_id']}.txt").read_bytes().decode("utf-8") for row in rows
+    }
     assert all(expected[r["note_id"]] != r["text"] for r in rows)  # something was replaced in every note
     return {"root": root, "rows": rows, "options": options, "expected": expected, "key": key}
 
@@ -65,8 +69,22 @@ def table_texts(out: Path, fmt: str, id_col: str = "note_id", text_col: str = "t
 def test_csv_with_quoted_line_breaks_gives_the_folder_runs_text(setting, tmp_path, caplog):
     table = write_csv(tmp_path / "notes.csv", setting["rows"])
     out = tmp_path / "out"
-    assert deid(str(table), str(out), *setting["options"], "--patient-col", "patient", "--keep-cols", "ward",
-                "--part-rows", "3", "--jobs", "2") == 0
+    assert (
+        deid(
+            str(table),
+            str(out),
+            *setting["options"],
+            "--patient-col",
+            "patient",
+            "--keep-cols",
+            "ward",
+            "--part-rows",
+            "3",
+            "--jobs",
+            "2",
+        )
+        == 0
+    )
     assert table_texts(out, "csv") == setting["expected"]
     first = read_table(out / "part-00000.csv")[0]
     assert list(first) == ["note_id", "patient", "text", "ward"]  # author left out: not named in --keep-cols
@@ -77,8 +95,20 @@ def test_csv_with_quoted_line_breaks_gives_the_folder_runs_text(setting, tmp_pat
     assert summary["notes"] == {"written": NOTES, "skipped": 0, "failed": 0}
     # a rerun skips every part and changes nothing
     before = files(out)
-    assert deid(str(table), str(out), *setting["options"], "--patient-col", "patient", "--keep-cols", "ward",
-                "--part-rows", "3") == 0
+    assert (
+        deid(
+            str(table),
+            str(out),
+            *setting["options"],
+            "--patient-col",
+            "patient",
+            "--keep-cols",
+            "ward",
+            "--part-rows",
+            "3",
+        )
+        == 0
+    )
     after = files(out)
     assert json.loads(after.pop("_hybriddeid/summary.json"))["notes"]["skipped"] == NOTES
     before.pop("_hybriddeid/summary.json")
@@ -90,10 +120,26 @@ def test_tsv_and_a_jsonl_table_give_the_folder_runs_text(setting, tmp_path):
     assert deid(str(tsv), str(tmp_path / "tsv"), *setting["options"], "--patient-col", "patient") == 0
     assert table_texts(tmp_path / "tsv", "tsv") == setting["expected"]
     jsonl = tmp_path / "notes.jsonl"
-    jsonl.write_text("".join(json.dumps({"id": r["visit"], "body": r["text"], "pid": r["patient"]}) + "\n"
-                             for r in setting["rows"]), encoding="utf-8")
-    assert deid(str(jsonl), str(tmp_path / "jsonl"), *setting["options"], "--id-col", "id", "--text-col", "body",
-                "--patient-col", "pid", "--part-rows", "7") == 0
+    jsonl.write_text(
+        "".join(json.dumps({"id": r["visit"], "body": r["text"], "pid": r["patient"]}) + "\n" for r in setting["rows"]),
+        encoding="utf-8",
+    )
+    assert (
+        deid(
+            str(jsonl),
+            str(tmp_path / "jsonl"),
+            *setting["options"],
+            "--id-col",
+            "id",
+            "--text-col",
+            "body",
+            "--patient-col",
+            "pid",
+            "--part-rows",
+            "7",
+        )
+        == 0
+    )
     got = table_texts(tmp_path / "jsonl", "jsonl-table", "id", "body")
     assert got == {str(r["visit"]): setting["expected"][r["note_id"]] for r in setting["rows"]}
     first = json.loads((tmp_path / "jsonl" / "part-00000.jsonl").read_text().split("\n")[0])
@@ -102,13 +148,33 @@ def test_tsv_and_a_jsonl_table_give_the_folder_runs_text(setting, tmp_path):
 
 def test_a_five_column_parquet_file_keeps_its_types_and_gives_the_folder_runs_text(setting, tmp_path):
     rows = setting["rows"]
-    table = pa.table({"note_id": [r["note_id"] for r in rows], "patient": [r["patient"] for r in rows],
-                      "text": [r["text"] for r in rows], "ward": [r["ward"] for r in rows],
-                      "visit": pa.array([r["visit"] for r in rows], pa.int32())})
+    table = pa.table(
+        {
+            "note_id": [r["note_id"] for r in rows],
+            "patient": [r["patient"] for r in rows],
+            "text": [r["text"] for r in rows],
+            "ward": [r["ward"] for r in rows],
+            "visit": pa.array([r["visit"] for r in rows], pa.int32()),
+        }
+    )
     pq.write_table(table, tmp_path / "notes.parquet", row_group_size=8)  # parts cross row groups
     out = tmp_path / "out"
-    assert deid(str(tmp_path / "notes.parquet"), str(out), *setting["options"], "--patient-col", "patient",
-                "--keep-cols", "visit", "--part-rows", "5", "--spans", "--audit") == 0
+    assert (
+        deid(
+            str(tmp_path / "notes.parquet"),
+            str(out),
+            *setting["options"],
+            "--patient-col",
+            "patient",
+            "--keep-cols",
+            "visit",
+            "--part-rows",
+            "5",
+            "--spans",
+            "--audit",
+        )
+        == 0
+    )
     assert table_texts(out, "parquet") == setting["expected"]
     dataset = pq.read_table(out)  # the folder reads as one dataset: _hybriddeid/ is ignored
     assert dataset.num_rows == NOTES
@@ -120,8 +186,19 @@ def test_a_five_column_parquet_file_keeps_its_types_and_gives_the_folder_runs_te
 
 def test_sqlite_to_sqlite_gives_the_folder_runs_text_and_resumes(setting, tmp_path):
     url = write_sqlite(tmp_path / "clinic.db", setting["rows"])
-    args = [url, url, *setting["options"], "--table", "notes", "--output-table", "notes_deid",
-            "--patient-col", "patient", "--part-rows", "4"]
+    args = [
+        url,
+        url,
+        *setting["options"],
+        "--table",
+        "notes",
+        "--output-table",
+        "notes_deid",
+        "--patient-col",
+        "patient",
+        "--part-rows",
+        "4",
+    ]
     assert deid(*args) == 0
     with sqlite3.connect(tmp_path / "clinic.db") as conn:
         got = dict(conn.execute("SELECT note_id, text FROM notes_deid"))
@@ -132,8 +209,20 @@ def test_sqlite_to_sqlite_gives_the_folder_runs_text_and_resumes(setting, tmp_pa
         assert dict(conn.execute("SELECT note_id, text FROM notes_deid")) == setting["expected"]
     # a query as input, a folder as output
     out = tmp_path / "out"
-    assert deid(url, str(out), *setting["options"], "--query", "SELECT note_id, patient, text FROM notes",
-                "--patient-col", "patient", "--format", "jsonl-table") == 0
+    assert (
+        deid(
+            url,
+            str(out),
+            *setting["options"],
+            "--query",
+            "SELECT note_id, patient, text FROM notes",
+            "--patient-col",
+            "patient",
+            "--format",
+            "jsonl-table",
+        )
+        == 0
+    )
     assert table_texts(out, "jsonl-table") == setting["expected"]
 
 
@@ -183,8 +272,22 @@ def test_a_csv_without_a_header_row_is_refused_without_quoting_its_first_note(tm
 
 def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
     table = write_csv(tmp_path / "notes.csv", setting["rows"])
-    out = kill_9_then_resume(["deid", "--model", "en", *setting["options"], "--patient-col", "patient",
-                              "--part-rows", "3", "--jobs", "2", str(table)], tmp_path)
+    out = kill_9_then_resume(
+        [
+            "deid",
+            "--model",
+            "en",
+            *setting["options"],
+            "--patient-col",
+            "patient",
+            "--part-rows",
+            "3",
+            "--jobs",
+            "2",
+            str(table),
+        ],
+        tmp_path,
+    )
     assert table_texts(out, "csv") == setting["expected"]
 
 
@@ -193,16 +296,40 @@ def test_postgresql_gives_the_folder_runs_text_with_the_password_from_a_file(set
     url, password = postgres
     pg_load(url, password, "notes_a", setting["rows"])
     secret = password_file_only(password, tmp_path, monkeypatch)
-    args = [url, url, *setting["options"], "--table", "notes_a", "--output-table", "notes_a_deid",
-            "--patient-col", "patient", "--part-rows", "4", "--jobs", "2", "--audit"]
+    args = [
+        url,
+        url,
+        *setting["options"],
+        "--table",
+        "notes_a",
+        "--output-table",
+        "notes_a_deid",
+        "--patient-col",
+        "patient",
+        "--part-rows",
+        "4",
+        "--jobs",
+        "2",
+        "--audit",
+    ]
     assert deid(*args, "--password-file", str(secret)) == 0
     got = dict(pg_rows(url, password, "SELECT note_id, text FROM notes_a_deid"))
     assert got == setting["expected"]
     # the same notes from SQLite give the same rows; from PostgreSQL to a CSV folder too
     out = tmp_path / "csv"
     monkeypatch.setenv("HYBRIDDEID_DB_PASSWORD", password)
-    assert deid(url, str(out), *setting["options"], "--query", "SELECT * FROM notes_a WHERE patient <> ''",
-                "--patient-col", "patient") == 0
+    assert (
+        deid(
+            url,
+            str(out),
+            *setting["options"],
+            "--query",
+            "SELECT * FROM notes_a WHERE patient <> ''",
+            "--patient-col",
+            "patient",
+        )
+        == 0
+    )
     assert table_texts(out, "csv") == setting["expected"]
 
 
@@ -213,8 +340,24 @@ def test_postgresql_kill_9_then_resume_gives_the_uninterrupted_table(setting, po
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
     def options(table: str) -> list[str]:
-        return ["deid", "--model", "en", *setting["options"], "--table", "notes_k", "--output-table", table,
-                "--patient-col", "patient", "--part-rows", "3", "--jobs", "2", url, url]
+        return [
+            "deid",
+            "--model",
+            "en",
+            *setting["options"],
+            "--table",
+            "notes_k",
+            "--output-table",
+            table,
+            "--patient-col",
+            "patient",
+            "--part-rows",
+            "3",
+            "--jobs",
+            "2",
+            url,
+            url,
+        ]
 
     reference = run(FAST_CLI, options("notes_k_reference"), tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
@@ -229,7 +372,9 @@ def test_postgresql_kill_9_then_resume_gives_the_uninterrupted_table(setting, po
     resumed = run(FAST_CLI, options("notes_k_out"), tmp_path)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
     query = "SELECT note_id, patient, text FROM {} ORDER BY note_id"
-    assert pg_rows(url, password, query.format("notes_k_out")) == pg_rows(url, password, query.format("notes_k_reference"))
+    assert pg_rows(url, password, query.format("notes_k_out")) == pg_rows(
+        url, password, query.format("notes_k_reference")
+    )
     assert dict((r[0], r[2]) for r in pg_rows(url, password, query.format("notes_k_out"))) == setting["expected"]
 
 
@@ -247,6 +392,10 @@ def test_parts_read_again_by_the_workers_give_the_same_text(setting, tmp_path, m
     else:
         source, extra = write_sqlite(tmp_path / "clinic.db", rows), ["--table", "notes", "--format", "csv"]
     out = tmp_path / "out"
-    assert deid(source, str(out), *setting["options"], *extra, "--patient-col", "patient", "--part-rows", "7",
-                "--jobs", "2") == 0
+    assert (
+        deid(
+            source, str(out), *setting["options"], *extra, "--patient-col", "patient", "--part-rows", "7", "--jobs", "2"
+        )
+        == 0
+    )
     assert table_texts(out, "csv" if fmt != "parquet" else "parquet") == setting["expected"]

@@ -4,6 +4,7 @@ SQLite and a real PostgreSQL server give each note the spans (offsets, label, so
 columns, never the text; bad rows are told by row number and the others go on; ``kill -9`` mid-run then
 the same command gives the uninterrupted run's output.
 """
+
 from __future__ import annotations
 
 import csv
@@ -71,8 +72,9 @@ def table_spans(out: Path, fmt: str, id_col: str = "note_id") -> dict[str, list[
 
 def offsets_and_labels(spans: dict[str, list[dict]]) -> bytes:
     """The spans' offsets and labels by note, as bytes to compare byte for byte."""
-    return json.dumps({note: [[s["start"], s["end"], s["label"]] for s in found] for note, found in
-                       sorted(spans.items())}).encode("utf-8")
+    return json.dumps(
+        {note: [[s["start"], s["end"], s["label"]] for s in found] for note, found in sorted(spans.items())}
+    ).encode("utf-8")
 
 
 def no_text_in(out: Path) -> None:
@@ -117,15 +119,37 @@ def test_tsv_jsonl_and_parquet_tables_give_the_folder_runs_spans(setting, tmp_pa
         got = {row["note_id"]: json.loads(row["phi_spans"]) for row in csv.DictReader(handle, delimiter=";")}
     assert got == expected  # offsets count characters, not bytes
     jsonl = tmp_path / "notes.jsonl"
-    jsonl.write_text("".join(json.dumps({"id": r["visit"], "body": r["text"], "pid": r["patient"]}) + "\n"
-                             for r in rows), encoding="utf-8")
-    assert annotate(str(jsonl), str(tmp_path / "jsonl"), "--id-col", "id", "--text-col", "body", "--patient-col",
-                    "pid", "--part-rows", "7") == 0
-    assert table_spans(tmp_path / "jsonl", "jsonl-table", "id") == {str(r["visit"]): expected[r["note_id"]] for r in rows}
+    jsonl.write_text(
+        "".join(json.dumps({"id": r["visit"], "body": r["text"], "pid": r["patient"]}) + "\n" for r in rows),
+        encoding="utf-8",
+    )
+    assert (
+        annotate(
+            str(jsonl),
+            str(tmp_path / "jsonl"),
+            "--id-col",
+            "id",
+            "--text-col",
+            "body",
+            "--patient-col",
+            "pid",
+            "--part-rows",
+            "7",
+        )
+        == 0
+    )
+    assert table_spans(tmp_path / "jsonl", "jsonl-table", "id") == {
+        str(r["visit"]): expected[r["note_id"]] for r in rows
+    }
     first = json.loads((tmp_path / "jsonl" / "part-00000.jsonl").read_text().split("\n")[0])
     assert list(first) == ["id", "pid", "phi_spans"] and first["id"] == 0  # the id keeps its JSON type
-    table = pa.table({"note_id": [r["note_id"] for r in rows], "text": [r["text"] for r in rows],
-                      "visit": pa.array([r["visit"] for r in rows], pa.int32())})
+    table = pa.table(
+        {
+            "note_id": [r["note_id"] for r in rows],
+            "text": [r["text"] for r in rows],
+            "visit": pa.array([r["visit"] for r in rows], pa.int32()),
+        }
+    )
     pq.write_table(table, tmp_path / "notes.parquet", row_group_size=8)  # parts cross row groups
     out = tmp_path / "parquet"
     assert annotate(str(tmp_path / "notes.parquet"), str(out), "--keep-cols", "visit", "--part-rows", "5") == 0
@@ -139,8 +163,14 @@ def test_tsv_jsonl_and_parquet_tables_give_the_folder_runs_spans(setting, tmp_pa
 def test_a_notes_spans_do_not_depend_on_the_other_notes_of_its_part_or_patient(tmp_path):
     """``deid`` links a name word found in one of a patient's notes wherever it stands alone in the others;
     ``annotate`` reads each note on its own, for a folder and a table alike."""
-    rows = [{"note_id": "a", "patient": "p1", "text": "Patient Quorvendale Zibbinshaw was seen on 03/14/2023 by Dr. Pellworth.\n"},
-            {"note_id": "b", "patient": "p1", "text": "Follow up: Zibbinshaw doing well. Quorvendale ate lunch.\n"}]
+    rows = [
+        {
+            "note_id": "a",
+            "patient": "p1",
+            "text": "Patient Quorvendale Zibbinshaw was seen on 03/14/2023 by Dr. Pellworth.\n",
+        },
+        {"note_id": "b", "patient": "p1", "text": "Follow up: Zibbinshaw doing well. Quorvendale ate lunch.\n"},
+    ]
     expected = folder_spans(tmp_path, rows)
     assert expected["a"] and expected["b"] == []  # alone, note b's name words are not found
     table = write_csv(tmp_path / "notes.csv", rows)
@@ -166,13 +196,27 @@ def test_phi_set_and_threshold_give_the_folder_runs_spans_and_other_settings_are
 def test_sqlite_to_sqlite_gives_the_folder_runs_spans_and_resumes(setting, tmp_path):
     db = tmp_path / "clinic.db"
     url = write_sqlite(db, setting["rows"])
-    args = [url, url, "--table", "notes", "--output-table", "notes_spans", "--patient-col", "patient",
-            "--keep-cols", "ward", "--part-rows", "4"]
+    args = [
+        url,
+        url,
+        "--table",
+        "notes",
+        "--output-table",
+        "notes_spans",
+        "--patient-col",
+        "patient",
+        "--keep-cols",
+        "ward",
+        "--part-rows",
+        "4",
+    ]
     assert annotate(*args) == 0
 
     def spans() -> dict[str, list[dict]]:
         with sqlite3.connect(db) as conn:
-            return {note: json.loads(found) for note, found in conn.execute("SELECT note_id, phi_spans FROM notes_spans")}
+            return {
+                note: json.loads(found) for note, found in conn.execute("SELECT note_id, phi_spans FROM notes_spans")
+            }
 
     assert spans() == setting["expected"]
     with sqlite3.connect(db) as conn:
@@ -202,10 +246,15 @@ def test_bad_rows_are_told_by_row_number_and_the_others_go_on(setting, tmp_path,
     with caplog.at_level("INFO"):
         assert main(["annotate", "--model", "en", str(path), str(out), "--patient-col", "patient"]) == 1
     log = caplog.text
-    for told in ("line 2: no text (column 'text' is empty)", "line 3: no text (column 'text' is not text)",
-                 "line 4: its id (column 'note_id') is a list, not text or a number",
-                 "line 5: its id is already used by line 1", "line 6: has no 'patient'",
-                 "line 7: no patient (column 'patient' is empty)", "line 9: invalid JSON"):
+    for told in (
+        "line 2: no text (column 'text' is empty)",
+        "line 3: no text (column 'text' is not text)",
+        "line 4: its id (column 'note_id') is a list, not text or a number",
+        "line 5: its id is already used by line 1",
+        "line 6: has no 'patient'",
+        "line 7: no patient (column 'patient' is empty)",
+        "line 9: invalid JSON",
+    ):
         assert told in log
     assert not [value for value in [*NOT_IN_OUTPUT, "n001", "n002", "n003", "pt02"] if value in log]
     got = table_spans(out, "jsonl-table")
@@ -223,17 +272,23 @@ def test_options_that_do_not_fit_the_input_are_refused(setting, tmp_path, caplog
         assert annotate(str(folder), str(tmp_path / "c"), "--part-rows", "3") == 2
         assert annotate(str(table), str(tmp_path / "d"), "--output-table", "spans") == 2
         assert annotate(str(table), str(tmp_path / "e"), "--text-col", "body") == 2
-    for told in ("--format brat: a table run writes a table", "--format csv: a folder run writes annotations",
-                 "--part-rows: only for a table or database input", "--output-table: not for this run",
-                 "has no column 'body'"):
+    for told in (
+        "--format brat: a table run writes a table",
+        "--format csv: a folder run writes annotations",
+        "--part-rows: only for a table or database input",
+        "--output-table: not for this run",
+        "has no column 'body'",
+    ):
         assert told in caplog.text
     assert not [p for p in tmp_path.iterdir() if p.name in "abcde"]  # refused before anything was written
 
 
 def test_kill_9_then_resume_gives_the_uninterrupted_table(setting, tmp_path):
     table = write_csv(tmp_path / "notes.csv", setting["rows"])
-    out = kill_9_then_resume(["annotate", "--model", "en", "--patient-col", "patient", "--part-rows", "3",
-                              "--jobs", "2", str(table)], tmp_path)
+    out = kill_9_then_resume(
+        ["annotate", "--model", "en", "--patient-col", "patient", "--part-rows", "3", "--jobs", "2", str(table)],
+        tmp_path,
+    )
     assert table_spans(out, "csv") == setting["expected"]
 
 
@@ -244,8 +299,27 @@ def test_postgresql_gives_the_folder_runs_spans_and_resumes_after_kill_9(setting
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
     def options(table: str) -> list[str]:
-        return ["annotate", "--model", "en", "--table", "notes_n", "--output-table", table, "--patient-col", "patient",
-                "--keep-cols", "author", "--part-rows", "3", "--jobs", "2", "--password-file", str(secret), url, url]
+        return [
+            "annotate",
+            "--model",
+            "en",
+            "--table",
+            "notes_n",
+            "--output-table",
+            table,
+            "--patient-col",
+            "patient",
+            "--keep-cols",
+            "author",
+            "--part-rows",
+            "3",
+            "--jobs",
+            "2",
+            "--password-file",
+            str(secret),
+            url,
+            url,
+        ]
 
     reference = run(FAST_CLI, options("notes_n_reference"), tmp_path)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()

@@ -4,6 +4,7 @@ Builds the wheel from a copy of the project (so the working tree gets no build/ 
 installs it into a fresh venv with only the dependencies the check imports, and runs the check
 from a directory outside the repository.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("setup.cfg", "pyproject.toml", "setup.py", "README.md", "LICENSE", "MANIFEST.in")
 PROJECT_DIRS = ("hybriddeid", "resources")
 CHECK_DEPENDENCIES = ("regex>=2023.0", "tomli-w>=1.0")  # what hybriddeid.classifiers.rules imports
-MODEL_DEPENDENCIES = ("python-crfsuite>=0.9.9", "Faker>=30.0", "tqdm>=4.60", "numpy>=1.24")  # the rest of install_requires
+MODEL_DEPENDENCIES = (
+    "python-crfsuite>=0.9.9",
+    "Faker>=30.0",
+    "tqdm>=4.60",
+    "numpy>=1.24",
+)  # the rest of install_requires
 
 CHECK = """
 import hybriddeid, pathlib, sys
@@ -74,8 +80,7 @@ print("model ok")
 def run(*args: str | Path, cwd: Path) -> str:
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"{' '.join(map(str, args))} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -96,16 +101,27 @@ def test_wheel_ships_and_loads_the_rule_packs_and_the_default_model(tmp_path: Pa
     names = set(zipfile.ZipFile(wheel).namelist())
     for language in ("en", "es"):
         pack = f"hybriddeid/resources/languages/{language}"
-        assert {f"{pack}/{name}" for name in ("pack.toml", "sections.txt", "surrogates.toml", "numbers.toml",
-                                              "stopwords.txt")} <= names
-        assert {f"hybriddeid/resources/regex/{language}.toml", f"hybriddeid/resources/dictionaries/{language}/cities.txt",
-                f"hybriddeid/resources/dictionaries/{language}/README.md"} <= names
+        assert {
+            f"{pack}/{name}"
+            for name in ("pack.toml", "sections.txt", "surrogates.toml", "numbers.toml", "stopwords.txt")
+        } <= names
+        assert {
+            f"hybriddeid/resources/regex/{language}.toml",
+            f"hybriddeid/resources/dictionaries/{language}/cities.txt",
+            f"hybriddeid/resources/dictionaries/{language}/README.md",
+        } <= names
         assert f"hybriddeid/models/{language}/config.toml" in names
-    assert {"hybriddeid/resources/languages/en/safelist.txt", "hybriddeid/resources/languages/en/synth.toml",
-            "hybriddeid/resources/languages/es/synth.toml",
-            "hybriddeid/resources/languages/README.md", "hybriddeid/resources/surrogates/kinds.toml",
-            "hybriddeid/resources/recipes/meddocan.toml", "hybriddeid/resources/recipes/en-default.toml",
-            "hybriddeid/review/assets/index.html", "hybriddeid/review/assets/app.js"} <= names
+    assert {
+        "hybriddeid/resources/languages/en/safelist.txt",
+        "hybriddeid/resources/languages/en/synth.toml",
+        "hybriddeid/resources/languages/es/synth.toml",
+        "hybriddeid/resources/languages/README.md",
+        "hybriddeid/resources/surrogates/kinds.toml",
+        "hybriddeid/resources/recipes/meddocan.toml",
+        "hybriddeid/resources/recipes/en-default.toml",
+        "hybriddeid/review/assets/index.html",
+        "hybriddeid/review/assets/app.js",
+    } <= names
     assert wheel.stat().st_size < 20e6, f"the wheel is {wheel.stat().st_size / 1e6:.1f} MB"
 
     venv = tmp_path / "venv"

@@ -19,6 +19,7 @@ each language's README.md there lists how many and which, and the two thresholds
 options here. Names that are single-word entries of the language's clinical safe-list
 (``safelist.txt``: "Foley", "Tia" as TIA, "Des" as DES) are dropped too, and listed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,28 @@ LANGUAGES = ("en", "es")
 # Cities of at least this population are kept even when their name is a common word ("Murcia").
 BIG_CITY = 50_000
 # Spanish-speaking countries whose cities of 15,000+ people go into the Spanish city list.
-HISPANIC = ("AR", "BO", "CL", "CO", "CR", "CU", "DO", "EC", "GQ", "GT", "HN", "MX", "NI", "PA", "PE",
-            "PR", "PY", "SV", "UY", "VE")
+HISPANIC = (
+    "AR",
+    "BO",
+    "CL",
+    "CO",
+    "CR",
+    "CU",
+    "DO",
+    "EC",
+    "GQ",
+    "GT",
+    "HN",
+    "MX",
+    "NI",
+    "PA",
+    "PE",
+    "PR",
+    "PY",
+    "SV",
+    "UY",
+    "VE",
+)
 # wordfreq languages a word's frequency is compared with (names travel between languages,
 # common words do not).
 REFERENCE_LANGUAGES = ("de", "en", "es", "fr", "it", "nl", "pt")
@@ -78,8 +99,11 @@ def is_common_word(entry: str, language: str, min_zipf: float, excess: float) ->
     own = zipf_frequency(word, language)
     if own < min_zipf:
         return False
-    others = [max(zipf_frequency(word, ref), zipf_frequency(fold(word), ref))
-              for ref in REFERENCE_LANGUAGES if ref != language]
+    others = [
+        max(zipf_frequency(word, ref), zipf_frequency(fold(word), ref))
+        for ref in REFERENCE_LANGUAGES
+        if ref != language
+    ]
     return own - statistics.median(others) >= excess
 
 
@@ -129,7 +153,7 @@ def name_variants(name: str) -> list[str]:
     "Republic of Korea" and "Korea"; "Virgin Islands, British" -> "British Virgin Islands"."""
     out: list[str] = []
     bracketed = re.fullmatch(r"(.*?)\s*\[(.*)\]", name)
-    for part in ([bracketed.group(1), bracketed.group(2)] if bracketed else [name]):
+    for part in [bracketed.group(1), bracketed.group(2)] if bracketed else [name]:
         head, comma, tail = part.partition(", ")
         if comma and "," not in tail and re.search(r"\b(of|of the|de|del)$", tail):
             out += [f"{tail} {head}", head]
@@ -153,8 +177,10 @@ def hand_list(language: str, kind: str) -> list[str]:
 def first_names(language: str) -> list[str]:
     if language == "en":
         from faker.providers.person.en_US import Provider
+
         return [*Provider.first_names_male, *Provider.first_names_female, *Provider.first_names_nonbinary]
     from faker.providers.person.es_ES import Provider
+
     return [*Provider.first_names_male, *Provider.first_names_female]
 
 
@@ -175,8 +201,9 @@ def cities(language: str) -> list[tuple[str, int]]:
     if language == "en":
         keep = [c for c in found if c["countrycode"] == "US" or c["population"] >= 1_000_000]
     else:
-        keep = [c for c in found if c["countrycode"] == "ES"
-                or (c["countrycode"] in HISPANIC and c["population"] >= 15_000)]
+        keep = [
+            c for c in found if c["countrycode"] == "ES" or (c["countrycode"] in HISPANIC and c["population"] >= 15_000)
+        ]
     return [(c["name"], c["population"]) for c in keep]
 
 
@@ -189,15 +216,20 @@ def states(language: str) -> list[str]:
     if language == "en":
         return [v for s in pycountry.subdivisions.get(country_code="US") for v in name_variants(s.name)]
     spanish = gettext.translation("iso3166-2", pycountry.LOCALES_DIR, languages=["es"])
-    return [v for s in pycountry.subdivisions.get(country_code="ES")
-            for name in {s.name, spanish.gettext(s.name)} for v in name_variants(name)]
+    return [
+        v
+        for s in pycountry.subdivisions.get(country_code="ES")
+        for name in {s.name, spanish.gettext(s.name)}
+        for v in name_variants(name)
+    ]
 
 
 def countries(language: str) -> list[str]:
     import pycountry
 
-    translate = (gettext.translation("iso3166-1", pycountry.LOCALES_DIR, languages=["es"]).gettext
-                 if language == "es" else str)
+    translate = (
+        gettext.translation("iso3166-1", pycountry.LOCALES_DIR, languages=["es"]).gettext if language == "es" else str
+    )
     names = []
     for country in pycountry.countries:
         for field in ("name", "common_name", "official_name"):
@@ -236,9 +268,16 @@ KINDS = {
     "states": ("pycountry", "ISO 3166-2 subdivisions", states),
     "countries": ("pycountry", "ISO 3166-1 names (short, common, official), plus hand-added names", countries),
     "postal_codes": ("zipcodes", "all US ZIP codes", postal_codes),
-    "hospitals": (None, "hand-compiled (see tools/gazetteer_sources)", lambda language: hand_list(language, "hospitals")),
-    "health_organizations": (None, "hand-compiled (see tools/gazetteer_sources)",
-                             lambda language: hand_list(language, "health_organizations")),
+    "hospitals": (
+        None,
+        "hand-compiled (see tools/gazetteer_sources)",
+        lambda language: hand_list(language, "hospitals"),
+    ),
+    "health_organizations": (
+        None,
+        "hand-compiled (see tools/gazetteer_sources)",
+        lambda language: hand_list(language, "health_organizations"),
+    ),
     "professions": ("faker", "job titles ({locale})", professions),
 }
 FILTERED = ("first_names", "last_names", "cities")  # kinds whose common words are dropped
@@ -266,15 +305,21 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
             census = {tidy(e) for e in shares} - {""}
             from_faker = len(entries)
             entries |= {e for e in census if e.lower() not in spelled}
-            rare = {e for e in census if e.lower() not in spelled
-                    and is_rare_name_but_common_word(e, shares[e], min_zipf, CENSUS_RARE_SHARE)}
-            description += (f" ({from_faker:,} from Faker, {len(census):,} from the 1990 Census"
-                            f"{' up to ' + format(census_cut, 'g') + '% cumulative' if kind == 'last_names' else ''}"
-                            f", {len(census) + from_faker - len(entries):,} in both; before the filters below)")
+            rare = {
+                e
+                for e in census
+                if e.lower() not in spelled and is_rare_name_but_common_word(e, shares[e], min_zipf, CENSUS_RARE_SHARE)
+            }
+            description += (
+                f" ({from_faker:,} from Faker, {len(census):,} from the 1990 Census"
+                f"{' up to ' + format(census_cut, 'g') + '% cumulative' if kind == 'last_names' else ''}"
+                f", {len(census) + from_faker - len(entries):,} in both; before the filters below)"
+            )
         removed = set()
         if kind in FILTERED:
-            removed = {e for e in entries if population.get(e, 0) < BIG_CITY
-                       and is_common_word(e, language, min_zipf, excess)}
+            removed = {
+                e for e in entries if population.get(e, 0) < BIG_CITY and is_common_word(e, language, min_zipf, excess)
+            }
             entries -= removed
         removed |= rare & entries  # rare Census names that are common words (CENSUS_RARE_SHARE)
         entries -= rare
@@ -288,20 +333,32 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
             continue
         target.write_text("".join(f"{e}\n" for e in sorted(entries)), encoding="utf-8", newline="\n")
         if kind == "cities":
-            description = ("US places of 500+ people and world cities of 1M+" if language == "en" else
-                           "Spanish places of 500+ people; cities of 15,000+ in Spanish-speaking countries")
+            description = (
+                "US places of 500+ people and world cities of 1M+"
+                if language == "en"
+                else "Spanish places of 500+ people; cities of 15,000+ in Spanish-speaking countries"
+            )
         source = f"{package} {version(package)}" if package else "hand-compiled"
         licence = SOURCES.get(package, "this project (MIT)")
         if census:
             source += f"; names {version('names')}"
             licence = f"{licence} (Faker); {SOURCES['names']}"
-        rows.append({
-            "language": language, "file": f"{kind}.txt", "entries": len(entries), "removed": sorted(removed),
-            "unsafe": sorted(unsafe), "source": source, "licence": licence,
-            "what": description.format(locale=locale),
-        })
-        print(f"dictionaries/{language}/{kind}.txt: {len(entries)} entries ({len(removed)} common words"
-              f"{f', {len(unsafe)} safe-listed words' if unsafe else ''} removed)")
+        rows.append(
+            {
+                "language": language,
+                "file": f"{kind}.txt",
+                "entries": len(entries),
+                "removed": sorted(removed),
+                "unsafe": sorted(unsafe),
+                "source": source,
+                "licence": licence,
+                "what": description.format(locale=locale),
+            }
+        )
+        print(
+            f"dictionaries/{language}/{kind}.txt: {len(entries)} entries ({len(removed)} common words"
+            f"{f', {len(unsafe)} safe-listed words' if unsafe else ''} removed)"
+        )
     return rows
 
 
@@ -383,34 +440,55 @@ def write_readmes(rows: list[dict], min_zipf: float, excess: float, census_cut: 
     for language in LANGUAGES:
         mine = [r for r in rows if r["language"] == language]
         table = "".join(
-            f"| `{r['file']}` | {r['entries']:,} | {r['source']} | {r['licence']} | {r['what']} |\n" for r in mine)
+            f"| `{r['file']}` | {r['entries']:,} | {r['source']} | {r['licence']} | {r['what']} |\n" for r in mine
+        )
         removed = "".join(
-            f"  - `{r['file']}` ({len(r['removed'])}): {', '.join(r['removed'])}\n" for r in mine if r["removed"])
+            f"  - `{r['file']}` ({len(r['removed'])}): {', '.join(r['removed'])}\n" for r in mine if r["removed"]
+        )
         unsafe = "".join(
-            f"  - `{r['file']}` ({len(r['unsafe'])}): {', '.join(r['unsafe'])}\n" for r in mine if r["unsafe"])
+            f"  - `{r['file']}` ({len(r['unsafe'])}): {', '.join(r['unsafe'])}\n" for r in mine if r["unsafe"]
+        )
         if unsafe:
-            unsafe = ("- **Safe-listed words removed** from first and last names: single-word entries of the\n"
-                      "  clinical safe-list (`safelist.txt`: eponyms, drugs, abbreviations such as TIA or DES),\n"
-                      "  matched case- and accent-insensitively. Removed:\n" + unsafe)
-        text = (README_HEAD.format(name=README_NAMES[language], min_zipf=min_zipf, excess=excess,
-                                   census_cut=census_cut) + table
-                + README_COMMON_WORDS.format(big_city=BIG_CITY, min_zipf=min_zipf, excess=excess,
-                                             removed=removed, unsafe=unsafe, refs=", ".join(REFERENCE_LANGUAGES))
-                + README_NOTES[language].format(census_cut=census_cut, rare_share=CENSUS_RARE_SHARE))
+            unsafe = (
+                "- **Safe-listed words removed** from first and last names: single-word entries of the\n"
+                "  clinical safe-list (`safelist.txt`: eponyms, drugs, abbreviations such as TIA or DES),\n"
+                "  matched case- and accent-insensitively. Removed:\n" + unsafe
+            )
+        text = (
+            README_HEAD.format(name=README_NAMES[language], min_zipf=min_zipf, excess=excess, census_cut=census_cut)
+            + table
+            + README_COMMON_WORDS.format(
+                big_city=BIG_CITY,
+                min_zipf=min_zipf,
+                excess=excess,
+                removed=removed,
+                unsafe=unsafe,
+                refs=", ".join(REFERENCE_LANGUAGES),
+            )
+            + README_NOTES[language].format(census_cut=census_cut, rare_share=CENSUS_RARE_SHARE)
+        )
         (OUT / language / "README.md").write_text(text, encoding="utf-8", newline="\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--min-zipf", type=float, default=4.0, help="common-word floor (wordfreq Zipf, default 4.0)")
-    parser.add_argument("--excess", type=float, default=1.5,
-                        help="how far above other languages a common word must be (default 1.5)")
-    parser.add_argument("--census-last-cumulative", type=float, default=80.0,
-                        help="keep Census last names while the cumulative population share is at most this "
-                             "(%%, default 80.0: about 25,000 names)")
+    parser.add_argument(
+        "--excess", type=float, default=1.5, help="how far above other languages a common word must be (default 1.5)"
+    )
+    parser.add_argument(
+        "--census-last-cumulative",
+        type=float,
+        default=80.0,
+        help="keep Census last names while the cumulative population share is at most this "
+        "(%%, default 80.0: about 25,000 names)",
+    )
     args = parser.parse_args()
-    rows = [row for language in LANGUAGES
-            for row in build(language, args.min_zipf, args.excess, args.census_last_cumulative)]
+    rows = [
+        row
+        for language in LANGUAGES
+        for row in build(language, args.min_zipf, args.excess, args.census_last_cumulative)
+    ]
     write_readmes(rows, args.min_zipf, args.excess, args.census_last_cumulative)
     size = sum(p.stat().st_size for language in LANGUAGES for p in (OUT / language).glob("*.txt"))
     print(f"{len(rows)} files, {size / 1e6:.2f} MB")

@@ -11,6 +11,7 @@ markers is written by hand.
 
 ``mkdocs.yml`` also loads this file as a hook: ``mkdocs build`` stops when a page is stale.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -143,7 +144,15 @@ def config_reference() -> str:
     lines += [f"| `{key}` | {_toml_value(value)} |" for key, value in PIPELINE_DEFAULTS.items()]
     for name in sorted(component_names()):
         spec = find_component(name)
-        lines += ["", f"## `[{name}]`", "", f"The `{name}` component (`{spec.class_path}`).", "", "| key | default |", "| --- | --- |"]
+        lines += [
+            "",
+            f"## `[{name}]`",
+            "",
+            f"The `{name}` component (`{spec.class_path}`).",
+            "",
+            "| key | default |",
+            "| --- | --- |",
+        ]
         lines += [f"| `{key}` | {_toml_value(value)} |" for key, value in dict(spec.defaults).items()]
     return "\n".join(lines) + "\n"
 
@@ -161,11 +170,15 @@ def taxonomy_reference() -> str:
         lines += [f"## `{taxonomy.name}` (`resources/taxonomy/{key}.toml`)", ""]
         if data.get("description"):
             lines += [data["description"] + ".", ""]
-        lines += ["| label | category | `hipaa` (i2b2 scripts' subset) | `safe_harbor` (`hipaa` PHI set) |",
-                  "| --- | --- | --- | --- |"]
+        lines += [
+            "| label | category | `hipaa` (i2b2 scripts' subset) | `safe_harbor` (`hipaa` PHI set) |",
+            "| --- | --- | --- | --- |",
+        ]
         for label in taxonomy.labels:
-            lines.append(f"| `{label}` | `{taxonomy.category(label)}` | {'yes' if taxonomy.is_hipaa(label) else ''} | "
-                         f"{'yes' if taxonomy.is_safe_harbor(label) else ''} |")
+            lines.append(
+                f"| `{label}` | `{taxonomy.category(label)}` | {'yes' if taxonomy.is_hipaa(label) else ''} | "
+                f"{'yes' if taxonomy.is_safe_harbor(label) else ''} |"
+            )
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -191,8 +204,12 @@ def _sources(package: Path) -> dict[str, bytes]:
     """The package's Python files by path; installed, ``hybriddeid/resources`` is the checkout's ``resources/``."""
     files = {str(path.relative_to(package)): path.read_bytes() for path in sorted(package.rglob("*.py"))}
     if package == ROOT / "hybriddeid":
-        files.update({f"resources/{path.relative_to(ROOT / 'resources')}": path.read_bytes()
-                      for path in sorted((ROOT / "resources").rglob("*.py"))})
+        files.update(
+            {
+                f"resources/{path.relative_to(ROOT / 'resources')}": path.read_bytes()
+                for path in sorted((ROOT / "resources").rglob("*.py"))
+            }
+        )
     return files
 
 
@@ -204,8 +221,10 @@ def check_checkout() -> None:
 
     here = Path(hybriddeid.__file__).resolve().parent
     if here != ROOT / "hybriddeid" and _sources(here) != _sources(ROOT / "hybriddeid"):
-        raise SystemExit(f"the hybriddeid imported ({here}) is not this checkout's ({ROOT}): pip install . "
-                         f"here, or run with PYTHONPATH={ROOT}")
+        raise SystemExit(
+            f"the hybriddeid imported ({here}) is not this checkout's ({ROOT}): pip install . "
+            f"here, or run with PYTHONPATH={ROOT}"
+        )
 
 
 def stale_pages() -> list[str]:

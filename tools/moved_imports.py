@@ -9,6 +9,7 @@ its names may come from different folders. The old paths still import, with a De
 for code to stop meeting that warning (and for branches written before the move). A line that says
 ``old path on purpose`` (a test of the old paths) is left as it is.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ ON_PURPOSE = "old path on purpose"
 def rewritten(text: str) -> str:
     """``text`` with every old dotted or slashed module path replaced by its new one (but on lines that say
     ``ON_PURPOSE``)."""
+
     def line_rewritten(line: str) -> str:
         if ON_PURPOSE in line:
             return line
@@ -48,16 +50,27 @@ def from_package_imports(text: str) -> list[int]:
         tree = ast.parse(text)
     except SyntaxError:
         return []
-    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "hybriddeid"
-            and not node.level and any(alias.name in OLD_NAMES for alias in node.names)]
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module == "hybriddeid"
+        and not node.level
+        and any(alias.name in OLD_NAMES for alias in node.names)
+    ]
 
 
 def files_under(paths: list[Path]) -> list[Path]:
     found = []
     for path in paths:
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file()
-                            and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            found += sorted(
+                p
+                for p in path.rglob("*")
+                if p.suffix in SUFFIXES
+                and p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
         else:
             found.append(path)
     return found

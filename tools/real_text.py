@@ -19,6 +19,7 @@ PhysioNet's notes come with their patients (``dev_index.tsv``): cross-validation
 notes in one fold (``group_of``). Only the dev halves are read. The other halves are held out for
 independent measurement.
 """
+
 from __future__ import annotations
 
 import random
@@ -38,8 +39,11 @@ from hybriddeid.knowledge.dictionaries import bundled_entries
 LABELS_FILE = Path(__file__).with_name("real_text_labels.toml")
 PLACE_JOINT = regex.compile(r",\s*|\s+in\s+")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora"
-CORPORA = {"asq": SHARED / "asq-phi" / "dev", "presidio": SHARED / "presidio-synth" / "dev",
-           "physionet": SHARED / "physionet-deid" / "dev"}
+CORPORA = {
+    "asq": SHARED / "asq-phi" / "dev",
+    "presidio": SHARED / "presidio-synth" / "dev",
+    "physionet": SHARED / "physionet-deid" / "dev",
+}
 PATIENT_INDEX = {"physionet": "dev_index.tsv"}
 # The sealed lockbox (issue 42): PhysioNet dev patients whose notes no one reads; models are judged on
 # them after training on the other patients (benchmarks/en_real_cv.py). One patient id a line.
@@ -107,7 +111,7 @@ class Relabeller:
         """The gold spans without edge blanks, word-by-word neighbours of one label joined (``join_gaps``)."""
         spans: list[Span] = []
         for span in sorted(doc.spans, key=lambda s: s.start):
-            value = doc.text[span.start:span.end]
+            value = doc.text[span.start : span.end]
             start = span.start + len(value) - len(value.lstrip())
             end = span.end - len(value) + len(value.rstrip())
             if start >= end:
@@ -115,10 +119,14 @@ class Relabeller:
             span = Span(start, end, span.label, span.source)
             if spans:
                 last = spans[-1]
-                gap = doc.text[last.end:span.start]
+                gap = doc.text[last.end : span.start]
                 same = self.labels.get(last.label) == self.labels.get(span.label)
-                date_year = self.join_date_years and self.labels.get(last.label) == "DATE" and span.label.endswith("Year") \
+                date_year = (
+                    self.join_date_years
+                    and self.labels.get(last.label) == "DATE"
+                    and span.label.endswith("Year")
                     and gap in (", ", ",", " ")
+                )
                 if (same and gap in self.join_gaps) or date_year:
                     spans[-1] = Span(last.start, span.end, last.label, last.source)
                     continue
@@ -127,11 +135,11 @@ class Relabeller:
 
     def relabel(self, doc: Document) -> Document:
         spans: list[Span] = []
-        for span in (self.joined(doc) if self.join_gaps else doc.spans):
+        for span in self.joined(doc) if self.join_gaps else doc.spans:
             label = self.labels.get(span.label)
             if label is None:
                 continue
-            value = doc.text[span.start:span.end]
+            value = doc.text[span.start : span.end]
             if self.drop_values is not None and self.drop_values.match(value):
                 continue
             if span.label in self.split_places:
@@ -167,9 +175,13 @@ def load_relabelled(corpus: str, folder: Path | None = None) -> list[Document]:
     docs = read_corpus(folder, "brat")
     patients = _patients(corpus, folder)
     own = {NOT_IN_LEXICON: True} if corpus in NOT_IN_LEXICON_CORPORA else {}
-    return [replace(relabeller.relabel(doc), meta={**doc.meta, **own, "corpus": corpus,
-                                                    "group": f"{corpus}/{patients.get(doc.name, doc.name)}"})
-            for doc in docs]
+    return [
+        replace(
+            relabeller.relabel(doc),
+            meta={**doc.meta, **own, "corpus": corpus, "group": f"{corpus}/{patients.get(doc.name, doc.name)}"},
+        )
+        for doc in docs
+    ]
 
 
 def _patients(corpus: str, folder: Path) -> dict[str, str]:
@@ -221,7 +233,9 @@ def folds(docs: Sequence[Document], k: int, seed: int = 0) -> list[list[Document
     return parts
 
 
-def cross_validation_splits(docs: Sequence[Document], k: int, seed: int = 0) -> Iterator[tuple[list[Document], list[Document]]]:
+def cross_validation_splits(
+    docs: Sequence[Document], k: int, seed: int = 0
+) -> Iterator[tuple[list[Document], list[Document]]]:
     """(train, held_out) for each of ``k`` folds."""
     parts = folds(docs, k, seed)
     for i, held_out in enumerate(parts):

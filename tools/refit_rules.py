@@ -11,6 +11,7 @@ enables new rules and ``tests/test_languages.py`` finds the current digest. Retr
     python tools/refit_rules.py hybriddeid/models/es ../shared/corpora/meddocan/train/brat ../shared/corpora/meddocan/dev/brat
     python tools/refit_rules.py hybriddeid/models/en --synth 1500   # the bundled state: 1,500 train-mix notes
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", type=Path, help="the model folder (its rule/ folder is rewritten)")
     parser.add_argument("corpus", type=Path, nargs="*", help="the folders of notes the model was trained on")
-    parser.add_argument("--synth", type=int, default=0, metavar="N",
-                        help="also N generated notes of the 'train' mix (--synth-seed), as train_en_default.py makes them")
+    parser.add_argument(
+        "--synth",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N generated notes of the 'train' mix (--synth-seed), as train_en_default.py makes them",
+    )
     parser.add_argument("--synth-seed", type=int, default=1)
     args = parser.parse_args()
     if not (args.corpus or args.synth):
@@ -53,8 +59,10 @@ def main() -> int:
     clf.to_disk(folder)
     added = [name for name in (rule.name for rule in clf.enabled_rules) if name not in set(saved["enabled"])]
     dropped = [name for name in saved["enabled"] if name not in {rule.name for rule in clf.enabled_rules}]
-    print(f"{folder / STATE_FILE}: {len(docs)} notes, {len(clf.enabled_rules)} rules enabled"
-          f" (new: {', '.join(added) or 'none'}; off: {', '.join(dropped) or 'none'})")
+    print(
+        f"{folder / STATE_FILE}: {len(docs)} notes, {len(clf.enabled_rules)} rules enabled"
+        f" (new: {', '.join(added) or 'none'}; off: {', '.join(dropped) or 'none'})"
+    )
     return 0
 
 

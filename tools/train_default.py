@@ -13,6 +13,7 @@ a surname alone, relatives by name, patient header lines and towns with and with
 ``--splits train --out DIR`` trains on the train split alone, for scoring on dev
 (``python benchmarks/meddocan.py --model DIR``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,13 +49,27 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpora" / "meddocan")
     parser.add_argument("--config", type=Path, default=ROOT / "benchmarks" / "meddocan.toml")
     parser.add_argument("--out", type=Path, default=ROOT / "hybriddeid" / "models" / "es")
-    parser.add_argument("--flattened-copies", type=float, default=FLATTENED_COPIES,
-                        help=f"share of the notes also learned flattened to one line (default {FLATTENED_COPIES})")
-    parser.add_argument("--synth", type=int, default=SYNTH_NOTES, metavar="N",
-                        help=f"also N generated Spanish notes of the 'train' mix (default {SYNTH_NOTES})")
+    parser.add_argument(
+        "--flattened-copies",
+        type=float,
+        default=FLATTENED_COPIES,
+        help=f"share of the notes also learned flattened to one line (default {FLATTENED_COPIES})",
+    )
+    parser.add_argument(
+        "--synth",
+        type=int,
+        default=SYNTH_NOTES,
+        metavar="N",
+        help=f"also N generated Spanish notes of the 'train' mix (default {SYNTH_NOTES})",
+    )
     parser.add_argument("--synth-seed", type=int, default=1)
-    parser.add_argument("--splits", nargs="+", default=["train", "dev"], choices=["train", "dev"],
-                        help="MEDDOCAN splits to learn (default train dev; train alone to score on dev)")
+    parser.add_argument(
+        "--splits",
+        nargs="+",
+        default=["train", "dev"],
+        choices=["train", "dev"],
+        help="MEDDOCAN splits to learn (default train dev; train alone to score on dev)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="CRFs trained at once (default 2)")
     args = parser.parse_args()
     folders = [args.corpus / split / "brat" for split in args.splits]

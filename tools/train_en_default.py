@@ -15,6 +15,7 @@ repository root:
 
     python tools/train_en_default.py [--n 1500] [--seed 1] [--test-n 500] [--test-seed 2] [--no-real]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,11 @@ TRAINING_DATA = {
 REAL_TEXT = {
     "asq": "ASQ-PHI development half (525 queries; JamesWeatherhead/asq-phi, Data in Brief 2026, MIT)",
     "presidio": "presidio-research synth_dataset_v2 development half (750 sentences; MIT)",
-    "physionet": ("PhysioNet deid gold standard, development half (1,236 real MIMIC-II ICU nursing notes of 94 "
-                  "patients with surrogate PHI; Neamatullah et al., BMC Med Inform Decis Mak 2008;8:32; Goldberger "
-                  "et al., Circulation 2000; GPL; its PHI values enter no lexicon)"),
+    "physionet": (
+        "PhysioNet deid gold standard, development half (1,236 real MIMIC-II ICU nursing notes of 94 "
+        "patients with surrogate PHI; Neamatullah et al., BMC Med Inform Decis Mak 2008;8:32; Goldberger "
+        "et al., Circulation 2000; GPL; its PHI values enter no lexicon)"
+    ),
 }
 
 
@@ -51,8 +54,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1500, help="training notes (default 1500)")
     parser.add_argument("--seed", type=int, default=SYNTH_SEED)
-    parser.add_argument("--no-real", dest="real", action="store_false",
-                        help="generated notes only (default: add the ASQ-PHI and presidio dev halves)")
+    parser.add_argument(
+        "--no-real",
+        dest="real",
+        action="store_false",
+        help="generated notes only (default: add the ASQ-PHI and presidio dev halves)",
+    )
     parser.add_argument("--test-n", type=int, default=500, help="held-out test notes scored into meta.json")
     parser.add_argument("--test-seed", type=int, default=2)
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
@@ -65,22 +72,32 @@ def main() -> int:
     train = list(generate_corpus(args.n, args.seed, "train"))
     real = [doc for corpus in CORPORA for doc in load_relabelled(corpus)] if args.real else []
     started = time.perf_counter()
-    pipeline = Pipeline(load_config(args.config)).fit(train + real, n_jobs=args.jobs, corpus_name=f"synth-en-train-seed{args.seed}")
+    pipeline = Pipeline(load_config(args.config)).fit(
+        train + real, n_jobs=args.jobs, corpus_name=f"synth-en-train-seed{args.seed}"
+    )
     pipeline.meta["fit_wall_seconds"] = round(time.perf_counter() - started, 1)
     pipeline.meta["training_data"] = TRAINING_DATA | {"mix": "train", "seed": args.seed, "notes": args.n}
     if real:
         pipeline.meta["training_data"]["real_text"] = {
-            "corpora": REAL_TEXT, "notes": len(real),
-            "relabelled_by": "tools/real_text.py with tools/real_text_labels.toml"}
+            "corpora": REAL_TEXT,
+            "notes": len(real),
+            "relabelled_by": "tools/real_text.py with tools/real_text_labels.toml",
+        }
     if args.test_n:
         test = list(generate_corpus(args.test_n, args.test_seed, "test"))
         report = evaluate(test, [pipeline.annotate(doc) for doc in test])
         binary = report.score("binary_token")
-        pipeline.meta["test_metrics"] = {"mix": "test", "seed": args.test_seed, "documents": len(test),
-                                         "scores": report.to_dict()["scores"]}
+        pipeline.meta["test_metrics"] = {
+            "mix": "test",
+            "seed": args.test_seed,
+            "documents": len(test),
+            "scores": report.to_dict()["scores"],
+        }
         print(f"held-out test ({len(test)} notes): binary token P {binary.precision:.4f} R {binary.recall:.4f}")
     replace_model(pipeline, args.out)
-    print(f"trained on {len(train)} generated + {len(real)} real notes in {pipeline.meta['fit_wall_seconds']} s -> {args.out}")
+    print(
+        f"trained on {len(train)} generated + {len(real)} real notes in {pipeline.meta['fit_wall_seconds']} s -> {args.out}"
+    )
     return 0
 
 

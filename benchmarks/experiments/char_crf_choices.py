@@ -6,6 +6,7 @@ Speeds are comparable only within one run of this script.
 
     python benchmarks/experiments/char_crf_choices.py [--train DIR] [--dev DIR] [--only NAME ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,13 @@ VARIANTS = {
     "thin inside tokens, [-5,5]": {"thin_interior": True, "radius": 5, "bigram_radius": 3, "trigram_radius": 2},
     "thin, [-4,4] (default)": {"thin_interior": True},
     "thin, [-4,4], learned lexicon": {"thin_interior": True, "lexicon": True},
-    "thin, [-2,2], learned lexicon": {"thin_interior": True, "lexicon": True, "radius": 2, "bigram_radius": 1, "trigram_radius": 1},
+    "thin, [-2,2], learned lexicon": {
+        "thin_interior": True,
+        "lexicon": True,
+        "radius": 2,
+        "bigram_radius": 1,
+        "trigram_radius": 1,
+    },
     "thin, [-4,4], lexicon, safe vocabulary": {"thin_interior": True, "lexicon": True, "safe_min_count": 3},
 }
 
@@ -51,10 +58,14 @@ def main() -> int:
             predicted.append(doc.with_spans(model.predict(doc)))
         rate = len(dev) / (time.perf_counter() - started)
         typed = evaluate(dev, predicted).score("strict").f1
-        untyped = evaluate(
-            [d.with_spans(s.with_label("PHI") for s in d.spans) for d in dev],
-            [d.with_spans(s.with_label("PHI") for s in d.spans) for d in predicted],
-        ).score("strict").f1
+        untyped = (
+            evaluate(
+                [d.with_spans(s.with_label("PHI") for s in d.spans) for d in dev],
+                [d.with_spans(s.with_label("PHI") for s in d.spans) for d in predicted],
+            )
+            .score("strict")
+            .f1
+        )
         print(f"{name:42s} {typed:7.4f} {untyped:9.4f} {fit_seconds:8.1f} {rate:8.1f}", flush=True)
     return 0
 

@@ -8,6 +8,7 @@ each, so their training times are comparable within a run.
 
     python benchmarks/experiments/crf_settings.py [--settings c1=0.05,c2=0.01,max_iterations=100 ...] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,7 +61,9 @@ def run_setting(config: dict, setting: dict[str, Any], train_dir: Path, dev_dir:
     scores: dict[str, Any] = {"setting": setting, "train_seconds": round(train_seconds, 1)}
     for name, sources in (("token", ["token"]), ("rule + token", ["rule", "token"])):
         merged = [pipeline.combine(doc, {n: predictions[n][i] for n in sources}, sources) for i, doc in enumerate(dev)]
-        prf = evaluate(dev, [doc.with_spans(spans) for doc, spans in zip(dev, merged)]).score("strict", "subtype", "micro")
+        prf = evaluate(dev, [doc.with_spans(spans) for doc, spans in zip(dev, merged)]).score(
+            "strict", "subtype", "micro"
+        )
         scores[name] = {"precision": prf.precision, "recall": prf.recall, "f1": prf.f1}
     return scores
 
@@ -87,8 +90,11 @@ def main() -> int:
             r = future.result()
             results.append(r)
             merged = r["rule + token"]
-            print(f"{text:42s} {r['token']['f1']:9.4f} {merged['precision']:13.4f} {merged['recall']:7.4f} "
-                  f"{merged['f1']:7.4f} {r['train_seconds']:8.1f}", flush=True)
+            print(
+                f"{text:42s} {r['token']['f1']:9.4f} {merged['precision']:13.4f} {merged['recall']:7.4f} "
+                f"{merged['f1']:7.4f} {r['train_seconds']:8.1f}",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

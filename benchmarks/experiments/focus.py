@@ -8,6 +8,7 @@ wrong with the bundled Spanish model.
 
     python benchmarks/experiments/focus.py --model DIR [--margins 2,4,8]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,8 @@ def read_share(pipeline: Pipeline, dev: list[Document]) -> float:
     for doc in dev:
         note = pipeline.analyse(doc)
         _, regions = pipeline.components["token"].predict_with_focus(
-            note, float(settings["focus_below"]), int(settings["focus_margin"]), claim)
+            note, float(settings["focus_below"]), int(settings["focus_margin"]), claim
+        )
         starts = [start for start, _ in regions]
         for line in note.lines:
             tokens = line.tokens
@@ -64,8 +66,10 @@ def main() -> int:
         for doc in dev:
             doc.with_spans(pipeline.predict(doc))
         passes.append(len(dev) / (time.perf_counter() - started))
-    print(f"{len(dev)} dev notes; Pipeline.predict as configured (margin {configured['focus_margin']}), "
-          f"three passes: " + ", ".join(f"{rate:.1f}" for rate in passes) + " notes/s")
+    print(
+        f"{len(dev)} dev notes; Pipeline.predict as configured (margin {configured['focus_margin']}), "
+        f"three passes: " + ", ".join(f"{rate:.1f}" for rate in passes) + " notes/s"
+    )
 
     print(f"\n{'setting':24s} {'F1':>8s} {'P':>7s} {'R':>7s} {'char CRF reads':>15s}")
     settings["focus"] = {}
@@ -75,15 +79,17 @@ def main() -> int:
     for margin in [int(m) for m in args.margins.split(",")]:
         settings["focus_margin"] = margin
         prf = evaluate(dev, [doc.with_spans(pipeline.predict(doc)) for doc in dev]).score("strict")
-        print(f"{f'focus, margin {margin}':24s} {prf.f1:8.5f} {prf.precision:7.4f} {prf.recall:7.4f} "
-              f"{read_share(pipeline, dev):14.1%}")
+        print(
+            f"{f'focus, margin {margin}':24s} {prf.f1:8.5f} {prf.precision:7.4f} {prf.recall:7.4f} "
+            f"{read_share(pipeline, dev):14.1%}"
+        )
     settings.update(configured)
 
     spanish = Pipeline.load("es")
     print(f"\nbundled es model on {EXAMPLE!r}:")
     for margin in (2, int(configured["focus_margin"])):
         spanish.config["pipeline"]["focus_margin"] = margin
-        found = [EXAMPLE[s.start:s.end] for s in spanish.predict(EXAMPLE)]
+        found = [EXAMPLE[s.start : s.end] for s in spanish.predict(EXAMPLE)]
         print(f"  margin {margin}: {found}")
     return 0
 

@@ -9,6 +9,7 @@ the two sets differ: tokens per line and the share of tokens inside gold PHI.
 
     python benchmarks/experiments/focus_share.py [--notes 100]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,11 +70,14 @@ def main() -> int:
     for name, (model, docs) in sets.items():
         pipeline = Pipeline.load(model)
         mean, median, phi = note_shape(pipeline, docs)
-        print(f"{name}: {len(docs)} notes, tokens per line mean {mean:.1f} median {median}, "
-              f"tokens inside PHI {phi:.1%}")
+        print(
+            f"{name}: {len(docs)} notes, tokens per line mean {mean:.1f} median {median}, tokens inside PHI {phi:.1%}"
+        )
         for below, margin in SETTINGS:
             share, lines = read_share(pipeline, docs, below, margin)
-            print(f"  focus_below {below} margin {margin}: reads {share:.1%} of token characters, touches {lines:.1%} of lines")
+            print(
+                f"  focus_below {below} margin {margin}: reads {share:.1%} of token characters, touches {lines:.1%} of lines"
+            )
     return 0
 
 

@@ -13,6 +13,7 @@ Usage: python benchmarks/experiments/knowledge_resources.py [--corpus DIR] [--ou
    corpus's would (plain repetition would not add words). Timed for each --1m-min-count.
 Prints counts and times only, never note text.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,16 @@ from hybriddeid.text.tokenize import lines, tokenize
 
 # the shared corpora sit beside the checkout; this script is in benchmarks/experiments/
 DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "meddocan"
-TYPES = ("NOMBRE_SUJETO_ASISTENCIA", "NOMBRE_PERSONAL_SANITARIO", "TERRITORIO", "PAIS", "CALLE", "HOSPITAL",
-         "INSTITUCION", "PROFESION")
+TYPES = (
+    "NOMBRE_SUJETO_ASISTENCIA",
+    "NOMBRE_PERSONAL_SANITARIO",
+    "TERRITORIO",
+    "PAIS",
+    "CALLE",
+    "HOSPITAL",
+    "INSTITUCION",
+    "PROFESION",
+)
 
 
 def clusters_report(sequences: list[list[str]], out: Path) -> None:
@@ -40,12 +49,18 @@ def clusters_report(sequences: list[list[str]], out: Path) -> None:
     clusters.to_disk(out)
     meta = clusters.meta
     print("## Clusters of MEDDOCAN train+dev (min count 2)\n")
-    print(f"tokens {meta['corpus']['tokens']:,}, lines {meta['corpus']['lines']:,}, "
-          f"distinct normalised words {meta['corpus']['vocabulary']:,}")
-    print(f"Brown C=1000: {meta['brown']['words']:,} words in {meta['brown']['leaves']} clusters, "
-          f"{meta['brown']['seconds']:.1f} s")
-    print(f"word2vec (skip-gram, 100 dims, 5 epochs, 1 worker) + k-means k=50,200,1000: "
-          f"{meta['word2vec']['words']:,} words, {meta['word2vec']['seconds']:.1f} s")
+    print(
+        f"tokens {meta['corpus']['tokens']:,}, lines {meta['corpus']['lines']:,}, "
+        f"distinct normalised words {meta['corpus']['vocabulary']:,}"
+    )
+    print(
+        f"Brown C=1000: {meta['brown']['words']:,} words in {meta['brown']['leaves']} clusters, "
+        f"{meta['brown']['seconds']:.1f} s"
+    )
+    print(
+        f"word2vec (skip-gram, 100 dims, 5 epochs, 1 worker) + k-means k=50,200,1000: "
+        f"{meta['word2vec']['words']:,} words, {meta['word2vec']['seconds']:.1f} s"
+    )
     print(f"total {time.perf_counter() - started:.1f} s; saved to {out}\n")
 
 
@@ -68,7 +83,7 @@ def gazetteer_report(dev) -> None:
             if span.label not in TYPES:
                 continue
             total[span.label] += 1
-            key = phrase_key(phrase_tokens(doc.text[span.start:span.end]))
+            key = phrase_key(phrase_tokens(doc.text[span.start : span.end]))
             if any(key in g.table for g in gazetteers.values()):
                 exact[span.label] += 1
             for tok in tokenize(doc.text, span.start, span.end):
@@ -79,12 +94,16 @@ def gazetteer_report(dev) -> None:
     print("| --- | ---: | ---: | ---: |")
     for label in TYPES:
         if total[label]:
-            print(f"| {label} | {total[label]} | {exact[label] / total[label]:.3f} | "
-                  f"{tokens_in[label] / tokens_all[label]:.3f} |")
+            print(
+                f"| {label} | {total[label]} | {exact[label] / total[label]:.3f} | "
+                f"{tokens_in[label] / tokens_all[label]:.3f} |"
+            )
     print("\n| dictionary | entries | hits | hits overlapping no gold span |")
     print("| --- | ---: | ---: | ---: |")
     for kind, gazetteer in gazetteers.items():
-        print(f"| {kind} | {len(gazetteer)} | {hits[kind]} | {outside[kind]} ({outside[kind] / max(hits[kind], 1):.0%}) |")
+        print(
+            f"| {kind} | {len(gazetteer)} | {hits[kind]} | {outside[kind]} ({outside[kind] / max(hits[kind], 1):.0%}) |"
+        )
     print()
 
 
@@ -105,8 +124,7 @@ def million_report(sequences: list[list[str]], min_counts: list[int]) -> None:
     for min_count in min_counts:
         started = time.perf_counter()
         result = brown_clusters(corpus, n_clusters=1000, min_count=min_count)
-        print(f"min count {min_count}: {len(result.entries):,} words clustered, "
-              f"{time.perf_counter() - started:.1f} s")
+        print(f"min count {min_count}: {len(result.entries):,} words clustered, {time.perf_counter() - started:.1f} s")
     print()
 
 

@@ -9,6 +9,7 @@ code, and compares their spans. Prints seconds per epoch, notes per second and t
     python benchmarks/experiments/neural_epochs.py [--architectures bigru,cedi] [--train-notes 60]
         [--dev-notes 60] [--epochs 2] [--threads 1] [--baseline-ref main] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,14 +59,26 @@ def work(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     spans = tagger.predict_many(docs)
     seconds = time.perf_counter() - started
-    print(json.dumps({"seconds": seconds, "notes": len(docs),
-                      "spans": [[[s.start, s.end, s.label, round(s.score, 4)] for s in found] for found in spans]}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "notes": len(docs),
+                "spans": [[[s.start, s.end, s.label, round(s.score, 4)] for s in found] for found in spans],
+            }
+        )
+    )
 
 
 def run(code: Path, args: argparse.Namespace, job: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    done = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--work", json.dumps(job)],
-                          capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "--threads", str(args.threads), "--work", json.dumps(job)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     if done.returncode:
         sys.exit(f"a child run failed ({code}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -81,7 +94,9 @@ def main() -> int:
     parser.add_argument("--dev-notes", type=int, default=60)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--clusters", action="store_true", help="embed the tables' word clusters (built first if missing)")
+    parser.add_argument(
+        "--clusters", action="store_true", help="embed the tables' word clusters (built first if missing)"
+    )
     parser.add_argument("--baseline-ref", default="main")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--work", help=argparse.SUPPRESS)
@@ -95,16 +110,32 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="neural-epochs-") as temp:
         baseline = Path(temp) / "baseline"
         baseline.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline_ref, "hybriddeid"], capture_output=True,
-                                 check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.baseline_ref, "hybriddeid"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.baseline_ref], capture_output=True,
-                                text=True, check=True).stdout.strip()
-        print(f"baseline {args.baseline_ref} ({commit}) against this checkout; {args.train_notes} train notes, "
-              f"{args.epochs} epochs, {args.dev_notes} dev notes, {args.threads} thread(s), CPU", flush=True)
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", args.baseline_ref],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        print(
+            f"baseline {args.baseline_ref} ({commit}) against this checkout; {args.train_notes} train notes, "
+            f"{args.epochs} epochs, {args.dev_notes} dev notes, {args.threads} thread(s), CPU",
+            flush=True,
+        )
         for architecture in [name for name in args.architectures.split(",") if name]:
-            settings = {**tables[architecture], "epochs": args.epochs, "patience": args.epochs, "dev_fraction": 0.0,
-                        "max_train_minutes": 0, "num_threads": args.threads, "device": "cpu", "verbose": False}
+            settings = {
+                **tables[architecture],
+                "epochs": args.epochs,
+                "patience": args.epochs,
+                "dev_fraction": 0.0,
+                "max_train_minutes": 0,
+                "num_threads": args.threads,
+                "device": "cpu",
+                "verbose": False,
+            }
             if settings.get("clusters") and args.clusters:
                 from hybriddeid.knowledge.build import ensure_clusters
                 from hybriddeid.pipeline.core import load_config
@@ -117,27 +148,40 @@ def main() -> int:
             train = {"do": "train", "settings": settings, "train": str(args.train), "count": args.train_notes}
             before = run(baseline, args, train)
             after = run(ROOT, args, {**train, "save": str(model)})
-            tag = {"do": "tag", "settings": settings, "model": str(model), "dev": str(args.dev), "count": args.dev_notes}
+            tag = {
+                "do": "tag",
+                "settings": settings,
+                "model": str(model),
+                "dev": str(args.dev),
+                "count": args.dev_notes,
+            }
             tag_before, tag_after = run(baseline, args, tag), run(ROOT, args, tag)
-            same = sum(1 for a, b in zip(tag_before["spans"], tag_after["spans"])
-                       if [s[:3] for s in a] == [s[:3] for s in b])
+            same = sum(
+                1 for a, b in zip(tag_before["spans"], tag_after["spans"]) if [s[:3] for s in a] == [s[:3] for s in b]
+            )
             spans = sum(len(found) for found in tag_after["spans"])
             row = {
                 "architecture": architecture,
                 "epoch_s_before": round(sum(before["epoch_seconds"]) / len(before["epoch_seconds"]), 2),
                 "epoch_s_after": round(sum(after["epoch_seconds"]) / len(after["epoch_seconds"]), 2),
-                "loss_before": before["loss"], "loss_after": after["loss"],
+                "loss_before": before["loss"],
+                "loss_after": after["loss"],
                 "notes_per_s_before": round(tag_before["notes"] / tag_before["seconds"], 1),
                 "notes_per_s_after": round(tag_after["notes"] / tag_after["seconds"], 1),
-                "notes_with_same_spans": same, "notes": len(tag_after["spans"]), "spans": spans,
+                "notes_with_same_spans": same,
+                "notes": len(tag_after["spans"]),
+                "spans": spans,
             }
             row["epoch_speedup"] = round(row["epoch_s_before"] / row["epoch_s_after"], 2)
             row["tagging_speedup"] = round(row["notes_per_s_after"] / row["notes_per_s_before"], 2)
             results.append(row)
-            print(f"{architecture}: s/epoch {row['epoch_s_before']} -> {row['epoch_s_after']} "
-                  f"(x{row['epoch_speedup']}); loss per epoch {before['loss']} -> {after['loss']}; tagging notes/s "
-                  f"{row['notes_per_s_before']} -> {row['notes_per_s_after']} (x{row['tagging_speedup']}); same spans "
-                  f"in {same}/{row['notes']} notes ({spans} spans, same weights)", flush=True)
+            print(
+                f"{architecture}: s/epoch {row['epoch_s_before']} -> {row['epoch_s_after']} "
+                f"(x{row['epoch_speedup']}); loss per epoch {before['loss']} -> {after['loss']}; tagging notes/s "
+                f"{row['notes_per_s_before']} -> {row['notes_per_s_after']} (x{row['tagging_speedup']}); same spans "
+                f"in {same}/{row['notes']} notes ({spans} spans, same weights)",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps({"baseline": commit, "rows": results}, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -16,6 +16,7 @@ config's score floors, same-note propagation and precedence, plus the out-of-fol
 ``bigru_all`` table of ``neural_meddocan.py --save-dir``), whose settings the fold models reuse.
 Needs ``pip install ".[neural]"``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,6 +42,7 @@ SHARED = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "meddocan"
 
 SpanRows = list[tuple[int, int, str, float]]
 
+
 class NeuralTagsTokenCRF(TokenCRF):
     """The token CRF with one more per-token tag family, "nn": the neural tagger's BIO tag.
 
@@ -48,7 +50,9 @@ class NeuralTagsTokenCRF(TokenCRF):
 
     neural_spans: dict[str, SpanRows] = {}
 
-    def token_sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
+    def token_sequences(
+        self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None
+    ) -> Iterator[TokenSequence]:
         note = analyse(note, self.language)
         spans = sorted(self.neural_spans.get(note.doc.name, []))
         starts = [span[0] for span in spans]
@@ -63,8 +67,10 @@ class NeuralTagsTokenCRF(TokenCRF):
             seq.extra["nn"] = tags
             yield seq
 
+
 def rows_of(spans: list[Span]) -> SpanRows:
     return [(span.start, span.end, span.label, span.score) for span in spans]
+
 
 def out_of_fold(model_dir: Path, train_dir: Path, fold: int, folds: int) -> dict[str, SpanRows]:
     """Train a neural tagger with the settings of the one saved in ``model_dir`` on the notes outside
@@ -77,6 +83,7 @@ def out_of_fold(model_dir: Path, train_dir: Path, fold: int, folds: int) -> dict
     held_out = [doc for i, doc in enumerate(notes) if i % folds == fold]
     tagger = NeuralTagger(**{**params, "num_threads": 1, "verbose": False}).fit(fit_notes)
     return {doc.name: rows_of(spans) for doc, spans in zip(held_out, tagger.predict_many(held_out))}
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,10 +101,13 @@ def main() -> int:
         futures = [pool.submit(out_of_fold, args.neural_model, args.train, k, args.folds) for k in range(args.folds)]
         oof = {name: rows for future in futures for name, rows in future.result().items()}
     fold_seconds = time.perf_counter() - started
-    oof_prf = evaluate(train, [doc.with_spans([Span(*row[:3], "neural", row[3]) for row in oof[doc.name]])
-                               for doc in train]).score("strict", "subtype", "micro")
-    print(f"{args.folds} out-of-fold neural taggers: {fold_seconds:.0f} s wall, strict F1 on train {oof_prf.f1:.4f}",
-          flush=True)
+    oof_prf = evaluate(
+        train, [doc.with_spans([Span(*row[:3], "neural", row[3]) for row in oof[doc.name]]) for doc in train]
+    ).score("strict", "subtype", "micro")
+    print(
+        f"{args.folds} out-of-fold neural taggers: {fold_seconds:.0f} s wall, strict F1 on train {oof_prf.f1:.4f}",
+        flush=True,
+    )
 
     neural = Pipeline.load(args.neural_model).components["neural"]
     dev_neural = neural.predict_many(dev)
@@ -116,8 +126,10 @@ def main() -> int:
     sources["neural"] = dev_neural
 
     def score(names: list[str], rename: dict[str, str]) -> dict[str, float]:
-        merged = [hybrid.combine(doc, {rename.get(n, n): sources[n][i] for n in names},
-                                 [rename.get(n, n) for n in names]) for i, doc in enumerate(dev)]
+        merged = [
+            hybrid.combine(doc, {rename.get(n, n): sources[n][i] for n in names}, [rename.get(n, n) for n in names])
+            for i, doc in enumerate(dev)
+        ]
         prf = evaluate(dev, [doc.with_spans(s) for doc, s in zip(dev, merged)]).score("strict", "subtype", "micro")
         return {"precision": prf.precision, "recall": prf.recall, "f1": prf.f1}
 
@@ -138,9 +150,20 @@ def main() -> int:
         results.append({"system": label, **prf})
         print(f"{label:48s} {prf['precision']:7.4f} {prf['recall']:7.4f} {prf['f1']:7.4f}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": results, "oof_f1": oof_prf.f1, "fold_seconds": fold_seconds,
-                                         "stacked_train_seconds": stacked_seconds}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "rows": results,
+                    "oof_f1": oof_prf.f1,
+                    "fold_seconds": fold_seconds,
+                    "stacked_train_seconds": stacked_seconds,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -14,6 +14,7 @@ micro P/R/F1 over the fine types), then prints the runs side by side:
 
 Each run is a fresh process; the clusters cache is ``$HYBRIDDEID_CACHE_DIR`` (default: under --work).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,7 +83,9 @@ def main() -> int:
     if "a" in f1s and "b" in f1s:
         print(f"\na - b: {f1s['a'] - f1s['b']:+.4f} (target: within 0.005)")
     if "c" in f1s:
-        print(f"c vs the documented Benchmark figure (docs/explanation/meddocan.md) for the same recipe and data: {f1s['c']:.4f} vs {README_DEV_F1}")
+        print(
+            f"c vs the documented Benchmark figure (docs/explanation/meddocan.md) for the same recipe and data: {f1s['c']:.4f} vs {README_DEV_F1}"
+        )
     return 0
 
 

@@ -2,6 +2,7 @@
 ``hybriddeid.classifiers`` entry-point group (``hybriddeid.core.registry``), so the core never imports
 a backend's heavy dependencies (PyTorch) unless a pipeline uses the component.
 """
+
 from __future__ import annotations
 
 from hybriddeid.core.registry import ComponentSpec

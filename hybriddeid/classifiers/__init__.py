@@ -2,6 +2,7 @@
 
 Exported lazily: importing the rule classifier alone must not pull in crfsuite.
 """
+
 from __future__ import annotations
 
 from importlib import import_module

@@ -8,6 +8,7 @@ the classifier from those files and its parameters, which a saved pipeline keeps
 ``config.toml``. A component's ``ComponentSpec`` (``hybriddeid.core.registry``) says which of the
 optional capabilities below it has.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -56,7 +57,10 @@ class SequenceTagger(Classifier, Protocol):
     ) -> tuple[list[Span], list[tuple[int, int]]]: ...
 
     def read(
-        self, note: AnalysedNote, keep_below: float, regions: Sequence[tuple[int, int]] | None = None,
+        self,
+        note: AnalysedNote,
+        keep_below: float,
+        regions: Sequence[tuple[int, int]] | None = None,
         skip: Collection[tuple[int, int]] = (),
     ) -> tuple[list[Span], list[TaggedSequence]]: ...
 

@@ -10,6 +10,7 @@ Design (measured choices are in docs/explanation/meddocan.md, "Character CRF des
 - The fast engine (``engine="fast"``) never builds them: ``features.char_ids`` sums each
   character's memoised weights (n-grams, words, tags) into its scores directly.
 """
+
 from __future__ import annotations
 
 import tomllib
@@ -81,8 +82,12 @@ class CharCRF(CRFTagger):
         self.thin_interior = thin_interior
         self.features = [name for name in CHAR_FEATURE_FAMILIES if name in features]
         # The span typer's settings (``SpanTyper``'s, prefixed): kept in this section of the config.
-        self.typer_params: dict[str, Any] = {"context": typer_context, "c2": typer_c2, "max_iterations": typer_max_iterations,
-                             "lexicon": typer_lexicon}
+        self.typer_params: dict[str, Any] = {
+            "context": typer_context,
+            "c2": typer_c2,
+            "max_iterations": typer_max_iterations,
+            "lexicon": typer_lexicon,
+        }
         self._window = CharWindow.symmetric(radius, bigram_radius, trigram_radius)
         if "ngrams" not in self.features:
             self._window = CharWindow((0,), (), ())
@@ -124,12 +129,18 @@ class CharCRF(CRFTagger):
             for first, end, start, stop in item.runs:
                 whole = (first, end) == (0, len(tokens))
                 feats = char_features(
-                    text, line, tokens[first:end], self._window, thin_interior=self.thin_interior,
+                    text,
+                    line,
+                    tokens[first:end],
+                    self._window,
+                    thin_interior=self.thin_interior,
                     token_features=projected[first:end] if projected is not None else None,
                     token_tags={name: values[first:end] for name, values in tags.items()},
-                    settled=settled[first:end] if settled is not None else None, lowers=lowers[first:end],
+                    settled=settled[first:end] if settled is not None else None,
+                    lowers=lowers[first:end],
                     token_classes=classes[first:end] if classes is not None else None,
-                    line_facts="line" in self.features, projection="projection" in self.features,
+                    line_facts="line" in self.features,
+                    projection="projection" in self.features,
                     bounds=None if whole else (start, stop),
                 )
                 units = list(zip(range(start, stop), range(start + 1, stop + 1)))
@@ -164,7 +175,9 @@ class CharCRF(CRFTagger):
             yield segment.core, CharLine(line, tokens, lowers, bounded, tags)
 
     def emission_sequences(
-        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None,
+        self,
+        note: AnalysedNote | Document,
+        regions: Sequence[tuple[int, int]] | None = None,
         skip: Collection[tuple[int, int]] = (),
     ) -> Iterator[UnitSequence]:
         """``sequences`` (of ``regions``, less ``skip``) with each character's label scores in
@@ -202,17 +215,29 @@ class CharCRF(CRFTagger):
 
     def _scorer(self) -> CharScorer | None:
         """This model's ``CharScorer`` (built at first use; None if the window is too wide)."""
-        key = (id(self.weights_), id(self.safe_words_), id(self.clusters_), self._window, self.thin_interior,
-               tuple(self.features))
+        key = (
+            id(self.weights_),
+            id(self.safe_words_),
+            id(self.clusters_),
+            self._window,
+            self.thin_interior,
+            tuple(self.features),
+        )
         return self._featurizer(key, self._new_scorer)
 
     def _new_scorer(self) -> CharScorer | None:
         if not CharScorer.supports(self._window):
             return None
         return CharScorer(
-            self.weights_.state, self.weights_.attribute_id, self._window, self.thin_interior,
-            "projection" in self.features, "line" in self.features, self.safe_words_,
-            self.clusters_.projected if self.clusters_ is not None else None)
+            self.weights_.state,
+            self.weights_.attribute_id,
+            self._window,
+            self.thin_interior,
+            "projection" in self.features,
+            "line" in self.features,
+            self.safe_words_,
+            self.clusters_.projected if self.clusters_ is not None else None,
+        )
 
     def training_label(self, span: Span) -> str:
         if self.label_level == "phi":

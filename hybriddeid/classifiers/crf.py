@@ -5,6 +5,7 @@ offsets) with one feature list per unit; this module does the rest. Tag schemes 
 ``classifiers.schemes``, crfsuite's model files in ``classifiers.crfsuite_files``, focus stretches
 in ``classifiers.focus``. Models are crfsuite's own binary files, so loading never unpickles anything.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -119,7 +120,9 @@ class CRFTagger:
         self.clusters = clusters  # folder made by `hybriddeid resources clusters`; "" = none
         self.gazetteers = list(gazetteers)  # bundled dictionary kinds, "*" = all of the language's
         self.extra_gazetteers = [str(path) for path in extra_gazetteers]  # the user's own lists
-        problems = check_segments({"segment_chars": segment_chars, "segment_overlap": segment_overlap, "engine": engine})
+        problems = check_segments(
+            {"segment_chars": segment_chars, "segment_overlap": segment_overlap, "engine": engine}
+        )
         if problems:
             raise ValueError(problems[0])
         self.segment_chars = segment_chars  # longer lines are read in overlapping segments
@@ -137,7 +140,9 @@ class CRFTagger:
         raise NotImplementedError
 
     def emission_sequences(
-        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None,
+        self,
+        note: AnalysedNote | Document,
+        regions: Sequence[tuple[int, int]] | None = None,
         skip: Collection[tuple[int, int]] = (),
     ) -> Iterator[UnitSequence]:
         """The fast engine's input: ``sequences`` with each unit's label scores in ``emissions``
@@ -158,7 +163,9 @@ class CRFTagger:
         return cached[1]
 
     def _sequences_for(
-        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None,
+        self,
+        note: AnalysedNote | Document,
+        regions: Sequence[tuple[int, int]] | None,
         skip: Collection[tuple[int, int]] = (),
     ) -> Iterator[UnitSequence]:
         """``sequences`` of the whole note, or of ``regions`` (less ``skip``) for taggers that take them."""
@@ -220,7 +227,9 @@ class CRFTagger:
         self.clusters_ = ClusterFeatures(WordClusters.from_disk(Path(self.clusters))) if self.clusters else None
         self.gazetteers_ = grouped_gazetteers(self.language, self.gazetteers, self.extra_gazetteers)
 
-    def resource_tags(self, tokens: Sequence[Token], lowers: Sequence[str], lexicon: Gazetteer | None) -> dict[str, list[str]]:
+    def resource_tags(
+        self, tokens: Sequence[Token], lowers: Sequence[str], lexicon: Gazetteer | None
+    ) -> dict[str, list[str]]:
         """Per-token tags of a line from the lexicon ("lex") and each dictionary group ("gaz_names")."""
         if not self.gazetteers_ and lexicon is None:
             return {}
@@ -248,9 +257,13 @@ class CRFTagger:
         self.model_bytes_ = data
         self.tagger_ = open_tagger(data)
         self.weights_: CRFWeights = read_weights(data)
-        self.decoder_ = Decoder(self.weights_, self.tagger_)  # the fast engine's: crfsuite's own decoding of given scores
+        self.decoder_ = Decoder(
+            self.weights_, self.tagger_
+        )  # the fast engine's: crfsuite's own decoding of given scores
         self.labels_ = tuple(sorted({tag[2:] for tag in self.tagger_.labels() if tag != OUTSIDE}))
-        self.tags_by_label_ = {label: [tag for tag in self.tagger_.labels() if tag[2:] == label] for label in self.labels_}
+        self.tags_by_label_ = {
+            label: [tag for tag in self.tagger_.labels() if tag[2:] == label] for label in self.labels_
+        }
 
     # -- prediction -------------------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -338,7 +351,9 @@ class CRFTagger:
                 kept.append(self._kept_sequence(units, tags, found, keep_below, marginal, parts))
             if below is not None:
                 claimed = [span for span in found if span.score >= claim_from] if claim_from is not None else ()
-                unsure.extend(unsure_stretches(units, tags, marginal.column(OUTSIDE).__getitem__, below, margin, claimed))
+                unsure.extend(
+                    unsure_stretches(units, tags, marginal.column(OUTSIDE).__getitem__, below, margin, claimed)
+                )
         return spans, unsure, kept
 
     def _readings(
@@ -367,8 +382,12 @@ class CRFTagger:
                 yield seq.units, tags, marginal, ()
                 continue
             cut = seq.core[0]
-            joins = (chain is not None and chain.cut == cut and chain.reaches_cut
-                     and seq.units[0][0] <= cut < seq.units[-1][1])
+            joins = (
+                chain is not None
+                and chain.cut == cut
+                and chain.reaches_cut
+                and seq.units[0][0] <= cut < seq.units[-1][1]
+            )
             if chain is not None and not joins:
                 yield from chain.reading()
                 chain = None
@@ -406,8 +425,13 @@ class CRFTagger:
         return self.decoder_.decode(seq.emissions)
 
     def _kept_sequence(
-        self, units: list[tuple[int, int]], tags: list[str], found: list[Span], keep_below: float,
-        marginal: Marginals, parts: tuple[tuple[int, int], ...] = (),
+        self,
+        units: list[tuple[int, int]],
+        tags: list[str],
+        found: list[Span],
+        keep_below: float,
+        marginal: Marginals,
+        parts: tuple[tuple[int, int], ...] = (),
     ) -> TaggedSequence:
         """The sequence just tagged, with its marginals (see ``TaggedSequence``)."""
         p_outside = marginal.column(OUTSIDE)
@@ -415,8 +439,10 @@ class CRFTagger:
         if len(self.labels_) > 1:  # a one-label tagger's label needs no probabilities
             for i, p in enumerate(p_outside):
                 if p < keep_below:
-                    label_probs[i] = {label: sum(marginal(tag, i) for tag in tags_of)
-                                      for label, tags_of in self.tags_by_label_.items()}
+                    label_probs[i] = {
+                        label: sum(marginal(tag, i) for tag in tags_of)
+                        for label, tags_of in self.tags_by_label_.items()
+                    }
         return TaggedSequence(units, tags, p_outside, found, label_probs, parts)
 
     # -- persistence ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ emission model (``crfsuite_files.emission_model``); where the symbols are missin
 does not export them) or the check fails, decoding goes through that tagger instead: slower
 (every score passes through a dict and crfsuite's attribute lookup), never different.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -69,8 +70,13 @@ def _crfsuite_library() -> ctypes.CDLL | None:
         library.crf1dc_reset.argtypes = [context_p, ctypes.c_int]
         library.crf1dc_viterbi.restype = ctypes.c_double
         library.crf1dc_viterbi.argtypes = [context_p, ctypes.POINTER(ctypes.c_int)]
-        for name in ("crf1dc_delete", "crf1dc_exp_transition", "crf1dc_exp_state", "crf1dc_alpha_score",
-                     "crf1dc_beta_score"):
+        for name in (
+            "crf1dc_delete",
+            "crf1dc_exp_transition",
+            "crf1dc_exp_state",
+            "crf1dc_alpha_score",
+            "crf1dc_beta_score",
+        ):
             getattr(library, name).argtypes = [context_p]
             getattr(library, name).restype = None
         return library
@@ -160,8 +166,10 @@ class Decoder:
                 self._path = (ctypes.c_int * self._fields.cap_items)()
                 self._arrays_cap = -1  # the capacity ``_arrays`` were made for
             if not self._agrees_with_crfsuite(tagger):
-                log.warning("crfsuite's decoding functions do not behave as expected in this python-crfsuite "
-                            "build; the fast engine decodes through crfsuite's tagger instead (slower, same results)")
+                log.warning(
+                    "crfsuite's decoding functions do not behave as expected in this python-crfsuite "
+                    "build; the fast engine decodes through crfsuite's tagger instead (slower, same results)"
+                )
                 self._release()
 
     def _new_context(self, transitions: np.ndarray):
@@ -222,8 +230,10 @@ class Decoder:
         cap, n_labels = fields.cap_items, fields.num_labels
         if len(self._path) < cap:
             self._path = (ctypes.c_int * cap)()
-        self._state, self._alpha, self._beta = (np.ctypeslib.as_array(pointer, shape=(cap, n_labels)) for pointer in
-                                                (fields.state, fields.alpha_score, fields.beta_score))
+        self._state, self._alpha, self._beta = (
+            np.ctypeslib.as_array(pointer, shape=(cap, n_labels))
+            for pointer in (fields.state, fields.alpha_score, fields.beta_score)
+        )
         self._scale = np.ctypeslib.as_array(fields.scale_factor, shape=(cap,))
         self._arrays_cap = cap
 

@@ -1,4 +1,5 @@
 """crfsuite's own model files: train into bytes, tag from bytes (nothing is ever unpickled)."""
+
 from __future__ import annotations
 
 import itertools
@@ -93,7 +94,7 @@ def _cqdb_names(data: bytes, offset: int, what: str) -> list[str]:
     for record in records.tolist():
         start = offset + record
         ident, size = struct.unpack_from("<II", data, start)
-        names[ident] = data[start + 8:start + 8 + size - 1].decode("utf-8")
+        names[ident] = data[start + 8 : start + 8 + size - 1].decode("utf-8")
     return names
 
 
@@ -104,8 +105,9 @@ def read_weights(data: bytes) -> CRFWeights:
     scores computed from these arrays match crfsuite's own."""
     if len(data) < _HEADER.size:
         raise ValueError("not a crfsuite model: the file is too short")
-    magic, _, kind, _, _, n_labels, n_attributes, features_at, labels_at, attributes_at, _, _ = (
-        _HEADER.unpack_from(data, 0))
+    magic, _, kind, _, _, n_labels, n_attributes, features_at, labels_at, attributes_at, _, _ = _HEADER.unpack_from(
+        data, 0
+    )
     if magic != b"lCRF" or kind != b"FOMC":
         raise ValueError("not a crfsuite CRF1d model file")
     labels = _cqdb_names(data, labels_at, "label")
@@ -122,8 +124,11 @@ def read_weights(data: bytes) -> CRFWeights:
     is_transition = features["type"] == TRANSITION_FEATURE
     # += (not =): a pair listed twice counts twice, as crfsuite sums every feature it finds
     np.add.at(state, (features["source"][is_state], features["destination"][is_state]), features["weight"][is_state])
-    np.add.at(transitions, (features["source"][is_transition], features["destination"][is_transition]),
-              features["weight"][is_transition])
+    np.add.at(
+        transitions,
+        (features["source"][is_transition], features["destination"][is_transition]),
+        features["weight"][is_transition],
+    )
     return CRFWeights(tuple(labels), {name: i for i, name in enumerate(attributes)}, state, transitions)
 
 
@@ -140,8 +145,15 @@ def emission_model(weights: CRFWeights) -> bytes:
     chunk; the result is checked by reading it back."""
     n_labels = len(weights.labels)
     trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
-    trainer.set_params({"feature.possible_transitions": True, "feature.possible_states": False,
-                        "c1": 0.0, "c2": 1.0, "max_iterations": 50})
+    trainer.set_params(
+        {
+            "feature.possible_transitions": True,
+            "feature.possible_states": False,
+            "c1": 0.0,
+            "c2": 1.0,
+            "max_iterations": 50,
+        }
+    )
     trainer.append([[str(j)] for j in range(n_labels)], list(weights.labels))  # label ids in this order
     data = bytearray(train_to_bytes(trainer))
     _, _, _, _, _, _, _, features_at, _, attributes_at, _, _ = _HEADER.unpack_from(data, 0)
@@ -151,13 +163,18 @@ def emission_model(weights: CRFWeights) -> bytes:
     is_state = features["type"] == STATE_FEATURE
     is_transition = features["type"] == TRANSITION_FEATURE
     features["weight"][is_state] = 1.0
-    features["weight"][is_transition] = weights.transitions[features["source"][is_transition],
-                                                            features["destination"][is_transition]]
-    data[features_at + 12:features_at + 12 + features.nbytes] = features.tobytes()
+    features["weight"][is_transition] = weights.transitions[
+        features["source"][is_transition], features["destination"][is_transition]
+    ]
+    data[features_at + 12 : features_at + 12 + features.nbytes] = features.tobytes()
     made = read_weights(bytes(data))
     expected_state = np.zeros((n_labels + 1, n_labels))
     expected_state[[made.attribute_ids[str(j)] for j in range(n_labels)], np.arange(n_labels)] = 1.0
-    if (made.labels != weights.labels or len(attributes) != n_labels or not np.array_equal(made.state, expected_state)
-            or not np.array_equal(made.transitions, weights.transitions)):
-        raise ValueError("could not build the emission model of a crfsuite model (use engine = \"crfsuite\")")
+    if (
+        made.labels != weights.labels
+        or len(attributes) != n_labels
+        or not np.array_equal(made.state, expected_state)
+        or not np.array_equal(made.transitions, weights.transitions)
+    ):
+        raise ValueError('could not build the emission model of a crfsuite model (use engine = "crfsuite")')
     return bytes(data)

@@ -4,6 +4,7 @@ A pipeline with ``focus = {char = "token"}`` runs the token CRF over the whole n
 stretches around units it tags as PHI or whose P(O) is below ``focus_below`` (widened by
 ``focus_margin`` units) and lets the character CRF read only the runs of tokens touching them.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -80,7 +81,7 @@ def runs_in_regions(
     # hundreds of thousands). Ranges come in order; touching or adjacent ones make one run.
     starts = [tok.start for tok in tokens]
     ends = [tok.end for tok in tokens]
-    for region_start, region_end in regions[max(0, bisect.bisect_right(region_starts, tokens[0].start) - 1):at]:
+    for region_start, region_end in regions[max(0, bisect.bisect_right(region_starts, tokens[0].start) - 1) : at]:
         first = bisect.bisect_right(ends, region_start)  # the first token ending after the stretch starts
         end = bisect.bisect_left(starts, region_end)  # past the last token starting before it ends
         if first >= end:

@@ -38,6 +38,7 @@ otherwise, so that rules never emit a label the corpus lacks. Rules whose label 
 are left as they are. The mapping is saved in ``rules.toml``; a model saved without one behaves
 as before.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -91,8 +92,20 @@ MAP_MIN_SHARE = 0.5  # ...that are at least this share of all its hits
 
 _FILE_KEYS = frozenset({"taxonomy", "language", "description", "define", "rule"})
 _RULE_KEYS = frozenset(
-    {"name", "label", "pattern", "flags", "context", "context_window", "validator", "lookup", "fallback",
-     "needs", "examples", "counter_examples"}
+    {
+        "name",
+        "label",
+        "pattern",
+        "flags",
+        "context",
+        "context_window",
+        "validator",
+        "lookup",
+        "fallback",
+        "needs",
+        "examples",
+        "counter_examples",
+    }
 )
 _EXAMPLE_KEYS = frozenset({"text", "phi"})
 _NAME = regex.compile(r"[A-Za-z0-9_.-]+")
@@ -135,13 +148,18 @@ class Lookup:
     def parse(cls, group: str, spec: str) -> Lookup:
         """``spec`` as a rule file writes it: "cities,!states", "last_names?"."""
         kinds = [kind.strip() for kind in spec.rstrip("?").split(",")]
-        return cls(group, tuple(k for k in kinds if not k.startswith("!")), tuple(k[1:] for k in kinds if k.startswith("!")),
-                   spec.endswith("?"))
+        return cls(
+            group,
+            tuple(k for k in kinds if not k.startswith("!")),
+            tuple(k[1:] for k in kinds if k.startswith("!")),
+            spec.endswith("?"),
+        )
 
     def passes(self, language: str, text: str) -> bool:
         key = " ".join(text.split()).casefold()
-        return (any(_in_kind(language, kind, key) for kind in self.kinds)
-                and not any(_in_kind(language, kind, key) for kind in self.not_kinds))
+        return any(_in_kind(language, kind, key) for kind in self.kinds) and not any(
+            _in_kind(language, kind, key) for kind in self.not_kinds
+        )
 
 
 UNKNOWN_KIND = "unknown"  # the lookup kind of words no word list of the language holds
@@ -201,7 +219,9 @@ class Rule:
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         object.__setattr__(self, "_has_phi_group", "phi" in compiled.groupindex)
 
-    def spans(self, text: str, timeout: float | None = None, needs_seen: NeedsSeen | None = None) -> list[tuple[int, int]]:
+    def spans(
+        self, text: str, timeout: float | None = None, needs_seen: NeedsSeen | None = None
+    ) -> list[tuple[int, int]]:
         """PHI offsets of every hit that passes the context and validator checks. ``needs_seen``: where
         each ``needs`` pattern was found in this ``text`` so far (several rules need a digit), shared
         by the rules searching one text.
@@ -244,7 +264,9 @@ class Rule:
                 parts = [(s, min(e, cut)) for s, e in parts if s < cut]
         return [(s, e) for s, e in parts if e > s]
 
-    def _matches(self, text: str, timeout: float | None, needs_seen: NeedsSeen | None = None) -> Iterator[regex.Match[str]]:
+    def _matches(
+        self, text: str, timeout: float | None, needs_seen: NeedsSeen | None = None
+    ) -> Iterator[regex.Match[str]]:
         """The matches ``finditer`` gives on the whole text, found window by window in a long one.
 
         Each window is searched with ``pos``/``endpos`` on the whole string (so ``^``, lookbehinds and
@@ -276,16 +298,20 @@ class Rule:
                 resume = max(match.end(), match.start() + 1)
                 yield match
 
-    def _may_match(self, text: str, window_start: int, start: int, end: int, timeout: float | None,
-                   needs_seen: NeedsSeen | None) -> bool:
+    def _may_match(
+        self, text: str, window_start: int, start: int, end: int, timeout: float | None, needs_seen: NeedsSeen | None
+    ) -> bool:
         """False when no pattern of ``needs`` finds anything in ``text[start:end]``: a search there finds
         no match (every match, and what its lookaheads read, lies inside and holds a match of one)."""
         if not self._needs:
             return True
         if start == 0 and end == len(text):  # a whole (short) text: plain words by str.find
-            return any(_found(needs, text, window_start, start, end, timeout, needs_seen) if literal is None
-                       else _literal_found(literal, text)
-                       for needs, literal in zip(self._needs, self._literals))
+            return any(
+                _found(needs, text, window_start, start, end, timeout, needs_seen)
+                if literal is None
+                else _literal_found(literal, text)
+                for needs, literal in zip(self._needs, self._literals)
+            )
         return any(_found(needs, text, window_start, start, end, timeout, needs_seen) for needs in self._needs)
 
     def example_problems(self) -> list[str]:
@@ -340,8 +366,15 @@ def _literal_found(literal: tuple[str, bool], text: str) -> bool:
     return word in folded
 
 
-def _found(needs: regex.Pattern[str], text: str, window_start: int, start: int, end: int, timeout: float | None,
-           needs_seen: NeedsSeen | None) -> bool:
+def _found(
+    needs: regex.Pattern[str],
+    text: str,
+    window_start: int,
+    start: int,
+    end: int,
+    timeout: float | None,
+    needs_seen: NeedsSeen | None,
+) -> bool:
     """Whether ``needs`` matches in ``text[start:end]``. Its first match from ``window_start`` is kept
     in ``needs_seen`` for the next rule needing it; without lookarounds, a match found there that
     starts at or after ``start`` is one in the stretch."""
@@ -414,8 +447,7 @@ def _parse_defines(table: Any, origin: str) -> dict[str, str]:
     inlined: dict[str, str] = {}
     for name in table:
         where = f"{origin}: [define] {name!r}"
-        inlined[name] = _inline(f"(?&{name})", table,
-                                lambda problem: RuleFileError(f"{where}: {problem}"))  # noqa: B023 - called at once
+        inlined[name] = _inline(f"(?&{name})", table, lambda problem: RuleFileError(f"{where}: {problem}"))  # noqa: B023 - called at once
         try:
             regex.compile(inlined[name])
         except regex.error as exc:
@@ -423,9 +455,11 @@ def _parse_defines(table: Any, origin: str) -> dict[str, str]:
     return inlined
 
 
-def _inline(pattern: str, defines: Mapping[str, str], fail: Callable[[str], RuleFileError],
-            seen: tuple[str, ...] = ()) -> str:
+def _inline(
+    pattern: str, defines: Mapping[str, str], fail: Callable[[str], RuleFileError], seen: tuple[str, ...] = ()
+) -> str:
     """``pattern`` with each ``(?&name)`` of a definition replaced by ``(?x:definition)``."""
+
     def one(match: regex.Match[str]) -> str:
         name = match.group(1)
         if name not in defines:
@@ -434,6 +468,7 @@ def _inline(pattern: str, defines: Mapping[str, str], fail: Callable[[str], Rule
             raise fail(f"the definition {name!r} uses itself")
         # The newline ends a comment on the definition's last line.
         return f"(?x:{_inline(defines[name], defines, fail, seen + (name,))}\n)"
+
     return _CALL.sub(one, pattern)
 
 
@@ -453,7 +488,9 @@ def dictionary_set(language: str, kind: str) -> frozenset[str]:
     return frozenset(" ".join(entry.split()).casefold() for entry in bundled_entries(language, kind))
 
 
-def _parse_lookup(value: Any, pattern: str, language: str | None, fail: Callable[[str], RuleFileError]) -> tuple[Lookup, ...]:
+def _parse_lookup(
+    value: Any, pattern: str, language: str | None, fail: Callable[[str], RuleFileError]
+) -> tuple[Lookup, ...]:
     """The ``lookup`` table, checked: the groups exist, the kinds are the language's dictionaries."""
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise fail("lookup must be a table of group = dictionary kind")
@@ -464,19 +501,29 @@ def _parse_lookup(value: Any, pattern: str, language: str | None, fail: Callable
     for lookup in lookups:
         if lookup.group not in groups:
             raise fail(f"lookup names group {lookup.group!r}, which the pattern does not have")
-        unknown = [kind for kind in lookup.kinds + lookup.not_kinds
-                   if kind not in bundled_kinds(str(language)) and kind != UNKNOWN_KIND]
+        unknown = [
+            kind
+            for kind in lookup.kinds + lookup.not_kinds
+            if kind not in bundled_kinds(str(language)) and kind != UNKNOWN_KIND
+        ]
         if unknown:
-            raise fail(f"lookup kind(s) {unknown} are not dictionaries of {language!r} (nor {UNKNOWN_KIND!r}): "
-                       f"{list(bundled_kinds(str(language)))}")
+            raise fail(
+                f"lookup kind(s) {unknown} are not dictionaries of {language!r} (nor {UNKNOWN_KIND!r}): "
+                f"{list(bundled_kinds(str(language)))}"
+            )
         if UNKNOWN_KIND in lookup.kinds + lookup.not_kinds and not language_pack(str(language)).has("words"):
             raise fail(f"lookup kind {UNKNOWN_KIND!r} needs the common-word list words.txt in the {language!r} pack")
     return lookups
 
 
 def _parse_rule(
-    entry: Any, index: int, origin: str, knows_label: Callable[[str], bool], taxonomy: str,
-    defines: Mapping[str, str] | None = None, language: str | None = None,
+    entry: Any,
+    index: int,
+    origin: str,
+    knows_label: Callable[[str], bool],
+    taxonomy: str,
+    defines: Mapping[str, str] | None = None,
+    language: str | None = None,
 ) -> Rule:
     where = f"{origin}: rule #{index}"
     if not isinstance(entry, dict):
@@ -513,10 +560,7 @@ def _parse_rule(
     validator = entry.get("validator")
     if validator is not None and validator not in validator_names():
         raise fail(f"unknown validator {validator!r}; registered: {list(validator_names())}")
-    examples = tuple(
-        _parse_example(item, fail)
-        for item in _list(entry.get("examples", []), "examples", fail)
-    )
+    examples = tuple(_parse_example(item, fail) for item in _list(entry.get("examples", []), "examples", fail))
     counter = _string_list(entry.get("counter_examples", []), "counter_examples", fail)
     try:
         lookup = _parse_lookup(entry.get("lookup", {}), pattern, language, fail)
@@ -525,14 +569,28 @@ def _parse_rule(
             raise fail("fallback must be true or false")
         needs = entry.get("needs", [])
         needs = [needs] if isinstance(needs, str) else needs
-        if "needs" in entry and (not isinstance(needs, list) or not needs
-                                 or not all(isinstance(item, str) and item for item in needs)):
+        if "needs" in entry and (
+            not isinstance(needs, list) or not needs or not all(isinstance(item, str) and item for item in needs)
+        ):
             raise fail("needs must be a non-empty string pattern or a list of them")
         if any(_LOOKAROUND.search(item) for item in needs):
             raise fail("needs must not hold lookarounds or anchors: it is searched inside a stretch of text alone")
-        return Rule(name, label, pattern, origin, tuple(flags), tuple(context), window, validator,
-                    examples, tuple(counter), lookup, language, fallback,
-                    tuple(_with_defines(item, defines or {}, fail) for item in needs))
+        return Rule(
+            name,
+            label,
+            pattern,
+            origin,
+            tuple(flags),
+            tuple(context),
+            window,
+            validator,
+            examples,
+            tuple(counter),
+            lookup,
+            language,
+            fallback,
+            tuple(_with_defines(item, defines or {}, fail) for item in needs),
+        )
     except regex.error as exc:
         raise fail(f"pattern does not compile ({exc})") from None
 
@@ -654,38 +712,44 @@ class RuleClassifier:
 
     def _user_rule_texts(self) -> tuple[tuple[str, str], ...]:
         if self._user_texts is None:
-            self._user_texts = tuple(
-                (str(path), Path(path).read_text(encoding="utf-8")) for path in self.rule_files
-            )
+            self._user_texts = tuple((str(path), Path(path).read_text(encoding="utf-8")) for path in self.rule_files)
         return self._user_texts
 
     def _load(self) -> tuple[Rule, ...]:
         files = []
         if self.language:
-            files.append(parse_rule_file(bundled_rules_text(self.language), language_pack(self.language).origin("regex")))
+            files.append(
+                parse_rule_file(bundled_rules_text(self.language), language_pack(self.language).origin("regex"))
+            )
         files.extend(parse_rule_file(text, origin) for origin, text in self._user_rule_texts())
         rules: list[Rule] = []
         where: dict[str, str] = {}
         for rule_file in files:
             for rule in rule_file.rules:
                 if rule.name in where:
-                    raise RuleFileError(f"{rule_file.origin}: rule {rule.name!r}: the name is "
-                                        f"already used in {where[rule.name]}")
+                    raise RuleFileError(
+                        f"{rule_file.origin}: rule {rule.name!r}: the name is already used in {where[rule.name]}"
+                    )
                 where[rule.name] = rule_file.origin
                 rules.append(rule)
         return tuple(rules)
 
     # -- the protocol --------------------------------------------------------------------------
-    def _search(self, rule: Rule, doc: Document, needs_seen: NeedsSeen | None = None,
-                text: str | None = None) -> list[tuple[int, int]]:
+    def _search(
+        self, rule: Rule, doc: Document, needs_seen: NeedsSeen | None = None, text: str | None = None
+    ) -> list[tuple[int, int]]:
         """``rule``'s hits in ``doc`` (in ``text``, the note's text with its layout's line breaks, when
         given); a search past ``timeout`` is logged (rule and note names) and skipped.
         ``needs_seen``: shared by the rules searching ``doc`` (``Rule.spans``)."""
         try:
             return rule.spans(doc.text if text is None else text, timeout=self.timeout, needs_seen=needs_seen)
         except TimeoutError:
-            log.warning("rule %r timed out after %gs on document %r; skipped for this document",
-                        rule.name, self.timeout, doc.name)
+            log.warning(
+                "rule %r timed out after %gs on document %r; skipped for this document",
+                rule.name,
+                self.timeout,
+                doc.name,
+            )
             return []
 
     def fit(self, docs: Iterable[Document]) -> RuleClassifier:
@@ -697,10 +761,14 @@ class RuleClassifier:
         """
         docs = list(docs)
         # Measured on the text predict reads: a note exported on one line with its layout's line breaks.
-        texts = [with_line_breaks(doc.text, layout_lines(doc.text, self.language)) if self.language else None
-                 for doc in docs]
-        hits = {(rule.name, index): self._search(rule, doc, text=texts[index])
-                for index, doc in enumerate(docs) for rule in self.rules}
+        texts = [
+            with_line_breaks(doc.text, layout_lines(doc.text, self.language)) if self.language else None for doc in docs
+        ]
+        hits = {
+            (rule.name, index): self._search(rule, doc, text=texts[index])
+            for index, doc in enumerate(docs)
+            for rule in self.rules
+        }
         position = {id(doc): index for index, doc in enumerate(docs)}
         search: Search = lambda rule, doc: hits[(rule.name, position[id(doc)])]  # noqa: E731 (searched once)
         self.label_map_: dict[str, str] = {}
@@ -709,24 +777,35 @@ class RuleClassifier:
             self.label_map_, self.unmapped_ = map_rule_labels(self.rules, docs, search)
             for rule in self.rules:
                 if rule.name in self.label_map_:
-                    log.info("rule %r: label %s mapped onto the corpus's %s", rule.name, rule.label,
-                             self.label_map_[rule.name])
+                    log.info(
+                        "rule %r: label %s mapped onto the corpus's %s",
+                        rule.name,
+                        rule.label,
+                        self.label_map_[rule.name],
+                    )
             if self.unmapped_:
-                log.info("rules switched off, their label is not the corpus's and their hits match none of its "
-                         "labels often enough: %s", ", ".join(self.unmapped_))
+                log.info(
+                    "rules switched off, their label is not the corpus's and their hits match none of its "
+                    "labels often enough: %s",
+                    ", ".join(self.unmapped_),
+                )
         labelled = [replace_label(rule, self.label_of(rule)) for rule in self.rules]
         self.rule_stats_ = measure_rules(labelled, docs, search)
         off = set(self.unmapped_)
         self.enabled_ = tuple(
-            rule.name for rule in self.rules
+            rule.name
+            for rule in self.rules
             if rule.name not in off and self.rule_stats_[rule.name].precision >= self.min_precision
         )
         return self
 
     def fit_report(self) -> dict[str, Any]:
         """What ``fit`` decided about labels, for the model's meta.json (rule names and labels only)."""
-        return {"map_labels": self.map_labels, "label_map": dict(getattr(self, "label_map_", {})),
-                "unmapped": list(getattr(self, "unmapped_", ()))}
+        return {
+            "map_labels": self.map_labels,
+            "label_map": dict(getattr(self, "label_map_", {})),
+            "unmapped": list(getattr(self, "unmapped_", ())),
+        }
 
     def predict(self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None) -> list[Span]:
         """Non-overlapping rule spans of the note, sorted by offset (rules read the whole text)."""
@@ -793,8 +872,7 @@ class RuleClassifier:
         if missing:
             raise ValueError(f"{state_file}: enabled rules {missing} are not in the current rule packs")
         if saved_digest != clf._bundled_digest():
-            log.warning("%s: the bundled %r rules changed since this classifier was saved",
-                        state_file, clf.language)
+            log.warning("%s: the bundled %r rules changed since this classifier was saved", state_file, clf.language)
         clf.enabled_ = enabled
         if label_map:
             clf.label_map_ = label_map
@@ -819,8 +897,11 @@ def replace_label(rule: Rule, label: str) -> Rule:
 
 
 def map_rule_labels(
-    rules: Sequence[Rule], docs: Sequence[Document], search: Search | None = None,
-    min_hits: int = MAP_MIN_HITS, min_share: float = MAP_MIN_SHARE,
+    rules: Sequence[Rule],
+    docs: Sequence[Document],
+    search: Search | None = None,
+    min_hits: int = MAP_MIN_HITS,
+    min_share: float = MAP_MIN_SHARE,
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """Map each rule whose label no gold span of ``docs`` has onto the gold label its hits overlap
     most (each hit counts for the gold label it overlaps by the most characters): returns

@@ -11,6 +11,7 @@ the over-redaction that hurts a note's clinical value most, without touching rea
   surrogate resources);
 - nor one touching another span ("FOLEY, JOHN" found as two names).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -65,7 +66,7 @@ class SafeList:
         kept, dropped = [], []
         facts: dict[str, tuple[bool, bool]] = {}  # a long note repeats its surfaces many times
         for i, span in enumerate(ordered):
-            surface = text[span.start:span.end]
+            surface = text[span.start : span.end]
             if surface not in facts:
                 facts[surface] = (self.is_safe_text(surface), any(c.isdigit() for c in surface))
             safe_words, has_digit = facts[surface]
@@ -84,7 +85,8 @@ class SafeList:
         before = spans[i - 1] if i > 0 else None
         after = spans[i + 1] if i + 1 < len(spans) else None
         return (before is not None and span.start - before.end <= ADJACENT) or (
-            after is not None and after.start - span.end <= ADJACENT)
+            after is not None and after.start - span.end <= ADJACENT
+        )
 
 
 @register_cache

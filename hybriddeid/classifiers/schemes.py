@@ -3,6 +3,7 @@
 Every sequence tagger (the CRFs and the neural backend) encodes gold spans and decodes its
 output through these two functions, so one note gives the same spans whichever tagger read it.
 """
+
 from __future__ import annotations
 
 import bisect

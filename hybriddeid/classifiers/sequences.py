@@ -1,5 +1,6 @@
 """What a sequence tagger reads and what it keeps of a reading: the unit sequences a CRF tags
 and the tagged sequences that P(O) thresholds and focus stretches are computed from later."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -5,6 +5,7 @@ line key ("Médico:", "NHC:"). It is trained with crfsuite on one-item sequences
 CRF over one item is exactly multinomial logistic regression), so it needs no extra dependency
 and saves as a crfsuite file.
 """
+
 from __future__ import annotations
 
 import tomllib
@@ -52,7 +53,7 @@ class SpanTyper:
         line = note.line_at(span.start)
         line_start, line_end = (line.start, line.end) if line else (0, len(note.text))
         inside = note.tokens_in(span.start, span.end)
-        left = note.tokens_in(max(line_start, span.start - 80), span.start)[-self.context:]
+        left = note.tokens_in(max(line_start, span.start - 80), span.start)[-self.context :]
         right = note.tokens_in(span.end, min(line_end, span.end + 60))[: self.context - 1]
         words = [tok.text.lower() for tok in inside]
         feats = [f"n={min(len(inside), 6)}", "shape=" + "".join(short_shape(tok.text) for tok in inside[:6])]

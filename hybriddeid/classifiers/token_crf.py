@@ -1,4 +1,5 @@
 """Token-level CRF (BIO over fine labels), paper section 3.2.2."""
+
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -19,7 +20,16 @@ from hybriddeid.text.tokenize import Token
 # Tokens scored per call of the fast engine's featurizer: its numpy sums run once per batch of lines.
 BATCH_TOKENS = 4096
 DEFAULT_TOKEN_FEATURES = (
-    "words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "pos", "clusters", "extra",
+    "words",
+    "ngrams",
+    "context",
+    "affixes",
+    "orthography",
+    "shapes",
+    "line",
+    "pos",
+    "clusters",
+    "extra",
 )
 
 
@@ -64,7 +74,9 @@ class TokenCRF(CRFTagger):
         """The language pack's proper-noun-only words when the "proper" extractor is on, else None."""
         return proper_only_words(self.language) if "proper" in self.features else None
 
-    def token_sequences(self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None) -> Iterator[TokenSequence]:
+    def token_sequences(
+        self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None
+    ) -> Iterator[TokenSequence]:
         """One ``TokenSequence`` per non-empty line of the note (per segment of a line longer than
         ``segment_chars``), tagged by ``lexicon`` if given and by the POS/NER tag source if one is
         configured and installed (once per note)."""
@@ -80,8 +92,15 @@ class TokenCRF(CRFTagger):
             line = segment.line
             tokens = line.tokens
             if tokens:
-                seq = TokenSequence(tokens, line.context, self.window, lowers=list(line.lowers), clusters=self.clusters_,
-                                    vocabulary=self.vocabulary, proper_nouns=self.proper_nouns)
+                seq = TokenSequence(
+                    tokens,
+                    line.context,
+                    self.window,
+                    lowers=list(line.lowers),
+                    clusters=self.clusters_,
+                    vocabulary=self.vocabulary,
+                    proper_nouns=self.proper_nouns,
+                )
                 seq.extra.update(self.resource_tags(tokens, seq.lowers, lexicon))
                 if tags is not None:
                     seq.pos, seq.extra["ner"] = tags.align(tokens)
@@ -106,7 +125,9 @@ class TokenCRF(CRFTagger):
             yield UnitSequence([(tok.start, tok.end) for tok in seq.tokens], feats, segment.core)
 
     def emission_sequences(
-        self, note: AnalysedNote | Document, regions: Sequence[tuple[int, int]] | None = None,
+        self,
+        note: AnalysedNote | Document,
+        regions: Sequence[tuple[int, int]] | None = None,
         skip: Collection[tuple[int, int]] = (),
     ) -> Iterator[UnitSequence]:
         """``sequences`` with each token's label scores, computed from ids cached per model
@@ -143,15 +164,23 @@ class TokenCRF(CRFTagger):
         for item, segment in batch:
             tokens = item.line.tokens
             units = [(tok.start, tok.end) for tok in tokens]
-            yield UnitSequence(units, [], segment.core, None, emissions[row:row + len(units)])
+            yield UnitSequence(units, [], segment.core, None, emissions[row : row + len(units)])
             row += len(units)
 
     def _token_ids(self) -> TokenIds:
         """The fast engine's featurizer for the current model and settings (kept while they hold:
         its caches are what make it fast)."""
         own_way = type(self).resource_tags is not CRFTagger.resource_tags  # a subclass tags lines itself
-        key = (id(self.weights_), tuple(self.features), self.window, id(self.safe_words_), id(self.clusters_),
-               id(self.lexicon_), tuple((name, id(g)) for name, g in self.gazetteers_.items()), own_way)
+        key = (
+            id(self.weights_),
+            tuple(self.features),
+            self.window,
+            id(self.safe_words_),
+            id(self.clusters_),
+            id(self.lexicon_),
+            tuple((name, id(g)) for name, g in self.gazetteers_.items()),
+            own_way,
+        )
         return self._featurizer(key, lambda: self._new_token_ids(own_way))
 
     def _new_token_ids(self, own_way: bool) -> TokenIds:
@@ -164,8 +193,18 @@ class TokenCRF(CRFTagger):
 
             def own_tags(tokens: Sequence[Token], lowers: Sequence[str]) -> dict[str, list[str]]:
                 return self.resource_tags(tokens, lowers, lexicon)
-        return TokenIds(self.weights_, self.features, self.window, self.safe_words_, self.clusters_,
-                        dictionaries, own_tags, vocabulary=self.vocabulary, proper_nouns=self.proper_nouns)
+
+        return TokenIds(
+            self.weights_,
+            self.features,
+            self.window,
+            self.safe_words_,
+            self.clusters_,
+            dictionaries,
+            own_tags,
+            vocabulary=self.vocabulary,
+            proper_nouns=self.proper_nouns,
+        )
 
 
 def _check_section(section: Mapping[str, Any]) -> list[str]:

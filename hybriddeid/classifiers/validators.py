@@ -6,6 +6,7 @@ Date validators read the named groups ``day``, ``month`` and ``year`` when the p
 New validators are added with :func:`register_validator`; rule files are checked against the
 registry when they load, so a misspelt name fails early.
 """
+
 from __future__ import annotations
 
 import calendar
@@ -139,8 +140,10 @@ def measurement_piece(text: str, start: int, end: int) -> bool:
         return True
     if not _SHORT_GROUPS.fullmatch(surface):
         return False
-    return bool(_SHORT_NUMBER_SLASH_BEFORE.search(text[max(0, start - 12):start])
-                or _SHORT_NUMBER_SLASH_AFTER.search(text[end:end + 12]))
+    return bool(
+        _SHORT_NUMBER_SLASH_BEFORE.search(text[max(0, start - 12) : start])
+        or _SHORT_NUMBER_SLASH_AFTER.search(text[end : end + 12])
+    )
 
 
 # A pair of short numbers ("5/12", "90-110"): what a date without a year and a reading share.
@@ -157,8 +160,10 @@ def series_piece(text: str, start: int, end: int) -> bool:
     written with numbers is whole: nothing numeric continues it past its year."""
     if not _SHORT_GROUPS.fullmatch(text[start:end].replace("/", "-")):
         return False
-    if not (_SHORT_NUMBER_SLASH_BEFORE.search(text[max(0, start - 12):start])
-            or _SHORT_NUMBER_SLASH_AFTER.search(text[end:end + 12])):
+    if not (
+        _SHORT_NUMBER_SLASH_BEFORE.search(text[max(0, start - 12) : start])
+        or _SHORT_NUMBER_SLASH_AFTER.search(text[end : end + 12])
+    ):
         return False
     before = _NUMBER_RUN_BEFORE.search(text, max(0, start - 40), start)
     assert before is not None  # the pattern matches the empty string
@@ -227,8 +232,7 @@ def valid_ipv4(match: regex.Match[str]) -> bool:
     """Four dot-separated octets, each 0-255, without leading zeros (so not a version number)."""
     parts = _phi(match).split(".")
     return len(parts) == 4 and all(
-        part.isdigit() and int(part) <= 255 and (part == "0" or not part.startswith("0"))
-        for part in parts
+        part.isdigit() and int(part) <= 255 and (part == "0" or not part.startswith("0")) for part in parts
     )
 
 
@@ -307,8 +311,14 @@ def valid_nss(match: regex.Match[str]) -> bool:
     return base % 97 == control
 
 
-_VIN_VALUES = {**{str(d): d for d in range(10)}, **dict(zip("ABCDEFGH", range(1, 9))), **dict(zip("JKLMN", range(1, 6))),
-               "P": 7, "R": 9, **dict(zip("STUVWXYZ", range(2, 10)))}
+_VIN_VALUES = {
+    **{str(d): d for d in range(10)},
+    **dict(zip("ABCDEFGH", range(1, 9))),
+    **dict(zip("JKLMN", range(1, 6))),
+    "P": 7,
+    "R": 9,
+    **dict(zip("STUVWXYZ", range(2, 10))),
+}
 _VIN_WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
 
 

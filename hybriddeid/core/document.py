@@ -3,6 +3,7 @@
 Offsets are Python string indices (code points) into the original note text, end exclusive.
 Token and character label schemes (BIO, BIOES) stay private to the taggers that use them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -24,8 +25,13 @@ class Span:
     def record(self) -> dict[str, Any]:
         """The span as the JSON outputs write it (JSON Lines notes, ``phi_spans`` columns, Spark rows,
         the review page): offsets, label, source and score, never the text it covers."""
-        return {"start": self.start, "end": self.end, "label": self.label, "source": self.source,
-                "score": float(self.score)}
+        return {
+            "start": self.start,
+            "end": self.end,
+            "label": self.label,
+            "source": self.source,
+            "score": float(self.score),
+        }
 
     def __post_init__(self) -> None:
         if not (isinstance(self.start, int) and isinstance(self.end, int)):
@@ -69,8 +75,7 @@ class Document:
         for span in spans:
             if span.end > len(self.text):
                 raise ValueError(
-                    f"{self.name}: span [{span.start}, {span.end}) lies outside the text "
-                    f"(length {len(self.text)})"
+                    f"{self.name}: span [{span.start}, {span.end}) lies outside the text (length {len(self.text)})"
                 )
         object.__setattr__(self, "spans", spans)
 
@@ -91,4 +96,4 @@ class Document:
         return Document(self.name, text, self.spans, self.meta) if len(text) == len(self.text) else None
 
     def span_text(self, span: Span) -> str:
-        return self.text[span.start:span.end]
+        return self.text[span.start : span.end]

@@ -28,6 +28,7 @@ So a pack in an extra folder overrides a bundled pack with the same code. Lookup
 per-language cache downstream (registered with :func:`register_cache`). After changing the
 environment variable in a running process, call :func:`clear_caches`.
 """
+
 from __future__ import annotations
 
 import os
@@ -119,8 +120,9 @@ class LanguagePack:
         """The pack's file (or folder) for ``resource``; ``MissingResourceError`` if absent."""
         if not self.has(resource):
             name, what = RESOURCES[resource]
-            raise MissingResourceError(f"language {self.code!r} has no {what}: its pack has no {name} "
-                                       f"({self.origin(resource)})")
+            raise MissingResourceError(
+                f"language {self.code!r} has no {what}: its pack has no {name} ({self.origin(resource)})"
+            )
         return self._locate(resource)[0]
 
     def _locate(self, resource: str) -> tuple[Traversable, str]:
@@ -235,15 +237,21 @@ def _load_pack(code: str, extra: tuple[str, ...]) -> LanguagePack:
         if not isinstance(data.get(key), str) or not data[key]:
             raise ValueError(f"{origin}: needs a non-empty string {key!r}")
     scripts = data.get("scripts", DEFAULT_SCRIPTS)
-    if not isinstance(scripts, (list, tuple)) or not scripts or not all(isinstance(s, str) and _CODE.fullmatch(s) for s in scripts):
-        raise ValueError(f"{origin}: 'scripts' must be a list of Unicode script names, e.g. [\"Latin\", \"Greek\"]")
+    if (
+        not isinstance(scripts, (list, tuple))
+        or not scripts
+        or not all(isinstance(s, str) and _CODE.fullmatch(s) for s in scripts)
+    ):
+        raise ValueError(f'{origin}: \'scripts\' must be a list of Unicode script names, e.g. ["Latin", "Greek"]')
     try:
         regex.compile("".join(rf"\p{{Script={name}}}" for name in scripts))
     except regex.error:
         raise ValueError(f"{origin}: 'scripts' names an unknown Unicode script ({', '.join(scripts)})") from None
     taxonomy_file = data["taxonomy"].replace("-", "_").lower() + ".toml"  # as hybriddeid.core.taxonomy names them
     if not shared_resource("taxonomy", taxonomy_file).is_file():
-        bundled_taxonomies = sorted(entry.name[:-5] for entry in shared_resource("taxonomy").iterdir() if entry.name.endswith(".toml"))
+        bundled_taxonomies = sorted(
+            entry.name[:-5] for entry in shared_resource("taxonomy").iterdir() if entry.name.endswith(".toml")
+        )
         raise ValueError(f"{origin}: unknown taxonomy {data['taxonomy']!r}; bundled: {', '.join(bundled_taxonomies)}")
     return LanguagePack(code, folder, MappingProxyType(data), bundled, root)
 
@@ -280,12 +288,16 @@ def stop_words(code: str) -> frozenset[str]:
     pack = language_pack(code)
     if not pack.has("stopwords"):
         return frozenset()
-    return frozenset(line.strip().lower() for line in pack.read_text("stopwords").splitlines()
-                     if line.strip() and not line.lstrip().startswith("#"))
+    return frozenset(
+        line.strip().lower()
+        for line in pack.read_text("stopwords").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
 
 
-def detect_language(texts: Iterable[str], languages: Iterable[str] | None = None,
-                    max_chars: int = DETECT_MAX_CHARS) -> LanguageGuess:
+def detect_language(
+    texts: Iterable[str], languages: Iterable[str] | None = None, max_chars: int = DETECT_MAX_CHARS
+) -> LanguageGuess:
     """The pack (of ``languages``, default every available one) whose stop words make up the
     largest share of the words in ``texts`` (read up to ``max_chars``); ``code`` is None when no
     pack reaches ``DETECT_MIN_SHARE`` (e.g. none has a ``stopwords.txt``)."""

@@ -16,6 +16,7 @@ labels and stop words of the note's language: "DNI" before the number names the 
 PHI), so a remainder made only of such words is dropped. The edges the classifier drew itself stay
 as it drew them.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -30,8 +31,12 @@ DEFAULT_PRECEDENCE = ("rule", "char", "token")
 FALLBACK_SUFFIX = "+fallback"
 
 
-def merge(spans_by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] = DEFAULT_PRECEDENCE,
-          text: str | None = None, labels: Collection[str] = frozenset()) -> list[Span]:
+def merge(
+    spans_by_source: Mapping[str, Sequence[Span]],
+    precedence: Sequence[str] = DEFAULT_PRECEDENCE,
+    text: str | None = None,
+    labels: Collection[str] = frozenset(),
+) -> list[Span]:
     """Merge each source's spans; higher-precedence sources win overlaps. Output is sorted.
 
     Sources missing from ``precedence`` rank after those listed, in the mapping's order; a
@@ -82,8 +87,9 @@ def _phrases(labels: frozenset[str]) -> tuple[frozenset[tuple[str, ...]], int]:
     return phrases, max(map(len, phrases), default=0)
 
 
-def _remainders(text: str, span: Span, taken: _Taken,
-                phrases: tuple[frozenset[tuple[str, ...]], int]) -> Iterator[tuple[int, int]]:
+def _remainders(
+    text: str, span: Span, taken: _Taken, phrases: tuple[frozenset[tuple[str, ...]], int]
+) -> Iterator[tuple[int, int]]:
     """The stretches of ``span`` outside ``taken`` that still hold a word once trimmed, at each edge a
     taken span cut, of blanks, punctuation and label phrases ("NºCol" after a name glued to it too)."""
     known, longest = phrases
@@ -98,8 +104,9 @@ def _remainders(text: str, span: Span, taken: _Taken,
             yield (words[0][0] if cut_left else start), (words[-1][1] if cut_right else end)
 
 
-def _trim_labels(words: list[tuple[int, int, str]], known: frozenset[tuple[str, ...]], longest: int,
-                 from_end: bool) -> None:
+def _trim_labels(
+    words: list[tuple[int, int, str]], known: frozenset[tuple[str, ...]], longest: int, from_end: bool
+) -> None:
     """Remove label phrases from the end (or start) of ``words`` while there is one, the longest first."""
     while words:
         for size in range(min(longest, len(words)), 0, -1):
@@ -136,8 +143,10 @@ def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: _Ta
                 if kept[i].end > span.start:  # never one replaced already: a fallback kept covers it
                     inside.append(i)
             length = span.end - span.start
-            if not all(span.start <= kept[i].start and kept[i].end <= span.end and kept[i].end - kept[i].start < length
-                       for i in inside):
+            if not all(
+                span.start <= kept[i].start and kept[i].end <= span.end and kept[i].end - kept[i].start < length
+                for i in inside
+            ):
                 continue  # a classifier's span as long as it, or crossing its edge, stays
             replaced.update(inside)
         added.append(span)
@@ -146,7 +155,9 @@ def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: _Ta
     return [span for i, span in enumerate(kept) if i not in replaced] + added
 
 
-def filter_scores(spans_by_source: Mapping[str, Sequence[Span]], min_score: Mapping[str, float]) -> dict[str, list[Span]]:
+def filter_scores(
+    spans_by_source: Mapping[str, Sequence[Span]], min_score: Mapping[str, float]
+) -> dict[str, list[Span]]:
     """Drop each source's spans scored below that source's threshold (sources not named keep all)."""
     return {
         source: [span for span in spans if span.score >= min_score.get(source, 0.0)]
@@ -167,7 +178,7 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
     """
     labels: dict[str, str] = {}
     for span in spans:
-        surface = text[span.start:span.end]
+        surface = text[span.start : span.end]
         if len(surface) >= min_length and any(ch.isalnum() for ch in surface):
             labels.setdefault(surface, span.label)
     out = list(spans)
@@ -188,8 +199,12 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
     return sorted(out, key=span_order)
 
 
-def link_name_words(texts: Sequence[str], spans: Sequence[Sequence[Span]], words_of: Callable[[Span, str], Iterable[str]],
-                    source: str = "linked") -> list[list[Span]]:
+def link_name_words(
+    texts: Sequence[str],
+    spans: Sequence[Sequence[Span]],
+    words_of: Callable[[Span, str], Iterable[str]],
+    source: str = "linked",
+) -> list[list[Span]]:
     """Each name word found in any of a patient's notes, also marked wherever else it stands in them.
 
     ``texts[i]`` has ``spans[i]``; ``words_of(span, surface)`` gives the words of a found span to
@@ -202,13 +217,19 @@ def link_name_words(texts: Sequence[str], spans: Sequence[Sequence[Span]], words
     labels: dict[str, str] = {}
     for text, note_spans in zip(texts, spans):
         for span in note_spans:
-            for word in words_of(span, text[span.start:span.end]):
+            for word in words_of(span, text[span.start : span.end]):
                 labels.setdefault(word, span.label)
     if not labels:
         return [sorted(note_spans, key=span_order) for note_spans in spans]
-    forms = {form: label for word, label in labels.items()
-             for form in (word, word.upper(), word[:1].upper() + word[1:].lower()) if not form.islower()}
-    pattern = re.compile(rf"(?<![\w'’-])(?:{'|'.join(map(re.escape, sorted(forms, key=len, reverse=True)))})(?![\w'’-])")
+    forms = {
+        form: label
+        for word, label in labels.items()
+        for form in (word, word.upper(), word[:1].upper() + word[1:].lower())
+        if not form.islower()
+    }
+    pattern = re.compile(
+        rf"(?<![\w'’-])(?:{'|'.join(map(re.escape, sorted(forms, key=len, reverse=True)))})(?![\w'’-])"
+    )
     out = []
     for text, note_spans in zip(texts, spans):
         kept = list(note_spans)

@@ -12,6 +12,7 @@ The age threshold lives in ``resources/profiles/phi_sets.toml``; the number word
 out in each language pack's ``numbers.toml``, the weekday names and the words that announce a birth
 date in its ``surrogates.toml`` (every pack's words are read in every note).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -102,8 +103,11 @@ class YearRule:
         if not self.birth_words.intersection(word.lower() for word in _WORD.findall(text[line_start:start])):
             return False
         digits = _DIGITS.search(surface)
-        return digits is None or len(digits.group()) == 2 or \
-            datetime.date.today().year - int(digits.group()) >= self.min_age
+        return (
+            digits is None
+            or len(digits.group()) == 2
+            or datetime.date.today().year - int(digits.group()) >= self.min_age
+        )
 
 
 def _pack_date_words(*keys: str) -> set[str]:
@@ -118,7 +122,9 @@ def _pack_date_words(*keys: str) -> set[str]:
                 for item in dates.get(key, ()):
                     words.update(str(name).lower() for name in (item if isinstance(item, list) else [item]))
         except (tomllib.TOMLDecodeError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{pack.origin('surrogates')}: not a valid surrogate file ({type(exc).__name__})") from None
+            raise ValueError(
+                f"{pack.origin('surrogates')}: not a valid surrogate file ({type(exc).__name__})"
+            ) from None
     return words
 
 
@@ -128,8 +134,11 @@ def hipaa_year_rule() -> YearRule:
     """The ``hipaa`` set's year rule: the date category and age threshold of ``phi_sets.toml`` and every
     language pack's birth words (``surrogates.toml`` [dates] ``birth_words``)."""
     data = tomllib.loads(shared_resource("profiles", "phi_sets.toml").read_text("utf-8"))
-    return YearRule(str(data["hipaa"].get("date_category", "DATE")), int(data["hipaa"]["min_age"]),
-                    frozenset(_pack_date_words("birth_words")))
+    return YearRule(
+        str(data["hipaa"].get("date_category", "DATE")),
+        int(data["hipaa"]["min_age"]),
+        frozenset(_pack_date_words("birth_words")),
+    )
 
 
 @register_cache
@@ -180,15 +189,13 @@ def in_phi_set(span: Span, text: str, taxonomy: Taxonomy, phi_set: str) -> bool:
     category = taxonomy.category(span.label)
     age, weekday = hipaa_age_rule(), hipaa_weekday_rule()
     if category == age.category:
-        return age.keeps(text[span.start:span.end])
+        return age.keeps(text[span.start : span.end])
     if category == weekday.category:
-        return weekday.keeps(text[span.start:span.end]) and hipaa_year_rule().keeps(text, span.start, span.end)
+        return weekday.keeps(text[span.start : span.end]) and hipaa_year_rule().keeps(text, span.start, span.end)
     return True
 
 
-def split_spans(
-    spans: Iterable[Span], text: str, taxonomy: Taxonomy, phi_set: str
-) -> tuple[list[Span], list[Span]]:
+def split_spans(spans: Iterable[Span], text: str, taxonomy: Taxonomy, phi_set: str) -> tuple[list[Span], list[Span]]:
     """(spans inside ``phi_set``, spans outside it), each in input order."""
     inside: list[Span] = []
     outside: list[Span] = []

@@ -10,6 +10,7 @@ listing components never imports a backend's heavy dependencies (PyTorch).
 Adding a classifier: write its module (a class following ``classifiers.base.Classifier`` plus a
 ``ComponentSpec``) and register that spec (an entry point, or ``register``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -50,7 +51,9 @@ class ComponentSpec:
         try:
             return getattr(import_module(module_name), class_name)
         except ImportError as exc:
-            raise PluginUnavailable(f"{self.class_path} cannot be imported ({exc.name} missing); {self.install_hint}") from None
+            raise PluginUnavailable(
+                f"{self.class_path} cannot be imported ({exc.name} missing); {self.install_hint}"
+            ) from None
 
 
 _added: dict[str, ComponentSpec] = {}  # by register(), on top of the entry points

@@ -5,6 +5,7 @@ the i2b2 2014 evaluation scripts' HIPAA subset (the report's "HIPAA" rows), and 
 Safe Harbor's identifiers (45 CFR 164.514(b)(2)(i); the ``hipaa`` PHI set of ``hybriddeid.core.profiles``).
 Evaluation, PHI sets and per-category reports read it; nothing hard-codes labels.
 """
+
 from __future__ import annotations
 
 import csv
@@ -95,6 +96,7 @@ def guess_taxonomy(labels: Iterable[str], prefer: Taxonomy | None = None) -> Tax
 
 # -- labels a corpus uses that its taxonomy does not know ------------------------------------------
 
+
 def unknown_labels(docs: Iterable[Document], taxonomy: Taxonomy) -> Counter[str]:
     """Spans per label that ``taxonomy`` does not know: scored as their own category and outside every
     PHI set's rules, they silently change scores and what a trained model learns, so callers stop on them."""
@@ -121,8 +123,10 @@ def read_label_map(path: Path) -> dict[str, str]:
             mapping = tomllib.loads(text)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read the label map ({getattr(exc, 'strerror', None) or exc})") from None
-    if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in mapping.items()):
-        raise ValueError(f"{path}: a label map maps label names to label names (FROM = \"TO\")")
+    if not isinstance(mapping, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in mapping.items()
+    ):
+        raise ValueError(f'{path}: a label map maps label names to label names (FROM = "TO")')
     return mapping
 
 
@@ -135,5 +139,7 @@ def _pair(row: list[str]) -> tuple[str, str]:
 
 def relabel(docs: Iterable[Document], mapping: Mapping[str, str]) -> list[Document]:
     """``docs`` with each span's label mapped (labels the map leaves out stay)."""
-    return [replace(doc, spans=tuple(replace(span, label=mapping.get(span.label, span.label)) for span in doc.spans))
-            for doc in docs]
+    return [
+        replace(doc, spans=tuple(replace(span, label=mapping.get(span.label, span.label)) for span in doc.spans))
+        for doc in docs
+    ]

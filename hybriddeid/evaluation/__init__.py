@@ -2,6 +2,7 @@
 subsets, micro and macro averages, per category and per subtype (see ``matching`` for the semantics),
 optionally under a PHI set (``hybriddeid.core.profiles``) with gold spans outside it as don't-care regions.
 """
+
 from hybriddeid.evaluation.matching import CRITERIA, RELAXED_END_TOLERANCE
 from hybriddeid.evaluation.report import LEVELS, PRF, EvaluationReport
 from hybriddeid.evaluation.scorer import evaluate, evaluate_directories

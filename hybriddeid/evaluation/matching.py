@@ -24,6 +24,7 @@ is taken by the caller, on gold and predictions alike, before matching (as the s
 one of them, and no gold span that is scored, is left out: it counts neither as a true nor as a false
 positive, since the gold there says "PHI, but not of this set".
 """
+
 from __future__ import annotations
 
 import re
@@ -95,16 +96,11 @@ def _overlaps_any(start: int, end: int, regions: Sequence[tuple[int, int]]) -> b
     return any(a < end and start < b for a, b in regions)
 
 
-def _outside_dont_care(
-    elements: set[Element], dont_care: Sequence[Span], gold: Sequence[Span]
-) -> set[Element]:
+def _outside_dont_care(elements: set[Element], dont_care: Sequence[Span], gold: Sequence[Span]) -> set[Element]:
     """``elements`` less those overlapping a don't-care region and no scored gold span."""
     ignored = [(s.start, s.end) for s in dont_care]
     scored = [(s.start, s.end) for s in gold]
-    return {
-        e for e in elements
-        if not _overlaps_any(e[1], e[2], ignored) or _overlaps_any(e[1], e[2], scored)
-    }
+    return {e for e in elements if not _overlaps_any(e[1], e[2], ignored) or _overlaps_any(e[1], e[2], scored)}
 
 
 class DocumentMatcher:
@@ -120,9 +116,7 @@ class DocumentMatcher:
             self._tokens[key] = span_tokens(self.text, span)
         return self._tokens[key]
 
-    def _elements(
-        self, spans: Iterable[Span], criterion: str, label_of: Callable[[Span], str]
-    ) -> set[Element]:
+    def _elements(self, spans: Iterable[Span], criterion: str, label_of: Callable[[Span], str]) -> set[Element]:
         if criterion in ("strict", "relaxed"):
             return {(label_of(s), s.start, s.end) for s in spans}
         if criterion == "token":
@@ -130,7 +124,11 @@ class DocumentMatcher:
         return {(BINARY_LABEL, a, b) for s in spans for a, b in self._tokens_of(s)}
 
     def counts(
-        self, gold: Sequence[Span], pred: Sequence[Span], criterion: str, label_of: Callable[[Span], str],
+        self,
+        gold: Sequence[Span],
+        pred: Sequence[Span],
+        criterion: str,
+        label_of: Callable[[Span], str],
         dont_care: Sequence[Span] = (),
     ) -> Counts:
         """label -> [tp, fp, fn] of this document under ``criterion``; predicted elements over

@@ -1,4 +1,5 @@
 """Scores of one evaluation: ``PRF`` and ``EvaluationReport`` (micro/macro, HIPAA, per label, JSON, table)."""
+
 from __future__ import annotations
 
 import json
@@ -119,9 +120,7 @@ class EvaluationReport:
         recall = _ratio(sum(d.recall for d in scored), len(scored))
         return PRF(tp, fp, fn, precision, recall, _f1(precision, recall))
 
-    def per_label(
-        self, criterion: str = "strict", level: str = "subtype", hipaa: bool = False
-    ) -> dict[str, PRF]:
+    def per_label(self, criterion: str = "strict", level: str = "subtype", hipaa: bool = False) -> dict[str, PRF]:
         """Micro P/R/F1 of every label (subtype or category) seen in gold or predictions."""
         rows: dict[str, list[Sequence[int]]] = defaultdict(list)
         for counts in self._table(criterion, level, hipaa):
@@ -149,10 +148,7 @@ class EvaluationReport:
             "unmatched": list(self.unmatched),
             "scores": {
                 c: {
-                    lv: {
-                        name: {a: self.score(c, lv, a, h).to_dict() for a in AVERAGES}
-                        for name, h in subsets
-                    }
+                    lv: {name: {a: self.score(c, lv, a, h).to_dict() for a in AVERAGES} for name, h in subsets}
                     for lv in LEVELS
                 }
                 for c in CRITERIA
@@ -205,8 +201,10 @@ class EvaluationReport:
             taxonomy += f" (predictions: {self.pred_taxonomy.name}; label sets differ: scored by category)"
         lines = [f"taxonomy {taxonomy}, PHI set {self.phi_set}, {len(self.documents)} documents"]
         if self.phi_set != DEFAULT_PHI_SET:
-            lines.append(f"outside the PHI set: {self.n_gold_dont_care} gold spans (don't care), "
-                         f"{self.n_pred_dropped} predicted spans (dropped)")
+            lines.append(
+                f"outside the PHI set: {self.n_gold_dont_care} gold spans (don't care), "
+                f"{self.n_pred_dropped} predicted spans (dropped)"
+            )
         return lines
 
     def format_table(self) -> str:

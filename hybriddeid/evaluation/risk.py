@@ -32,6 +32,7 @@ too. ``benchmarks/risk.py --reviewed 1,2,...`` measures how often the interval h
 
 Per type: a token's expected missed PHI is shared among labels as its label probabilities say.
 """
+
 from __future__ import annotations
 
 import math
@@ -96,13 +97,14 @@ def untagged(chances: Sequence[TokenChance], spans: Sequence[Span]) -> list[Toke
     return [chance for chance, hit in zip(chances, _covered(chances, spans)) if not hit]
 
 
-def outcomes(chances: Sequence[TokenChance], output: Sequence[Span], reviewed: Sequence[Span]) -> tuple[np.ndarray, np.ndarray]:
+def outcomes(
+    chances: Sequence[TokenChance], output: Sequence[Span], reviewed: Sequence[Span]
+) -> tuple[np.ndarray, np.ndarray]:
     """P(PHI) of the tokens ``output`` leaves untagged and whether each was PHI after all (a span
     of ``reviewed``, a reviewer's or gold, touches it): what calibration fits, and, summed, the
     true number of missed PHI tokens."""
     left = untagged(chances, output)
-    return (np.array([chance.p_phi for chance in left], dtype=float),
-            np.array(_covered(left, reviewed), dtype=float))
+    return (np.array([chance.p_phi for chance in left], dtype=float), np.array(_covered(left, reviewed), dtype=float))
 
 
 class Calibrator:
@@ -138,8 +140,10 @@ class Calibrator:
             return None
         a = self._platt[0]
         if not self._converged or not math.isfinite(a) or abs(a) > PLATT_MAX_SLOPE:
-            return (f"the Platt fit is degenerate (slope {a:.3g}{'' if self._converged else ', not converged'}): "
-                    "the reviewed tokens' P(PHI) separate the misses from the rest perfectly")
+            return (
+                f"the Platt fit is degenerate (slope {a:.3g}{'' if self._converged else ', not converged'}): "
+                "the reviewed tokens' P(PHI) separate the misses from the rest perfectly"
+            )
         return None
 
     def __call__(self, p: np.ndarray) -> np.ndarray:
@@ -268,14 +272,26 @@ class RiskEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "tokens": self.tokens, "expected_missed": self.expected_missed, "interval": [self.low, self.high],
-            "interval_level": INTERVAL, "per_1000": self.per_1000(),
+            "tokens": self.tokens,
+            "expected_missed": self.expected_missed,
+            "interval": [self.low, self.high],
+            "interval_level": INTERVAL,
+            "per_1000": self.per_1000(),
             "per_1000_interval": [self.per_1000(self.low), self.per_1000(self.high)],
             "per_type": dict(sorted(self.per_type.items(), key=lambda item: -item[1])),
-            "calibration": self.calibration, "reviewed_notes": self.reviewed_notes,
-            "reviewed_tokens": self.reviewed_tokens, "uncalibrated_because": self.uncalibrated_because,
-            "notes": [{"name": note.name, "tokens": note.tokens, "expected_missed": note.expected_missed,
-                       "per_1000": note.per_1000} for note in self.notes],
+            "calibration": self.calibration,
+            "reviewed_notes": self.reviewed_notes,
+            "reviewed_tokens": self.reviewed_tokens,
+            "uncalibrated_because": self.uncalibrated_because,
+            "notes": [
+                {
+                    "name": note.name,
+                    "tokens": note.tokens,
+                    "expected_missed": note.expected_missed,
+                    "per_1000": note.per_1000,
+                }
+                for note in self.notes
+            ],
         }
 
 
@@ -300,6 +316,7 @@ class Reviewed:
 
         def cat(parts: list[np.ndarray], kind: type) -> np.ndarray:
             return np.concatenate(parts) if parts else np.zeros(0, kind)
+
         return cls(cat(ps, float), cat(ys, float), cat(ids, int), len(items))
 
 
@@ -347,8 +364,9 @@ def _negative_binomial_interval(shape: float, p: float, level: float = INTERVAL)
         k += 1
 
 
-def _ratio_bounds(misses: np.ndarray, mass: np.ndarray, target: float, target_notes: int,
-                  level: float) -> tuple[float, float]:
+def _ratio_bounds(
+    misses: np.ndarray, mass: np.ndarray, target: float, target_notes: int, level: float
+) -> tuple[float, float]:
     """The ratio interval of ``ratio_interval`` from per-note missed counts and raw masses."""
     m, r = float(misses.sum()), float(mass.sum())
     if r <= 0 or target <= 0:
@@ -364,8 +382,9 @@ def _ratio_bounds(misses: np.ndarray, mass: np.ndarray, target: float, target_no
     return (low * phi if m > 0 else 0.0), high * phi  # no miss seen: nothing bounds the count away from 0
 
 
-def ratio_interval(reviewed: Reviewed, target_mass: float, target_notes: int,
-                   level: float = INTERVAL) -> tuple[float, float]:
+def ratio_interval(
+    reviewed: Reviewed, target_mass: float, target_notes: int, level: float = INTERVAL
+) -> tuple[float, float]:
     """A ``level`` interval for the missed PHI tokens of notes whose untagged tokens' raw P(PHI) sum to
     ``target_mass`` (``target_notes`` notes), from the reviewed notes' misses over their raw mass: a
     negative-binomial predictive interval (Gamma posterior of the rate, Jeffreys prior), widened by the
@@ -387,14 +406,21 @@ def uncalibrated_because(reviewed: Reviewed | None) -> str | None:
         return "no reviewed notes: the raw marginals' sum, whose interval counts token chance only"
     misses = int(reviewed.y.sum())
     if reviewed.notes < MIN_REVIEWED_NOTES or misses < MIN_REVIEWED_MISSES:
-        return (f"{reviewed.notes} reviewed notes with {misses} missed tokens among them: calibration needs at least "
-                f"{MIN_REVIEWED_NOTES} notes and {MIN_REVIEWED_MISSES} misses, so the estimate is the raw marginals' "
-                "sum and the interval is wide")
+        return (
+            f"{reviewed.notes} reviewed notes with {misses} missed tokens among them: calibration needs at least "
+            f"{MIN_REVIEWED_NOTES} notes and {MIN_REVIEWED_MISSES} misses, so the estimate is the raw marginals' "
+            "sum and the interval is wide"
+        )
     return None
 
 
-def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: Reviewed | None = None,
-             method: str = AUTO, rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0) -> RiskEstimate:
+def estimate(
+    notes: Sequence[tuple[str, int, Sequence[TokenChance]]],
+    reviewed: Reviewed | None = None,
+    method: str = AUTO,
+    rounds: int = BOOTSTRAP_ROUNDS,
+    seed: int = 0,
+) -> RiskEstimate:
     """The residual-risk estimate of ``notes`` (name, token count, untagged tokens' chances), calibrated on
     ``reviewed`` when it is enough (else the raw sum, saying why; see the module docstring)."""
     raw = [np.array([chance.p_phi for chance in chances], float) for _, _, chances in notes]
@@ -435,7 +461,7 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
     per_type: dict[str, float] = {}
     note_risks, at = [], 0
     for (name, tokens, chances), p in zip(notes, raw):
-        q = calibrated[at:at + len(p)]
+        q = calibrated[at : at + len(p)]
         at += len(p)
         own: dict[str, float] = {}
         for chance, value in zip(chances, q):
@@ -449,9 +475,18 @@ def estimate(notes: Sequence[tuple[str, int, Sequence[TokenChance]]], reviewed: 
     calibration = calibrator.to_dict()
     if chosen_from:
         calibration["cross_fitted_count_errors"] = chosen_from  # what ``auto`` chose by
-    return RiskEstimate(sum(tokens for _, tokens, _ in notes), total, max(low, 0.0), max(high, 0.0),
-                        per_type, note_risks, calibration, reviewed.notes if reviewed is not None else 0,
-                        int(len(reviewed.p)) if reviewed is not None else 0, why)
+    return RiskEstimate(
+        sum(tokens for _, tokens, _ in notes),
+        total,
+        max(low, 0.0),
+        max(high, 0.0),
+        per_type,
+        note_risks,
+        calibration,
+        reviewed.notes if reviewed is not None else 0,
+        int(len(reviewed.p)) if reviewed is not None else 0,
+        why,
+    )
 
 
 def reliability(p: np.ndarray, y: np.ndarray, bins: int = 10) -> list[dict[str, float]]:
@@ -463,8 +498,15 @@ def reliability(p: np.ndarray, y: np.ndarray, bins: int = 10) -> list[dict[str, 
     for low, high in zip(edges[:-1], edges[1:]):
         mask = (p >= low) & ((p < high) | (high == 1.0))
         if mask.any():
-            out.append({"low": float(low), "high": float(high), "predicted": float(p[mask].mean()),
-                        "observed": float(y[mask].mean()), "tokens": int(mask.sum())})
+            out.append(
+                {
+                    "low": float(low),
+                    "high": float(high),
+                    "predicted": float(p[mask].mean()),
+                    "observed": float(y[mask].mean()),
+                    "tokens": int(mask.sum()),
+                }
+            )
     return out
 
 
@@ -481,7 +523,10 @@ def plot_reliability(reviewed: Reviewed, calibrator_method: str, path: Path) -> 
     calibrated = cross_calibrated(reviewed, calibrator_method)
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([1e-4, 1], [1e-4, 1], color="grey", linestyle=":", label="perfect")
-    for values, name, marker in ((reviewed.p, "raw P(PHI)", "o"), (calibrated, f"{calibrator_method} (cross-fitted)", "s")):
+    for values, name, marker in (
+        (reviewed.p, "raw P(PHI)", "o"),
+        (calibrated, f"{calibrator_method} (cross-fitted)", "s"),
+    ):
         bins = reliability(values, reviewed.y)
         ax.plot([b["predicted"] for b in bins], [max(b["observed"], 1e-4) for b in bins], marker=marker, label=name)
     ax.set_xscale("log")

@@ -1,4 +1,5 @@
 """``evaluate`` gold against predicted documents into an ``EvaluationReport``; ``evaluate_directories``."""
+
 from __future__ import annotations
 
 import logging
@@ -62,8 +63,11 @@ def evaluate(
 
     missing = sorted(set(gold_index) - set(pred_index))
     if missing:
-        log.warning("%d gold note(s) have no prediction, so every gold span in them is scored as missed: %s",
-                    len(missing), ", ".join(missing))
+        log.warning(
+            "%d gold note(s) have no prediction, so every gold span in them is scored as missed: %s",
+            len(missing),
+            ", ".join(missing),
+        )
     counts: CountTable = {(c, lv, h): [] for c in CRITERIA for lv in LEVELS for h in (False, True)}
     n_pred = n_gold_dont_care = n_pred_dropped = 0
     for name, gold_doc in gold_index.items():
@@ -105,11 +109,19 @@ def evaluate(
 
 
 def evaluate_directories(
-    gold_dir: Path, pred_dir: Path, fmt: str = "auto", taxonomy: Taxonomy | None = None, phi_set: str | None = None,
+    gold_dir: Path,
+    pred_dir: Path,
+    fmt: str = "auto",
+    taxonomy: Taxonomy | None = None,
+    phi_set: str | None = None,
     encoding: str = "utf-8",
 ) -> EvaluationReport:
     """Read both folders (in ``encoding``) with ``hybriddeid.io.read_corpus`` and ``evaluate`` them (under ``phi_set``)."""
     from hybriddeid.io import read_corpus  # lazy: io is optional for in-memory evaluation
 
-    return evaluate(read_corpus(Path(gold_dir), fmt, encoding=encoding),
-                    read_corpus(Path(pred_dir), fmt, encoding=encoding), taxonomy, phi_set)
+    return evaluate(
+        read_corpus(Path(gold_dir), fmt, encoding=encoding),
+        read_corpus(Path(pred_dir), fmt, encoding=encoding),
+        taxonomy,
+        phi_set,
+    )

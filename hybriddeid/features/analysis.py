@@ -2,6 +2,7 @@
 classifier (as spaCy's ``Doc`` is). The pipeline builds one per note; a classifier handed a plain
 ``Document`` builds its own. Nothing is cached by text: the note object is the cache.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -181,16 +182,22 @@ class Piece:
     def keep(self, spans: Iterable[Span]) -> list[Span]:
         """The piece's ``spans`` (offsets into the piece) that start in its core, at note offsets."""
         shift, low, high = self.start, self.core_start - self.start, self.core_end - self.start
-        return [span if shift == 0 else Span(span.start + shift, span.end + shift, span.label, span.source, span.score)
-                for span in spans if low <= span.start < high]
+        return [
+            span if shift == 0 else Span(span.start + shift, span.end + shift, span.label, span.source, span.score)
+            for span in spans
+            if low <= span.start < high
+        ]
 
     def inside(self, spans: Sequence[Span]) -> list[Span]:
         """The note's ``spans`` (sorted) that lie inside the piece, at piece offsets."""
         first = bisect.bisect_left(spans, self.start, key=lambda span: span.start)
         last = bisect.bisect_left(spans, self.end, key=lambda span: span.start)
         shift = self.start
-        return [Span(span.start - shift, span.end - shift, span.label, span.source, span.score)
-                for span in spans[first:last] if span.end <= self.end]
+        return [
+            Span(span.start - shift, span.end - shift, span.label, span.source, span.score)
+            for span in spans[first:last]
+            if span.end <= self.end
+        ]
 
 
 def note_pieces(text: str, max_chars: int, overlap: int) -> Iterator[Piece]:
@@ -248,7 +255,7 @@ def analysed_pieces(doc: Document, language: str, max_chars: int, overlap: int) 
                 break
             start, end = max(context.start, piece.start) - shift, min(context.end, piece.end) - shift
             inside.append(replace(context, start=start, end=end, key_end=min(max(context.key_end - shift, start), end)))
-        piece_doc = Document(doc.name, text[piece.start:piece.end], meta=doc.meta)
+        piece_doc = Document(doc.name, text[piece.start : piece.end], meta=doc.meta)
         yield piece, AnalysedNote(piece_doc, language, inside)
 
 

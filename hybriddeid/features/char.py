@@ -5,6 +5,7 @@ Speed matters here (a note has ~3,000 characters): n-gram features are built one
 time with list comprehensions over the whole line, and a token's projected features are built
 once and shared by all its characters.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -34,19 +35,25 @@ class CharWindow:
 
 _PAD = 6
 _NGRAM_CACHE: dict[CharWindow, dict[str, tuple[str, ...]]] = {}
-_NGRAM_CACHE_LIMIT = 1 << 16  # contexts; 1 << 19 let a worker grow to ~1.2 GB over 50k notes (benchmarks/soak.py) at no gain in speed
+_NGRAM_CACHE_LIMIT = (
+    1 << 16
+)  # contexts; 1 << 19 let a worker grow to ~1.2 GB over 50k notes (benchmarks/soak.py) at no gain in speed
 
 
 def window_spans(window: CharWindow) -> tuple[list[tuple[int, int]], int, int]:
     """The window's n-grams as (start, end) offsets around a character, and the context they
     read: offsets ``low`` (inclusive) to ``high`` (exclusive)."""
-    spans = [(k, k + size) for size, offsets in ((1, window.unigrams), (2, window.bigrams), (3, window.trigrams)) for k in offsets]
+    spans = [
+        (k, k + size)
+        for size, offsets in ((1, window.unigrams), (2, window.bigrams), (3, window.trigrams))
+        for k in offsets
+    ]
     return spans, min(start for start, _ in spans), max(end for _, end in spans)
 
 
 def context_ngrams(context: str, spans: Sequence[tuple[int, int]], low: int) -> tuple[str, ...]:
     """The n-gram feature strings of one character whose context (its ``window_spans``) is ``context``."""
-    return tuple(f"c{end - start}[{start}]=" + context[start - low:end - low] for start, end in spans)
+    return tuple(f"c{end - start}[{start}]=" + context[start - low : end - low] for start, end in spans)
 
 
 def _ngram_rows(chars: str, window: CharWindow, positions: list[int]) -> list[tuple[str, ...]]:
@@ -63,7 +70,7 @@ def _ngram_rows(chars: str, window: CharWindow, positions: list[int]) -> list[tu
     rows = []
     for i in range(len(positions)):
         at = positions[i] + _PAD
-        context = padded[at + low:at + high]
+        context = padded[at + low : at + high]
         row = cache.get(context)
         if row is None:
             row = cache[context] = context_ngrams(context, spans, low)
@@ -83,10 +90,10 @@ def token_projections(tokens: Sequence[Token], line: LineContext, lowers: Sequen
             ["tw=" + low for low in lowers],
             ["ts=" + short_shape(tok.text) for tok in tokens],
             ["tsuf=" + low[-3:] for low in lowers],
-            ["tw[-1]=" + w for w in padded[1:n + 1]],
-            ["tw[1]=" + w for w in padded[3:n + 3]],
+            ["tw[-1]=" + w for w in padded[1 : n + 1]],
+            ["tw[1]=" + w for w in padded[3 : n + 3]],
             ["tw[-2]=" + w for w in padded[0:n]],
-            ["tw[2]=" + w for w in padded[4:n + 4]],
+            ["tw[2]=" + w for w in padded[4 : n + 4]],
             [key_feature if tok.start >= line.key_end else "inkey" for tok in tokens],
         )
     ]
@@ -148,7 +155,7 @@ def char_features(
     ``bounds`` (offsets into ``text`` within the line; ``tokens`` must lie inside them): features of
     just those characters, the same as in the whole line's (n-grams see the real neighbours).
     """
-    chars = text[line.start:line.end].replace(" ", SPACE).replace("\t", SPACE)
+    chars = text[line.start : line.end].replace(" ", SPACE).replace("\t", SPACE)
     base = line.start
     low, high = (0, len(chars)) if bounds is None else (bounds[0] - base, bounds[1] - base)
     if not projection:
@@ -170,7 +177,7 @@ def char_features(
     kind = bytearray(len(chars))
     if thin_interior:
         for tok in tokens:
-            kind[tok.start - base + 1:tok.end - base - 1] = b"\x01" * max(tok.end - tok.start - 2, 0)
+            kind[tok.start - base + 1 : tok.end - base - 1] = b"\x01" * max(tok.end - tok.start - 2, 0)
         position = chars.find(SPACE)
         while position >= 0:
             kind[position] = 2
@@ -178,7 +185,7 @@ def char_features(
         if settled is not None:
             for tok, done in zip(tokens, settled):
                 if done:
-                    kind[tok.start - base:tok.end - base] = b"\x03" * (tok.end - tok.start)
+                    kind[tok.start - base : tok.end - base] = b"\x03" * (tok.end - tok.start)
     full = [i for i in range(low, high) if not kind[i]]
     feats: list[Sequence[str]] = [()] * len(chars)
     shared = line.features if line_facts else ()

@@ -28,6 +28,7 @@ No compiled code: numba, which this module once used, added ~126 MB of resident 
 Every memo is capped and emptied when full, as the string memo is (``_NGRAM_CACHE_LIMIT``), so
 a long batch does not grow a worker.
 """
+
 from __future__ import annotations
 
 import threading
@@ -111,11 +112,11 @@ class _Memo:
             if len(self._rows) + len(new) > self._limit:  # full: empty it
                 self._rows.clear()
                 new = list(dict.fromkeys(keys))
-                self.table = self.table[:self._limit]
+                self.table = self.table[: self._limit]
             start = len(self._rows)
             # (more new keys than ``limit`` lets the table outgrow it until the next emptying)
             self.table = _grown(self.table, start, start + len(new), max(self._limit, start + len(new)))
-            self.table[start:start + len(new)] = self._build(new)
+            self.table[start : start + len(new)] = self._build(new)
             self._rows.update(zip(new, range(start, start + len(new))))
             found = list(map(get, keys))
         return np.array(found, np.int64)
@@ -206,7 +207,7 @@ class _CodeMemo:
                 new = _sorted_unique(keys)
                 self._count = 0
                 self._slots(1024)
-                self.table = self.table[:self._limit]
+                self.table = self.table[: self._limit]
             start, stop = self._count, self._count + len(new)
             # (more new keys than ``limit`` lets the table outgrow it until the next emptying)
             self.table = _grown(self.table, start, stop, max(self._limit, stop))
@@ -265,17 +266,27 @@ class CharScorer:
         width = len(self._ngram_offsets) * n_labels
         # (the shorter n-grams are read only to build a longer one's row: a quarter of the cap)
         self._ngrams = {
-            size: _CodeMemo(width, np.float64, _NGRAM_CACHE_LIMIT // (1 if size == self._ngram_size else 4),
-                            self._ngram_builder(size, offsets[size]))
-            for size in range(1, self._ngram_size + 1)}
+            size: _CodeMemo(
+                width,
+                np.float64,
+                _NGRAM_CACHE_LIMIT // (1 if size == self._ngram_size else 4),
+                self._ngram_builder(size, offsets[size]),
+            )
+            for size in range(1, self._ngram_size + 1)
+        }
         # a whitespace's features by its neighbours' code points (packed), a thin character's by its own
         self._whitespace = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT, self._whitespace_scores)
-        self._chars = _CodeMemo(n_labels, np.float64, _NGRAM_CACHE_LIMIT,
-                                lambda codes: self._sum([["c1[0]=" + chr(code)] for code in codes]))
+        self._chars = _CodeMemo(
+            n_labels,
+            np.float64,
+            _NGRAM_CACHE_LIMIT,
+            lambda codes: self._sum([["c1[0]=" + chr(code)] for code in codes]),
+        )
         self._words = _Memo(6 * n_labels + 1, np.float64, WORD_MEMO_SIZE, self._word_scores)
         self._line_facts = _Memo(n_labels, np.float64, _SMALL_MEMO, lambda facts: self._sum([list(f) for f in facts]))
-        self._keys = _Memo(n_labels, np.float64, _SMALL_MEMO,
-                           lambda keys: self._sum([["key=" + (key or "none")] for key in keys]))
+        self._keys = _Memo(
+            n_labels, np.float64, _SMALL_MEMO, lambda keys: self._sum([["key=" + (key or "none")] for key in keys])
+        )
         self._tags: dict[str, _Memo] = {}
         self._role_scores = self._sum([["tp=B"], ["tp=E"], ["tp=S"], ["tp=I"], ["tp=I"], ["safe"]])
         self._inkey = self._sum([["inkey"]])[0]
@@ -290,7 +301,9 @@ class CharScorer:
 
     def memo_sizes(self) -> dict[str, int]:
         """Keys held by each memo (for tests and memory checks)."""
-        sizes = {name: len(getattr(self, "_" + name)) for name in ("whitespace", "chars", "words", "line_facts", "keys")}
+        sizes = {
+            name: len(getattr(self, "_" + name)) for name in ("whitespace", "chars", "words", "line_facts", "keys")
+        }
         sizes.update({f"ngrams{size}": len(memo) for size, memo in self._ngrams.items()})
         sizes.update({"tags_" + name: len(memo) for name, memo in self._tags.items()})
         return sizes
@@ -303,8 +316,9 @@ class CharScorer:
         ids_of = getattr(getattr(self.attribute_id, "__self__", None), "attribute_ids_of", None)
         if ids_of is None:  # an attribute_id of another kind: one call per name
             attribute_id = self.attribute_id
-            return np.array([[attribute_id(name) for name in row] + [none] * (width - len(row)) for row in names],
-                            np.int64).reshape(len(names), width)
+            return np.array(
+                [[attribute_id(name) for name in row] + [none] * (width - len(row)) for row in names], np.int64
+            ).reshape(len(names), width)
         # every name looked up in one pass (CRFWeights.attribute_ids_of), each row padded with the zero row
         ids = np.full((len(names), width), none, np.int64)
         lengths = np.fromiter(map(len, names), np.int64, len(names))
@@ -330,11 +344,12 @@ class CharScorer:
             # the n-grams as strings: their code points unpacked, decoded at once (not a chr per character)
             codes = (np.array(keys, np.int64)[:, None] >> shifts) & _CODE_MASK
             joined = codes.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
-            grams = [joined[i:i + size] for i in range(0, len(joined), size)]
+            grams = [joined[i : i + size] for i in range(0, len(joined), size)]
             if ids_of is not None:  # one feature (or none) per offset: its weights' row, the zero row where none
                 ids = np.full((len(keys), len(columns)), len(self.state) - 1, np.int64)
-                ids[:, present] = np.array(ids_of([prefix + gram for gram in grams for prefix in prefixes]),
-                                           np.int64).reshape(len(keys), len(present))
+                ids[:, present] = np.array(
+                    ids_of([prefix + gram for gram in grams for prefix in prefixes]), np.int64
+                ).reshape(len(keys), len(present))
                 own = self.state[ids].reshape(len(keys), len(columns) * n_labels)
             else:
                 own = self._sum([[prefix + gram] if prefix else [] for gram in grams for prefix in columns])
@@ -346,8 +361,9 @@ class CharScorer:
         return build
 
     def _whitespace_scores(self, pairs: list[int]) -> np.ndarray:
-        return self._sum([list(_whitespace_features(chr(pair >> _CODE_BITS), chr(pair & _CODE_MASK)))
-                          for pair in pairs])
+        return self._sum(
+            [list(_whitespace_features(chr(pair >> _CODE_BITS), chr(pair & _CODE_MASK))) for pair in pairs]
+        )
 
     def _word_scores(self, texts: list[str]) -> np.ndarray:
         """Per token text, the blocks ``_OWN`` (its form, suffix, shape and classes), ``_FORM``
@@ -357,8 +373,14 @@ class CharScorer:
             w = text.lower()
             classes = list(self.token_classes(text)) if self.token_classes is not None else []
             if self.projection:
-                blocks += (["tw=" + w, "tsuf=" + w[-3:], "ts=" + short_shape(text), *classes], ["tw=" + w],
-                           ["tw[-1]=" + w], ["tw[1]=" + w], ["tw[-2]=" + w], ["tw[2]=" + w])
+                blocks += (
+                    ["tw=" + w, "tsuf=" + w[-3:], "ts=" + short_shape(text), *classes],
+                    ["tw=" + w],
+                    ["tw[-1]=" + w],
+                    ["tw[1]=" + w],
+                    ["tw[-2]=" + w],
+                    ["tw[2]=" + w],
+                )
             else:  # projection off leaves a token its classes (and tags) only
                 blocks += (classes, [], [], [], [], [])
         n_labels = self.state.shape[1]
@@ -370,8 +392,9 @@ class CharScorer:
         memo = self._tags.get(name)
         if memo is None:
             prefix = name + "="
-            memo = self._tags[name] = _Memo(self.state.shape[1], np.float64, _SMALL_MEMO,
-                                            lambda tags: self._sum([[prefix + tag] for tag in tags]))
+            memo = self._tags[name] = _Memo(
+                self.state.shape[1], np.float64, _SMALL_MEMO, lambda tags: self._sum([[prefix + tag] for tag in tags])
+            )
         return memo
 
     # -- scoring ---------------------------------------------------------------------------------
@@ -394,7 +417,7 @@ class CharScorer:
         for index, item in enumerate(lines):
             ctx = item.line
             line_start = ctx.start
-            pieces += (left, text[line_start:ctx.end], right)
+            pieces += (left, text[line_start : ctx.end], right)
             to_joined = joined_at + pad - line_start  # a text offset plus this is its position in the joined string
             joined_at += ctx.end - line_start + 2 * pad
             tokens = item.tokens
@@ -432,20 +455,47 @@ class CharScorer:
         token_row = starts + np.repeat(np.array(run_delta, np.int64), ntok)
         # the sums trust these indices (numpy wraps negative ones): every token must lie inside its run
         run_first_row = np.repeat(np.cumsum(run_len) - np.array(run_len, np.int64), ntok)
-        if n_tokens and ((token_row < run_first_row).any() or (token_len < 1).any()
-                         or (token_row + token_len > run_first_row + np.repeat(np.array(run_len, np.int64), ntok)).any()):
+        if n_tokens and (
+            (token_row < run_first_row).any()
+            or (token_len < 1).any()
+            or (token_row + token_len > run_first_row + np.repeat(np.array(run_len, np.int64), ntok)).any()
+        ):
             raise ValueError("a run's tokens lie outside it")
         token_word = np.arange(n_tokens) + np.repeat(np.array(run_word, np.int64) - (np.cumsum(ntok) - ntok), ntok)
         token_line = np.repeat(np.array(run_line, np.int64), ntok)
         token_inkey = starts < np.repeat(np.array(run_key_end, np.int64), ntok)
         with self._lock:
-            return self._scores(codes, run_s, run_len, run_line, token_row, token_len, token_word, token_line,
-                                token_inkey, word_keys, tag_keys, line_keys, key_keys)
+            return self._scores(
+                codes,
+                run_s,
+                run_len,
+                run_line,
+                token_row,
+                token_len,
+                token_word,
+                token_line,
+                token_inkey,
+                word_keys,
+                tag_keys,
+                line_keys,
+                key_keys,
+            )
 
     def _scores(
-        self, codes: np.ndarray, run_s: list[int], run_len: list[int], run_line: list[int], token_row: np.ndarray,
-        token_len: np.ndarray, token_word: np.ndarray, token_line: np.ndarray, token_inkey: np.ndarray,
-        word_keys: list[str], tag_keys: dict[str, list[str]], line_keys: list[tuple[str, ...]], key_keys: list[str],
+        self,
+        codes: np.ndarray,
+        run_s: list[int],
+        run_len: list[int],
+        run_line: list[int],
+        token_row: np.ndarray,
+        token_len: np.ndarray,
+        token_word: np.ndarray,
+        token_line: np.ndarray,
+        token_inkey: np.ndarray,
+        word_keys: list[str],
+        tag_keys: dict[str, list[str]],
+        line_keys: list[tuple[str, ...]],
+        key_keys: list[str],
     ) -> list[np.ndarray]:
         """``score``'s memo lookups and sums (under the scorer's lock), as ``char_features`` builds
         its features: a character strictly inside a token (with ``thin``) or of a settled token gets
@@ -475,10 +525,11 @@ class CharScorer:
             table = self._words.table
 
             def block(which: int, shift: int) -> np.ndarray:
-                return table[words[token_word + shift], which * n_labels:(which + 1) * n_labels]
+                return table[words[token_word + shift], which * n_labels : (which + 1) * n_labels]
 
-            projected = (block(_OWN, 0) + block(_BEFORE1, -1) + block(_AFTER1, 1) + block(_BEFORE2, -2)
-                         + block(_AFTER2, 2))
+            projected = (
+                block(_OWN, 0) + block(_BEFORE1, -1) + block(_AFTER1, 1) + block(_BEFORE2, -2) + block(_AFTER2, 2)
+            )
             form = block(_FORM, 0)
             settled = table[words[token_word], -1] > 0
             for name, keys in tag_keys.items():
@@ -523,7 +574,7 @@ class CharScorer:
             tokens = token_of[rows]
             out[rows] += projected[tokens] + self._role_scores[role_of[rows]]
         bounds = np.cumsum(run_len).tolist()
-        return [out[stop - length:stop] for stop, length in zip(bounds, run_len)]
+        return [out[stop - length : stop] for stop, length in zip(bounds, run_len)]
 
     def _ngram_scores(self, codes: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """The summed n-gram weights (positions x labels) of the characters at ``positions`` of
@@ -535,7 +586,7 @@ class CharScorer:
             codes = np.concatenate((codes, np.full(size - 1, 3, np.int64)))
         keys = codes[:n]
         for j in range(1, size):  # the n-gram starting at every position, its code points packed
-            keys = (keys << _CODE_BITS) | codes[j:n + j]
+            keys = (keys << _CODE_BITS) | codes[j : n + j]
         memo = self._ngrams[size]
         rows = memo.rows(keys)
         n_labels = self.state.shape[1]

@@ -3,6 +3,7 @@
 The paper's "sentence information" (length, final end mark, unmatched brackets) and "section
 information" (which header the text sits under) are computed once per line here.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -84,16 +85,22 @@ def _field_cuts(text: str, start: int, end: int, labels: _FieldLabels) -> list[i
         known = labels.titles if separator.group("stop") else labels.labels
         for size in range(len(words), 0, -1):
             first = words[size - 1][0]
-            if first - 1 > text_starts and tuple(word for _, word in reversed(words[:size])) in known \
-                    and (not separator.group("stop") or text[first].isupper()):
+            if (
+                first - 1 > text_starts
+                and tuple(word for _, word in reversed(words[:size])) in known
+                and (not separator.group("stop") or text[first].isupper())
+            ):
                 cuts.append(first - 1)
                 break
     return cuts
 
 
 # "== Header ==" and "[Header]": a line of their own in a header block, with a cut before and after.
-_HEADER_MARK = regex.compile(r"(?<=\S[ \t]*)(?P<cut>[ \t])(?:==[ \t]+\p{Lu}[^=\n]{0,60}?[ \t]+==|\[\p{Lu}[\p{L} ]*\])"
-                             r"(?:(?P<after>[ \t])|$)", regex.V1)
+_HEADER_MARK = regex.compile(
+    r"(?<=\S[ \t]*)(?P<cut>[ \t])(?:==[ \t]+\p{Lu}[^=\n]{0,60}?[ \t]+==|\[\p{Lu}[\p{L} ]*\])"
+    r"(?:(?P<after>[ \t])|$)",
+    regex.V1,
+)
 
 
 def layout_lines(text: str, language: str) -> Iterator[tuple[int, int]]:

@@ -7,6 +7,7 @@ lookup is one hash of a token tuple, so a note costs O(tokens x longest entry).
 ``Gazetteer.from_documents`` learns one from the gold spans of training notes. Such a lexicon
 holds training PHI, so it is stored as keyed hashes (BLAKE2b of the phrase), never as text.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -100,7 +101,7 @@ class Gazetteer:
             if doc.meta.get(NOT_IN_LEXICON):
                 continue
             for span in doc.spans:
-                words = phrase_tokens(doc.text[span.start:span.end])
+                words = phrase_tokens(doc.text[span.start : span.end])
                 if 0 < len(words) <= max_words:
                     votes[phrase_key(words)][span.label] += 1
                     prefixes.update(phrase_key(words[:n]) for n in range(1, len(words)))
@@ -123,8 +124,9 @@ class Gazetteer:
     def __len__(self) -> int:
         return len(self.table)
 
-    def tag(self, words: Sequence[str], word_keys: Sequence[str] | None = None,
-            starts: Sequence[int] | None = None) -> list[str]:
+    def tag(
+        self, words: Sequence[str], word_keys: Sequence[str] | None = None, starts: Sequence[int] | None = None
+    ) -> list[str]:
         """BIOES tags ("B-CITY", "S-PAIS", "O") for lower-cased ``words``, longest match first.
         ``word_keys`` (``keys_of_words(words)``, shared by every gazetteer tagging the same words)
         saves hashing them again; ``starts``, the positions whose key is a known prefix (in
@@ -153,7 +155,7 @@ class Gazetteer:
             for length in range(2, min(longest, n - i) + 1):
                 if phrase is None:
                     phrase = tuple(words)
-                key = _cached_key(phrase[i:i + length])
+                key = _cached_key(phrase[i : i + length])
                 if key not in prefixes:
                     break
                 label = table.get(key)

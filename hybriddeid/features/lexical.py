@@ -3,6 +3,7 @@
 Each function is pure and cached: the same word forms recur constantly in clinical notes, so
 memoising them makes feature extraction a dictionary lookup for most tokens.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -9,6 +9,7 @@ its first character, so features stay aligned whatever the tagger's tokenisation
 When the source cannot be loaded, the POS/NER features are skipped with one warning per source
 and everything else works: the tags are an optional extra, never a requirement.
 """
+
 from __future__ import annotations
 
 import bisect

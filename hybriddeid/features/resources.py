@@ -5,6 +5,7 @@ Both CRFs use them: the token CRF as features of a token and its neighbours, the
 projected onto each token's edge characters (paper section 3.2.3). Every feature string is built
 once per word and memoised, so a note costs dictionary lookups, not string building.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -39,7 +40,10 @@ class ClusterFeatures:
             if prefixes:
                 lengths = self.prefix_lengths
                 near = prefixes[lengths.index(NEIGHBOUR_PREFIX) if NEIGHBOUR_PREFIX in lengths else 0]
-            projected = ("tbc=" + near, "twv=" + next((str(cluster) for k, cluster in ids if k == self._projected_k), "none"))
+            projected = (
+                "tbc=" + near,
+                "twv=" + next((str(cluster) for k, cluster in ids if k == self._projected_k), "none"),
+            )
             entry = (own or ("bc=none",), near, projected)
             if len(self._memo) < 1 << 18:
                 self._memo[word] = entry
@@ -75,7 +79,9 @@ def case_marked(tags: list[str], tokens: Sequence[Token]) -> list[str]:
 
 
 def dictionary_tags(
-    gazetteers: Mapping[str, Gazetteer], tokens: Sequence[Token], lowers: Sequence[str],
+    gazetteers: Mapping[str, Gazetteer],
+    tokens: Sequence[Token],
+    lowers: Sequence[str],
     word_keys: Sequence[str] | None = None,
 ) -> dict[str, list[str]]:
     """Per gazetteer group, the case-marked BIOES tags of a line's tokens ("gaz_names": [...]);
@@ -99,9 +105,7 @@ GAZETTEER_GROUPS: dict[str, tuple[str, ...]] = {
 ALL_KINDS = "*"
 
 
-def grouped_gazetteers(
-    language: str, kinds: Sequence[str], extra_files: Sequence[str] = ()
-) -> dict[str, Gazetteer]:
+def grouped_gazetteers(language: str, kinds: Sequence[str], extra_files: Sequence[str] = ()) -> dict[str, Gazetteer]:
     """group -> one matcher over the chosen dictionary kinds (``"*"``: every bundled kind) and
     the user's own lists (``extra_files``, one kind per file named by its stem)."""
     from hybriddeid.knowledge.dictionaries import load_gazetteers

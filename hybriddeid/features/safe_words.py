@@ -1,4 +1,5 @@
 """The safe vocabulary: training words whose label is settled, so taggers give them thin features."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -17,12 +18,12 @@ def safe_vocabulary(docs: Iterable[Document], min_count: int) -> frozenset[str]:
     for doc in docs:
         covered = bytearray(len(doc.text) + 1)
         for span in doc.spans:
-            covered[span.start:span.end] = b"\x01" * (span.end - span.start)
+            covered[span.start : span.end] = b"\x01" * (span.end - span.start)
         for tok in tokenize(doc.text):
             word = tok.text.lower()
             if not word.isalpha():
                 continue
             counts[word] += 1
-            if any(covered[tok.start:tok.end]):
+            if any(covered[tok.start : tok.end]):
                 unsafe.add(word)
     return frozenset(word for word, n in counts.items() if n >= min_count and word not in unsafe)

@@ -4,6 +4,7 @@ An extractor takes a whole line's ``TokenSequence`` and appends feature strings 
 list at once: one Python call per line and extractor instead of one per token keeps extraction
 cheap. Keys are namespaced by extractor so configs can mix them freely.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
@@ -51,7 +52,7 @@ class TokenSequence:
         n = len(values)
         pad = abs(offset)
         padded = ["<s>"] * pad + values + ["</s>"] * pad
-        return padded[pad + offset:pad + offset + n]
+        return padded[pad + offset : pad + offset + n]
 
 
 def _add_columns(feats: list[list[str]], columns: list[list[str]]) -> None:
@@ -117,7 +118,7 @@ def _context(seq: TokenSequence, feats: list[list[str]]) -> None:
         skip = 1 if n < len(words) and words[n] == i else 0  # a word is not its own right context
         # dict.fromkeys drops repeats but keeps the order: a set's order changes with the process's
         # hash seed, and crfsuite's sums (hence scores) with the order of the features
-        out.extend(dict.fromkeys((*left_of[max(0, n - reach):n], *right_of[n + skip:n + skip + reach])))
+        out.extend(dict.fromkeys((*left_of[max(0, n - reach) : n], *right_of[n + skip : n + skip + reach])))
 
 
 @token_extractor("affixes")
@@ -215,8 +216,12 @@ def _clusters(seq: TokenSequence, feats: list[list[str]]) -> None:
         out.append("bc[1]=" + right)
 
 
-def _each_word(seq: TokenSequence, feats: list[list[str]], words: frozenset[str] | None,
-               features: Callable[[str, frozenset[str]], list[str]]) -> None:
+def _each_word(
+    seq: TokenSequence,
+    feats: list[list[str]],
+    words: frozenset[str] | None,
+    features: Callable[[str, frozenset[str]], list[str]],
+) -> None:
     """Each token's ``features(text, words)``; nothing without a word list."""
     if words:
         for out, tok in zip(feats, seq.tokens):
@@ -224,7 +229,7 @@ def _each_word(seq: TokenSequence, feats: list[list[str]], words: frozenset[str]
 
 
 def word_case(text: str) -> str:
-    """"upper", "title", "lower" or "mixed": how a word is written."""
+    """ "upper", "title", "lower" or "mixed": how a word is written."""
     return "upper" if text.isupper() else "title" if text.istitle() else "lower" if text.islower() else "mixed"
 
 

@@ -22,6 +22,7 @@ registered again, a name listed twice) fall back to their strings, and so do the
 holding a NUL (crfsuite reads a name only up to a NUL): any config gives the string path's scores.
 A token's lower-case form is its text's ``lower()``, as ``analysis`` makes it.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -58,8 +59,19 @@ _SUM_CHUNK = 256  # new forms summed at once (ids x features x labels floats hel
 # The extractors computed from ids, by the function each name must still be registered as.
 ID_EXTRACTORS: dict[str, Callable[..., None]] = {
     name: getattr(token_features, "_" + name)
-    for name in ("words", "ngrams", "context", "affixes", "orthography", "shapes", "line", "clusters", "vocabulary",
-                 "proper", "extra")
+    for name in (
+        "words",
+        "ngrams",
+        "context",
+        "affixes",
+        "orthography",
+        "shapes",
+        "line",
+        "clusters",
+        "vocabulary",
+        "proper",
+        "extra",
+    )
 }
 _POS = token_features._pos  # no id version: read as strings on lines a tag source tagged
 _LEFT, _RIGHT = "<s>", "</s>"  # the string path's pads, and the two pad forms (ids 0 and 1)
@@ -99,7 +111,7 @@ def _splits(rest: str, parts: int) -> Iterable[tuple[str, ...]]:
     cuts = [i for i, ch in enumerate(rest) if ch == "|"]
     for chosen in itertools.combinations(cuts, parts - 1):
         bounds = (-1, *chosen, len(rest))
-        yield tuple(rest[a + 1:b] for a, b in zip(bounds, bounds[1:]))
+        yield tuple(rest[a + 1 : b] for a, b in zip(bounds, bounds[1:]))
 
 
 _OFFSET = re.compile(r"-?\d+")  # k of a b[k]= or t[k]= name
@@ -116,12 +128,12 @@ def _ngram_tables(names: Mapping[str, int], window: int, none: int) -> tuple[_Ng
         if head == "ss":
             if not name.startswith("ss[-1:1]="):
                 continue
-            kind, column, rest, parts = "ss", 0, name[len("ss[-1:1]="):], 3
+            kind, column, rest, parts = "ss", 0, name[len("ss[-1:1]=") :], 3
         elif head == "b[" or head == "t[":
             end = name.find("]", 2)  # "b[k]=rest": k holds no "]"
-            if end < 0 or name[end + 1:end + 2] != "=" or _OFFSET.fullmatch(name, 2, end) is None:
+            if end < 0 or name[end + 1 : end + 2] != "=" or _OFFSET.fullmatch(name, 2, end) is None:
                 continue
-            kind, rest = head[0], name[end + 2:]
+            kind, rest = head[0], name[end + 2 :]
             column, parts = int(name[2:end]) + window, 2 if kind == "b" else 3
             if not 0 <= column < width[kind]:
                 continue
@@ -141,8 +153,11 @@ def _ngram_tables(names: Mapping[str, int], window: int, none: int) -> tuple[_Ng
     for key in found["ss"]:
         for word in key:
             shapes.setdefault(word, len(shapes))
-    return (_NgramTable(found["b"], width["b"], words), _NgramTable(found["t"], width["t"], words),
-            _NgramTable(found["ss"], 1, shapes))
+    return (
+        _NgramTable(found["b"], width["b"], words),
+        _NgramTable(found["t"], width["t"], words),
+        _NgramTable(found["ss"], 1, shapes),
+    )
 
 
 class _NgramTable:
@@ -157,7 +172,7 @@ class _NgramTable:
         self.vocabulary = vocabulary  # every word of ``found`` (perhaps shared with another table)
         self.base = max(len(self.vocabulary), 1)
         parts = max((len(key) for key in found), default=1)
-        if self.base ** parts >= 1 << 62:
+        if self.base**parts >= 1 << 62:
             raise ValueError("an n-gram vocabulary too large for 64-bit keys")
         codes = np.zeros(len(found), np.int64)
         for row, key in enumerate(found):
@@ -262,9 +277,11 @@ class TokenIds:
                     found.append(f"pos={at}")
                 outside: list[str] = []
                 for name in names:
-                    outside += [f"{name}={OUTSIDE}",
-                                f"{name}[-1]={_LEFT if place in (_FIRST, _ALONE) else OUTSIDE}",
-                                f"{name}[1]={_RIGHT if place in (_LAST, _ALONE) else OUTSIDE}"]
+                    outside += [
+                        f"{name}={OUTSIDE}",
+                        f"{name}[-1]={_LEFT if place in (_FIRST, _ALONE) else OUTSIDE}",
+                        f"{name}[1]={_RIGHT if place in (_LAST, _ALONE) else OUTSIDE}",
+                    ]
                 plain = [aid(name) for name in found if name]
                 rows[place * 6 + at] = state[plain + [aid(name) for name in outside]].sum(axis=0)
                 rows[24 + place * 6 + at] = state[plain].sum(axis=0)
@@ -306,9 +323,9 @@ class TokenIds:
         if rows > len(self._own):
             size = max(rows, 2 * len(self._own), 1024)
             own = np.zeros((size, self.n_labels))
-            own[:len(self._own)] = self._own
+            own[: len(self._own)] = self._own
             ids = np.zeros((size, self._ids.shape[1]), np.int32)
-            ids[:len(self._ids)] = self._ids
+            ids[: len(self._ids)] = self._ids
             self._own, self._ids = own, ids
 
     def _intern(self, text: str) -> int:
@@ -371,8 +388,9 @@ class TokenIds:
             first = aid("w=" + text) if self.words_first else _NEEDS_STRINGS
         row[base + _SAFE] = first
         key = keys_of_words((lower,))[0] if self.dictionaries else ""
-        row[base + _MASK] = sum(1 << bit for bit, dictionary in enumerate(self.dictionaries)
-                                if key in dictionary.gazetteer.prefixes)
+        row[base + _MASK] = sum(
+            1 << bit for bit, dictionary in enumerate(self.dictionaries) if key in dictionary.gazetteer.prefixes
+        )
         row[base + _WORDV] = self.bigrams.vocabulary.get(lower, -1)
         row[base + _SHAPEV] = self.shape_trigrams.vocabulary.get(short, -1)
         self._ids[form] = row
@@ -388,7 +406,7 @@ class TokenIds:
         not)."""
         pending, self._new_known = self._new_known, []
         for at in range(0, len(pending), _SUM_CHUNK):
-            chunk = pending[at:at + _SUM_CHUNK]
+            chunk = pending[at : at + _SUM_CHUNK]
             lengths = np.array([len(known) for _, known in chunk], np.int64)
             ids = np.full((len(chunk), int(lengths.max())), self.none, np.int64)
             ids[np.arange(ids.shape[1]) < lengths[:, None]] = [i for _, known in chunk for i in known]
@@ -402,7 +420,7 @@ class TokenIds:
             row = 2 * len(self._line_rows)
             if row + 2 > len(self._line_table):
                 table = np.zeros((max(2 * len(self._line_table), 64), self.n_labels))
-                table[:len(self._line_table)] = self._line_table
+                table[: len(self._line_table)] = self._line_table
                 self._line_table = table
             ids = [self._aid(name) for name in features]
             self._line_table[row] = self.state[ids + [self._aid("key=" + key if key else "key=none")]].sum(axis=0)
@@ -415,8 +433,10 @@ class TokenIds:
         by_tag = self._tag_codes.get(name)
         if by_tag is None:
             aid, none = self._aid, self.none
-            self._tag_pads[name] = (self._tag_row((none, aid(f"{name}[-1]={_LEFT}"), none)),
-                                    self._tag_row((none, none, aid(f"{name}[1]={_RIGHT}"))))
+            self._tag_pads[name] = (
+                self._tag_row((none, aid(f"{name}[-1]={_LEFT}"), none)),
+                self._tag_row((none, none, aid(f"{name}[1]={_RIGHT}"))),
+            )
             by_tag = self._tag_codes[name] = {}
         return by_tag
 
@@ -435,8 +455,9 @@ class TokenIds:
                 if found[i] is None:
                     code = by_tag.get(tag)
                     if code is None:
-                        code = by_tag[tag] = self._tag_row((aid(f"{name}={tag}"), aid(f"{name}[-1]={tag}"),
-                                                            aid(f"{name}[1]={tag}")))
+                        code = by_tag[tag] = self._tag_row(
+                            (aid(f"{name}={tag}"), aid(f"{name}[-1]={tag}"), aid(f"{name}[1]={tag}"))
+                        )
                     found[i] = code
         return cast("list[int]", found)  # every None filled above
 
@@ -500,8 +521,9 @@ class TokenIds:
             columns += list(table[neighbours, np.arange(base)].T)
         if "shapes" in on:
             columns += [table[at - 1, base + _SSL], table[at + 1, base + _SSR]]
-            centred = self.shape_trigrams.rows([table[at - 1, base + _SHAPEV], table[at, base + _SHAPEV],
-                                                table[at + 1, base + _SHAPEV]])
+            centred = self.shape_trigrams.rows(
+                [table[at - 1, base + _SHAPEV], table[at, base + _SHAPEV], table[at + 1, base + _SHAPEV]]
+            )
             columns.append(np.where(centred >= 0, self.shape_trigrams.ids[centred, 0], none))
         if "clusters" in on:
             columns += [table[at - 1, base + _BCL], table[at + 1, base + _BCR]]
@@ -511,12 +533,12 @@ class TokenIds:
             if "\x00" in "".join(texts):  # crfsuite cuts names at a NUL: those lines' n-grams as strings
                 nul_lines = [i for i, item in enumerate(lines) if any("\x00" in low for low in item.line.lowers)]
                 for i in nul_lines:
-                    words[line_base[i] - pad:line_base[i] + sizes[i] + pad] = -1
+                    words[line_base[i] - pad : line_base[i] + sizes[i] + pad] = -1
             for kind, parts in ((self.bigrams, 2), (self.trigrams, 3)):
                 if not len(kind.keys):
                     continue
                 # the n-gram starting at each position of ``flat``, then shifted to each token's offsets
-                found = kind.rows([words[j:len(words) - parts + 1 + j] for j in range(parts)])
+                found = kind.rows([words[j : len(words) - parts + 1 + j] for j in range(parts)])
                 for k in range(-w, w - parts + 2):
                     # most tokens' n-grams are not the model's: add only those that are
                     rows = np.flatnonzero(found[at + k] >= 0)
@@ -528,15 +550,19 @@ class TokenIds:
         if "line" in on:
             rows = np.array(line_rows, np.int64)[line_of] + (index < np.array(line_inkey, np.int64)[line_of])
             out += self._line_table[rows]
-        place = np.where(n_of[line_of] == 1, _ALONE, np.where(index == 0, _FIRST,
-                                                              np.where(index == n_of[line_of] - 1, _LAST, _MIDDLE)))
+        place = np.where(
+            n_of[line_of] == 1,
+            _ALONE,
+            np.where(index == 0, _FIRST, np.where(index == n_of[line_of] - 1, _LAST, _MIDDLE)),
+        )
         spelled = self._extra(lines, sizes, line_base, forms, table, at, index, n_of, line_of, out)
         out += self.places[place * 6 + np.minimum(index, 5) + 24 * spelled]
         self._strings(lines, sizes, nul_lines, table, at, out)
         return out
 
-    def _context(self, table: np.ndarray, at: np.ndarray, line_of: np.ndarray, line_base: np.ndarray,
-                 n_of: np.ndarray) -> list[np.ndarray]:
+    def _context(
+        self, table: np.ndarray, at: np.ndarray, line_of: np.ndarray, line_base: np.ndarray, n_of: np.ndarray
+    ) -> list[np.ndarray]:
         """The ``context`` bags as id columns: the words (tokens starting with a letter or digit)
         nearest each token, up to ``reach`` on each side within its line, each distinct word once
         per side (as the string path's ``dict.fromkeys`` keeps them)."""
@@ -566,9 +592,19 @@ class TokenIds:
             columns += list(np.where(keep, table[word_at[ranks], base + column], none).T)
         return columns
 
-    def _extra(self, lines: Sequence[LineInput], sizes: list[int], line_base: list[int], forms: list[int],
-               table: np.ndarray, at: np.ndarray, index: np.ndarray, n_of: np.ndarray, line_of: np.ndarray,
-               out: np.ndarray) -> np.ndarray:
+    def _extra(
+        self,
+        lines: Sequence[LineInput],
+        sizes: list[int],
+        line_base: list[int],
+        forms: list[int],
+        table: np.ndarray,
+        at: np.ndarray,
+        index: np.ndarray,
+        n_of: np.ndarray,
+        line_of: np.ndarray,
+        out: np.ndarray,
+    ) -> np.ndarray:
         """Add the ``extra`` tags to ``out`` where the place rows do not hold them: the
         dictionaries' tags at and beside each tag that is not "O", and every tag of a tag source
         (``ner``) or of a subclass's own ``resource_tags``. Returns, per token, 1 where the
@@ -585,7 +621,7 @@ class TokenIds:
                 for name, tags in self._line_tags(item).items():
                     if name not in codes:
                         codes[name] = np.full(total, -1, np.int64)
-                    codes[name][first_row[line]:first_row[line] + len(tags)] = self._codes(name, tags)
+                    codes[name][first_row[line] : first_row[line] + len(tags)] = self._codes(name, tags)
         else:
             if self.dictionaries:
                 in_places = [dictionary.name for dictionary in self.dictionaries]
@@ -596,12 +632,13 @@ class TokenIds:
                 if len(hits):
                     found: dict[str, tuple[list[int], list[str]]] = {}
                     word_key = self._word_keys.__getitem__
-                    grouped = itertools.groupby(zip(line_of[hits].tolist(), hits.tolist(), masks[hits].tolist()),
-                                                key=lambda hit: hit[0])
+                    grouped = itertools.groupby(
+                        zip(line_of[hits].tolist(), hits.tolist(), masks[hits].tolist()), key=lambda hit: hit[0]
+                    )
                     for line, group in grouped:
                         item, start, n, base = lines[line], int(first_row[line]), sizes[line], line_base[line]
                         starts = [(row - start, mask) for _, row, mask in group]
-                        word_keys = list(map(word_key, forms[base:base + n]))
+                        word_keys = list(map(word_key, forms[base : base + n]))
                         for name, tags in self._dictionary_tags(item, word_keys, starts):
                             rows, values = found.setdefault(name, ([], []))
                             rows += range(start, start + n)
@@ -612,7 +649,7 @@ class TokenIds:
                 codes["ner"] = np.full(total, -1, np.int64)
                 for line, item in enumerate(lines):
                     if item.ner is not None:
-                        codes["ner"][first_row[line]:first_row[line] + len(item.ner)] = self._codes("ner", item.ner)
+                        codes["ner"][first_row[line] : first_row[line] + len(item.ner)] = self._codes("ner", item.ner)
         if not codes:
             return spelled
         if self._tag_table is None:
@@ -634,8 +671,15 @@ class TokenIds:
             self._add_tags(out, np.arange(total), grid[places:], names[places:], has_left, has_right)
         return tagged.astype(np.int64)
 
-    def _add_tags(self, out: np.ndarray, rows: np.ndarray, grid: np.ndarray, names: list[str],
-                  has_left: np.ndarray, has_right: np.ndarray) -> None:
+    def _add_tags(
+        self,
+        out: np.ndarray,
+        rows: np.ndarray,
+        grid: np.ndarray,
+        names: list[str],
+        has_left: np.ndarray,
+        has_right: np.ndarray,
+    ) -> None:
         """Add ``name=tag``, ``name[-1]=`` its left neighbour's and ``name[1]=`` its right one's
         to the ``rows`` of ``out``, for every name (``grid``: its codes per token, -1 for none)."""
         if not len(rows):
@@ -653,8 +697,9 @@ class TokenIds:
             found += self.state[column]
         out[rows] += found
 
-    def _dictionary_tags(self, item: LineInput, word_keys: list[str],
-                         starts: list[tuple[int, int]]) -> Iterator[tuple[str, list[str]]]:
+    def _dictionary_tags(
+        self, item: LineInput, word_keys: list[str], starts: list[tuple[int, int]]
+    ) -> Iterator[tuple[str, list[str]]]:
         """The tags that are not all "O" of the dictionaries that may match on a line: ``starts``
         holds each word where some may start a phrase, with the bits of those that may."""
         tokens, lowers = item.line.tokens, item.line.lowers
@@ -680,8 +725,15 @@ class TokenIds:
             tags["ner"] = item.ner
         return tags
 
-    def _strings(self, lines: Sequence[LineInput], sizes: list[int], nul_lines: list[int], table: np.ndarray,
-                 at: np.ndarray, out: np.ndarray) -> None:
+    def _strings(
+        self,
+        lines: Sequence[LineInput],
+        sizes: list[int],
+        nul_lines: list[int],
+        table: np.ndarray,
+        at: np.ndarray,
+        out: np.ndarray,
+    ) -> None:
         """What only the string path computes: extractors with no id version, the n-grams of
         lines holding a NUL, the first feature of safe words when "words" is not first; then a
         safe word's row becomes "safe" plus its first feature (the string path drops the rest)."""
@@ -696,11 +748,14 @@ class TokenIds:
             if not (self.generic or with_nul or needs_first):
                 break
             n = sizes[line]
-            extractors = [name for name in self.generic
-                          if name != "pos" or item.pos is not None or TOKEN_EXTRACTORS["pos"] is not _POS]
+            extractors = [
+                name
+                for name in self.generic
+                if name != "pos" or item.pos is not None or TOKEN_EXTRACTORS["pos"] is not _POS
+            ]
             if line in with_nul:
                 extractors.append("ngrams")
-            first = needs_first and safe is not None and bool((safe[row:row + n] == _NEEDS_STRINGS).any())
+            first = needs_first and safe is not None and bool((safe[row : row + n] == _NEEDS_STRINGS).any())
             if extractors or first:
                 seq = self._token_sequence(item)
                 if extractors:
@@ -727,9 +782,15 @@ class TokenIds:
     def _token_sequence(self, item: LineInput) -> TokenSequence:
         """The string path's ``TokenSequence`` of a line, for extractors read as strings."""
         line = item.line
-        seq = TokenSequence(line.tokens, line.context, self.window, list(line.lowers), clusters=self.clusters,
-                            vocabulary=self.vocabulary, proper_nouns=self.proper_nouns)
+        seq = TokenSequence(
+            line.tokens,
+            line.context,
+            self.window,
+            list(line.lowers),
+            clusters=self.clusters,
+            vocabulary=self.vocabulary,
+            proper_nouns=self.proper_nouns,
+        )
         seq.extra.update(self._line_tags(item))
         seq.pos = item.pos
         return seq
-

@@ -19,6 +19,7 @@ over the same input gives the same rows.
 ``hybriddeid spark-deid`` (or ``python -m hybriddeid.integrations.spark_submit``) runs it over files,
 e.g. with ``spark-submit``; see ``examples/spark/``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,7 +59,18 @@ BAD_SPANS = "bad_spans"  # given spans that do not fit the text
 PREDICT_FAILED = "predict_failed"
 DEID_FAILED = "deid_failed"
 PATIENT_INCOMPLETE = "patient_incomplete"  # surrogate mode: another note of the patient failed
-ERROR_CODES = (NO_ID, DUPLICATE_ID, NO_TEXT, TOO_LONG, NO_PATIENT, NO_SPANS, BAD_SPANS, PREDICT_FAILED, DEID_FAILED, PATIENT_INCOMPLETE)
+ERROR_CODES = (
+    NO_ID,
+    DUPLICATE_ID,
+    NO_TEXT,
+    TOO_LONG,
+    NO_PATIENT,
+    NO_SPANS,
+    BAD_SPANS,
+    PREDICT_FAILED,
+    DEID_FAILED,
+    PATIENT_INCOMPLETE,
+)
 
 # The batch reader refuses files over 20 MB; a note longer than this is refused here (memory per task).
 DEFAULT_MAX_CHARS = 20_000_000
@@ -68,9 +80,19 @@ _PATIENT = "__hybriddeid_patient"  # internal column: the patient id each note i
 _ID_USES = "__hybriddeid_id_uses"  # internal column: how many rows hold each row's note id
 
 SPAN_FIELDS = (("start", "int"), ("end", "int"), ("label", "string"), ("source", "string"), ("score", "double"))
-AUDIT_FIELDS = (("start", "int"), ("end", "int"), ("out_start", "int"), ("out_end", "int"), ("label", "string"),
-                ("category", "string"), ("kind", "string"), ("method", "string"), ("source", "string"),
-                ("score", "double"), ("replacement", "string"))
+AUDIT_FIELDS = (
+    ("start", "int"),
+    ("end", "int"),
+    ("out_start", "int"),
+    ("out_end", "int"),
+    ("label", "string"),
+    ("category", "string"),
+    ("kind", "string"),
+    ("method", "string"),
+    ("source", "string"),
+    ("score", "double"),
+    ("replacement", "string"),
+)
 
 
 # -- the model, once per process ------------------------------------------------------------------
@@ -130,7 +152,7 @@ def load_pipeline(model_ref: str) -> Any:
         if model_ref.startswith(SHIPPED_PREFIX):
             from pyspark import SparkFiles
 
-            path = SparkFiles.get(model_ref[len(SHIPPED_PREFIX):])
+            path = SparkFiles.get(model_ref[len(SHIPPED_PREFIX) :])
         pipeline = _PIPELINES[model_ref] = load_model(path)
     return pipeline
 
@@ -160,8 +182,9 @@ def _span_records(spans: Iterable[Span]) -> list[dict[str, Any]]:
 
 
 def _spans_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Span, ...]:
-    return tuple(Span(int(r["start"]), int(r["end"]), str(r["label"]), str(r["source"]), float(r["score"]))
-                 for r in records)
+    return tuple(
+        Span(int(r["start"]), int(r["end"]), str(r["label"]), str(r["source"]), float(r["score"])) for r in records
+    )
 
 
 def note_id_problem(note_id: object, uses: Any) -> str | None:
@@ -174,8 +197,9 @@ def note_id_problem(note_id: object, uses: Any) -> str | None:
     return DUPLICATE_ID if not _is_null(uses) and int(uses) > 1 else None
 
 
-def note_spans(pipeline: Any, note_id: str, text: object, given: Any, max_chars: int,
-               phi_set: str | None = None) -> tuple[list | None, str | None]:
+def note_spans(
+    pipeline: Any, note_id: str, text: object, given: Any, max_chars: int, phi_set: str | None = None
+) -> tuple[list | None, str | None]:
     """(span records, None) for one note, or (None, error code); never raises. The spans are
     ``process_notes``'s: the model's, or (``pipeline`` None) the given ones; ``phi_set`` keeps only
     that PHI set's spans, as ``hybriddeid deid --phi-set`` does."""
@@ -219,12 +243,18 @@ def spans_frame(stage: SpanStage, frame: pd.DataFrame) -> pd.DataFrame:
     given = frame[stage.spans_col] if pipeline is None and stage.spans_col in frame else [None] * len(frame)
     previous = list(frame[stage.error_col]) if stage.error_col in frame else [None] * len(frame)
     if _ID_USES in frame:
-        previous = [error if not _is_null(error) else note_id_problem(note_id, uses)
-                    for error, note_id, uses in zip(previous, frame[stage.note_id_col], frame[_ID_USES])]
+        previous = [
+            error if not _is_null(error) else note_id_problem(note_id, uses)
+            for error, note_id, uses in zip(previous, frame[stage.note_id_col], frame[_ID_USES])
+        ]
     patients = frame[_PATIENT] if _PATIENT in frame else [None] * len(frame)
     spans_out, errors, patients_out = [], [], []
     for note_id, text, spans, error, patient in zip(ids, frame[stage.text_col], given, previous, patients):
-        records, error = (None, error) if not _is_null(error) else note_spans(pipeline, note_id, text, spans, stage.max_chars, stage.phi_set)
+        records, error = (
+            (None, error)
+            if not _is_null(error)
+            else note_spans(pipeline, note_id, text, spans, stage.max_chars, stage.phi_set)
+        )
         patient = note_patient(stage, note_id, patient) if stage.patients else None
         if stage.patients and patient is None and error is None:
             records, error = None, NO_PATIENT
@@ -239,7 +269,9 @@ def spans_frame(stage: SpanStage, frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _spans_batches(stage: SpanStage, schema_names: list[str], batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def _spans_batches(
+    stage: SpanStage, schema_names: list[str], batches: Iterator[pd.DataFrame]
+) -> Iterator[pd.DataFrame]:
     for frame in batches:
         yield spans_frame(stage, frame)[schema_names]
 
@@ -332,12 +364,22 @@ def _with_columns(schema: StructType, added: Mapping[str, Any]) -> StructType:
 def _check_columns(df: DataFrame, *names: str | None) -> None:
     missing = [name for name in names if name and name not in df.columns]
     if missing:
-        raise ValueError(f"the DataFrame has no column {', '.join(map(repr, missing))} (it has {', '.join(df.columns)})")
+        raise ValueError(
+            f"the DataFrame has no column {', '.join(map(repr, missing))} (it has {', '.join(df.columns)})"
+        )
 
 
-def find_phi(df: DataFrame, model: str | Path = "default", *, note_id_col: str = "note_id", text_col: str = "text",
-             spans_col: str = "phi_spans", error_col: str = "error", max_chars: int = DEFAULT_MAX_CHARS,
-             phi_set: str | None = None) -> DataFrame:
+def find_phi(
+    df: DataFrame,
+    model: str | Path = "default",
+    *,
+    note_id_col: str = "note_id",
+    text_col: str = "text",
+    spans_col: str = "phi_spans",
+    error_col: str = "error",
+    max_chars: int = DEFAULT_MAX_CHARS,
+    phi_set: str | None = None,
+) -> DataFrame:
     """``df`` with each note's PHI spans (array of start, end, label, source, score; the single-machine
     ``Pipeline.predict`` output, within ``phi_set``: default the model's) and an error column (null, or an
     error code when the note failed)."""
@@ -345,17 +387,29 @@ def find_phi(df: DataFrame, model: str | Path = "default", *, note_id_col: str =
 
     _check_columns(df, note_id_col, text_col)
     phi_set = None if phi_set is None else check_phi_set(phi_set)
-    stage = SpanStage(ship_model(df.sparkSession, model), note_id_col, text_col, spans_col, error_col, max_chars,
-                      phi_set=phi_set)
+    stage = SpanStage(
+        ship_model(df.sparkSession, model), note_id_col, text_col, spans_col, error_col, max_chars, phi_set=phi_set
+    )
     schema = _with_columns(df.schema, {spans_col: _struct_array(SPAN_FIELDS), error_col: StringType()})
     return df.mapInPandas(partial(_spans_batches, stage, schema.names), schema)
 
 
-def deidentify(df: DataFrame, options: DeidOptions, model: str | Path | None = "default", *,
-               note_id_col: str = "note_id", text_col: str = "text", patient_col: str | None = None,
-               patient_pattern: str | None = None, spans_col: str = "phi_spans", deid_col: str = "deid_text",
-               audit_col: str | None = None, error_col: str = "error",
-               max_chars: int = DEFAULT_MAX_CHARS, phi_set: str | None = None) -> DataFrame:
+def deidentify(
+    df: DataFrame,
+    options: DeidOptions,
+    model: str | Path | None = "default",
+    *,
+    note_id_col: str = "note_id",
+    text_col: str = "text",
+    patient_col: str | None = None,
+    patient_pattern: str | None = None,
+    spans_col: str = "phi_spans",
+    deid_col: str = "deid_text",
+    audit_col: str | None = None,
+    error_col: str = "error",
+    max_chars: int = DEFAULT_MAX_CHARS,
+    phi_set: str | None = None,
+) -> DataFrame:
     """``df`` with the de-identified text of each note (``deid_col``), its spans and an error column.
 
     ``model=None`` replaces the spans already in ``spans_col`` (gold, or an earlier ``find_phi``)
@@ -378,14 +432,20 @@ def deidentify(df: DataFrame, options: DeidOptions, model: str | Path | None = "
     work = df.withColumn(_PATIENT, F.col(patient_col).cast("string") if patient_col else F.lit(None).cast("string"))
     work = work.withColumn(_ID_USES, F.count(F.lit(1)).over(Window.partitionBy(F.col(note_id_col).cast("string"))))
     model_ref = None if model is None else ship_model(df.sparkSession, model)
-    spans_stage = SpanStage(model_ref, note_id_col, text_col, spans_col, error_col, max_chars, patients, patient_pattern,
-                            phi_set)
-    spans_schema = _with_columns(work.schema, {spans_col: _struct_array(SPAN_FIELDS), error_col: StringType(),
-                                               _PATIENT: StringType()})
+    spans_stage = SpanStage(
+        model_ref, note_id_col, text_col, spans_col, error_col, max_chars, patients, patient_pattern, phi_set
+    )
+    spans_schema = _with_columns(
+        work.schema, {spans_col: _struct_array(SPAN_FIELDS), error_col: StringType(), _PATIENT: StringType()}
+    )
     with_spans = work.mapInPandas(partial(_spans_batches, spans_stage, spans_schema.names), spans_schema)
 
     deid_stage = DeidStage(options, note_id_col, text_col, spans_col, error_col, deid_col, audit_col, model_ref)
-    added = {deid_col: StringType(), error_col: StringType(), **({audit_col: _struct_array(AUDIT_FIELDS)} if audit_col else {})}
+    added = {
+        deid_col: StringType(),
+        error_col: StringType(),
+        **({audit_col: _struct_array(AUDIT_FIELDS)} if audit_col else {}),
+    }
     schema = _with_columns(spans_schema, added)
     if patients != "note":  # a patient's notes together: one surrogate per value, names linked across them
         # A note without a patient is a group of its own; it only carries its error through.
@@ -419,8 +479,9 @@ def local_session(master: str | None = None, app_name: str = "hybriddeid") -> Sp
     return spark
 
 
-def read_notes(spark: SparkSession, path: str, input_format: str = "auto", note_id_col: str = "note_id",
-               text_col: str = "text") -> DataFrame:
+def read_notes(
+    spark: SparkSession, path: str, input_format: str = "auto", note_id_col: str = "note_id", text_col: str = "text"
+) -> DataFrame:
     """Notes as a DataFrame: Parquet or JSON Lines tables, or a folder of ``.txt`` notes (one per file,
     its name without ``.txt`` as note id, as ``hybriddeid deid`` names them)."""
     from pyspark.sql import functions as F
@@ -437,7 +498,7 @@ def read_notes(spark: SparkSession, path: str, input_format: str = "auto", note_
 
 
 def note_id_from_file_name(file_name: str) -> str:
-    """"a%20b.txt" (Spark gives file names URL-encoded) -> "a b", the stem ``hybriddeid deid`` uses."""
+    """ "a%20b.txt" (Spark gives file names URL-encoded) -> "a b", the stem ``hybriddeid deid`` uses."""
     from urllib.parse import unquote
 
     return Path(unquote(file_name)).stem
@@ -448,15 +509,33 @@ def _error_counts(error_col: str):
     from pyspark.sql import functions as F
 
     code = F.split(F.col(error_col), ":").getItem(0)
-    return [F.count(F.lit(1)).alias("notes"), F.count(F.col(error_col)).alias("failed"),
-            *(F.sum(F.when(code == name, 1).otherwise(0)).alias(name) for name in ERROR_CODES)]
+    return [
+        F.count(F.lit(1)).alias("notes"),
+        F.count(F.col(error_col)).alias("failed"),
+        *(F.sum(F.when(code == name, 1).otherwise(0)).alias(name) for name in ERROR_CODES),
+    ]
 
 
-def run_job(spark: SparkSession, input_path: str, output_path: str, options: DeidOptions, model: str | None = "default",
-            *, input_format: str = "auto", output_format: str = "parquet", note_id_col: str = "note_id",
-            text_col: str = "text", patient_col: str | None = None, patient_pattern: str | None = None,
-            with_spans: bool = False, with_audit: bool = False, partitions: int | None = None,
-            overwrite: bool = False, max_chars: int = DEFAULT_MAX_CHARS, phi_set: str | None = None) -> dict[str, int]:
+def run_job(
+    spark: SparkSession,
+    input_path: str,
+    output_path: str,
+    options: DeidOptions,
+    model: str | None = "default",
+    *,
+    input_format: str = "auto",
+    output_format: str = "parquet",
+    note_id_col: str = "note_id",
+    text_col: str = "text",
+    patient_col: str | None = None,
+    patient_pattern: str | None = None,
+    with_spans: bool = False,
+    with_audit: bool = False,
+    partitions: int | None = None,
+    overwrite: bool = False,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    phi_set: str | None = None,
+) -> dict[str, int]:
     """Read notes, de-identify them and write note id, de-identified text and error (and, if asked,
     spans and audit) in ``output_format``; never the original text or other input columns. Returns
     counts of notes, failures and each error code (no note ids, no text)."""
@@ -468,15 +547,32 @@ def run_job(spark: SparkSession, input_path: str, output_path: str, options: Dei
     notes = read_notes(spark, input_path, input_format, note_id_col, text_col)
     if partitions:
         notes = notes.repartition(partitions)
-    result = deidentify(notes, options, model, note_id_col=note_id_col, text_col=text_col, patient_col=patient_col,
-                        patient_pattern=patient_pattern, audit_col="audit" if with_audit else None,
-                        max_chars=max_chars, phi_set=phi_set)
-    columns = [note_id_col, "deid_text", "error", *(["phi_spans"] if with_spans else []), *(["audit"] if with_audit else [])]
+    result = deidentify(
+        notes,
+        options,
+        model,
+        note_id_col=note_id_col,
+        text_col=text_col,
+        patient_col=patient_col,
+        patient_pattern=patient_pattern,
+        audit_col="audit" if with_audit else None,
+        max_chars=max_chars,
+        phi_set=phi_set,
+    )
+    columns = [
+        note_id_col,
+        "deid_text",
+        "error",
+        *(["phi_spans"] if with_spans else []),
+        *(["audit"] if with_audit else []),
+    ]
     observation = Observation("hybriddeid")
     out = result.select(*columns).sortWithinPartitions(note_id_col).observe(observation, *_error_counts("error"))
     mode = "overwrite" if overwrite else "errorifexists"
     if output_format == "text":  # de-identified notes only: "<note id>\t<text>" records ending in RS
-        records = out.where(F.col("deid_text").isNotNull()).select(F.concat_ws("\t", note_id_col, "deid_text").alias("value"))
+        records = out.where(F.col("deid_text").isNotNull()).select(
+            F.concat_ws("\t", note_id_col, "deid_text").alias("value")
+        )
         records.write.mode(mode).option("lineSep", TEXT_RECORD_SEPARATOR).text(output_path)
     else:
         getattr(out.write.mode(mode), output_format)(output_path)

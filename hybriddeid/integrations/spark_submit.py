@@ -5,6 +5,7 @@ It sits on top of the command line (``hybriddeid.cli``), which runs ``hybriddeid
 that module is imported by name, never run as ``__main__``, so the pandas functions Spark ships are
 pickled by reference to it (and to its per-process model cache).
 """
+
 from __future__ import annotations
 
 import sys

@@ -6,35 +6,36 @@ Offsets are Python string indices into the note exactly as stored: ``"\\r\\n"`` 
 byte-order mark count as characters (MEDDOCAN's offsets count its BOMs). Every problem with an input is
 an ``InputError`` naming the file and what is wrong, never quoting note text.
 """
+
 from __future__ import annotations
 
 from hybriddeid.io._common import (
-                                  InputError,
-                                  atomic_write_text,
-                                  check_encoding,
-                                  commit_writes,
-                                  discard_writes,
-                                  flush_files,
-                                  remove_temp_files,
-                                  staged_writes,
+    InputError,
+    atomic_write_text,
+    check_encoding,
+    commit_writes,
+    discard_writes,
+    flush_files,
+    remove_temp_files,
+    staged_writes,
 )
 from hybriddeid.io.core import (
-                                  ANNOTATION_FORMATS,
-                                  FHIR_FORMAT,
-                                  FORMATS,
-                                  INPUT_FORMATS,
-                                  TABLE_FORMATS,
-                                  Inputs,
-                                  detect_format,
-                                  detect_table_format,
-                                  iter_documents,
-                                  output_path,
-                                  read_corpus,
-                                  read_document,
-                                  scan_inputs,
-                                  scan_tree,
-                                  write_document,
-                                  write_documents,
+    ANNOTATION_FORMATS,
+    FHIR_FORMAT,
+    FORMATS,
+    INPUT_FORMATS,
+    TABLE_FORMATS,
+    Inputs,
+    detect_format,
+    detect_table_format,
+    iter_documents,
+    output_path,
+    read_corpus,
+    read_document,
+    scan_inputs,
+    scan_tree,
+    write_document,
+    write_documents,
 )
 
 __all__ = [

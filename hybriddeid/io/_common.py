@@ -3,6 +3,7 @@
 Error messages name the file, line numbers, span ids and offsets, never note or span text: they end up
 in logs that are not cleared for PHI.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -54,8 +55,9 @@ class InputError(ValueError):
         return type(self), (self.path, self.problem)
 
 
-def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool = False,
-              encoding: str = "utf-8") -> str:
+def read_text(
+    path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool = False, encoding: str = "utf-8"
+) -> str:
     """The file decoded as strict ``encoding`` (default UTF-8), after the checks every format needs.
 
     A UTF-8 byte-order mark is kept as ``"\\ufeff"`` at index 0: annotation offsets count it (MEDDOCAN's
@@ -77,7 +79,9 @@ def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES, allow_empty: bool 
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
         hint = "; name its encoding with --encoding (e.g. cp1252)" if encoding == "utf-8" else ""
-        raise InputError(path, f"not valid {_ENCODING_NAMES.get(encoding, encoding)} (byte offset {exc.start}){hint}") from None
+        raise InputError(
+            path, f"not valid {_ENCODING_NAMES.get(encoding, encoding)} (byte offset {exc.start}){hint}"
+        ) from None
 
 
 def read_regular_file(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
@@ -112,8 +116,13 @@ def read_regular_file(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
 
 
 def _file_kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+    for test, kind in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return kind
     return "not a file"
@@ -170,8 +179,10 @@ def name_problem(name: str) -> str | None:
     if bad is not None:
         char = bad.group()
         what = _CONTROL_NAMES.get(char, "a path separator" if char in "/\\" else f"the control character {ascii(char)}")
-        return (f"the name holds {what} ({ascii(char)}) at position {bad.start()}, which output and audit "
-                "file names cannot hold; rename the file")
+        return (
+            f"the name holds {what} ({ascii(char)}) at position {bad.start()}, which output and audit "
+            "file names cannot hold; rename the file"
+        )
     return None
 
 
@@ -212,8 +223,16 @@ def same_text(annotated: str, actual: str) -> bool:
     return annotated == actual or _WHITESPACE.sub(" ", annotated) == _WHITESPACE.sub(" ", actual)
 
 
-def make_span(path: Path, sid: str, start: object, end: object, label: object, length: int,
-              source: str = "gold", score: float = 1.0) -> Span:
+def make_span(
+    path: Path,
+    sid: str,
+    start: object,
+    end: object,
+    label: object,
+    length: int,
+    source: str = "gold",
+    score: float = 1.0,
+) -> Span:
     """A ``Span`` from raw file values checked against a text of ``length`` characters.
 
     Any problem is an ``InputError`` naming the span id and offsets.
@@ -250,22 +269,34 @@ def resolve_overlaps(path: Path, spans: list[tuple[str, Span]]) -> list[tuple[st
     logged as a warning naming the file, the span ids and offsets (never the text), so it is not silent.
     """
     kept: list[tuple[str, Span]] = []  # flat, sorted: only the last one can reach the next span
-    for sid, span in sorted((item for item in spans if item[1].source == "gold"),
-                            key=lambda item: (item[1].start, item[1].start - item[1].end)):
+    for sid, span in sorted(
+        (item for item in spans if item[1].source == "gold"),
+        key=lambda item: (item[1].start, item[1].start - item[1].end),
+    ):
         if not kept or kept[-1][1].end <= span.start:
             kept.append((sid, span))
             continue
         previous = kept[-1]
         if len(span) > len(previous[1]):
             kept[-1] = (sid, span)
-        LOG.warning("%s: spans %s [%d, %d) and %s [%d, %d) overlap; kept %s, the longer", path,
-                    previous[0], previous[1].start, previous[1].end, sid, span.start, span.end, kept[-1][0])
+        LOG.warning(
+            "%s: spans %s [%d, %d) and %s [%d, %d) overlap; kept %s, the longer",
+            path,
+            previous[0],
+            previous[1].start,
+            previous[1].end,
+            sid,
+            span.start,
+            span.end,
+            kept[-1][0],
+        )
     winners = {id(span) for _, span in kept}
     return [(sid, span) for sid, span in spans if span.source != "gold" or id(span) in winners]
 
 
-def make_document(path: Path, name: str, text: str, spans: list[tuple[str, Span]],
-                  meta: Mapping[str, object]) -> Document:
+def make_document(
+    path: Path, name: str, text: str, spans: list[tuple[str, Span]], meta: Mapping[str, object]
+) -> Document:
     """The ``Document`` once overlapping gold spans have been resolved (``resolve_overlaps``)."""
     spans = resolve_overlaps(path, spans)
     return Document(name, text, tuple(span for _, span in spans), dict(meta))
@@ -287,8 +318,9 @@ def atomic_write_text(path: Path, text: str | Iterable[str], mode: int = 0o666) 
     """Write ``text`` (a string, or strings written one after another: a long audit is never held
     whole) as UTF-8 to ``path`` so readers see the old file or the new one, never half of one
     (``atomic_write_bytes``). Newlines are written exactly as they are in ``text``."""
-    atomic_write_bytes(path, text.encode("utf-8") if isinstance(text, str) else (part.encode("utf-8") for part in text),
-                       mode)
+    atomic_write_bytes(
+        path, text.encode("utf-8") if isinstance(text, str) else (part.encode("utf-8") for part in text), mode
+    )
 
 
 def atomic_write_bytes(path: Path, data: bytes | Iterable[bytes], mode: int = 0o666) -> None:
@@ -368,6 +400,7 @@ def flush_files(paths: Sequence[Path], pool: Executor | None = None) -> list[OSE
     """Flush each file to disk (fsync), several at once on ``pool``'s threads if given; each file's error
     or None. A file system commits flushes that wait together in one go: on a busy ext4 disk 100 small
     files took 14 ms on 8 threads, 270-370 ms one after another."""
+
     def flush(path: Path) -> OSError | None:
         try:
             fd = os.open(path, os.O_RDONLY)

@@ -6,6 +6,7 @@ Only text-bound annotations (``T``) are read; notes (``#``), attributes (``A``, 
 de-identification each fragment is PHI on its own, and ``Span`` has no notion of gaps. Its recorded
 text must equal the fragments joined by single spaces, as BRAT writes it.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,7 +34,9 @@ def read_brat(txt_path: Path, ann_path: Path, max_bytes: int, encoding: str = "u
     meta = {"path": str(txt_path), "format": "brat", "file": txt_path.stem}
     if not spans:
         return Document(txt_path.stem, text, (), meta)
-    ann = read_text(ann_path, max_bytes, allow_empty=True, encoding=encoding).removeprefix("\ufeff")  # offsets point into .txt
+    ann = read_text(ann_path, max_bytes, allow_empty=True, encoding=encoding).removeprefix(
+        "\ufeff"
+    )  # offsets point into .txt
     found: list[tuple[str, Span]] = []
     seen: set[str] = set()
     for lineno, line in enumerate(ann.split("\n"), 1):
@@ -43,8 +46,9 @@ def read_brat(txt_path: Path, ann_path: Path, max_bytes: int, encoding: str = "u
         fields = line.split("\t", 2)
         head = fields[1].split(" ", 1) if len(fields) >= 2 else []
         if not line.startswith("T") or len(head) != 2 or not fields[0][1:].isdigit():
-            raise InputError(ann_path, f"line {lineno}: malformed annotation "
-                                       "(expected 'T<n><TAB><label> <start> <end><TAB><text>')")
+            raise InputError(
+                ann_path, f"line {lineno}: malformed annotation (expected 'T<n><TAB><label> <start> <end><TAB><text>')"
+            )
         sid, (label, offsets) = fields[0], head
         if sid in seen:
             raise InputError(ann_path, f"line {lineno}: duplicate annotation id {sid}")
@@ -56,7 +60,7 @@ def read_brat(txt_path: Path, ann_path: Path, max_bytes: int, encoding: str = "u
             start, end = (parse_offset(ann_path, sid, raw) for raw in part.split(" "))
             fragments.append(make_span(ann_path, sid, start, end, label, len(text)))
         if len(fields) == 3:
-            joined = " ".join(text[f.start:f.end] for f in fragments)
+            joined = " ".join(text[f.start : f.end] for f in fragments)
             check_text(ann_path, sid, fragments[0].start, fragments[-1].end, fields[2], joined)
         found.extend((sid, fragment) for fragment in fragments)
     return make_document(ann_path, txt_path.stem, text, found, meta)

@@ -6,6 +6,7 @@ a sub-folder) is listed with the reason in ``Inputs.left_out``, so that a run ca
 Each format is a reader (file -> documents) and a renderer (documents -> file contents by
 extension), so adding one is one registry entry.
 """
+
 from __future__ import annotations
 
 import stat
@@ -99,11 +100,17 @@ _REGISTRY = {
 def detect_table_format(path: str) -> str:
     """One of ``TABLE_FORMATS`` from the file names at a local path (a folder is searched through);
     other locations (``hdfs://``...) must say which. A ValueError when it cannot be told."""
-    local = Path(path[len("file://"):] if path.startswith("file://") else path)
+    local = Path(path[len("file://") :] if path.startswith("file://") else path)
     if "://" in path and not path.startswith("file://") or not local.exists():
-        raise ValueError(f"{path}: cannot detect the input format here; give --input-format "
-                         f"{', '.join(TABLE_FORMATS[:-1])} or {TABLE_FORMATS[-1]}")
-    files = [local] if local.is_file() else [p for p in local.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]
+        raise ValueError(
+            f"{path}: cannot detect the input format here; give --input-format "
+            f"{', '.join(TABLE_FORMATS[:-1])} or {TABLE_FORMATS[-1]}"
+        )
+    files = (
+        [local]
+        if local.is_file()
+        else [p for p in local.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]
+    )
     suffixes = {p.suffix.lower() for p in files}
     for fmt, known in _TABLE_SUFFIXES:
         if suffixes.intersection(known):
@@ -200,12 +207,18 @@ def _left_out(in_dir: Path, taken: Sequence[Path], fmt: str, recursive: bool = F
         if why is None and recursive and _is_folder(path):
             continue  # read as a folder of its own
         if why is None and path.is_dir():
-            why = "a link to a folder (--recursive does not follow them)" if recursive else \
-                "a sub-folder (--recursive reads sub-folders)"
+            why = (
+                "a link to a folder (--recursive does not follow them)"
+                if recursive
+                else "a sub-folder (--recursive reads sub-folders)"
+            )
         elif why is None:
             expected = " or ".join(suffixes)
-            why = f"no extension (this run reads {expected} files)" if not path.suffix else \
-                f"not a {expected} file (this run reads {fmt})"
+            why = (
+                f"no extension (this run reads {expected} files)"
+                if not path.suffix
+                else f"not a {expected} file (this run reads {fmt})"
+            )
         left.append((path, why))
     return left
 
@@ -216,8 +229,9 @@ def check_link(path: Path, folder: Path, follow_symlinks: bool = False) -> None:
     if follow_symlinks or not path.is_symlink():
         return
     if not path.resolve().is_relative_to(Path(folder).resolve()):
-        raise InputError(path, "is a symbolic link leading out of the input folder; refused "
-                               "(--follow-symlinks reads such links)")
+        raise InputError(
+            path, "is a symbolic link leading out of the input folder; refused (--follow-symlinks reads such links)"
+        )
 
 
 def _sniffable(path: Path, folder: Path, follow_symlinks: bool) -> bool:
@@ -239,8 +253,13 @@ def detect_format(in_dir: Path) -> str:
     return _detect_format(Path(in_dir))
 
 
-def _detect_format(in_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES, read_ahead: dict[Path, str] | None = None,
-                   encoding: str = "utf-8", follow_symlinks: bool = False) -> str:
+def _detect_format(
+    in_dir: Path,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    read_ahead: dict[Path, str] | None = None,
+    encoding: str = "utf-8",
+    follow_symlinks: bool = False,
+) -> str:
     """``detect_format``; with ``read_ahead``, the XML file it looks into is read whole and kept there."""
     if in_dir.is_file():
         return _detect_file(in_dir)
@@ -251,16 +270,24 @@ def _one_format(in_dir: Path, kinds: set[str]) -> str:
     """The format of a folder (or tree) whose files are of ``kinds``; an ``InputError`` for none or several."""
     if not kinds:
         others = sum(1 for _ in in_dir.iterdir())
-        raise InputError(in_dir, "no input files (.txt, .ann, .xml or .jsonl)" +
-                         (f"; {others} other entries (other extensions, hidden files, backups, sub-folders)"
-                          if others else ""))
+        raise InputError(
+            in_dir,
+            "no input files (.txt, .ann, .xml or .jsonl)"
+            + (f"; {others} other entries (other extensions, hidden files, backups, sub-folders)" if others else ""),
+        )
     if len(kinds) > 1:
         raise InputError(in_dir, f"holds several formats ({', '.join(sorted(kinds))}); name the one to read")
     return kinds.pop()
 
 
-def _kinds(in_dir: Path, max_bytes: int, read_ahead: dict[Path, str] | None, encoding: str, follow_symlinks: bool,
-           recursive: bool = False) -> set[str]:
+def _kinds(
+    in_dir: Path,
+    max_bytes: int,
+    read_ahead: dict[Path, str] | None,
+    encoding: str,
+    follow_symlinks: bool,
+    recursive: bool = False,
+) -> set[str]:
     """The formats of the files in the folder ``in_dir`` (empty when it holds none)."""
     files = _listing(in_dir, recursive)
     suffixes = {p.suffix.lower() for p in files}
@@ -270,7 +297,9 @@ def _kinds(in_dir: Path, max_bytes: int, read_ahead: dict[Path, str] | None, enc
     xmls = [p for p in files if p.suffix.lower() == ".xml"]
     xml = next((p for p in xmls if _sniffable(p, in_dir, follow_symlinks)), None)
     if xml is not None:
-        kinds.add(_detect_file(xml) if read_ahead is None else _detect_xml_reading(xml, max_bytes, read_ahead, encoding))
+        kinds.add(
+            _detect_file(xml) if read_ahead is None else _detect_xml_reading(xml, max_bytes, read_ahead, encoding)
+        )
     elif xmls:
         kinds.add("i2b2")  # no XML file can be opened: each is reported by its reader
     return kinds
@@ -291,8 +320,9 @@ def _inputs(in_dir: Path, fmt: str, recursive: bool = False) -> list[Path]:
     return [pairs[stem] for stem in sorted(pairs)]
 
 
-def read_document(path: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8",
-                  spans: bool = True) -> list[Document]:
+def read_document(
+    path: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8", spans: bool = True
+) -> list[Document]:
     """The documents in one file (several for i2b2 2006 and JSONL); BRAT takes the ``.txt`` or ``.ann``.
 
     ``encoding`` decodes the file (outputs are always UTF-8); ``spans=False`` reads the notes' text only,
@@ -351,8 +381,14 @@ class Inputs:
                 yield path, exc
 
 
-def scan_inputs(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8",
-                follow_symlinks: bool = False, spans: bool = True) -> Inputs:
+def scan_inputs(
+    in_dir: Path,
+    fmt: str = "auto",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    encoding: str = "utf-8",
+    follow_symlinks: bool = False,
+    spans: bool = True,
+) -> Inputs:
     """The input files of ``in_dir`` in ``fmt`` (``"auto"``: ``detect_format``), not read yet (see ``Inputs``),
     and the entries not taken (``Inputs.left_out``).
 
@@ -365,12 +401,19 @@ def scan_inputs(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BY
     fmt = _detect_format(in_dir, max_bytes, read_ahead, encoding, follow_symlinks) if fmt == "auto" else fmt
     _format(fmt)
     taken = _inputs(in_dir, fmt)
-    return Inputs(in_dir, fmt, taken, max_bytes, read_ahead, encoding, follow_symlinks, spans,
-                  _left_out(in_dir, taken, fmt))
+    return Inputs(
+        in_dir, fmt, taken, max_bytes, read_ahead, encoding, follow_symlinks, spans, _left_out(in_dir, taken, fmt)
+    )
 
 
-def scan_tree(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8",
-              follow_symlinks: bool = False, spans: bool = True) -> list[Inputs]:
+def scan_tree(
+    in_dir: Path,
+    fmt: str = "auto",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    encoding: str = "utf-8",
+    follow_symlinks: bool = False,
+    spans: bool = True,
+) -> list[Inputs]:
     """``scan_inputs`` of ``in_dir`` and of every folder below it (``input_folders``), in that order, all in
     one format (``"auto"``: detected over the whole tree, an ``InputError`` when it holds several or none).
     Each ``Inputs`` has ``root`` = ``in_dir``; sub-folders are never among its files or ``left_out``."""
@@ -378,19 +421,36 @@ def scan_tree(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTE
     folders = [in_dir / rel for rel in input_folders(in_dir)]
     read_ahead: dict[Path, str] = {}
     if fmt == "auto":
-        fmt = _one_format(in_dir, set().union(*(_kinds(folder, max_bytes, read_ahead, encoding, follow_symlinks, True)
-                                                for folder in folders)))
+        fmt = _one_format(
+            in_dir,
+            set().union(
+                *(_kinds(folder, max_bytes, read_ahead, encoding, follow_symlinks, True) for folder in folders)
+            ),
+        )
     _format(fmt)
     trees = []
     for folder in folders:
         taken = _inputs(folder, fmt, recursive=True)
-        trees.append(Inputs(folder, fmt, taken, max_bytes, read_ahead, encoding, follow_symlinks, spans,
-                            _left_out(folder, taken, fmt, recursive=True), root=in_dir))
+        trees.append(
+            Inputs(
+                folder,
+                fmt,
+                taken,
+                max_bytes,
+                read_ahead,
+                encoding,
+                follow_symlinks,
+                spans,
+                _left_out(folder, taken, fmt, recursive=True),
+                root=in_dir,
+            )
+        )
     return trees
 
 
-def iter_documents(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES,
-                   encoding: str = "utf-8") -> Iterator[tuple[Path, Document | InputError]]:
+def iter_documents(
+    in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8"
+) -> Iterator[tuple[Path, Document | InputError]]:
     """``(path, document)`` for every document of every input file, files in sorted order, each read once.
 
     A file that cannot be read yields ``(path, InputError)`` once and the batch carries on. A folder
@@ -404,15 +464,16 @@ def iter_documents(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX
             yield path, doc
 
 
-def read_corpus(in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8") -> list[Document]:
+def read_corpus(
+    in_dir: Path, fmt: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES, encoding: str = "utf-8"
+) -> list[Document]:
     """Every document in ``in_dir``; raises the first ``InputError``, or one for a name used twice."""
     docs: dict[str, Document] = {}
     for path, item in iter_documents(in_dir, fmt, max_bytes, encoding):
         if isinstance(item, InputError):
             raise item
         if item.name in docs:
-            raise InputError(path, f"document name {item.name!r} is already used by "
-                                   f"{docs[item.name].meta.get('path')}")
+            raise InputError(path, f"document name {item.name!r} is already used by {docs[item.name].meta.get('path')}")
         docs[item.name] = item
     return list(docs.values())
 

@@ -24,6 +24,7 @@ and the replacements escaped into its text (HTML comments are dropped: they are 
 and ``meta.security`` labelled (``SECURITY_LABELS``). A date element whose replacement is no FHIR
 date (a tag, a mask, an aggregated year) is left out with a data-absent-reason extension.
 """
+
 from __future__ import annotations
 
 import base64
@@ -48,8 +49,11 @@ ELEMENTS_PART = "elements"
 # meta.security of a written resource, by de-identification mode (HL7 v3 ObservationValue: the
 # alteration integrity codes for pseudonymized, masked and redacted data).
 SECURITY_SYSTEM = "http://terminology.hl7.org/CodeSystem/v3-ObservationValue"
-SECURITY_LABELS = {"surrogate": ("PSEUDED", "pseudonymized"), "mask": ("MASKED", "masked"),
-                   "tag": ("REDACTED", "redacted")}
+SECURITY_LABELS = {
+    "surrogate": ("PSEUDED", "pseudonymized"),
+    "mask": ("MASKED", "masked"),
+    "tag": ("REDACTED", "redacted"),
+}
 DATA_ABSENT_REASON = "http://hl7.org/fhir/StructureDefinition/data-absent-reason"
 TEXT_TYPES = ("text/plain", "text/html")
 INSTALL_HINT = "reading FHIR needs the fhir.resources models: pip install 'hybriddeid[fhir]'"
@@ -62,7 +66,8 @@ _COMMON: tuple[tuple[tuple[str, ...], str], ...] = (
     (("identifier", "*", "value"), "IDNUM"),
 )
 ELEMENTS: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
-    "DocumentReference": _COMMON + (
+    "DocumentReference": _COMMON
+    + (
         (("masterIdentifier", "value"), "IDNUM"),
         (("date",), "DATE"),
         (("author", "*", "display"), "DOCTOR"),
@@ -72,7 +77,8 @@ ELEMENTS: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
         (("context", "period", "end"), "DATE"),
         (("content", "*", "attachment", "creation"), "DATE"),
     ),
-    "DiagnosticReport": _COMMON + (
+    "DiagnosticReport": _COMMON
+    + (
         (("effectiveDateTime",), "DATE"),
         (("effectivePeriod", "start"), "DATE"),
         (("effectivePeriod", "end"), "DATE"),
@@ -89,9 +95,11 @@ _ATTACHMENTS = {"DocumentReference": ("content", "*", "attachment"), "Diagnostic
 _ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
 _DATE_PART = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
 # FHIR's date, dateTime and instant forms (the instant's is the dateTime's with every part).
-_FHIR_DATE = re.compile(r"([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1])"
-                        r"(T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]{1,9})?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]"
-                        r"|14:00)))?)?)?")
+_FHIR_DATE = re.compile(
+    r"([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1])"
+    r"(T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]{1,9})?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]"
+    r"|14:00)))?)?)?"
+)
 Path_ = tuple[Any, ...]  # a concrete path into a resource: keys and list indices
 
 
@@ -137,6 +145,7 @@ def is_elements(doc: Document) -> bool:
 
 # -- validation --------------------------------------------------------------------------------------
 
+
 @cache
 def _model(resource_type: str) -> Any:
     try:
@@ -156,8 +165,11 @@ def validation_problem(resource: dict) -> str | None:
     error types only (never a value); None when it is valid."""
     resource_type = resource.get("resourceType")
     if resource_type not in SUPPORTED_TYPES:
-        return (f"resource type {resource_type!r} is not de-identified here (only {', '.join(SUPPORTED_TYPES)}); "
-                "left out" if isinstance(resource_type, str) and _ID.fullmatch(resource_type) else "no resourceType")
+        return (
+            f"resource type {resource_type!r} is not de-identified here (only {', '.join(SUPPORTED_TYPES)}); left out"
+            if isinstance(resource_type, str) and _ID.fullmatch(resource_type)
+            else "no resourceType"
+        )
     from pydantic import ValidationError
 
     try:
@@ -171,6 +183,7 @@ def validation_problem(resource: dict) -> str | None:
 
 
 # -- reading -----------------------------------------------------------------------------------------
+
 
 def read_fhir(path: Path, max_bytes: int, encoding: str = "utf-8", spans: bool = True) -> list[Document]:
     """The documents of every resource in a Bundle or NDJSON file (see the module's docstring)."""
@@ -197,8 +210,9 @@ def read_fhir(path: Path, max_bytes: int, encoding: str = "utf-8", spans: bool =
     if rejected:
         head = next(doc for doc in docs if is_elements(doc))  # the first resource's
         part = part_of(head)
-        docs[docs.index(head)] = Document(head.name, head.text, head.spans,
-                                          {**head.meta, "fhir": _replace(part, rejected=tuple(rejected))})
+        docs[docs.index(head)] = Document(
+            head.name, head.text, head.spans, {**head.meta, "fhir": _replace(part, rejected=tuple(rejected))}
+        )
     return docs
 
 
@@ -294,8 +308,16 @@ def _documents(path: Path, index: int, resource: Any, shell: dict | None, entry:
     if isinstance(narrative, dict) and isinstance(narrative.get("div"), str):
         add("text", html_text(narrative["div"]), FhirPart(index, "narrative", ("text", "div"), narrative["div"]))
     text, spans, elements = _elements(resource)
-    part = FhirPart(index, ELEMENTS_PART, resource=resource, shell=shell, entry=entry, patient=patient,
-                    suffix=path.suffix.lower(), elements=elements)
+    part = FhirPart(
+        index,
+        ELEMENTS_PART,
+        resource=resource,
+        shell=shell,
+        entry=entry,
+        patient=patient,
+        suffix=path.suffix.lower(),
+        elements=elements,
+    )
     docs.insert(0, Document(f"{base}.{ELEMENTS_PART}", text, spans, {**meta, "fhir": part}))
     return docs
 
@@ -318,8 +340,10 @@ def _attachment_text(path: Path, name: str, attachment: dict) -> tuple[str, str]
     """("plain" or "html", the decoded text) of an attachment with inline data."""
     media, charset = _content_type(attachment.get("contentType"))
     if media not in TEXT_TYPES:
-        raise InputError(path, f"{name}: {media or 'no contentType'} cannot be de-identified (only "
-                               f"{', '.join(TEXT_TYPES)}); left out")
+        raise InputError(
+            path,
+            f"{name}: {media or 'no contentType'} cannot be de-identified (only {', '.join(TEXT_TYPES)}); left out",
+        )
     try:
         data = base64.b64decode(attachment["data"], validate=True)
         text = data.decode(charset or "utf-8")
@@ -361,11 +385,16 @@ def _elements(resource: dict) -> tuple[str, tuple[Span, ...], tuple[tuple[Path_,
 # read as the character they write. Each text character keeps where it came from, so replacements go
 # back into the markup.
 
-_MARKUP = re.compile(r"<!--.*?(?:-->|$)|<(script|style)\b.*?(?:</\1\s*>|$)|<!\[CDATA\[.*?(?:\]\]>|$)"
-                     r"|</?[A-Za-z][^>]*>|<[!?][^>]*>", re.S | re.I)
+_MARKUP = re.compile(
+    r"<!--.*?(?:-->|$)|<(script|style)\b.*?(?:</\1\s*>|$)|<!\[CDATA\[.*?(?:\]\]>|$)"
+    r"|</?[A-Za-z][^>]*>|<[!?][^>]*>",
+    re.S | re.I,
+)
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
-_BLOCK = frozenset("address article aside blockquote br dd div dl dt figcaption figure footer h1 h2 h3 h4 h5 h6 "
-                   "header hr li main nav ol p pre section table tbody td tfoot th thead tr ul".split())
+_BLOCK = frozenset(
+    "address article aside blockquote br dd div dl dt figcaption figure footer h1 h2 h3 h4 h5 h6 "
+    "header hr li main nav ol p pre section table tbody td tfoot th thead tr ul".split()
+)
 _TAG_NAME = re.compile(r"</?([A-Za-z][A-Za-z0-9]*)")
 
 
@@ -394,7 +423,7 @@ def _html_pieces(source: str) -> tuple[str, list[_Piece], list[tuple[int, int]]]
         cursor = a
         for match in _ENTITY.finditer(source, a, b):
             if match.start() > cursor:
-                chunk = source[cursor:match.start()]
+                chunk = source[cursor : match.start()]
                 pieces.append(_Piece(length, length + len(chunk), cursor, match.start(), "raw"))
                 out.append(chunk)
                 length += len(chunk)
@@ -449,8 +478,12 @@ def html_with_edits(source: str, edits: Sequence[tuple[int, int, str]]) -> str:
             if piece.kind == "entity":
                 covered.append((piece.src_start, piece.src_end))
             else:
-                covered.append((piece.src_start + max(start, piece.start) - piece.start,
-                                piece.src_start + min(end, piece.end) - piece.start))
+                covered.append(
+                    (
+                        piece.src_start + max(start, piece.start) - piece.start,
+                        piece.src_start + min(end, piece.end) - piece.start,
+                    )
+                )
         if not covered:  # only line breaks that stand for tags: the replacement goes before the next text
             nxt = next((p.src_start for p in pieces if p.start >= end and p.kind != "break"), len(source))
             covered = [(nxt, nxt)]
@@ -465,6 +498,7 @@ def html_with_edits(source: str, edits: Sequence[tuple[int, int, str]]) -> str:
 
 
 # -- writing -----------------------------------------------------------------------------------------
+
 
 def with_output(doc: Document, edits: Sequence[tuple[int, int, str]], mode: str) -> Document:
     """``doc`` (de-identified) carrying what ``render_fhir`` needs to write its resource: the

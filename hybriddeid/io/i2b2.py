@@ -12,6 +12,7 @@ even inside CDATA, which would shift every offset after the first line break; th
 itself and, for each line break it reports, looks at the raw bytes to restore the carriage return, so
 the note comes out exactly as stored. Writers put ``"\\r"`` back verbatim, keeping files byte-true.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -70,8 +71,8 @@ def parse_xml(path: Path, max_bytes: int, text: str | None = None, encoding: str
         # expat reports each line break on its own as "\n"; the raw bytes say whether it was a CR.
         if chunk == "\n":
             at = parser.CurrentByteIndex
-            if raw[at:at + 1] == b"\r":
-                chunk = "\r\n" if raw[at + 1:at + 2] == b"\n" else "\r"
+            if raw[at : at + 1] == b"\r":
+                chunk = "\r\n" if raw[at + 1 : at + 2] == b"\n" else "\r"
         builder.data(chunk)
 
     parser.StartElementHandler = builder.start
@@ -80,8 +81,9 @@ def parse_xml(path: Path, max_bytes: int, text: str | None = None, encoding: str
     try:
         parser.Parse(raw, True)
     except expat.ExpatError as exc:
-        raise InputError(path, f"malformed XML at line {exc.lineno}, column {exc.offset} "
-                               f"({expat.ErrorString(exc.code)})") from None
+        raise InputError(
+            path, f"malformed XML at line {exc.lineno}, column {exc.offset} ({expat.ErrorString(exc.code)})"
+        ) from None
     return builder.close()
 
 
@@ -96,8 +98,9 @@ def _meta(path: Path, fmt: str, root: ET.Element, **extra: str) -> dict[str, str
     return {"path": str(path), "format": fmt, "file": path.stem, "xml_root": root.tag, **extra}
 
 
-def read_i2b2(path: Path, max_bytes: int, text: str | None = None, encoding: str = "utf-8",
-              spans: bool = True) -> list[Document]:
+def read_i2b2(
+    path: Path, max_bytes: int, text: str | None = None, encoding: str = "utf-8", spans: bool = True
+) -> list[Document]:
     """The single note of an i2b2 2014 (or MEDDOCAN) XML file, its ``TAGS`` as gold spans (``spans=False``:
     ``TAGS`` unread)."""
     root = parse_xml(path, max_bytes, text, encoding)
@@ -118,8 +121,9 @@ def read_i2b2(path: Path, max_bytes: int, text: str | None = None, encoding: str
     return [make_document(path, path.stem, text, found, _meta(path, "i2b2", root))]
 
 
-def read_i2b2_2006(path: Path, max_bytes: int, text: str | None = None, encoding: str = "utf-8",
-                   spans: bool = True) -> list[Document]:
+def read_i2b2_2006(
+    path: Path, max_bytes: int, text: str | None = None, encoding: str = "utf-8", spans: bool = True
+) -> list[Document]:
     """One document per ``<RECORD>``, its inline ``<PHI TYPE>`` elements as gold spans (``spans=False``:
     their text only; the markup must still be well formed)."""
     root = parse_xml(path, max_bytes, text, encoding)
@@ -149,8 +153,7 @@ def read_i2b2_2006(path: Path, max_bytes: int, text: str | None = None, encoding
                 found.append((sid, make_span(path, sid, length, end, phi.get("TYPE"), end)))
             parts += [phi.text or "", phi.tail or ""]
             length = end + len(phi.tail or "")
-        docs.append(make_document(path, name, "".join(parts), found,
-                                  _meta(path, "i2b2-2006", root, record=record_id)))
+        docs.append(make_document(path, name, "".join(parts), found, _meta(path, "i2b2-2006", root, record=record_id)))
     if not docs:
         raise InputError(path, "no <RECORD> elements under the root")
     return docs
@@ -165,8 +168,9 @@ def _xml_name(doc: Document, name: str) -> str:
 def _check_chars(doc: Document) -> None:
     bad = _NOT_XML_CHAR.search(doc.text)
     if bad:
-        raise ValueError(f"{doc.name}: character U+{ord(bad.group()):04X} at offset {bad.start()} "
-                         "cannot be written to XML")
+        raise ValueError(
+            f"{doc.name}: character U+{ord(bad.group()):04X} at offset {bad.start()} cannot be written to XML"
+        )
     for span in doc.spans:
         if _NOT_XML_CHAR.search(span.label):
             raise ValueError(f"{doc.name}: label {span.label!r} cannot be written to XML")
@@ -183,8 +187,8 @@ def render_i2b2(docs: Sequence[Document]) -> dict[str, str]:
     root = _xml_name(doc, str(doc.meta.get("xml_root") or "deIdi2b2"))
     taxonomy = guess_taxonomy(span.label for span in doc.spans)
     tags = "".join(
-        f"    <{_xml_name(doc, taxonomy.category(span.label))} id=\"T{number}\" start=\"{span.start}\" "
-        f"end=\"{span.end}\" text={_attr(doc.span_text(span))} TYPE={_attr(span.label)} comment=\"\"/>\n"
+        f'    <{_xml_name(doc, taxonomy.category(span.label))} id="T{number}" start="{span.start}" '
+        f'end="{span.end}" text={_attr(doc.span_text(span))} TYPE={_attr(span.label)} comment=""/>\n'
         for number, span in enumerate(doc.spans, 1)
     )
     cdata = doc.text.replace("]]>", "]]]]><![CDATA[>")  # "]]>" cannot sit inside one CDATA section
@@ -205,10 +209,13 @@ def render_i2b2_2006(docs: Sequence[Document]) -> dict[str, str]:
         pieces, cursor = [], 0
         for span in doc.spans:
             if span.start < cursor:
-                raise ValueError(f"{doc.name}: overlapping spans cannot be written inline "
-                                 f"([{span.start}, {span.end}))")
-            pieces += [escape(doc.text[cursor:span.start]), f"<PHI TYPE={_attr(span.label)}>",
-                       escape(doc.span_text(span)), "</PHI>"]
+                raise ValueError(f"{doc.name}: overlapping spans cannot be written inline ([{span.start}, {span.end}))")
+            pieces += [
+                escape(doc.text[cursor : span.start]),
+                f"<PHI TYPE={_attr(span.label)}>",
+                escape(doc.span_text(span)),
+                "</PHI>",
+            ]
             cursor = span.end
         pieces.append(escape(doc.text[cursor:]))
         records.append(f"<RECORD ID={_attr(record_id)}>\n<TEXT>{''.join(pieces)}</TEXT>\n</RECORD>\n")

@@ -6,6 +6,7 @@ they were written with (default ``"gold"`` and 1.0); only gold spans must not ov
 of several sources may. Lines are split on ``"\\n"`` alone: ``json.dumps(ensure_ascii=False)`` leaves
 U+2028 and friends raw, which ``str.splitlines`` would treat as line ends.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,9 @@ def _document(path: Path, lineno: int, record: Any, with_spans: bool = True) -> 
         raw_spans = []
     if not isinstance(raw_spans, list):
         raise InputError(path, f"{where}: 'spans' is not a list")
-    spans = [(f"#{index} ({where})", _span(path, f"#{index} ({where})", raw, text))
-             for index, raw in enumerate(raw_spans)]
+    spans = [
+        (f"#{index} ({where})", _span(path, f"#{index} ({where})", raw, text)) for index, raw in enumerate(raw_spans)
+    ]
     meta = {**meta, "path": str(path), "format": "jsonl", "file": path.stem, "line": lineno}
     return make_document(path, name, text, spans, meta)
 
@@ -83,7 +85,7 @@ def _span(path: Path, sid: str, raw: Any, text: str) -> Span:
     if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
         raise InputError(path, f"span {sid}: 'score' is not a finite number")
     span = make_span(path, sid, raw.get("start"), raw.get("end"), raw.get("label"), len(text), source, float(score))
-    check_text(path, sid, span.start, span.end, raw.get("text"), text[span.start:span.end])
+    check_text(path, sid, span.start, span.end, raw.get("text"), text[span.start : span.end])
     return span
 
 

@@ -10,6 +10,7 @@ and table, never a value.
 
 Each process opens its own connections (``NullPool``: none is held across the fork of a worker).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,13 +52,16 @@ class Database:
         try:
             parsed = make_url(url)
         except (ArgumentError, ValueError):
-            raise ValueError("the database URL cannot be read (expected dialect://user@host/database, "
-                             "or sqlite:///file.db)") from None
+            raise ValueError(
+                "the database URL cannot be read (expected dialect://user@host/database, or sqlite:///file.db)"
+            ) from None
         self.shown = parsed.render_as_string(hide_password=True)
         if parsed.password is not None:
-            raise ValueError(f"{self.shown}: the URL holds a password; give it with --password-file or the "
-                             f"{PASSWORD_ENV} environment variable instead, so it never shows in process lists "
-                             "or shell history")
+            raise ValueError(
+                f"{self.shown}: the URL holds a password; give it with --password-file or the "
+                f"{PASSWORD_ENV} environment variable instead, so it never shows in process lists "
+                "or shell history"
+            )
         password = _password(password_file) if parsed.get_backend_name() != "sqlite" else None  # a file has none
         if password is not None:
             parsed = parsed.set(password=password)
@@ -81,8 +85,10 @@ class Database:
             try:
                 self._engine = create_engine(self._url, poolclass=NullPool, hide_parameters=True, connect_args=args)
             except Exception as exc:  # noqa: BLE001 - a missing driver, told by its name
-                raise InputError(self.shown, f"cannot use this database ({type(exc).__name__}: "
-                                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+                raise InputError(
+                    self.shown,
+                    f"cannot use this database ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+                ) from None
             self._pid = os.getpid()
         return self._engine
 
@@ -137,8 +143,9 @@ class SqlTable:
 
     format = "sql"
 
-    def __init__(self, database: Database, columns: Columns, part_rows: int, query: str | None = None,
-                 table: str | None = None) -> None:
+    def __init__(
+        self, database: Database, columns: Columns, part_rows: int, query: str | None = None, table: str | None = None
+    ) -> None:
         from sqlalchemy import distinct, func, select, text
 
         if (query is None) == (table is None):
@@ -151,17 +158,24 @@ class SqlTable:
             with database.engine.connect() as conn:
                 names = list(conn.execute(select(text("*")).select_from(source).limit(0)).keys())
                 columns.check(self.name, names)
-                self.notes = (text(query).columns(*[_column(name) for name in names]).subquery("hybriddeid_notes")
-                              if query is not None else _table_ref(str(table), names))
-                rows, ids = conn.execute(select(func.count(), func.count(distinct(self.notes.c[columns.id])))
-                                         .select_from(self.notes)).one()
+                self.notes = (
+                    text(query).columns(*[_column(name) for name in names]).subquery("hybriddeid_notes")
+                    if query is not None
+                    else _table_ref(str(table), names)
+                )
+                rows, ids = conn.execute(
+                    select(func.count(), func.count(distinct(self.notes.c[columns.id]))).select_from(self.notes)
+                ).one()
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy's and the driver's, told safely
             raise database.problem(exc, "cannot read the notes") from None
         if rows != ids:
-            raise InputError(self.name, f"the id column {columns.id!r} is not unique or holds nulls ({rows} rows, "
-                                        f"{ids} distinct ids): parts are read in id order and need unique ids")
+            raise InputError(
+                self.name,
+                f"the id column {columns.id!r} is not unique or holds nulls ({rows} rows, "
+                f"{ids} distinct ids): parts are read in id order and need unique ids",
+            )
         self.rows = rows
 
     def _page(self, after: Any) -> list[tuple]:
@@ -218,8 +232,12 @@ class SqlSink:
         from sqlalchemy import Column, MetaData, Table
 
         schema, _, bare = self.table_name.rpartition(".")
-        return Table(bare, MetaData(), *[Column(name, _sql_type(sample.get(name)), primary_key=name == self.id_column)
-                                         for name in self.columns], schema=schema or None)
+        return Table(
+            bare,
+            MetaData(),
+            *[Column(name, _sql_type(sample.get(name)), primary_key=name == self.id_column) for name in self.columns],
+            schema=schema or None,
+        )
 
     def prepare(self, sample: Mapping[str, Any], settings: Mapping[str, Any], overwrite: bool) -> None:
         """Create the output table (typed after ``sample``, one output row) unless it exists with these
@@ -237,22 +255,30 @@ class SqlSink:
                     present = {column["name"] for column in inspect(conn).get_columns(bare, schema=schema or None)}
                     missing = [name for name in self.columns if name not in present]
                     if missing:
-                        raise InputError(self.name, f"exists without the column {', '.join(map(repr, missing))}; "
-                                                    "choose another --output-table")
+                        raise InputError(
+                            self.name,
+                            f"exists without the column {', '.join(map(repr, missing))}; choose another --output-table",
+                        )
                 self._table = self._define(sample)
                 self._table.create(conn, checkfirst=True)
                 previous = conn.execute(runs.select().where(runs.c.output_table == self.table_name)).first()
                 if previous is not None and not overwrite:
                     changed = changed_settings(json.loads(previous.settings), settings)
                     if changed:
-                        raise InputError(self.name, f"holds output made with other settings ({', '.join(changed)}); "
-                                                    "use another --output-table or --overwrite")
+                        raise InputError(
+                            self.name,
+                            f"holds output made with other settings ({', '.join(changed)}); "
+                            "use another --output-table or --overwrite",
+                        )
                 if overwrite:  # every note is done again: none of the old rows may count as done
                     conn.execute(self._table.delete())
                 if previous is not None:
                     conn.execute(runs.delete().where(runs.c.output_table == self.table_name))
-                conn.execute(runs.insert().values(output_table=self.table_name,
-                                                  settings=json.dumps(dict(settings), sort_keys=True)))
+                conn.execute(
+                    runs.insert().values(
+                        output_table=self.table_name, settings=json.dumps(dict(settings), sort_keys=True)
+                    )
+                )
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -270,8 +296,11 @@ class SqlSink:
             yield
 
     def _busy(self, holder: str) -> InputError:
-        return InputError(self.name, f"another run is writing into this table ({holder}); wait for it to end or "
-                                     "stop it, or use another --output-table")
+        return InputError(
+            self.name,
+            f"another run is writing into this table ({holder}); wait for it to end or "
+            "stop it, or use another --output-table",
+        )
 
     @contextlib.contextmanager
     def _advisory_lock(self) -> Iterator[None]:
@@ -288,17 +317,28 @@ class SqlSink:
                 digest = hashlib.sha256(f"hybriddeid output table {schema}.{bare}".encode()).digest()
                 key = int.from_bytes(digest[:8], "big", signed=True)
                 taken = conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key}).scalar()
-                holder = None if taken else conn.execute(text(
-                    "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
-                    "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.classid = :high "
-                    "AND l.objid = :low AND l.objsubid = 1"),
-                    {"high": (key >> 32) & 0xFFFFFFFF, "low": key & 0xFFFFFFFF}).first()
+                holder = (
+                    None
+                    if taken
+                    else conn.execute(
+                        text(
+                            "SELECT a.pid, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
+                            "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.classid = :high "
+                            "AND l.objid = :low AND l.objsubid = 1"
+                        ),
+                        {"high": (key >> 32) & 0xFFFFFFFF, "low": key & 0xFFFFFFFF},
+                    ).first()
+                )
                 conn.commit()  # the session lock outlives the transaction; nothing is left open
             except Exception as exc:  # noqa: BLE001
                 raise self.database.problem(exc, f"cannot lock the output table {self.table_name}") from None
             if not taken:
-                raise self._busy(f"server process {holder[0]} for {holder[1] or 'a local socket'}, connected "
-                                 f"{holder[2]:%Y-%m-%d %H:%M:%S}" if holder else "an advisory lock of this table")
+                raise self._busy(
+                    f"server process {holder[0]} for {holder[1] or 'a local socket'}, connected "
+                    f"{holder[2]:%Y-%m-%d %H:%M:%S}"
+                    if holder
+                    else "an advisory lock of this table"
+                )
             try:
                 yield
             finally:
@@ -312,9 +352,15 @@ class SqlSink:
     def _locks_table(self) -> Any:
         from sqlalchemy import BigInteger, Column, MetaData, String, Table
 
-        return Table(LOCKS_TABLE, MetaData(), Column("output_table", String(255), primary_key=True),
-                     Column("host", String(255)), Column("pid", BigInteger), Column("process_started", String(64)),
-                     Column("started", String(32)))
+        return Table(
+            LOCKS_TABLE,
+            MetaData(),
+            Column("output_table", String(255), primary_key=True),
+            Column("host", String(255)),
+            Column("pid", BigInteger),
+            Column("process_started", String(64)),
+            Column("started", String(32)),
+        )
 
     @contextlib.contextmanager
     def _row_lock(self) -> Iterator[None]:
@@ -324,8 +370,13 @@ class SqlSink:
         schema, _, bare = self.table_name.rpartition(".")
         key = (f"{schema}." if schema and schema.lower() != "main" else "") + bare
         key = key.lower() if self.database.dialect == "sqlite" else key  # SQLite's names ignore case, quoted or not
-        mine = {"output_table": key, "host": socket.gethostname(), "pid": os.getpid(),
-                "process_started": _process_started(os.getpid()), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        mine = {
+            "output_table": key,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "process_started": _process_started(os.getpid()),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
         held = None
         try:
             with self.database.engine.begin() as conn:
@@ -335,9 +386,14 @@ class SqlSink:
                     with self.database.engine.begin() as conn:
                         held = conn.execute(locks.select().where(locks.c.output_table == key)).first()
                         if held is not None and _gone(held):  # a run killed before it could remove its row
-                            conn.execute(locks.delete().where(
-                                (locks.c.output_table == key) & (locks.c.host == held.host)
-                                & (locks.c.pid == held.pid) & (locks.c.started == held.started)))
+                            conn.execute(
+                                locks.delete().where(
+                                    (locks.c.output_table == key)
+                                    & (locks.c.host == held.host)
+                                    & (locks.c.pid == held.pid)
+                                    & (locks.c.started == held.started)
+                                )
+                            )
                             held = None
                         if held is None:
                             conn.execute(locks.insert().values(**mine))  # the primary key: one racing run fails
@@ -351,23 +407,35 @@ class SqlSink:
         except Exception as exc:  # noqa: BLE001
             raise self.database.problem(exc, f"cannot lock the output table {self.table_name}") from None
         if held is not None:
-            raise self._busy(f"process {held.pid} on {held.host}, since {held.started}; if that run is gone, "
-                             f"delete its row of {LOCKS_TABLE}")
+            raise self._busy(
+                f"process {held.pid} on {held.host}, since {held.started}; if that run is gone, "
+                f"delete its row of {LOCKS_TABLE}"
+            )
         try:
             yield
         finally:
             with contextlib.suppress(Exception):
                 with self.database.engine.begin() as conn:
-                    conn.execute(locks.delete().where((locks.c.output_table == key) & (locks.c.pid == mine["pid"])
-                                                      & (locks.c.host == mine["host"])
-                                                      & (locks.c.started == mine["started"])))
+                    conn.execute(
+                        locks.delete().where(
+                            (locks.c.output_table == key)
+                            & (locks.c.pid == mine["pid"])
+                            & (locks.c.host == mine["host"])
+                            & (locks.c.started == mine["started"])
+                        )
+                    )
 
     def _runs_table(self) -> Any:
         from sqlalchemy import Column, MetaData, String, Table, Text
 
         schema = self.table_name.rpartition(".")[0] or None
-        return Table(RUNS_TABLE, MetaData(), Column("output_table", String(255), primary_key=True),
-                     Column("settings", Text), schema=schema)
+        return Table(
+            RUNS_TABLE,
+            MetaData(),
+            Column("output_table", String(255), primary_key=True),
+            Column("settings", Text),
+            schema=schema,
+        )
 
     def done(self) -> set[str]:
         """The ids (as strings) already in the output table."""
@@ -388,7 +456,7 @@ class SqlSink:
         ids = [row[self.id_column] for row in rows]
         with self.database.engine.begin() as conn:
             for start in range(0, len(ids), _DELETE_CHUNK):
-                conn.execute(table.delete().where(table.c[self.id_column].in_(ids[start:start + _DELETE_CHUNK])))
+                conn.execute(table.delete().where(table.c[self.id_column].in_(ids[start : start + _DELETE_CHUNK])))
             conn.execute(table.insert(), [{name: _sql_value(row.get(name)) for name in self.columns} for row in rows])
 
 
@@ -423,8 +491,14 @@ def _sql_type(value: Any) -> Any:
 
     from sqlalchemy import BigInteger, Boolean, Date, DateTime, Float, LargeBinary, Text
 
-    for kind, sql in ((bool, Boolean), (int, BigInteger), (float, Float), (datetime.datetime, DateTime),
-                      (datetime.date, Date), (bytes, LargeBinary)):
+    for kind, sql in (
+        (bool, Boolean),
+        (int, BigInteger),
+        (float, Float),
+        (datetime.datetime, DateTime),
+        (datetime.date, Date),
+        (bytes, LargeBinary),
+    ):
         if isinstance(value, kind):
             return sql()
     return Text()

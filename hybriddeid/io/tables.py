@@ -15,6 +15,7 @@ again from its locator alone (``read``), so a run need not keep the text of a wh
 wrong width, a line that is not JSON), so that the run reports it and goes on. Problems name the table
 and the row number, never a value.
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,8 +29,14 @@ from typing import Any, BinaryIO, Protocol
 from hybriddeid.io._common import InputError, configured_max_bytes
 
 TABLE_FILE_FORMATS = ("csv", "tsv", "parquet", "jsonl-table")
-_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".jsonl": "jsonl-table",
-             ".ndjson": "jsonl-table"}
+_SUFFIXES = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".parquet": "parquet",
+    ".jsonl": "jsonl-table",
+    ".ndjson": "jsonl-table",
+}
 OUTPUT_SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "parquet": ".parquet", "jsonl-table": ".jsonl"}
 SPANS_COLUMN = "phi_spans"  # the PHI spans (input offsets), as JSON: deid --spans, always by annotate
 AUDIT_COLUMN = "audit"  # added on request: the replacements (no original values), as JSON
@@ -74,11 +81,17 @@ class Columns:
         without one, the first note's cells stand there."""
         missing = [name for name in self.read if name not in available]
         if missing:
-            has = (f"it has {', '.join(map(repr, available)) or 'none'}" if shown else
-                   f"its first row has {len(available)} fields, not shown: in a file without a header row they are "
-                   "a note's values")
-            raise InputError(where, f"has no column {', '.join(map(repr, missing))} ({has}); name them with --id-col, "
-                                    "--text-col, --patient-col, --keep-cols")
+            has = (
+                f"it has {', '.join(map(repr, available)) or 'none'}"
+                if shown
+                else f"its first row has {len(available)} fields, not shown: in a file without a header row they are "
+                "a note's values"
+            )
+            raise InputError(
+                where,
+                f"has no column {', '.join(map(repr, missing))} ({has}); name them with --id-col, "
+                "--text-col, --patient-col, --keep-cols",
+            )
 
 
 class TableSource(Protocol):
@@ -102,13 +115,21 @@ def detect_table_file_format(path: Path) -> str:
     """The table format of a file from its extension; a ValueError naming it when there is none."""
     fmt = _SUFFIXES.get(Path(path).suffix.lower())
     if fmt is None:
-        raise ValueError(f"{path}: cannot tell the table format from its extension; give --input-format "
-                         f"{', '.join(TABLE_FILE_FORMATS)}")
+        raise ValueError(
+            f"{path}: cannot tell the table format from its extension; give --input-format "
+            f"{', '.join(TABLE_FILE_FORMATS)}"
+        )
     return fmt
 
 
-def open_table(path: Path, fmt: str, columns: Columns, part_rows: int = DEFAULT_PART_ROWS, encoding: str = "utf-8",
-               delimiter: str | None = None) -> TableSource:
+def open_table(
+    path: Path,
+    fmt: str,
+    columns: Columns,
+    part_rows: int = DEFAULT_PART_ROWS,
+    encoding: str = "utf-8",
+    delimiter: str | None = None,
+) -> TableSource:
     """The table file ``path`` in ``fmt`` (one of ``TABLE_FILE_FORMATS``) as a source of ``part_rows`` rows
     a part; its header (or schema) is read now and checked for ``columns`` (an ``InputError`` if not)."""
     if part_rows < 1:
@@ -147,8 +168,11 @@ class _Lines:
         try:
             line = raw.decode(self.encoding)
         except UnicodeDecodeError as exc:
-            raise InputError(self.path, f"line {self.number}: not valid {self.encoding} (byte offset "
-                                        f"{self.offset + exc.start}); name the encoding with --encoding") from None
+            raise InputError(
+                self.path,
+                f"line {self.number}: not valid {self.encoding} (byte offset "
+                f"{self.offset + exc.start}); name the encoding with --encoding",
+            ) from None
         if self.offset == 0:
             line = line.removeprefix("\ufeff")  # a byte-order mark before the header is not data
         self.offset += len(raw)
@@ -206,10 +230,11 @@ class _LineTable:
 class DelimitedTable(_LineTable):
     """A CSV or TSV file with a header row (RFC 4180 quoting, any one-character delimiter)."""
 
-    def __init__(self, path: Path, columns: Columns, part_rows: int, encoding: str, delimiter: str,
-                 fmt: str = "csv") -> None:
+    def __init__(
+        self, path: Path, columns: Columns, part_rows: int, encoding: str, delimiter: str, fmt: str = "csv"
+    ) -> None:
         super().__init__(path, columns, part_rows, encoding)
-        if len(delimiter) != 1 or delimiter in "\"\r\n":
+        if len(delimiter) != 1 or delimiter in '"\r\n':
             raise ValueError("--delimiter must be one character other than a quote or a line break")
         self.delimiter, self.format = delimiter, fmt
         csv.field_size_limit(max(configured_max_bytes(), csv.field_size_limit()))  # a note may be long
@@ -310,8 +335,11 @@ class ParquetTable:
             return
         number = self.group_starts[group]
         try:
-            for batch in self._open().iter_batches(batch_size=min(self.part_rows, 65_536), columns=self.columns.read,
-                                                   row_groups=range(group, len(self.group_starts))):
+            for batch in self._open().iter_batches(
+                batch_size=min(self.part_rows, 65_536),
+                columns=self.columns.read,
+                row_groups=range(group, len(self.group_starts)),
+            ):
                 if number + batch.num_rows <= start:
                     number += batch.num_rows
                     continue
@@ -350,22 +378,33 @@ def _parquet() -> Any:
 
 
 # -- writing a part -----------------------------------------------------------------------------------
-def render_table(fmt: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]], schema: Any = None,
-                 delimiter: str | None = None) -> bytes:
+def render_table(
+    fmt: str,
+    columns: Sequence[str],
+    rows: Sequence[Mapping[str, Any]],
+    schema: Any = None,
+    delimiter: str | None = None,
+) -> bytes:
     """The bytes of one output part in ``fmt`` holding ``rows`` (dicts by column) in ``columns`` order.
     CSV and TSV: a header row, RFC 4180 quoting, ``\\r\\n`` between records (line breaks inside a field are
     kept as they are), UTF-8; JSON Lines: one object a line; Parquet: ``schema`` (a pyarrow schema with
     the input's column types, or None to infer them; columns that are null throughout become strings)."""
     if fmt in ("csv", "tsv"):
         buffer = io.StringIO()
-        writer = csv.writer(buffer, delimiter=delimiter or ("\t" if fmt == "tsv" else ","), lineterminator="\r\n",
-                            quoting=csv.QUOTE_MINIMAL)
+        writer = csv.writer(
+            buffer,
+            delimiter=delimiter or ("\t" if fmt == "tsv" else ","),
+            lineterminator="\r\n",
+            quoting=csv.QUOTE_MINIMAL,
+        )
         writer.writerow(columns)
         writer.writerows([["" if row.get(name) is None else _cell(row[name]) for name in columns] for row in rows])
         return buffer.getvalue().encode("utf-8")
     if fmt == "jsonl-table":
-        return "".join(json.dumps({name: row.get(name) for name in columns}, ensure_ascii=False, default=str) + "\n"
-                       for row in rows).encode("utf-8")
+        return "".join(
+            json.dumps({name: row.get(name) for name in columns}, ensure_ascii=False, default=str) + "\n"
+            for row in rows
+        ).encode("utf-8")
     if fmt == "parquet":
         import pyarrow as pa
 
@@ -383,8 +422,13 @@ def render_table(fmt: str, columns: Sequence[str], rows: Sequence[Mapping[str, A
 
 
 def _cell(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str) if isinstance(
-        value, (list, dict)) else str(value)
+    return (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, ensure_ascii=False, default=str)
+        if isinstance(value, (list, dict))
+        else str(value)
+    )
 
 
 def read_table(path: Path, fmt: str | None = None) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ new cluster's own row costs O(C x its neighbours) with running row and column su
 have few neighbours, so most stage-1 steps are cheap; a step between two dense clusters is still
 O(C^2). ``_AMITable.check`` recomputes every entry from the definition; the tests compare the two.
 """
+
 from __future__ import annotations
 
 import logging
@@ -72,9 +73,12 @@ class _AMITable:
         p = self.p
         single = _q(col, p * prob) + _q(row, prob * p)
         merged_p = (p[rows, None] + p[None, :]) * prob
-        return (single[rows, None] + single[None, :]
-                - _q(col[rows, None] + col[None, :], merged_p)
-                - _q(row[rows, None] + row[None, :], merged_p))
+        return (
+            single[rows, None]
+            + single[None, :]
+            - _q(col[rows, None] + col[None, :], merged_p)
+            - _q(row[rows, None] + row[None, :], merged_p)
+        )
 
     def _apply(self, rows: np.ndarray, delta: np.ndarray, exclude: Sequence[int]) -> None:
         """Add ``delta`` (rows x all slots) to L symmetrically, skipping ``exclude`` and inactive slots."""
@@ -100,12 +104,20 @@ class _AMITable:
         left = np.flatnonzero(P[:, a])
         # sum_x q(a+k, x): exact over a's right neighbours, from k's running row sums elsewhere
         block = P[:, right]
-        to_right = (_q(P[a, right][None, :] + block, merged[:, None] * p[right][None, :]).sum(1)
-                    + self.row_q - Q[:, right].sum(1) - rescale * (self.row_p - block.sum(1)))
+        to_right = (
+            _q(P[a, right][None, :] + block, merged[:, None] * p[right][None, :]).sum(1)
+            + self.row_q
+            - Q[:, right].sum(1)
+            - rescale * (self.row_p - block.sum(1))
+        )
         to_right -= _q(P[a, a] + P[:, a], merged * p[a]) + _q(P[a, :] + diag_p, merged * p)  # x = a, x = k
         block = P[left, :]
-        from_left = (_q(P[left, a][:, None] + block, p[left][:, None] * merged[None, :]).sum(0)
-                     + self.col_q - Q[left, :].sum(0) - rescale * (self.col_p - block.sum(0)))
+        from_left = (
+            _q(P[left, a][:, None] + block, p[left][:, None] * merged[None, :]).sum(0)
+            + self.col_q
+            - Q[left, :].sum(0)
+            - rescale * (self.col_p - block.sum(0))
+        )
         from_left -= _q(P[a, a] + P[a, :], p[a] * merged) + _q(P[:, a] + diag_p, p * merged)
         inside = _q(P[a, a] + P[a, :] + P[:, a] + diag_p, merged * merged)
         weight = self.row_q + self.col_q - np.diagonal(Q)  # all q terms touching a cluster
@@ -159,9 +171,11 @@ class _AMITable:
         if len(neighbours):
             # Pairs of other clusters change only through their terms with i, j and i+j, and only
             # where one of them neighbours the sparser of i and j (see the module docstring).
-            delta = (self._contribution(P[:, i] + P[:, j], P[i, :] + P[j, :], p[i] + p[j], neighbours)
-                     - self._contribution(P[:, i], P[i, :], p[i], neighbours)
-                     - self._contribution(P[:, j], P[j, :], p[j], neighbours))
+            delta = (
+                self._contribution(P[:, i] + P[:, j], P[i, :] + P[j, :], p[i] + p[j], neighbours)
+                - self._contribution(P[:, i], P[i, :], p[i], neighbours)
+                - self._contribution(P[:, j], P[j, :], p[j], neighbours)
+            )
             self._apply(neighbours, delta, (i, j))
         self._add_sums(i, -1.0)
         self._add_sums(j, -1.0)
@@ -227,7 +241,9 @@ def _count(sequences: Iterable[Sequence[str]], min_count: int) -> tuple[list[str
             counts[word] = counts.get(word, 0) + 1
     vocab = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
     index = {w: i for i, w in enumerate(vocab)}
-    ids = np.fromiter((-1 if w is None else index.get(w, -1) for seq in sequences for w in (*seq, None)), dtype=np.int64)
+    ids = np.fromiter(
+        (-1 if w is None else index.get(w, -1) for seq in sequences for w in (*seq, None)), dtype=np.int64
+    )
     n_tokens = len(ids) - len(sequences)
     n_bigrams = n_tokens - sum(1 for seq in sequences if seq)
     left, right = ids[:-1], ids[1:]
@@ -238,7 +254,10 @@ def _count(sequences: Iterable[Sequence[str]], min_count: int) -> tuple[list[str
 
 
 def brown_clusters(
-    sequences: Iterable[Sequence[str]], n_clusters: int = 1000, min_count: int = 2, progress: bool = False,
+    sequences: Iterable[Sequence[str]],
+    n_clusters: int = 1000,
+    min_count: int = 2,
+    progress: bool = False,
 ) -> BrownResult:
     """Brown clusters of the words of ``sequences`` (e.g. lines of normalised tokens).
 
@@ -288,7 +307,7 @@ def brown_clusters(
     for word in range(len(vocab)):
         slot = free.pop()
         slot_of_word[word] = slot
-        a, b, count = bigrams[bounds[word]:bounds[word + 1]].T
+        a, b, count = bigrams[bounds[word] : bounds[word + 1]].T
         right, left = np.zeros(size), np.zeros(size)
         np.add.at(right, slot_of_word[b[a == word]], count[a == word])  # word, then b
         np.add.at(left, slot_of_word[a[b == word]], count[b == word])  # a, then word

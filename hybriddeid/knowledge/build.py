@@ -4,6 +4,7 @@ Notes are split into lines and tokens exactly as the CRFs split them (``hybridde
 token is keyed by ``normalize_word``; every line is one sequence for both methods. Only the note
 text is used, so annotated folders (BRAT, i2b2 XML, JSONL) serve as well as plain ``.txt`` notes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,9 +22,7 @@ log = logging.getLogger("hybriddeid")
 def note_sequences(texts: Iterable[str]) -> list[list[str]]:
     """The normalised tokens of every non-empty line of every text."""
     return [
-        [normalize_word(tok.text) for tok in tokenize(text, start, end)]
-        for text in texts
-        for start, end in lines(text)
+        [normalize_word(tok.text) for tok in tokenize(text, start, end)] for text in texts for start, end in lines(text)
     ]
 
 
@@ -54,31 +53,48 @@ def build_clusters(
         from hybriddeid.knowledge.brown import brown_clusters as run_brown
         from hybriddeid.knowledge.word2vec import word2vec_clusters
     except ImportError as exc:
-        raise ImportError(f"building clusters needs numpy and gensim: pip install 'hybriddeid[knowledge]' ({exc})") from exc
+        raise ImportError(
+            f"building clusters needs numpy and gensim: pip install 'hybriddeid[knowledge]' ({exc})"
+        ) from exc
 
     n_tokens = sum(len(seq) for seq in sequences)
     meta: dict = {
         "language": language,
         "min_count": min_count,
-        "corpus": {"lines": len(sequences), "tokens": n_tokens,
-                   "vocabulary": len({word for seq in sequences for word in seq})},
+        "corpus": {
+            "lines": len(sequences),
+            "tokens": n_tokens,
+            "vocabulary": len({word for seq in sequences for word in seq}),
+        },
     }
     brown: dict[str, tuple[str, int]] = {}
     if brown_clusters:
         started = time.perf_counter()
         result = run_brown(sequences, n_clusters=brown_clusters, min_count=min_count, progress=progress)
         brown = {word: (path, count) for path, word, count in result.entries}
-        meta["brown"] = {"clusters": brown_clusters, "leaves": result.n_clusters, "words": len(brown),
-                         "seconds": round(time.perf_counter() - started, 1)}
+        meta["brown"] = {
+            "clusters": brown_clusters,
+            "leaves": result.n_clusters,
+            "words": len(brown),
+            "seconds": round(time.perf_counter() - started, 1),
+        }
         log.info("brown: %d words in %d clusters, %.1f s", len(brown), result.n_clusters, meta["brown"]["seconds"])
     w2v: dict[int, dict[str, int]] = {}
     if w2v_ks:
         started = time.perf_counter()
         w2v = word2vec_clusters(sequences, ks=w2v_ks, min_count=min_count, seed=seed)
-        meta["word2vec"] = {"ks": list(w2v_ks), "words": len(next(iter(w2v.values()), {})), "seed": seed,
-                            "seconds": round(time.perf_counter() - started, 1)}
-        log.info("word2vec + k-means: %d words, k = %s, %.1f s", meta["word2vec"]["words"],
-                 ", ".join(map(str, w2v_ks)), meta["word2vec"]["seconds"])
+        meta["word2vec"] = {
+            "ks": list(w2v_ks),
+            "words": len(next(iter(w2v.values()), {})),
+            "seed": seed,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        log.info(
+            "word2vec + k-means: %d words, k = %s, %.1f s",
+            meta["word2vec"]["words"],
+            ", ".join(map(str, w2v_ks)),
+            meta["word2vec"]["seconds"],
+        )
     return WordClusters(brown, w2v, meta)
 
 

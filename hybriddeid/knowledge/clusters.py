@@ -9,6 +9,7 @@ A clusters folder holds
 Words are keyed by ``normalize_word`` of the project's tokens, when built and when looked up, so
 "Madrid" and "MADRID" share a cluster and every 5-digit number is "00000".
 """
+
 from __future__ import annotations
 
 import json
@@ -130,8 +131,10 @@ class WordClusters:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         if self.brown:
-            rows = sorted(((path, word, count) for word, (path, count) in self.brown.items()),
-                          key=lambda row: (row[0], -row[2], row[1]))
+            rows = sorted(
+                ((path, word, count) for word, (path, count) in self.brown.items()),
+                key=lambda row: (row[0], -row[2], row[1]),
+            )
             write_brown(directory / BROWN_FILE, rows)
         for k, ids in self.w2v.items():
             write_ids(directory / w2v_file(k), ids)
@@ -148,12 +151,19 @@ class WordClusters:
         if (directory / META_FILE).is_file():
             meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
             if meta.get("normalization", NORMALIZATION) != NORMALIZATION:
-                raise ValueError(f"{directory}: clusters normalised as {meta['normalization']!r}, "
-                                 f"this version looks words up as {NORMALIZATION!r}")
-        brown_path = next((directory / name for name in (BROWN_FILE, WCLUSTER_FILE) if (directory / name).is_file()), None)
+                raise ValueError(
+                    f"{directory}: clusters normalised as {meta['normalization']!r}, "
+                    f"this version looks words up as {NORMALIZATION!r}"
+                )
+        brown_path = next(
+            (directory / name for name in (BROWN_FILE, WCLUSTER_FILE) if (directory / name).is_file()), None
+        )
         brown = read_brown(brown_path) if brown_path else {}
-        w2v = {int(m.group(1)): read_ids(path) for path in sorted(directory.iterdir())
-               if (m := _W2V_FILE.fullmatch(path.name))}
+        w2v = {
+            int(m.group(1)): read_ids(path)
+            for path in sorted(directory.iterdir())
+            if (m := _W2V_FILE.fullmatch(path.name))
+        }
         if not brown and not w2v:
             raise ValueError(f"{directory}: no {BROWN_FILE}, {WCLUSTER_FILE} or word2vec-k*.txt file")
         return cls(brown, w2v, meta)

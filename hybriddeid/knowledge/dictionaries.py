@@ -4,6 +4,7 @@ Each kind (first names, cities, hospitals, ...) becomes one ``Gazetteer``, so a 
 BIOES tag from each dictionary it is in ("Madrid" is a city and a province). Users add their own
 lists by path: a file whose stem is a bundled kind extends it, any other stem is a new kind.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -50,8 +51,9 @@ def _load(language: str, kinds: tuple[str, ...] | None, extra_files: tuple[str, 
     wanted = available if kinds is None else kinds
     unknown = sorted(set(wanted) - set(available))
     if unknown:
-        raise ValueError(f"no bundled {language!r} dictionary for {', '.join(unknown)}; "
-                         f"bundled: {', '.join(available)}")
+        raise ValueError(
+            f"no bundled {language!r} dictionary for {', '.join(unknown)}; bundled: {', '.join(available)}"
+        )
     entries: dict[str, list[str]] = {kind: list(bundled_entries(language, kind)) for kind in wanted}
     for name in extra_files:
         path = Path(name)
@@ -60,7 +62,9 @@ def _load(language: str, kinds: tuple[str, ...] | None, extra_files: tuple[str, 
 
 
 def load_gazetteers(
-    language: str, kinds: Iterable[str] | None = None, extra_files: Sequence[str | Path] = (),
+    language: str,
+    kinds: Iterable[str] | None = None,
+    extra_files: Sequence[str | Path] = (),
 ) -> dict[str, Gazetteer]:
     """kind -> ``Gazetteer`` (tagging with the kind as label: "B-cities") for ``language``.
 
@@ -80,8 +84,12 @@ def known_words(language: str) -> frozenset[str]:
     safe-list (drugs, eponyms, abbreviations) and stop words: what rule lookup kind ``unknown`` is
     not, and what the token CRF's ``vocabulary`` feature calls known."""
     pack = language_pack(language)
-    return frozenset(entry.casefold() for resource in ("words", "safelist", "stopwords") if pack.has(resource)
-                     for entry in read_entries(pack.read_text(resource)))
+    return frozenset(
+        entry.casefold()
+        for resource in ("words", "safelist", "stopwords")
+        if pack.has(resource)
+        for entry in read_entries(pack.read_text(resource))
+    )
 
 
 @register_cache
@@ -90,7 +98,9 @@ def name_words(language: str) -> frozenset[str]:
     """The words of ``language``'s bundled first- and last-name dictionaries, case-folded (empty for a
     pack without them). The build tool already dropped names that are mostly common words ("Will")."""
     kinds = [kind for kind in ("first_names", "last_names") if kind in bundled_kinds(language)]
-    return frozenset(word.casefold() for kind in kinds for entry in bundled_entries(language, kind) for word in entry.split())
+    return frozenset(
+        word.casefold() for kind in kinds for entry in bundled_entries(language, kind) for word in entry.split()
+    )
 
 
 @register_cache
@@ -101,7 +111,12 @@ def lower_words(language: str) -> frozenset[str]:
     pack = language_pack(language)
     if not pack.has("words"):
         return frozenset()
-    entries = (entry for resource in ("words", "stopwords") if pack.has(resource) for entry in read_entries(pack.read_text(resource)))
+    entries = (
+        entry
+        for resource in ("words", "stopwords")
+        if pack.has(resource)
+        for entry in read_entries(pack.read_text(resource))
+    )
     return frozenset(entry for entry in entries if entry.islower())
 
 
@@ -111,8 +126,11 @@ def measurement_labels(language: str) -> frozenset[str]:
     """``language``'s measurement labels (``measurements.txt``: "peep", "hr"), lower case; empty
     without one. A pair of numbers right after one is a reading, not a date."""
     pack = language_pack(language)
-    return frozenset(entry.lower() for entry in read_entries(pack.read_text("measurements"))) \
-        if pack.has("measurements") else frozenset()
+    return (
+        frozenset(entry.lower() for entry in read_entries(pack.read_text("measurements")))
+        if pack.has("measurements")
+        else frozenset()
+    )
 
 
 @register_cache
@@ -125,4 +143,3 @@ def proper_only_words(language: str) -> frozenset[str]:
         return frozenset()
     capitalised = {entry.casefold() for entry in read_entries(pack.read_text("words")) if not entry.islower()}
     return frozenset(capitalised - lower_words(language))
-

@@ -4,6 +4,7 @@ Each k gives a flat partition of the vocabulary (k = 50 coarse ... 1000 fine); t
 ids as features. k-means is a short numpy implementation (k-means++ seeding, Lloyd iterations),
 so scikit-learn is not needed. gensim is imported only when vectors are trained.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,13 @@ def _stable_hash(text: str) -> int:
 
 
 def train_vectors(
-    sentences: Sequence[Sequence[str]], dim: int = 100, window: int = 5, min_count: int = 2,
-    epochs: int = 5, seed: int = 1, workers: int = 1,
+    sentences: Sequence[Sequence[str]],
+    dim: int = 100,
+    window: int = 5,
+    min_count: int = 2,
+    epochs: int = 5,
+    seed: int = 1,
+    workers: int = 1,
 ) -> tuple[list[str], np.ndarray]:
     """Skip-gram word2vec vectors: (words by falling count, float32 array words x dim).
 
@@ -38,8 +44,15 @@ def train_vectors(
     gensim_log.setLevel(logging.WARNING)  # its INFO lines (one per epoch and phase) drown ours
     try:
         model = Word2Vec(
-            sentences=[list(s) for s in sentences], vector_size=dim, window=window, min_count=min_count,
-            sg=1, epochs=epochs, seed=seed, workers=workers, hashfxn=_stable_hash,
+            sentences=[list(s) for s in sentences],
+            vector_size=dim,
+            window=window,
+            min_count=min_count,
+            sg=1,
+            epochs=epochs,
+            seed=seed,
+            workers=workers,
+            hashfxn=_stable_hash,
         )
     finally:
         gensim_log.setLevel(level)
@@ -89,7 +102,7 @@ def kmeans(vectors: np.ndarray, k: int, seed: int = 1, max_iter: int = 100) -> n
         sums[filled] = np.add.reduceat(points[np.argsort(labels, kind="stable")], starts, axis=0)
         empty = np.flatnonzero(sizes == 0)
         if len(empty):  # re-seed an empty cluster at the points worst served by their centre
-            worst = np.argsort(-distances[np.arange(n), labels], kind="stable")[:len(empty)]
+            worst = np.argsort(-distances[np.arange(n), labels], kind="stable")[: len(empty)]
             sums[empty], sizes[empty] = points[worst], 1
         centers = sums / sizes[:, None]
     _, first = np.unique(labels, return_index=True)
@@ -99,12 +112,18 @@ def kmeans(vectors: np.ndarray, k: int, seed: int = 1, max_iter: int = 100) -> n
 
 
 def word2vec_clusters(
-    sentences: Iterable[Sequence[str]], ks: Sequence[int] = DEFAULT_KS, min_count: int = 2, seed: int = 1,
-    dim: int = 100, epochs: int = 5, workers: int = 1,
+    sentences: Iterable[Sequence[str]],
+    ks: Sequence[int] = DEFAULT_KS,
+    min_count: int = 2,
+    seed: int = 1,
+    dim: int = 100,
+    epochs: int = 5,
+    workers: int = 1,
 ) -> dict[int, dict[str, int]]:
     """k -> (word -> cluster id) for each k, from word2vec vectors of ``sentences``."""
-    words, vectors = train_vectors(list(sentences), dim=dim, min_count=min_count, epochs=epochs, seed=seed,
-                                   workers=workers)
+    words, vectors = train_vectors(
+        list(sentences), dim=dim, min_count=min_count, epochs=epochs, seed=seed, workers=workers
+    )
     if not words:
         return {k: {} for k in ks}
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

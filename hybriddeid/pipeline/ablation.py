@@ -5,6 +5,7 @@ The full pipeline is trained once; an ablation retrains only the CRF it changes 
 with the other components' full predictions, so a study costs one CRF training per row. Rows are
 plain dicts, ready for a table or a plot (``examples/ablation.ipynb``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -70,7 +71,9 @@ def ablations(config: dict[str, Any]) -> list[Ablation]:
     return rows
 
 
-def _fit_predict(name: str, config: dict[str, Any], train: list[Document], dev: list[Document]) -> tuple[list[list[Span]], float]:
+def _fit_predict(
+    name: str, config: dict[str, Any], train: list[Document], dev: list[Document]
+) -> tuple[list[list[Span]], float]:
     """Train one component and tag ``dev`` (runs in a worker process)."""
     started = time.perf_counter()
     component = build_component(name, config).fit(train)
@@ -130,29 +133,52 @@ def run_ablation(
             spans, fit_seconds = future.result()
             alone = _scores(dev, merged({row.component: spans}, [row.component]))
             with_others = _scores(dev, merged({**full, row.component: spans}, order))
-            results.append({
-                "component": row.component, "family": row.family, "fit_seconds": round(fit_seconds, 1),
-                "f1_alone": alone["f1"], "delta_alone": alone["f1"] - full_f1[row.component],
-                "f1_merged": with_others["f1"], "delta_merged": with_others["f1"] - full_f1["merged"],
-            })
+            results.append(
+                {
+                    "component": row.component,
+                    "family": row.family,
+                    "fit_seconds": round(fit_seconds, 1),
+                    "f1_alone": alone["f1"],
+                    "delta_alone": alone["f1"] - full_f1[row.component],
+                    "f1_merged": with_others["f1"],
+                    "delta_merged": with_others["f1"] - full_f1["merged"],
+                }
+            )
             say(f"{row.component} without {row.family}: F1 {alone['f1']:.4f} alone, {with_others['f1']:.4f} merged")
 
     categories = []
-    for system, found in (("token", merged(full, ["token"]) if "token" in full else None),
-                          ("char", merged(full, ["char"]) if "char" in full else None),
-                          ("merged", merged_full)):
+    for system, found in (
+        ("token", merged(full, ["token"]) if "token" in full else None),
+        ("char", merged(full, ["char"]) if "char" in full else None),
+        ("merged", merged_full),
+    ):
         if found is None:
             continue
         report = evaluate(dev, [doc.with_spans(s) for doc, s in zip(dev, found)])
         for category, prf in report.per_label("strict", "category").items():
-            categories.append({"system": system, "category": category, "precision": prf.precision,
-                               "recall": prf.recall, "f1": prf.f1, "gold": prf.tp + prf.fn})
-    return {"systems": systems, "ablations": results, "categories": categories,
-            "config": config, "train_notes": len(train), "dev_notes": len(dev)}
+            categories.append(
+                {
+                    "system": system,
+                    "category": category,
+                    "precision": prf.precision,
+                    "recall": prf.recall,
+                    "f1": prf.f1,
+                    "gold": prf.tp + prf.fn,
+                }
+            )
+    return {
+        "systems": systems,
+        "ablations": results,
+        "categories": categories,
+        "config": config,
+        "train_notes": len(train),
+        "dev_notes": len(dev),
+    }
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     """A Markdown table of ``rows`` (floats with 4 decimals, signed for deltas)."""
+
     def cell(column: str, value: Any) -> str:
         if isinstance(value, float):
             return f"{value:+.4f}" if column.startswith("delta") else f"{value:.4f}"

@@ -4,6 +4,7 @@ A pipeline is fully described by its config (one TOML file saved with the model)
 model can always be rebuilt and checked: ``Pipeline.load`` refuses a model whose saved recipe
 does not match the code's feature names or whose files are missing. No pickles anywhere.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -148,7 +149,9 @@ def build_config(overrides: Mapping[str, Any] | None = None, origin: str = "conf
             config[name] = copy.deepcopy(dict(spec.defaults))
     for section, values in overrides.items():
         if section not in config:
-            raise ConfigError(f"{origin}: unknown section [{section}]; known: pipeline and the components {list(component_names())}")
+            raise ConfigError(
+                f"{origin}: unknown section [{section}]; known: pipeline and the components {list(component_names())}"
+            )
         if not isinstance(values, Mapping):
             raise ConfigError(f"{origin}: [{section}] must be a table")
         for key, value in values.items():
@@ -177,11 +180,17 @@ def _validate(config: dict[str, Any], origin: str) -> None:
             raise ConfigError(f"{origin}: safelist: {exc}") from None
     _validate_focus(config["pipeline"], origin)
     pieces, overlap = config["pipeline"]["piece_chars"], config["pipeline"]["piece_overlap"]
-    if not (isinstance(pieces, int) and isinstance(overlap, int) and 0 <= overlap and max(10_000, 4 * overlap) <= pieces):
-        raise ConfigError(f"{origin}: piece_chars must be an integer of at least 10000 and at least 4 times "
-                          f"piece_overlap, an integer of at least 0 (got {pieces!r} and {overlap!r})")
+    if not (
+        isinstance(pieces, int) and isinstance(overlap, int) and 0 <= overlap and max(10_000, 4 * overlap) <= pieces
+    ):
+        raise ConfigError(
+            f"{origin}: piece_chars must be an integer of at least 10000 and at least 4 times "
+            f"piece_overlap, an integer of at least 0 (got {pieces!r} and {overlap!r})"
+        )
     if config["pipeline"]["phi_set"] not in PHI_SETS:
-        raise ConfigError(f"{origin}: phi_set must be one of {', '.join(PHI_SETS)}, not {config['pipeline']['phi_set']!r}")
+        raise ConfigError(
+            f"{origin}: phi_set must be one of {', '.join(PHI_SETS)}, not {config['pipeline']['phi_set']!r}"
+        )
     if config["pipeline"]["phi_threshold"] is not None:
         try:
             check_threshold(config["pipeline"]["phi_threshold"], "phi_threshold")
@@ -196,15 +205,17 @@ def _validate(config: dict[str, Any], origin: str) -> None:
 def _validate_focus(settings: Mapping[str, Any], origin: str) -> None:
     focus, components = settings["focus"], settings["components"]
     if not isinstance(focus, Mapping):
-        raise ConfigError(f"{origin}: focus must be a table such as {{char = \"token\"}}")
+        raise ConfigError(f'{origin}: focus must be a table such as {{char = "token"}}')
     focusable = [name for name in components if get_component(name).accepts_regions]
     focusers = [name for name in components if get_component(name).reads_marginals]
     for focused, focuser in focus.items():
         if focused not in components or focuser not in components:
             raise ConfigError(f"{origin}: focus {focused} = {focuser!r} names a component the pipeline does not list")
         if focused not in focusable or focuser not in focusers or focused == focuser:
-            raise ConfigError(f"{origin}: focus {focused} = {focuser!r}: of this pipeline's components only {focusable} "
-                              f"can be focused, by one of {focusers} other than itself")
+            raise ConfigError(
+                f"{origin}: focus {focused} = {focuser!r}: of this pipeline's components only {focusable} "
+                f"can be focused, by one of {focusers} other than itself"
+            )
         if focuser in focus:
             raise ConfigError(f"{origin}: focus {focused} = {focuser!r}: a focusing component cannot be focused itself")
     if not 0.0 < float(settings["focus_below"]) <= 1.0 or not 0 <= int(settings["focus_margin"]) <= 50:
@@ -213,8 +224,9 @@ def _validate_focus(settings: Mapping[str, Any], origin: str) -> None:
         raise ConfigError(f"{origin}: flattened_copies must be a share in [0, 1]")
     case_copies = settings["case_copies"]
     if not isinstance(case_copies, Mapping) or any(
-            case not in CASES or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0
-            for case, share in case_copies.items()):
+        case not in CASES or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0
+        for case, share in case_copies.items()
+    ):
         raise ConfigError(f"{origin}: case_copies must map cases ({', '.join(CASES)}) to shares in [0, 1]")
 
 
@@ -223,8 +235,11 @@ def flattened_copies(docs: Sequence[Document], share: float) -> list[Document]:
     breaks, picked by a hash of each name: the same notes every run, whatever their order."""
     if share <= 0:
         return []
-    picked = (doc for doc in docs if ("\n" in doc.text or "\r" in doc.text)
-              and hashlib.sha256(doc.name.encode("utf-8")).digest()[0] < share * 256)
+    picked = (
+        doc
+        for doc in docs
+        if ("\n" in doc.text or "\r" in doc.text) and hashlib.sha256(doc.name.encode("utf-8")).digest()[0] < share * 256
+    )
     return [replace(doc.flattened(), name=doc.name + "#flat") for doc in picked]
 
 
@@ -362,10 +377,14 @@ class Pipeline:
         names = list(self.config["pipeline"]["components"])
         timings: dict[str, float] = {}
         with tempfile.TemporaryDirectory() as tmp:
-            crfs = [name for name in names if get_component(name).fits_in_worker]  # others (torch) train in this process
+            crfs = [
+                name for name in names if get_component(name).fits_in_worker
+            ]  # others (torch) train in this process
             if n_jobs > 1 and len(crfs) > 1:
                 with ProcessPoolExecutor(max_workers=min(n_jobs, len(crfs)), mp_context=get_context("fork")) as pool:
-                    futures = {name: pool.submit(_fit_and_save, name, self.config, docs, f"{tmp}/{name}") for name in crfs}
+                    futures = {
+                        name: pool.submit(_fit_and_save, name, self.config, docs, f"{tmp}/{name}") for name in crfs
+                    }
                     timings.update({name: future.result() for name, future in futures.items()})
             else:
                 for name in crfs:
@@ -404,7 +423,9 @@ class Pipeline:
 
     def analyse(self, doc_or_text: AnalysedNote | Document | str) -> AnalysedNote:
         """The note analysed once for this pipeline's language: every component reads this one."""
-        return analyse(doc_or_text if isinstance(doc_or_text, AnalysedNote) else self._as_document(doc_or_text), self.language)
+        return analyse(
+            doc_or_text if isinstance(doc_or_text, AnalysedNote) else self._as_document(doc_or_text), self.language
+        )
 
     def _check_ready(self) -> None:
         if not self.components:
@@ -415,16 +436,19 @@ class Pipeline:
         (``analysis.analysed_pieces``), one at a time; any other, or a note analysed already, whole."""
         if self._long(doc_or_text):
             settings = self.config["pipeline"]
-            yield from analysed_pieces(self._as_document(doc_or_text), self.language, settings["piece_chars"],
-                                       settings["piece_overlap"])
+            yield from analysed_pieces(
+                self._as_document(doc_or_text), self.language, settings["piece_chars"], settings["piece_overlap"]
+            )
             return
         note = self.analyse(doc_or_text)
         yield Piece(0, len(note.text), 0, len(note.text)), note
 
     def _long(self, doc_or_text: AnalysedNote | Document | str) -> bool:
         """Whether the note is read in pieces: longer than ``piece_chars`` and not analysed already."""
-        return (not isinstance(doc_or_text, AnalysedNote)
-                and len(self._as_document(doc_or_text).text) > self.config["pipeline"]["piece_chars"])
+        return (
+            not isinstance(doc_or_text, AnalysedNote)
+            and len(self._as_document(doc_or_text).text) > self.config["pipeline"]["piece_chars"]
+        )
 
     def predict_by_source(
         self, doc_or_text: AnalysedNote | Document | str, precedence: Sequence[str] | None = None
@@ -456,7 +480,8 @@ class Pipeline:
             key = (focuser, claim_from)
             if key not in regions:
                 spans[focuser], regions[key] = self.components[focuser].predict_with_focus(
-                    note, float(settings["focus_below"]), int(settings["focus_margin"]), claim_from)
+                    note, float(settings["focus_below"]), int(settings["focus_margin"]), claim_from
+                )
             spans[focused] = self.components[focused].predict(note, regions=regions[key])
         for name, component in self.components.items():
             if name not in spans:
@@ -486,7 +511,10 @@ class Pipeline:
         return None if chosen is None or chosen == NO_THRESHOLD else check_threshold(chosen)
 
     def predict(
-        self, doc_or_text: Document | str, precedence: Sequence[str] | None = None, phi_set: str | None = None,
+        self,
+        doc_or_text: Document | str,
+        precedence: Sequence[str] | None = None,
+        phi_set: str | None = None,
         threshold: float | None = None,
     ) -> list[Span]:
         """Merged PHI spans of a note (character offsets into its text), within ``phi_set`` (default:
@@ -520,14 +548,25 @@ class Pipeline:
         safelist = load_safelist(self.config["pipeline"]["safelist"]) if self.config["pipeline"]["safelist"] else None
         ordinary, names = lower_words(self.language), name_words(self.language)
 
-        found: dict[tuple[str, str, bool], list[str]] = {}  # a long note repeats its names hundreds of thousands of times
+        found: dict[
+            tuple[str, str, bool], list[str]
+        ] = {}  # a long note repeats its names hundreds of thousands of times
 
         def words_of(span: Span, surface: str) -> list[str]:
             key = (span.label, surface, span.score >= LINK_MIN_SCORE)
             if key not in found:
-                found[key] = [] if kinds.kind(span.label) != "person" or not key[2] else [
-                    word for word in NAME_WORD.findall(surface) if len(word) > 1 and fold(word) not in skipped
-                    and (safelist is None or not safelist.is_safe_text(word)) and name_like(word, ordinary, names)]
+                found[key] = (
+                    []
+                    if kinds.kind(span.label) != "person" or not key[2]
+                    else [
+                        word
+                        for word in NAME_WORD.findall(surface)
+                        if len(word) > 1
+                        and fold(word) not in skipped
+                        and (safelist is None or not safelist.is_safe_text(word))
+                        and name_like(word, ordinary, names)
+                    ]
+                )
             return found[key]
 
         linked = link_name_words([doc.text for doc in docs], [doc.spans for doc in docs], words_of)
@@ -559,14 +598,16 @@ class Pipeline:
             for span in spans:
                 if span.label in identifiers and measurement_piece(doc.text, span.start, span.end):
                     continue
-                if span.label in dates and (series_piece(doc.text, span.start, span.end)
-                                            or reading_after_label(doc.text, span.start, span.end, readings)):
+                if span.label in dates and (
+                    series_piece(doc.text, span.start, span.end)
+                    or reading_after_label(doc.text, span.start, span.end, readings)
+                ):
                     continue
                 if span.label in dates and reading_with_unit(doc.text, span.start, span.end):
                     continue
                 check = checks.get(span.label)
                 if check is not None:
-                    surface = doc.text[span.start:span.end]
+                    surface = doc.text[span.start : span.end]
                     key = (span.label, surface)
                     if key not in possible:
                         possible[key] = check(surface)
@@ -577,7 +618,10 @@ class Pipeline:
         return list(spans) if phi_set == DEFAULT_PHI_SET else filter_spans(spans, doc.text, taxonomy, phi_set)
 
     def read(
-        self, doc_or_text: AnalysedNote | Document | str, max_threshold: float, precedence: Sequence[str] | None = None,
+        self,
+        doc_or_text: AnalysedNote | Document | str,
+        max_threshold: float,
+        precedence: Sequence[str] | None = None,
         keep_below: float | None = None,
     ) -> NoteReading:
         """Run the components over a note once, keeping each CRF unit whose P(O) is below
@@ -593,7 +637,9 @@ class Pipeline:
         note = self.analyse(doc_or_text)
         doc = note.doc
         max_threshold = check_threshold(max_threshold)
-        keep_below = max(max_threshold, check_threshold(keep_below, "keep_below")) if keep_below is not None else max_threshold
+        keep_below = (
+            max(max_threshold, check_threshold(keep_below, "keep_below")) if keep_below is not None else max_threshold
+        )
         settings = self.config["pipeline"]
         order = list(self.precedence if precedence is None else precedence)
         spans: dict[str, list[Span]] = {}
@@ -605,7 +651,9 @@ class Pipeline:
                 component = self.components[name]
                 labels = component.labels_
                 words = note.token_bounds if component.unit == "character" else None
-                kept[name] = SourceCandidates(name, partial(component.finish, note), labels[0] if len(labels) == 1 else None, words)
+                kept[name] = SourceCandidates(
+                    name, partial(component.finish, note), labels[0] if len(labels) == 1 else None, words
+                )
             return kept[name]
 
         for focused, focuser in settings["focus"].items():
@@ -630,19 +678,31 @@ class Pipeline:
                 spans[name] = component.predict(note)
         by_source = {name: spans[name] for name in self.components}
         ranked = [*[name for name in order if name in kept], *[name for name in kept if name not in order]]
-        return NoteReading(doc, self.combine(doc, by_source, precedence, DEFAULT_PHI_SET), [kept[name] for name in ranked],
-                           max_threshold, float(settings["focus_below"]) if settings["focus"] else None)
+        return NoteReading(
+            doc,
+            self.combine(doc, by_source, precedence, DEFAULT_PHI_SET),
+            [kept[name] for name in ranked],
+            max_threshold,
+            float(settings["focus_below"]) if settings["focus"] else None,
+        )
 
     def combine(
-        self, doc: Document, by_source: Mapping[str, Sequence[Span]], precedence: Sequence[str] | None = None,
+        self,
+        doc: Document,
+        by_source: Mapping[str, Sequence[Span]],
+        precedence: Sequence[str] | None = None,
         phi_set: str | None = None,
     ) -> list[Span]:
         """Filter, merge and (if configured) propagate per-source spans, then keep those inside
         ``phi_set`` (default: the config's): the pipeline's final step. The merger reads the note: a
         span that loses an overlap keeps what lies outside the winner (``merge.merge``)."""
         settings = self.config["pipeline"]
-        spans = merge(filter_scores(by_source, settings["min_score"]), self.precedence if precedence is None else precedence,
-                      doc.text, label_words(self.language))
+        spans = merge(
+            filter_scores(by_source, settings["min_score"]),
+            self.precedence if precedence is None else precedence,
+            doc.text,
+            label_words(self.language),
+        )
         spans = propagate(doc.text, spans) if settings["propagate"] else spans
         if settings["safelist"]:
             spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]
@@ -653,9 +713,16 @@ class Pipeline:
         ``threshold``: as in ``predict``)."""
         return doc.with_spans(self.predict(doc, phi_set=phi_set, threshold=threshold))
 
-    def deidentify(self, doc_or_text: Document | str, patient_id: str | None = None, mode: str = "tag",
-                   key: bytes | None = None, phi_set: str | None = None, threshold: float | None = None,
-                   **options: Any) -> DeidResult:
+    def deidentify(
+        self,
+        doc_or_text: Document | str,
+        patient_id: str | None = None,
+        mode: str = "tag",
+        key: bytes | None = None,
+        phi_set: str | None = None,
+        threshold: float | None = None,
+        **options: Any,
+    ) -> DeidResult:
         """The note with its PHI replaced: ``mode`` "tag", "mask" or "surrogate" (needs a ``key``);
         ``phi_set`` and ``threshold`` as in ``predict``.
 
@@ -673,8 +740,11 @@ class Pipeline:
         if patient_id is None and isinstance(doc_or_text, str):
             patient_id = "text:" + hashlib.sha256(doc_or_text.encode("utf-8")).hexdigest()
         options.setdefault("language", self.language)
-        return deidentify_document(self.annotate(self._as_document(doc_or_text), phi_set, threshold),
-                                   DeidOptions(mode=mode, key=key, **options), patient_id)
+        return deidentify_document(
+            self.annotate(self._as_document(doc_or_text), phi_set, threshold),
+            DeidOptions(mode=mode, key=key, **options),
+            patient_id,
+        )
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -704,8 +774,9 @@ class Pipeline:
         return config
 
     @classmethod
-    def load(cls, path_or_name: str | Path = DEFAULT_MODEL, engine: str | None = None,
-             device: str | None = None) -> Pipeline:
+    def load(
+        cls, path_or_name: str | Path = DEFAULT_MODEL, engine: str | None = None, device: str | None = None
+    ) -> Pipeline:
         """Load a saved pipeline from a folder, or a bundled model by name: "en" (English, also
         "default"), "es" (Spanish, MEDDOCAN). A folder of that name with a model in it wins.
         ``engine`` ("fast" or "crfsuite") sets how every CRF component tags, whatever the saved
@@ -732,8 +803,9 @@ class Pipeline:
             # the span typer's params.toml) join its config section, so saving again keeps them.
             pipeline.config[name].update(getattr(pipeline.components[name], "files_settings_", {}))
         if pipeline.meta.get("labels"):
-            warn_unseen_labels(pipeline.components, pipeline.meta["labels"], f"{path}'s training corpus",
-                               taxonomy_aware=True)
+            warn_unseen_labels(
+                pipeline.components, pipeline.meta["labels"], f"{path}'s training corpus", taxonomy_aware=True
+            )
         return pipeline
 
 
@@ -751,8 +823,9 @@ def unseen_labels(components: Mapping[str, Any], labels: Iterable[str]) -> dict[
     return {name: extra for name, extra in found.items() if extra}
 
 
-def warn_unseen_labels(components: Mapping[str, Any], labels: Iterable[str], where: str,
-                       taxonomy_aware: bool = False) -> None:
+def warn_unseen_labels(
+    components: Mapping[str, Any], labels: Iterable[str], where: str, taxonomy_aware: bool = False
+) -> None:
     """Log a warning per component that can predict a label ``where`` (the training corpus) lacks:
     such spans never score as correct against data annotated like it (labels only, no text).
 
@@ -766,8 +839,13 @@ def warn_unseen_labels(components: Mapping[str, Any], labels: Iterable[str], whe
         if foreign:
             log.warning("component %r can predict labels not in %s: %s", name, where, ", ".join(foreign))
         if taxonomy is not None and len(foreign) < len(extra):
-            log.info("component %r can predict labels of the %s taxonomy that %s lacks: %s", name,
-                     taxonomy.name, where, ", ".join(label for label in extra if label not in foreign))
+            log.info(
+                "component %r can predict labels of the %s taxonomy that %s lacks: %s",
+                name,
+                taxonomy.name,
+                where,
+                ", ".join(label for label in extra if label not in foreign),
+            )
 
 
 def model_folder(path_or_name: str | Path = DEFAULT_MODEL) -> Path:

@@ -30,6 +30,7 @@ Viterbi said O. So the threshold only adds:
 wanted; ``NoteReading.spans(t)`` then applies any threshold up to it without tagging again,
 which is what ``Pipeline.predict(note, threshold=t)`` and ``hybriddeid evaluate --sweep`` do.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -116,8 +117,11 @@ class SourceCandidates:
         """Keep the units of ``sequences`` whose P(O) is below ``keep_below``."""
         kept = []
         for seq in sequences:
-            units = [(i, Candidate(*seq.units[i], p, seq.label_probs.get(i, {})))
-                     for i, p in enumerate(seq.p_outside) if p < keep_below]
+            units = [
+                (i, Candidate(*seq.units[i], p, seq.label_probs.get(i, {})))
+                for i, p in enumerate(seq.p_outside)
+                if p < keep_below
+            ]
             if units:
                 kept.append(units)
         self.reads.append((level, kept))
@@ -229,7 +233,12 @@ def widen(text: str, spans: Sequence[Span], runs: Sequence[Run], source: SourceC
     groups: list[list[tuple[int, int, Span | None, Run | None]]] = []
     for item in items:
         last = groups[-1][-1] if groups else None
-        if last is not None and last[1] == item[0] and _inside_token(text, item[0]) and (last[2] is None or item[2] is None):
+        if (
+            last is not None
+            and last[1] == item[0]
+            and _inside_token(text, item[0])
+            and (last[2] is None or item[2] is None)
+        ):
             groups[-1].append(item)
         else:
             groups.append([item])

@@ -9,6 +9,7 @@ detected from the training text (:func:`hybriddeid.core.languages.detect_languag
 ``clusters = "<name>"`` means word clusters built from the training text (plus any extra unlabelled
 folders); they are built once into a cache folder keyed by that text and reused.
 """
+
 from __future__ import annotations
 
 import copy
@@ -36,8 +37,9 @@ def recipe_names() -> tuple[str, ...]:
     folder = shared_resource("recipes")
     if not folder.is_dir():
         return ()
-    return tuple(sorted(entry.name[: -len(RECIPE_SUFFIX)] for entry in folder.iterdir()
-                        if entry.name.endswith(RECIPE_SUFFIX)))
+    return tuple(
+        sorted(entry.name[: -len(RECIPE_SUFFIX)] for entry in folder.iterdir() if entry.name.endswith(RECIPE_SUFFIX))
+    )
 
 
 def recipe_overrides(name: str) -> dict[str, Any]:
@@ -114,26 +116,35 @@ def training_config(
     level = logging.WARNING if source.startswith("the default") else logging.INFO
     log.log(level, "language %s (%s; %s)", chosen, source, guess.reason())
     if guess.code is not None and guess.code != chosen:
-        log.warning("the training text looks like language %s, but the pipeline is set to %s (%s)",
-                    guess.code, chosen, source)
+        log.warning(
+            "the training text looks like language %s, but the pipeline is set to %s (%s)", guess.code, chosen, source
+        )
     _build_recipe_clusters(config, from_recipe, from_file, cluster_folders, chosen, cache)
     return config
 
 
 def _build_recipe_clusters(
-    config: dict[str, Any], from_recipe: Mapping[str, Any], from_file: Mapping[str, Any],
-    folders: Sequence[Path], language: str, cache: Path | None,
+    config: dict[str, Any],
+    from_recipe: Mapping[str, Any],
+    from_file: Mapping[str, Any],
+    folders: Sequence[Path],
+    language: str,
+    cache: Path | None,
 ) -> None:
     """Point every section whose clusters come from the recipe (a bare name) at clusters built
     from ``folders``' text, building them into the cache unless already there."""
-    sections = [name for name, values in from_recipe.items()
-                if isinstance(values, Mapping) and values.get("clusters")
-                and "clusters" not in from_file.get(name, {})]
+    sections = [
+        name
+        for name, values in from_recipe.items()
+        if isinstance(values, Mapping) and values.get("clusters") and "clusters" not in from_file.get(name, {})
+    ]
     if not sections:
         return
     if not folders:
-        raise ValueError(f"the recipe's sections {sections} name word clusters, built from the training notes: "
-                         "give the folders of notes to build them from")
+        raise ValueError(
+            f"the recipe's sections {sections} name word clusters, built from the training notes: "
+            "give the folders of notes to build them from"
+        )
     from hybriddeid.knowledge.build import build_clusters, note_sequences, read_texts
 
     texts = read_texts(list(folders))
@@ -144,8 +155,12 @@ def _build_recipe_clusters(
     if (folder / "meta.json").is_file():  # written last: the folder is whole
         log.info("word clusters: reusing %s (built earlier from the same %d notes)", folder, len(texts))
     else:
-        log.info("word clusters: building from the text of %d notes in %s into %s", len(texts),
-                 ", ".join(str(f) for f in folders), folder)
+        log.info(
+            "word clusters: building from the text of %d notes in %s into %s",
+            len(texts),
+            ", ".join(str(f) for f in folders),
+            folder,
+        )
         tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
         build_clusters(note_sequences(texts), language).to_disk(tmp)
         try:

@@ -7,6 +7,7 @@ becomes a threshold, and ``Sweep.caution`` the one place that judges what it cos
 (both, the caution logged as a warning) is what ``hybriddeid evaluate --sweep --recall-target``
 prints and ``annotate`` / ``deid --recall-target --sweep-file`` apply.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,14 +50,22 @@ class SweepPoint:
     pred_spans: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "binary_token": self.binary_token.to_dict(),
-                "strict": self.strict.to_dict(), "pred_spans": self.pred_spans}
+        return {
+            "threshold": self.threshold,
+            "binary_token": self.binary_token.to_dict(),
+            "strict": self.strict.to_dict(),
+            "pred_spans": self.pred_spans,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepPoint:
         threshold = data["threshold"]
-        return cls(None if threshold is None else check_threshold(threshold), PRF(**data["binary_token"]),
-                   PRF(**data["strict"]), int(data["pred_spans"]))
+        return cls(
+            None if threshold is None else check_threshold(threshold),
+            PRF(**data["binary_token"]),
+            PRF(**data["strict"]),
+            int(data["pred_spans"]),
+        )
 
 
 def _label(threshold: float | None) -> str:
@@ -84,8 +93,14 @@ class Sweep:
         reaching = [point for point in self.points if point.binary_token.recall >= recall_target]
         if not reaching:
             return None
-        return min(reaching, key=lambda p: (-p.binary_token.precision, -p.binary_token.recall,
-                                            -1.0 if p.threshold is None else p.threshold))
+        return min(
+            reaching,
+            key=lambda p: (
+                -p.binary_token.precision,
+                -p.binary_token.recall,
+                -1.0 if p.threshold is None else p.threshold,
+            ),
+        )
 
     @property
     def unset_point(self) -> SweepPoint | None:
@@ -107,15 +122,19 @@ class Sweep:
         if recall_target >= RECALL_TARGET_CEILING:
             reasons.append(f"recall target {shown_probability(recall_target)} asks the model to miss next to no PHI")
         if base and precision < PRECISION_KEPT_FLOOR * base:
-            reasons.append(f"threshold {_label(point.threshold)} keeps less than {PRECISION_KEPT_FLOOR:.0%} of the "
-                           "model's precision")
+            reasons.append(
+                f"threshold {_label(point.threshold)} keeps less than {PRECISION_KEPT_FLOOR:.0%} of the "
+                "model's precision"
+            )
         if not reasons:
             return None
         against = f" against {base:.4f} without a threshold" if base is not None else ""
-        return (f"{' and '.join(reasons)}: on the sweep's {self.documents} notes threshold {_label(point.threshold)} "
-                f"gives binary token precision {precision:.4f}{against}, so about {1.0 - precision:.0%} of the tokens "
-                "it flags are not PHI and their clinical text will be replaced; choose a lower recall target if "
-                "that is too much")
+        return (
+            f"{' and '.join(reasons)}: on the sweep's {self.documents} notes threshold {_label(point.threshold)} "
+            f"gives binary token precision {precision:.4f}{against}, so about {1.0 - precision:.0%} of the tokens "
+            "it flags are not PHI and their clinical text will be replaced; choose a lower recall target if "
+            "that is too much"
+        )
 
     def pick(self, recall_target: float) -> SweepPoint | None:
         """``choose``, with its ``caution`` logged as a warning: what every command that turns a recall
@@ -133,10 +152,12 @@ class Sweep:
         point = self.pick(recall_target)
         if point is None:
             best = max(self.points, key=lambda p: p.binary_token.recall)
-            raise ValueError(f"no threshold in the sweep reaches binary token recall "
-                             f"{shown_probability(recall_target)} (the highest is "
-                             f"{best.binary_token.recall:.4f}, at threshold {_label(best.threshold)}); sweep higher "
-                             "thresholds (evaluate --sweep --thresholds) or lower the target")
+            raise ValueError(
+                f"no threshold in the sweep reaches binary token recall "
+                f"{shown_probability(recall_target)} (the highest is "
+                f"{best.binary_token.recall:.4f}, at threshold {_label(best.threshold)}); sweep higher "
+                "thresholds (evaluate --sweep --thresholds) or lower the target"
+            )
         return NO_THRESHOLD if point.threshold is None else point.threshold
 
     def check_model(self, pipeline: Pipeline, name: str) -> None:
@@ -144,8 +165,10 @@ class Sweep:
         another model's thresholds would not give the recall the sweep promises."""
         trained_at = str(pipeline.meta.get("trained_at", ""))
         if self.model_trained_at and trained_at and trained_at != self.model_trained_at:
-            raise ValueError(f"the sweep was made with model {self.model!r} (trained {self.model_trained_at}), not "
-                             f"with {name!r} (trained {trained_at}); run evaluate --sweep with this model")
+            raise ValueError(
+                f"the sweep was made with model {self.model!r} (trained {self.model_trained_at}), not "
+                f"with {name!r} (trained {trained_at}); run evaluate --sweep with this model"
+            )
 
     # -- output -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -162,10 +185,16 @@ class Sweep:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Sweep:
         seconds = data.get("seconds", {})
-        return cls(tuple(SweepPoint.from_dict(point) for point in data["points"]), str(data.get("model", "")),
-                   str(data.get("model_trained_at", "")), int(data["documents"]), int(data["gold_spans"]),
-                   float(seconds.get("read", 0.0)), float(seconds.get("apply", 0.0)),
-                   str(data.get("phi_set", DEFAULT_PHI_SET)))
+        return cls(
+            tuple(SweepPoint.from_dict(point) for point in data["points"]),
+            str(data.get("model", "")),
+            str(data.get("model_trained_at", "")),
+            int(data["documents"]),
+            int(data["gold_spans"]),
+            float(seconds.get("read", 0.0)),
+            float(seconds.get("apply", 0.0)),
+            str(data.get("phi_set", DEFAULT_PHI_SET)),
+        )
 
     def save(self, path: Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
@@ -190,8 +219,10 @@ class Sweep:
         ]
         for point in self.points:
             b, s = point.binary_token, point.strict
-            lines.append(f"{_label(point.threshold):<11}{b.precision:7.4f} {b.recall:7.4f} {b.f1:7.4f}  "
-                         f"{s.precision:7.4f} {s.recall:7.4f} {s.f1:7.4f}  {point.pred_spans:>6}")
+            lines.append(
+                f"{_label(point.threshold):<11}{b.precision:7.4f} {b.recall:7.4f} {b.f1:7.4f}  "
+                f"{s.precision:7.4f} {s.recall:7.4f} {s.f1:7.4f}  {point.pred_spans:>6}"
+            )
         return "\n".join(lines)
 
     def plot(self, path: Path, chosen: SweepPoint | None = None) -> None:
@@ -205,16 +236,29 @@ class Sweep:
             raise ImportError("--plot needs matplotlib: pip install 'hybriddeid[plot]'") from None
         figure, axes = plt.subplots(figsize=(6.4, 4.8))
         curve = [point for point in self.points if point.threshold is not None]
-        axes.plot([p.binary_token.recall for p in curve], [p.binary_token.precision for p in curve], "o-", label="threshold")
+        axes.plot(
+            [p.binary_token.recall for p in curve], [p.binary_token.precision for p in curve], "o-", label="threshold"
+        )
         for point in curve:
-            axes.annotate(_label(point.threshold), (point.binary_token.recall, point.binary_token.precision),
-                          textcoords="offset points", xytext=(4, 4), fontsize=7)
+            axes.annotate(
+                _label(point.threshold),
+                (point.binary_token.recall, point.binary_token.precision),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+            )
         for point in self.points:
             if point.threshold is None:
                 axes.plot(point.binary_token.recall, point.binary_token.precision, "s", color="black", label="unset")
         if chosen is not None:
-            axes.plot(chosen.binary_token.recall, chosen.binary_token.precision, "*", markersize=14, color="red",
-                      label=f"chosen ({_label(chosen.threshold)})")
+            axes.plot(
+                chosen.binary_token.recall,
+                chosen.binary_token.precision,
+                "*",
+                markersize=14,
+                color="red",
+                label=f"chosen ({_label(chosen.threshold)})",
+            )
         axes.set_xlabel("binary token recall")
         axes.set_ylabel("binary token precision")
         axes.set_title(f"P(O) threshold sweep: {self.model}, {self.documents} notes")
@@ -236,8 +280,14 @@ def parse_thresholds(text: str) -> tuple[float, ...]:
     return tuple(sorted({check_threshold(value, "each threshold") for value in values}))
 
 
-def run_sweep(pipeline: Pipeline, gold: Iterable[Document], thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
-              model: str = "", progress: bool = False, phi_set: str | None = None) -> Sweep:
+def run_sweep(
+    pipeline: Pipeline,
+    gold: Iterable[Document],
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+    model: str = "",
+    progress: bool = False,
+    phi_set: str | None = None,
+) -> Sweep:
     """Run ``pipeline`` over the gold notes once and score it without a threshold and at each of
     ``thresholds`` (binary token and strict micro), as ``evaluate`` scores it under ``phi_set``
     (default: the pipeline's own; the predictions are that set's, as ``predict`` gives them)."""
@@ -252,10 +302,22 @@ def run_sweep(pipeline: Pipeline, gold: Iterable[Document], thresholds: Sequence
     started = time.perf_counter()
     points = []
     for threshold in [None, *grid]:
-        pred = [doc.with_spans(pipeline.within_phi_set(doc, reading.spans(threshold), phi_set))
-                for doc, reading in zip(gold, readings)]
+        pred = [
+            doc.with_spans(pipeline.within_phi_set(doc, reading.spans(threshold), phi_set))
+            for doc, reading in zip(gold, readings)
+        ]
         report = evaluate(gold, pred, phi_set=phi_set)
         scores = {criterion: report.score(criterion) for criterion in SWEEP_CRITERIA}
-        points.append(SweepPoint(threshold, scores["binary_token"], scores["strict"], sum(len(doc.spans) for doc in pred)))
-    return Sweep(tuple(points), model, str(pipeline.meta.get("trained_at", "")), len(gold),
-                 sum(len(doc.spans) for doc in gold), read_seconds, time.perf_counter() - started, phi_set)
+        points.append(
+            SweepPoint(threshold, scores["binary_token"], scores["strict"], sum(len(doc.spans) for doc in pred))
+        )
+    return Sweep(
+        tuple(points),
+        model,
+        str(pipeline.meta.get("trained_at", "")),
+        len(gold),
+        sum(len(doc.spans) for doc in gold),
+        read_seconds,
+        time.perf_counter() - started,
+        phi_set,
+    )

@@ -8,6 +8,7 @@ Corrections are a BRAT folder (``NAME.txt`` + ``NAME.ann``: the spans the review
 changed; rejected ones left out) that ``hybriddeid train --train`` reads as it is. Who reviewed what
 and when sits beside them in ``.reviews.json``, hidden so that readers skip it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,8 +70,13 @@ class ReadNote:
         return total
 
 
-def read_folder(pipeline: Pipeline, folder: Path, settings: NoteSettings = NoteSettings(),
-                encoding: str = "utf-8", gold: bool = False) -> tuple[list[ReadNote], list[Document], int]:
+def read_folder(
+    pipeline: Pipeline,
+    folder: Path,
+    settings: NoteSettings = NoteSettings(),
+    encoding: str = "utf-8",
+    gold: bool = False,
+) -> tuple[list[ReadNote], list[Document], int]:
     """Every note of ``folder`` read by ``pipeline`` (``process_notes`` with token chances), its gold
     or reviewed spans alongside when ``gold`` (else the files' annotations are not read), and the
     number of files that could not be read or processed (each named in a log line with a description
@@ -97,8 +103,9 @@ def read_folder(pipeline: Pipeline, folder: Path, settings: NoteSettings = NoteS
     return read, given, failed
 
 
-def reviewed_sample(pipeline: Pipeline, folder: Path, settings: NoteSettings = NoteSettings(),
-                    encoding: str = "utf-8") -> tuple[Reviewed, dict[str, str]]:
+def reviewed_sample(
+    pipeline: Pipeline, folder: Path, settings: NoteSettings = NoteSettings(), encoding: str = "utf-8"
+) -> tuple[Reviewed, dict[str, str]]:
     """The reviewed notes of ``folder`` (a corrections folder or any annotated one) as calibration
     data: the model's untagged tokens and whether the reviewer's spans hold them; and each reviewed
     note's text by name (a note of the estimated folder with the same name and text was reviewed)."""
@@ -107,13 +114,17 @@ def reviewed_sample(pipeline: Pipeline, folder: Path, settings: NoteSettings = N
     return sample, {doc.name: doc.text for doc in reviewed}
 
 
-def folder_risk(notes: Sequence[ReadNote], reviewed: Reviewed | None = None, method: str = AUTO,
-                corrected: Collection[str] = ()) -> RiskEstimate:
+def folder_risk(
+    notes: Sequence[ReadNote], reviewed: Reviewed | None = None, method: str = AUTO, corrected: Collection[str] = ()
+) -> RiskEstimate:
     """The residual-risk estimate of ``notes`` (``risk.estimate``), spans as each note holds them. A
     note named in ``corrected`` was reviewed: it is released as its reviewer corrected it, so none
     of its tokens counts as possibly missed (its tokens still count in the per-1,000 rate)."""
-    return estimate([(note.name, len(note.chances), [] if note.name in corrected else note.untagged())
-                     for note in notes], reviewed, method)
+    return estimate(
+        [(note.name, len(note.chances), [] if note.name in corrected else note.untagged()) for note in notes],
+        reviewed,
+        method,
+    )
 
 
 def most_informative(notes: Iterable[ReadNote], count: int) -> list[ReadNote]:
@@ -179,8 +190,15 @@ class Corrections:
         finally:
             os.close(fd)
 
-    def save(self, doc: Document, spans: Sequence[Span], reviewer: str, done: bool,
-             decisions: dict[str, int] | None = None, version: int | None = None) -> dict[str, Any]:
+    def save(
+        self,
+        doc: Document,
+        spans: Sequence[Span],
+        reviewer: str,
+        done: bool,
+        decisions: dict[str, int] | None = None,
+        version: int | None = None,
+    ) -> dict[str, Any]:
         """Write ``doc``'s corrected ``spans`` as BRAT and record ``reviewer``, the time and whether
         the whole note is reviewed (``done``); returns the note's record, whose ``version`` counts the
         saves. With ``version`` (the one the reviewer's page was opened on), ``StaleSave`` when the note
@@ -189,19 +207,25 @@ class Corrections:
             current = self.version(doc.name)
             if version is not None and version != current:
                 saved = self.reviews.get(doc.name, {})
-                raise StaleSave(f"this note was saved again since you opened it (by {saved.get('reviewer', 'unknown')} "
-                                f"at {saved.get('saved_at', '?')}; version {current}, yours {version}): "
-                                "reload it to see those corrections, then make yours again")
+                raise StaleSave(
+                    f"this note was saved again since you opened it (by {saved.get('reviewer', 'unknown')} "
+                    f"at {saved.get('saved_at', '?')}; version {current}, yours {version}): "
+                    "reload it to see those corrections, then make yours again"
+                )
             kept = Document(doc.name, doc.text, tuple(Span(s.start, s.end, s.label, "review", 1.0) for s in spans))
             write_document(kept, self.folder, "brat")
             self._read.pop(doc.name, None)  # read back as written on the next ``spans``
-            record = {"reviewer": reviewer, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      "reviewed": bool(done), "spans": len(spans), "version": current + 1}
+            record = {
+                "reviewer": reviewer,
+                "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "reviewed": bool(done),
+                "spans": len(spans),
+                "version": current + 1,
+            }
             if decisions:
                 record["decisions"] = dict(decisions)
             self.reviews[doc.name] = record
-            atomic_write_text(self.folder / REVIEWS_FILE,
-                              json.dumps({"notes": self.reviews}, indent=1, sort_keys=True))
+            atomic_write_text(self.folder / REVIEWS_FILE, json.dumps({"notes": self.reviews}, indent=1, sort_keys=True))
         return record
 
     def reviewed(self, name: str) -> bool:

@@ -11,6 +11,7 @@ The notes are read once at start through ``folders.read_folder`` (``processing.p
 the spans ``annotate`` writes) and corrections go to ``folders.Corrections``. Note text only ever
 travels to the page, never to the terminal or the log.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -67,8 +68,9 @@ class ReviewState:
         model's spans); for those notes the risk is what their corrections left: none counted."""
         reviewed = [note for note in self.notes if self.corrections.reviewed(note.name)]
         sample = Reviewed.collect([(note.chances, note.doc.spans, self.saved(note) or []) for note in reviewed])
-        self.risk = folder_risk(self.notes, sample if reviewed else None, self.calibration,
-                                corrected={note.name for note in reviewed})
+        self.risk = folder_risk(
+            self.notes, sample if reviewed else None, self.calibration, corrected={note.name for note in reviewed}
+        )
         self.note_risks = {n.name: n for n in self.risk.notes}
         if not self.queue:
             order = sorted(self.notes, key=lambda note: -self.note_risks[note.name].expected_missed)
@@ -80,11 +82,18 @@ class ReviewState:
         for name in self.queue:
             note = self.by_name[name]
             spans = note.doc.spans
-            items.append({"name": name, "risk": risks[name].expected_missed, "per_1000": risks[name].per_1000,
-                          "spans": len(spans), "labels": sorted({s.label for s in spans}),
-                          "min_score": min((s.score for s in spans), default=1.0),
-                          "reviewed": self.corrections.reviewed(name),
-                          "saved": name in self.corrections.reviews})
+            items.append(
+                {
+                    "name": name,
+                    "risk": risks[name].expected_missed,
+                    "per_1000": risks[name].per_1000,
+                    "spans": len(spans),
+                    "labels": sorted({s.label for s in spans}),
+                    "min_score": min((s.score for s in spans), default=1.0),
+                    "reviewed": self.corrections.reviewed(name),
+                    "saved": name in self.corrections.reviews,
+                }
+            )
         risk = self.risk.to_dict()
         risk.pop("notes")
         return {"notes": items, "risk": risk, "labels": self.labels, "categories": self.categories}
@@ -111,14 +120,23 @@ class ReviewState:
                 if not any(s.overlaps(x) for x in saved):  # a span kept as it was overlaps itself
                     spans.append(_span_view(s, "rejected"))
             spans.sort(key=lambda view: view["start"])
-        chances = [{"start": c.start, "end": c.end, "p_o": 1.0 - c.p_phi, "label": c.label}
-                   for c in note.untagged() if c.p_phi >= MIN_SHOWN_CHANCE]
+        chances = [
+            {"start": c.start, "end": c.end, "p_o": 1.0 - c.p_phi, "label": c.label}
+            for c in note.untagged()
+            if c.p_phi >= MIN_SHOWN_CHANCE
+        ]
         record = self.corrections.reviews.get(name, {})
         risk = self.note_risks[name]
-        return {"name": name, "text": note.doc.text, "spans": spans, "chances": chances,
-                "reviewed": bool(record.get("reviewed")), "record": record,
-                "version": self.corrections.version(name),
-                "risk": {"expected_missed": risk.expected_missed, "per_1000": risk.per_1000, "per_type": risk.per_type}}
+        return {
+            "name": name,
+            "text": note.doc.text,
+            "spans": spans,
+            "chances": chances,
+            "reviewed": bool(record.get("reviewed")),
+            "record": record,
+            "version": self.corrections.version(name),
+            "risk": {"expected_missed": risk.expected_missed, "per_1000": risk.per_1000, "per_type": risk.per_type},
+        }
 
     def save(self, name: str, body: Any) -> dict[str, Any]:
         note = self.by_name[name]
@@ -205,9 +223,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(status, json.dumps(data).encode("utf-8"), "application/json; charset=utf-8")
 
     def _refuse(self) -> None:
-        self._send(403, b"<!doctype html><title>hybriddeid review</title><h1>403: no valid token</h1>"
-                        b"<p>Open the address with its token that <code>hybriddeid review</code> printed.</p>",
-                   "text/html; charset=utf-8")
+        self._send(
+            403,
+            b"<!doctype html><title>hybriddeid review</title><h1>403: no valid token</h1>"
+            b"<p>Open the address with its token that <code>hybriddeid review</code> printed.</p>",
+            "text/html; charset=utf-8",
+        )
 
     # -- routes -------------------------------------------------------------------------------
     def do_GET(self) -> None:
@@ -305,12 +326,19 @@ class ReviewServer(http.server.ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/?token={self.token}"
 
 
-def build_state(pipeline: Any, notes: list[ReadNote], corrections: Corrections, calibration: str = AUTO,
-                next_count: int | None = None) -> ReviewState:
+def build_state(
+    pipeline: Any,
+    notes: list[ReadNote],
+    corrections: Corrections,
+    calibration: str = AUTO,
+    next_count: int | None = None,
+) -> ReviewState:
     """The review of ``notes``: ordered by risk, or with ``next_count`` the notes not yet reviewed
     whose review would teach the model most (``folders.most_informative``), in that order."""
     labels = sorted(pipeline.labels)
-    state = ReviewState(notes, corrections, labels, {label: pipeline.taxonomy.category(label) for label in labels}, calibration)
+    state = ReviewState(
+        notes, corrections, labels, {label: pipeline.taxonomy.category(label) for label in labels}, calibration
+    )
     if next_count is not None:
         pending = [note for note in notes if not corrections.reviewed(note.name)]
         state.queue = [note.name for note in most_informative(pending, next_count)]

@@ -13,6 +13,7 @@ and the documents are kept for the units to run, up to ``HELD_CHARACTERS`` of no
 planned past that budget are read again when their unit runs, so a run over millions of notes
 holds a bounded amount of text, at the price of a second read of those files only.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -182,8 +183,11 @@ def _refuse_nested_runs(folder: Path) -> None:
         holder = _live_holder(other / LOCK_FILE)
         if holder is not None:
             where = "holds" if folder in other.parents else "lies inside"
-            raise InputError(folder, f"{where} the output folder {shown_path(other)} of another run ({holder}); "
-                                     "wait for it to end or stop it, or use a folder outside it")
+            raise InputError(
+                folder,
+                f"{where} the output folder {shown_path(other)} of another run ({holder}); "
+                "wait for it to end or stop it, or use a folder outside it",
+            )
 
 
 def _locked_inside(folder: Path) -> Iterator[Path]:
@@ -227,16 +231,20 @@ def _take_lock(lock_path: Path) -> int:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise InputError(lock_path.parent, "cannot write into this output folder "
-                                               f"({exc.strerror or type(exc).__name__})") from None
+            raise InputError(
+                lock_path.parent, f"cannot write into this output folder ({exc.strerror or type(exc).__name__})"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             holder = _lock_record(fd) or "no record"
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EACCES):
-                raise InputError(lock_path.parent, f"another run is writing into this folder ({holder}); "
-                                                   "wait for it to end or stop it, or use another output folder") from None
+                raise InputError(
+                    lock_path.parent,
+                    f"another run is writing into this folder ({holder}); "
+                    "wait for it to end or stop it, or use another output folder",
+                ) from None
             raise InputError(lock_path.parent, f"cannot lock this output folder ({exc.strerror})") from None
         try:  # the file may have been unlinked by the run that held it: lock the one on disk
             same = os.path.samestat(os.fstat(fd), os.stat(lock_path))
@@ -247,8 +255,9 @@ def _take_lock(lock_path: Path) -> int:
             continue
         stale = _lock_record(fd)
         if stale is not None:
-            log.warning("%s: taking over the lock of a run that ended without releasing it (%s)",
-                        lock_path.parent, stale)
+            log.warning(
+                "%s: taking over the lock of a run that ended without releasing it (%s)", lock_path.parent, stale
+            )
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         try:
             os.ftruncate(fd, 0)
@@ -415,7 +424,11 @@ class BatchResult:
         """Count ``other`` (the run of another folder of one ``--recursive`` run) in this result."""
         self.written.extend(other.written)
         self.skipped.extend(other.skipped)
-        for mine, theirs in ((self.failed, other.failed), (self.problems, other.problems), (self.left_out, other.left_out)):
+        for mine, theirs in (
+            (self.failed, other.failed),
+            (self.problems, other.problems),
+            (self.left_out, other.left_out),
+        ):
             mine.extend(theirs)
 
     def problem(self, path: Path, problem: str) -> None:
@@ -449,14 +462,20 @@ def check_folders(in_dir: Path, out_dir: Path) -> None:
     if not in_dir.exists():
         raise InputError(in_dir, "does not exist" + (" (or is a link to nothing)" if in_dir.is_symlink() else ""))
     if not in_dir.is_dir():
-        raise InputError(in_dir, "is not a folder (a table file is read by its extension: .csv, .tsv, .parquet, "
-                                 ".jsonl; a note file goes in a folder)")
+        raise InputError(
+            in_dir,
+            "is not a folder (a table file is read by its extension: .csv, .tsv, .parquet, "
+            ".jsonl; a note file goes in a folder)",
+        )
     inside, outside = in_dir.resolve(), out_dir.resolve()
     if outside == inside:
         raise InputError(out_dir, "output directory must differ from the input directory")
     if outside.is_relative_to(inside):
-        raise InputError(out_dir, f"output directory lies inside the input directory {in_dir}; "
-                                  "outputs are never written into the input folder")
+        raise InputError(
+            out_dir,
+            f"output directory lies inside the input directory {in_dir}; "
+            "outputs are never written into the input folder",
+        )
     if inside.is_relative_to(outside):
         raise InputError(out_dir, f"output directory holds the input directory {in_dir}; choose another one")
 
@@ -469,12 +488,21 @@ def check_writable(folder: Path) -> None:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         probe.unlink()
     except OSError as exc:
-        raise InputError(folder, f"cannot write into this output folder ({exc.strerror or type(exc).__name__})") from None
+        raise InputError(
+            folder, f"cannot write into this output folder ({exc.strerror or type(exc).__name__})"
+        ) from None
 
 
-def run_tree(in_dir: Path, out_dir: Path, run_folder: Callable[[Inputs, Path], BatchResult], in_format: str = "auto",
-             encoding: str = "utf-8", follow_symlinks: bool = False, spans: bool = True,
-             reserved: str | None = None) -> BatchResult:
+def run_tree(
+    in_dir: Path,
+    out_dir: Path,
+    run_folder: Callable[[Inputs, Path], BatchResult],
+    in_format: str = "auto",
+    encoding: str = "utf-8",
+    follow_symlinks: bool = False,
+    spans: bool = True,
+    reserved: str | None = None,
+) -> BatchResult:
     """A ``--recursive`` run: ``run_folder(inputs, out)`` for ``in_dir`` and each folder below it
     (``scan_tree``: one format for the whole tree), ``out`` the same folder below ``out_dir``, all under
     ``out_dir``'s lock; one result for the tree. A folder named ``reserved`` (``deid``'s ``audit``)
@@ -489,8 +517,13 @@ def run_tree(in_dir: Path, out_dir: Path, run_folder: Callable[[Inputs, Path], B
             rel = inputs.folder.relative_to(in_dir)
             if reserved is not None and reserved in rel.parts:
                 if rel.name == reserved:  # told once, for the folder itself
-                    total.left_out.append((inputs.folder, f"a folder named {reserved!r}, whose output would be the "
-                                                          "run's own folder of that name; rename it to have it read"))
+                    total.left_out.append(
+                        (
+                            inputs.folder,
+                            f"a folder named {reserved!r}, whose output would be the "
+                            "run's own folder of that name; rename it to have it read",
+                        )
+                    )
                     log.warning("%s: not taken: a folder named %r (the run's own folder of that name)", rel, reserved)
                 continue
             if not inputs.paths:
@@ -541,9 +574,17 @@ def run_batch(
     same folder below ``out_dir`` (``run_tree``).
     """
     if recursive and isinstance(in_dir, (str, Path)):
-        return run_tree(Path(in_dir), Path(out_dir), lambda inputs, out: run_batch(
-            inputs, out, transform, out_format, overwrite=overwrite, progress=progress, jobs=jobs, limits=limits),
-            in_format, encoding, follow_symlinks, getattr(transform, "needs_spans", True))
+        return run_tree(
+            Path(in_dir),
+            Path(out_dir),
+            lambda inputs, out: run_batch(
+                inputs, out, transform, out_format, overwrite=overwrite, progress=progress, jobs=jobs, limits=limits
+            ),
+            in_format,
+            encoding,
+            follow_symlinks,
+            getattr(transform, "needs_spans", True),
+        )
     if isinstance(in_dir, (str, Path, Inputs)):
         check_folders(in_dir.folder if isinstance(in_dir, Inputs) else in_dir, out_dir)
     else:
@@ -557,9 +598,17 @@ def run_batch(
         processor = transform
     with output_lock(out_dir), stop_on_signals():
         check_writable(out_dir)
-        inputs = in_dir if not isinstance(in_dir, (str, Path)) else scan_inputs(
-            in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
-            spans=getattr(processor, "needs_spans", True))
+        inputs = (
+            in_dir
+            if not isinstance(in_dir, (str, Path))
+            else scan_inputs(
+                in_dir,
+                in_format,
+                encoding=encoding,
+                follow_symlinks=follow_symlinks,
+                spans=getattr(processor, "needs_spans", True),
+            )
+        )
         remove_temp_files(out_dir)
         result = BatchResult(left_out=list(getattr(inputs, "left_out", ())))
         root = getattr(inputs, "root", None)
@@ -582,8 +631,16 @@ def _sort(result: BatchResult) -> None:
     result.failed.sort()
 
 
-def _run_all(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, progress: bool, jobs: int,
-             limits: Limits, result: BatchResult) -> None:
+def _run_all(
+    inputs: Inputs | NoteSource,
+    out_dir: Path,
+    processor: BatchProcessor,
+    overwrite: bool,
+    progress: bool,
+    jobs: int,
+    limits: Limits,
+    result: BatchResult,
+) -> None:
     """Plan the units, skip the done ones, run the others; ``result`` gets each file as it ends."""
     fmt = inputs.format
     notes: dict[Path, int] = {}
@@ -635,9 +692,14 @@ def _progress_bar(total: int, shown: bool) -> Iterator[Any]:
         yield bar
 
 
-def _plan(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor, overwrite: bool, result: BatchResult,
-          notes: dict[Path, int]) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document] | Inputs | NoteSource],
-                                           dict[str, Path]]:
+def _plan(
+    inputs: Inputs | NoteSource,
+    out_dir: Path,
+    processor: BatchProcessor,
+    overwrite: bool,
+    result: BatchResult,
+    notes: dict[Path, int],
+) -> tuple[list[list[Path]], dict[Path, bool], dict[Path, list[Document] | Inputs | NoteSource], dict[str, Path]]:
     """Read every input once: the units to run (files joined by shared keys), which files are done,
     the documents of each file that can be processed (those read while the text kept stays within
     ``HELD_CHARACTERS``; the others are read again by their unit) and each note's file by its name.
@@ -649,13 +711,21 @@ def _plan(inputs: Inputs | NoteSource, out_dir: Path, processor: BatchProcessor,
     names: dict[str, Path] = {}  # outputs and audits are named by note: one name, one note
     for path, items in inputs:
         if isinstance(items, InputError):
-            _fail(result, items.path if items.path.parent == path.parent else path, items.problem,  # the file at fault
-                  processor)
+            _fail(
+                result,
+                items.path if items.path.parent == path.parent else path,
+                items.problem,  # the file at fault
+                processor,
+            )
             continue
         taken = next((doc.name for doc in items if names.get(doc.name, path) != path), None)
         if taken is not None:
-            _fail(result, path, f"note name {_shown_name(processor, taken)!r} is already used by "
-                                f"{shown_file(processor, names[taken])}", processor)
+            _fail(
+                result,
+                path,
+                f"note name {_shown_name(processor, taken)!r} is already used by {shown_file(processor, names[taken])}",
+                processor,
+            )
             continue
         names.update((doc.name, path) for doc in items)
         try:
@@ -800,9 +870,16 @@ class _Committer:
                     self._send(("done", number, problem, False))
 
 
-def _worker_main(conn: Connection, processor: BatchProcessor, out_dir: Path, fmt: str,
-                 docs: dict[Path, list[Document] | Inputs | NoteSource], source: Inputs | NoteSource | None,
-                 memory_mb: int | None, parent_pid: int) -> None:
+def _worker_main(
+    conn: Connection,
+    processor: BatchProcessor,
+    out_dir: Path,
+    fmt: str,
+    docs: dict[Path, list[Document] | Inputs | NoteSource],
+    source: Inputs | NoteSource | None,
+    memory_mb: int | None,
+    parent_pid: int,
+) -> None:
     """A worker: unit after unit from ``conn`` until None or the pipe closes; it ends with its parent.
     ``source`` reads a unit's files again when ``docs`` does not hold them (a unit run again)."""
     for sig in STOP_SIGNALS:  # stopping is the parent's to handle; it ends the workers
@@ -865,9 +942,15 @@ def address_space() -> int:
         return 0
 
 
-def _work(processor: BatchProcessor, out_dir: Path, fmt: str, docs: dict[Path, list[Document] | Inputs | NoteSource],
-          source: Inputs | NoteSource | None, unit: list[Path],
-          stage: bool) -> tuple[str | None, bool, list[tuple[Path, Path]] | None]:
+def _work(
+    processor: BatchProcessor,
+    out_dir: Path,
+    fmt: str,
+    docs: dict[Path, list[Document] | Inputs | NoteSource],
+    source: Inputs | NoteSource | None,
+    unit: list[Path],
+    stage: bool,
+) -> tuple[str | None, bool, list[tuple[Path, Path]] | None]:
     """Process one unit: (the problem as one safe line or None when it worked, whether the worker must
     be replaced: after a MemoryError its state cannot be trusted, and with ``stage`` the outputs staged
     for ``commit_writes`` when it worked)."""
@@ -899,9 +982,15 @@ def describe_death(exitcode: int | None, memory_mb: int | None) -> str:
             name = signal.Signals(number).name
         except ValueError:
             name = "unknown signal"
-        hint = "; the system may have run out of memory" if number == signal.SIGKILL else (
-            f"; it may have hit the memory limit of {memory_mb} MB" if memory_mb is not None and number in (
-                signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS) else "")
+        hint = (
+            "; the system may have run out of memory"
+            if number == signal.SIGKILL
+            else (
+                f"; it may have hit the memory limit of {memory_mb} MB"
+                if memory_mb is not None and number in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS)
+                else ""
+            )
+        )
         return f"worker crashed ({name}, signal {number}){hint}"
     return f"worker exited (status {exitcode}) before finishing"
 
@@ -914,9 +1003,17 @@ def _setup_problem(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path, fmt: str,
-               docs: dict[Path, list[Document] | Inputs | NoteSource], jobs: int, limits: Limits,
-               notes: dict[Path, int], source: Inputs | NoteSource | None = None) -> Iterator[tuple[list[Path], str | None]]:
+def _run_units(
+    units: list[list[Path]],
+    processor: BatchProcessor,
+    out_dir: Path,
+    fmt: str,
+    docs: dict[Path, list[Document] | Inputs | NoteSource],
+    jobs: int,
+    limits: Limits,
+    notes: dict[Path, int],
+    source: Inputs | NoteSource | None = None,
+) -> Iterator[tuple[list[Path], str | None]]:
     """(unit, problem or None) for every unit, in completion order, each run in a worker process.
     ``source`` reads a unit's files again for a unit run again (staged by a worker that then died)."""
     if not units:
@@ -930,8 +1027,9 @@ def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path
 
     def start() -> _Worker:
         parent_end, child_end = context.Pipe()
-        process = context.Process(target=_worker_main, args=(child_end, processor, out_dir, fmt, docs, source,
-                                                              limits.memory_mb, os.getpid()))
+        process = context.Process(
+            target=_worker_main, args=(child_end, processor, out_dir, fmt, docs, source, limits.memory_mb, os.getpid())
+        )
         process.start()
         child_end.close()
         return _Worker(process, parent_end)
@@ -957,9 +1055,13 @@ def _run_units(units: list[list[Path]], processor: BatchProcessor, out_dir: Path
                 workers.clear()
                 continue
             deadlines = [worker.deadline for worker in busy] + [
-                deadline for worker in busy for _, _, deadline in worker.committing.values()]
+                deadline for worker in busy for _, _, deadline in worker.committing.values()
+            ]
             timeout = max(0.0, min(deadlines) - time.monotonic())
-            wait([w.conn for w in busy] + [w.process.sentinel for w in busy], None if timeout == float("inf") else timeout)
+            wait(
+                [w.conn for w in busy] + [w.process.sentinel for w in busy],
+                None if timeout == float("inf") else timeout,
+            )
             for worker in busy:
                 finished, why = _collect(worker, limits)
                 yield from finished

@@ -15,6 +15,7 @@ mapping files) and every message is the note's or file's keyed hash (``hybriddei
 originals serve only to group a patient's notes. Without one, a run whose file names look like PHI
 says so once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -104,7 +105,8 @@ class DeidProcessor:
     folder_scope: str = ""
     # the note texts of the output file last read by ``output_text``, with its (mtime, size)
     _outputs: dict[Path, tuple[tuple[int, int], dict[str, str | None]]] = field(
-        default_factory=dict, init=False, repr=False, compare=False)
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     # every file ``process`` writes is atomic_write_text's (mapping, audit, then outputs, put in place in
     # that order): a worker flushes them in a thread while it de-identifies the next patient (batch.py)
     defers_writes = True
@@ -202,15 +204,23 @@ class DeidProcessor:
         (out_dir / AUDIT_DIR).mkdir(parents=True, exist_ok=True)
         for doc, result in results.values():  # the audit (and mapping) first: an output without one is redone
             if self.mapping_dir is not None:
-                atomic_write_text(mapping_path(self.mapping_dir, doc.name), render_mapping(doc, result.replacements),
-                                  mode=0o600)
-            atomic_write_text(audit_path(out_dir, doc.name, self.audit_format),
-                              audit_lines(doc.name, result.replacements, self.audit_format, self.run_record,
-                                          result.unread_characters))
+                atomic_write_text(
+                    mapping_path(self.mapping_dir, doc.name), render_mapping(doc, result.replacements), mode=0o600
+                )
+            atomic_write_text(
+                audit_path(out_dir, doc.name, self.audit_format),
+                audit_lines(
+                    doc.name, result.replacements, self.audit_format, self.run_record, result.unread_characters
+                ),
+            )
         write_documents([results[out.name][1].document for out in written], out_dir, fmt)
 
-    def deidentified(self, docs: Sequence[Document], written: Sequence[Document] | None = None,
-                     patient_of: Callable[[Document], str] | None = None) -> dict[str, tuple[Document, DeidResult]]:
+    def deidentified(
+        self,
+        docs: Sequence[Document],
+        written: Sequence[Document] | None = None,
+        patient_of: Callable[[Document], str] | None = None,
+    ) -> dict[str, tuple[Document, DeidResult]]:
         """Each note's spans and de-identified result, by its written name (``written``: the notes as they
         are written, default ``docs``): the notes grouped by patient (``patient_of`` each of ``docs``, the
         originals; default ``unit_key``), each patient's through ``process_patient`` together."""
@@ -227,8 +237,9 @@ class DeidProcessor:
                 results[note.document.name] = (note.document, note.deid)
         return results
 
-    def process_patient(self, pipeline: Any, docs: Sequence[Document], settings: NoteSettings,
-                        patient: str) -> list[ProcessedNote]:
+    def process_patient(
+        self, pipeline: Any, docs: Sequence[Document], settings: NoteSettings, patient: str
+    ) -> list[ProcessedNote]:
         """One patient's notes found and de-identified together (``processing.process_notes``); a subclass
         may add to it (``runs.fhir``: a resource's own elements beside its notes)."""
         return process_notes(pipeline, docs, settings, patient)
@@ -247,25 +258,31 @@ class DeidProcessor:
         key = options.key or (self.renamer.key if self.renamer is not None else None)
         renaming = {"rename": self.renamer.mode} if self.renamer is not None else {}  # absent: as before renaming
         return {
-            "mode": options.mode, "language": options.language, "scope": options.scope,
+            "mode": options.mode,
+            "language": options.language,
+            "scope": options.scope,
             "key_fingerprint": Keyed(key).fingerprint() if key else None,
-            "date_shift_days": options.date_shift_days, "keep_years": options.keep_years,
+            "date_shift_days": options.date_shift_days,
+            "keep_years": options.keep_years,
             **({"date_offsets": DATE_OFFSET_RULE} if options.mode == "surrogate" else {}),  # absent: the rule before
-            "cap_ages": options.cap_ages, "truncate_zips": options.truncate_zips,
-            "tag_level": options.tag_level, "mask_char": options.mask_char,
+            "cap_ages": options.cap_ages,
+            "truncate_zips": options.truncate_zips,
+            "tag_level": options.tag_level,
+            "mask_char": options.mask_char,
             **({"unsupported_script": options.unsupported_script} if options.unsupported_script != "keep" else {}),
             "spans": f"model {self.model}" if self.model is not None else "input annotations",
             "phi_set": self.phi_set,
             "phi_threshold": self.threshold,
-            "patients": "map" if self.patients.mapping is not None else ("pattern" if self.patients.pattern else "note"),
+            "patients": "map"
+            if self.patients.mapping is not None
+            else ("pattern" if self.patients.pattern else "note"),
             "audit_format": self.audit_format,
             "mapping_file": self.mapping_dir is not None,
             **renaming,
         }
 
 
-def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool,
-                  manifest: Path | None = None) -> None:
+def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool, manifest: Path | None = None) -> None:
     """Refuse to mix outputs made with other settings (another key, mode...) in one folder, then record
     the settings in ``manifest`` (default ``audit/run.json``; an ``InputError`` naming the file when it
     cannot be written)."""
@@ -277,8 +294,11 @@ def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool,
             previous = {}
         changed = changed_settings(previous, settings)
         if changed:
-            raise InputError(out_dir, f"holds output made with other settings ({', '.join(changed)}); "
-                                      "use another output folder or --overwrite")
+            raise InputError(
+                out_dir,
+                f"holds output made with other settings ({', '.join(changed)}); "
+                "use another output folder or --overwrite",
+            )
     try:
         manifest.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(manifest, json.dumps(dict(settings), indent=2) + "\n")
@@ -286,10 +306,19 @@ def check_out_dir(out_dir: Path, settings: Mapping[str, Any], overwrite: bool,
         raise InputError(manifest, f"cannot write the run's settings ({exc.strerror or type(exc).__name__})") from None
 
 
-def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: str = "auto",
-             overwrite: bool = False, progress: bool = True, jobs: int = 1, limits: Limits = Limits(),
-             encoding: str = "utf-8", follow_symlinks: bool = False,
-             recursive: bool = False) -> tuple[BatchResult, dict[str, Any]]:
+def run_deid(
+    in_dir: Path,
+    out_dir: Path,
+    processor: DeidProcessor,
+    in_format: str = "auto",
+    overwrite: bool = False,
+    progress: bool = True,
+    jobs: int = 1,
+    limits: Limits = Limits(),
+    encoding: str = "utf-8",
+    follow_symlinks: bool = False,
+    recursive: bool = False,
+) -> tuple[BatchResult, dict[str, Any]]:
     """De-identify a folder; returns the batch result and the summary (also written to audit/summary.json).
 
     ``jobs``, ``limits``, ``encoding`` and ``follow_symlinks`` are ``run_batch``'s. The folders are
@@ -305,33 +334,75 @@ def run_deid(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: s
     ``processor.mapping_dir``); a patient's notes are linked within a folder, and by default each
     note is its own patient under its folder and name. ``out_dir/audit/summary.json`` covers the tree."""
     if recursive:
-        return _run_deid_tree(Path(in_dir), Path(out_dir), processor, in_format, overwrite, progress, jobs, limits,
-                              encoding, follow_symlinks)
-    return _run_deid_folder(in_dir, out_dir, processor, in_format, overwrite, progress, jobs, limits, encoding,
-                            follow_symlinks)
+        return _run_deid_tree(
+            Path(in_dir),
+            Path(out_dir),
+            processor,
+            in_format,
+            overwrite,
+            progress,
+            jobs,
+            limits,
+            encoding,
+            follow_symlinks,
+        )
+    return _run_deid_folder(
+        in_dir, out_dir, processor, in_format, overwrite, progress, jobs, limits, encoding, follow_symlinks
+    )
 
 
-def _run_deid_tree(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: str, overwrite: bool,
-                   progress: bool, jobs: int, limits: Limits, encoding: str,
-                   follow_symlinks: bool) -> tuple[BatchResult, dict[str, Any]]:
+def _run_deid_tree(
+    in_dir: Path,
+    out_dir: Path,
+    processor: DeidProcessor,
+    in_format: str,
+    overwrite: bool,
+    progress: bool,
+    jobs: int,
+    limits: Limits,
+    encoding: str,
+    follow_symlinks: bool,
+) -> tuple[BatchResult, dict[str, Any]]:
     """``run_deid`` with ``recursive``: each folder through ``_run_deid_folder``, its mapping folder and
     patients' scope set for it, and one summary of the tree."""
     if processor.renamer is not None:
-        raise InputError(in_dir, "--recursive copies sub-folder names into the output, which --rename would "
-                                 "hide: rename the folders, or run each folder on its own with --rename")
+        raise InputError(
+            in_dir,
+            "--recursive copies sub-folder names into the output, which --rename would "
+            "hide: rename the folders, or run each folder on its own with --rename",
+        )
     mapping_dir, scope = processor.mapping_dir, processor.folder_scope
 
     def run_folder(inputs: Inputs, out: Path) -> BatchResult:
         rel = inputs.folder.relative_to(in_dir)
         processor.mapping_dir = None if mapping_dir is None else Path(mapping_dir) / rel
         processor.folder_scope = "" if rel == Path(".") else rel.as_posix()
-        return _run_deid_folder(inputs.folder, out, processor, in_format, overwrite, progress, jobs, limits, encoding,
-                                follow_symlinks, inputs)[0]
+        return _run_deid_folder(
+            inputs.folder,
+            out,
+            processor,
+            in_format,
+            overwrite,
+            progress,
+            jobs,
+            limits,
+            encoding,
+            follow_symlinks,
+            inputs,
+        )[0]
 
     with output_lock(out_dir):
         try:
-            result = run_tree(in_dir, out_dir, run_folder, in_format, encoding, follow_symlinks, processor.needs_spans,
-                              reserved=AUDIT_DIR)
+            result = run_tree(
+                in_dir,
+                out_dir,
+                run_folder,
+                in_format,
+                encoding,
+                follow_symlinks,
+                processor.needs_spans,
+                reserved=AUDIT_DIR,
+            )
         except Interrupted as stop:
             if stop.result is not None:
                 _write_summary(out_dir, processor, stop.result, in_dir, tree=True)
@@ -341,9 +412,19 @@ def _run_deid_tree(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_for
         return result, _write_summary(out_dir, processor, result, in_dir, tree=True)
 
 
-def _run_deid_folder(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_format: str, overwrite: bool,
-                     progress: bool, jobs: int, limits: Limits, encoding: str, follow_symlinks: bool,
-                     scanned: Inputs | None = None) -> tuple[BatchResult, dict[str, Any]]:
+def _run_deid_folder(
+    in_dir: Path,
+    out_dir: Path,
+    processor: DeidProcessor,
+    in_format: str,
+    overwrite: bool,
+    progress: bool,
+    jobs: int,
+    limits: Limits,
+    encoding: str,
+    follow_symlinks: bool,
+    scanned: Inputs | None = None,
+) -> tuple[BatchResult, dict[str, Any]]:
     """``run_deid`` of one folder (``scanned``: its inputs, as a recursive run found them)."""
     check_folders(in_dir, out_dir)
     in_dir, out_dir = Path(in_dir), Path(out_dir)
@@ -354,11 +435,14 @@ def _run_deid_folder(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_f
         for folder in (out_dir, out_dir / AUDIT_DIR):
             check_writable(folder)
         # each file is read once, by run_batch
-        inputs = scanned or scan_inputs(in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks,
-                                        spans=processor.needs_spans)
+        inputs = scanned or scan_inputs(
+            in_dir, in_format, encoding=encoding, follow_symlinks=follow_symlinks, spans=processor.needs_spans
+        )
         if processor.model is None and inputs.format == "text":
-            raise InputError(in_dir, "plain .txt notes have no annotations to replace; leave out --use-annotations "
-                                     "to find PHI with a model")
+            raise InputError(
+                in_dir,
+                "plain .txt notes have no annotations to replace; leave out --use-annotations to find PHI with a model",
+            )
         if processor.renamer is None:
             warn_of_phi_names(inputs, processor.options.language)
         if processor.mapping_dir is not None:
@@ -373,8 +457,9 @@ def _run_deid_folder(in_dir: Path, out_dir: Path, processor: DeidProcessor, in_f
         remove_temp_files(out_dir / AUDIT_DIR)
         check_out_dir(out_dir, processor.settings(), overwrite)
         try:
-            result = run_batch(inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs,
-                               limits=limits)
+            result = run_batch(
+                inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs, limits=limits
+            )
         except Interrupted as stop:
             for left in (out_dir / AUDIT_DIR, processor.mapping_dir):
                 if left is not None:
@@ -391,14 +476,20 @@ def warn_of_phi_names(inputs: Inputs, language: str) -> int:
     the count."""
     found = phi_like_names((path.stem for path in inputs.paths), language)
     if found:
-        log.warning("%d of %d input file names look like they hold PHI (the %s PHI rules find some in them); "
-                    "outputs, audits and messages copy file names as they are: --rename hash writes and tells "
-                    "them under a keyed hash instead", found, len(inputs.paths), language)
+        log.warning(
+            "%d of %d input file names look like they hold PHI (the %s PHI rules find some in them); "
+            "outputs, audits and messages copy file names as they are: --rename hash writes and tells "
+            "them under a keyed hash instead",
+            found,
+            len(inputs.paths),
+            language,
+        )
     return found
 
 
-def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult, in_dir: Path,
-                   tree: bool = False) -> dict[str, Any]:
+def _write_summary(
+    out_dir: Path, processor: DeidProcessor, result: BatchResult, in_dir: Path, tree: bool = False
+) -> dict[str, Any]:
     """The run's summary (files done, replacements by label and kind, the entries of ``in_dir`` not
     taken), written to audit/summary.json; with ``tree``, of every ``audit/`` below ``out_dir`` too."""
     pattern = f"*.{processor.audit_format}"
@@ -411,17 +502,30 @@ def _write_summary(out_dir: Path, processor: DeidProcessor, result: BatchResult,
             continue
         counts.append(note_counts)
         unread.append(note_unread)
-    files = {"written": len(result.written), "skipped": len(result.skipped), "failed": len(result.failed),
-             "not_taken": len(result.left_out)}
+    files = {
+        "written": len(result.written),
+        "skipped": len(result.skipped),
+        "failed": len(result.failed),
+        "not_taken": len(result.left_out),
+    }
     # each input entry the run did not take, by name (hashed with --rename) and why; never a note's text
     left_out = [{"file": shown_entry(processor, path, in_dir), "why": why} for path, why in result.left_out]
-    summary = {"files": files, "not_taken": left_out, **summarize(counts), "unread_characters": sum(unread),
-               "notes_with_unread_text": sum(map(bool, unread))}
+    summary = {
+        "files": files,
+        "not_taken": left_out,
+        **summarize(counts),
+        "unread_characters": sum(unread),
+        "notes_with_unread_text": sum(map(bool, unread)),
+    }
     if summary["unread_characters"]:
         kept = processor.options.unsupported_script == "keep"
-        log.warning("%d notes hold %d characters in scripts the %s models do not read (other alphabets, emoji): %s",
-                    summary["notes_with_unread_text"], summary["unread_characters"], processor.options.language,
-                    "kept as they are, PHI or not (--unsupported-script mask masks them)" if kept else "masked")
+        log.warning(
+            "%d notes hold %d characters in scripts the %s models do not read (other alphabets, emoji): %s",
+            summary["notes_with_unread_text"],
+            summary["unread_characters"],
+            processor.options.language,
+            "kept as they are, PHI or not (--unsupported-script mask masks them)" if kept else "masked",
+        )
     target = out_dir / AUDIT_DIR / SUMMARY_FILE
     try:
         target.parent.mkdir(parents=True, exist_ok=True)  # a tree whose top folder holds no note has none yet

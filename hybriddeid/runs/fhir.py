@@ -14,6 +14,7 @@ name), then go through ``process_notes`` without a model, beside the notes with 
 them: the same key and patient give the same surrogates and the same date shift, and initials in a
 display link to names in the text.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,11 +63,15 @@ class FhirDeidProcessor(DeidProcessor):
 
     def rejected(self) -> list[tuple[Path, str]]:
         """(file, problem) of every resource left out of its file (``batch.BatchProcessor.rejected``)."""
-        return [(path, f"{where} ({label}): {problem}")
-                for path in sorted(self._rejected) for where, label, problem in self._rejected[path]]
+        return [
+            (path, f"{where} ({label}): {problem}")
+            for path in sorted(self._rejected)
+            for where, label, problem in self._rejected[path]
+        ]
 
-    def process_patient(self, pipeline: Any, docs: Sequence[Document], settings: NoteSettings,
-                        patient: str) -> list[ProcessedNote]:
+    def process_patient(
+        self, pipeline: Any, docs: Sequence[Document], settings: NoteSettings, patient: str
+    ) -> list[ProcessedNote]:
         """The notes as ``deid`` processes them, then the elements with the same surrogates and dates."""
         assert settings.deid is not None
         notes = [doc for doc in docs if not is_elements(doc)]
@@ -75,12 +80,23 @@ class FhirDeidProcessor(DeidProcessor):
         if self.phi_set is not None:
             elements = [filter_document(doc, self.phi_set) for doc in elements]
         # the notes beside the elements only for what the patient's surrogates draw on (names, values to avoid)
-        together = process_notes(None, [note.document for note in found] + elements, NoteSettings(deid=settings.deid),
-                                 patient)
+        together = process_notes(
+            None, [note.document for note in found] + elements, NoteSettings(deid=settings.deid), patient
+        )
         mode = settings.deid.mode
-        return [ProcessedNote(note.document, dataclasses.replace(note.deid, document=with_output(
-                    note.deid.document, [(r.start, r.end, r.replacement) for r in note.deid.replacements], mode)))
-                for note in [*found, *together[len(found):]] if note.deid is not None]
+        return [
+            ProcessedNote(
+                note.document,
+                dataclasses.replace(
+                    note.deid,
+                    document=with_output(
+                        note.deid.document, [(r.start, r.end, r.replacement) for r in note.deid.replacements], mode
+                    ),
+                ),
+            )
+            for note in [*found, *together[len(found) :]]
+            if note.deid is not None
+        ]
 
     def output_matches(self, doc: Document, written_text: str, audit: Path) -> bool:
         """``DeidProcessor.output_matches`` for notes; a resource's elements are done once their audit

@@ -5,6 +5,7 @@
 same de-identified text from each of them. Reading notes, loading the model (once per process) and
 writing results stay with the callers.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -58,8 +59,12 @@ class ProcessedNote:
     chances: tuple[TokenChance, ...] | None = None
 
 
-def process_notes(pipeline: Pipeline | Any | None, docs: Sequence[Document], settings: NoteSettings = NoteSettings(),
-                  patient: str | None = None) -> list[ProcessedNote]:
+def process_notes(
+    pipeline: Pipeline | Any | None,
+    docs: Sequence[Document],
+    settings: NoteSettings = NoteSettings(),
+    patient: str | None = None,
+) -> list[ProcessedNote]:
     """Each note's PHI spans and, with ``settings.deid``, the notes de-identified together as the notes
     of ``patient`` (default: the first note's name, a note alone being its own patient). A name word a
     model finds is also marked where it stands alone elsewhere in the patient's notes
@@ -89,7 +94,9 @@ def process_notes(pipeline: Pipeline | Any | None, docs: Sequence[Document], set
     return [ProcessedNote(doc, result, chance) for doc, result, chance in zip(found, results, chances)]
 
 
-def token_chances(pipeline: Pipeline | None, doc: Document, settings: NoteSettings) -> tuple[list, tuple[TokenChance, ...]]:
+def token_chances(
+    pipeline: Pipeline | None, doc: Document, settings: NoteSettings
+) -> tuple[list, tuple[TokenChance, ...]]:
     """The spans ``pipeline.predict`` gives ``doc`` under ``settings`` (the same tagging, read once)
     and the P(PHI) of every token its token-unit CRF (highest in precedence) read."""
     from hybriddeid.pipeline.core import ConfigError  # the model's problem, not the note's: callers stop on it
@@ -115,8 +122,11 @@ def token_chances(pipeline: Pipeline | None, doc: Document, settings: NoteSettin
 def _find_phi(pipeline: Any, doc: Document, settings: NoteSettings) -> Document:
     if pipeline is None:
         return doc if settings.phi_set is None else filter_document(doc, settings.phi_set)
-    chosen = {name: value for name, value in (("phi_set", settings.phi_set), ("threshold", settings.threshold))
-              if value is not None}
+    chosen = {
+        name: value
+        for name, value in (("phi_set", settings.phi_set), ("threshold", settings.threshold))
+        if value is not None
+    }
     return doc.with_spans(pipeline.predict(doc, **chosen))
 
 

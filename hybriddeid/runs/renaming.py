@@ -9,6 +9,7 @@ test a guessed name against it. ``hash`` also records hashed name -> original na
 owner-only file beside the key file (``names_file``), merged by every run; ``hash-only`` records
 nothing, so the link back is gone for good.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -87,13 +88,18 @@ class Renamer:
                 entry = names.setdefault(hashed, {"name": record_name(name), "files": []})
                 if record_name(where) not in entry["files"]:
                     entry["files"] = sorted([*entry["files"], record_name(where)])
-            document = {"format": NAMES_FORMAT, "version": NAMES_VERSION,
-                        "key_fingerprint": Keyed(self.key).fingerprint(), "names": dict(sorted(names.items()))}
+            document = {
+                "format": NAMES_FORMAT,
+                "version": NAMES_VERSION,
+                "key_fingerprint": Keyed(self.key).fingerprint(),
+                "names": dict(sorted(names.items())),
+            }
             try:
                 atomic_write_text(target, json.dumps(document, indent=2, ensure_ascii=False) + "\n", mode=0o600)
             except OSError as exc:
-                raise InputError(target, f"cannot write the renamed files' names "
-                                         f"({exc.strerror or type(exc).__name__})") from None
+                raise InputError(
+                    target, f"cannot write the renamed files' names ({exc.strerror or type(exc).__name__})"
+                ) from None
 
     def _read(self, target: Path) -> dict[str, dict]:
         """The names recorded so far (none if the file is new); an ``InputError`` if it is not such a
@@ -103,14 +109,19 @@ class Renamer:
         except FileNotFoundError:
             return {}
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            raise InputError(target, "cannot be read as the renamed files' names; move it away to start "
-                                     "a new one") from None
-        if not (isinstance(document, dict) and document.get("format") == NAMES_FORMAT
-                and isinstance(document.get("names"), dict)):
+            raise InputError(
+                target, "cannot be read as the renamed files' names; move it away to start a new one"
+            ) from None
+        if not (
+            isinstance(document, dict)
+            and document.get("format") == NAMES_FORMAT
+            and isinstance(document.get("names"), dict)
+        ):
             raise InputError(target, "is not a names file of hybriddeid; move it away to start a new one")
         if document.get("key_fingerprint") != Keyed(self.key).fingerprint():
-            raise InputError(target, "records names hashed with another key; move it away, or use the key "
-                                     "it was made with")
+            raise InputError(
+                target, "records names hashed with another key; move it away, or use the key it was made with"
+            )
         return document["names"]
 
 

@@ -9,6 +9,7 @@ lowest-scoring spans in their context with the span itself masked, and the resid
 when ``hybriddeid risk --out`` left ``risk.json`` (and ``reliability.png``, inlined) in the folder or
 ``--risk`` names one. Context is the output as written: PHI the model missed can stand in it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -47,9 +48,16 @@ def _deid_run(out_dir: Path) -> tuple[list[RunSpan], dict[str, str], str]:
     for path in audits:  # the audit's own reader: JSONL or CSV (--audit-format), the run record skipped
         try:
             for record in audit_rows(path):
-                spans.append(RunSpan(str(record["note"]), int(record["out_start"]), int(record["out_end"]),
-                                     str(record["label"]), str(record.get("source", "?")),
-                                     float(record.get("score", 1.0))))
+                spans.append(
+                    RunSpan(
+                        str(record["note"]),
+                        int(record["out_start"]),
+                        int(record["out_end"]),
+                        str(record["label"]),
+                        str(record.get("source", "?")),
+                        float(record.get("score", 1.0)),
+                    )
+                )
         except (ValueError, KeyError, TypeError) as exc:  # the type only: a message could quote a row
             raise InputError(path, f"is not an audit file ({type(exc).__name__})") from None
     for name in {span.note for span in spans}:
@@ -66,7 +74,7 @@ def _annotate_run(out_dir: Path) -> tuple[list[RunSpan], dict[str, str], str]:
         masked = list(doc.text)
         for span in doc.spans:
             spans.append(RunSpan(doc.name, span.start, span.end, span.label, span.source, span.score))
-            masked[span.start:span.end] = ["█"] * len(span)
+            masked[span.start : span.end] = ["█"] * len(span)
         texts[doc.name] = "".join(masked)
     return spans, texts, "annotations"
 
@@ -97,8 +105,17 @@ def _table_run(out_dir: Path, state: Path) -> tuple[list[RunSpan], dict[str, str
                 records = row[AUDIT_COLUMN if audited else SPANS_COLUMN]
                 records = json.loads(records) if isinstance(records, str) else records or []
                 start, end = ("out_start", "out_end") if audited else ("start", "end")
-                spans.extend(RunSpan(note, int(r[start]), int(r[end]), str(r["label"]), str(r.get("source", "?")),
-                                     float(r.get("score", 1.0))) for r in records)
+                spans.extend(
+                    RunSpan(
+                        note,
+                        int(r[start]),
+                        int(r[end]),
+                        str(r["label"]),
+                        str(r.get("source", "?")),
+                        float(r.get("score", 1.0)),
+                    )
+                    for r in records
+                )
                 if text_col is not None and isinstance(row.get(text_col), str):
                     texts[note] = row[text_col]
         except (OSError, ValueError, KeyError, TypeError) as exc:  # the type only: a message could quote a row
@@ -126,8 +143,8 @@ def _context(text: str | None, span: RunSpan) -> str:
     def clean(part: str) -> str:
         return html.escape(part.replace("\r", "").replace("\n", " ⏎ "))
 
-    before = text[max(0, span.start - CONTEXT_CHARS):span.start]
-    after = text[span.end:span.end + CONTEXT_CHARS]
+    before = text[max(0, span.start - CONTEXT_CHARS) : span.start]
+    after = text[span.end : span.end + CONTEXT_CHARS]
     return f"…{clean(before)}<mark>[{html.escape(span.label)}]</mark>{clean(after)}…"
 
 
@@ -136,14 +153,18 @@ def bar_chart(counts: Sequence[tuple[str, float]], title: str, width: int = 560)
     row, left = 18, 150
     top = max((value for _, value in counts), default=1) or 1
     height = row * len(counts) + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{html.escape(title)}"><text x="0" y="14" font-size="13" font-weight="bold">{html.escape(title)}</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="{html.escape(title)}"><text x="0" y="14" font-size="13" font-weight="bold">{html.escape(title)}</text>'
+    ]
     for i, (name, value) in enumerate(counts):
         y = 24 + i * row
         bar = (width - left - 60) * value / top
-        parts.append(f'<text x="{left - 6}" y="{y + 12}" font-size="12" text-anchor="end">{html.escape(str(name))}</text>'
-                     f'<rect x="{left}" y="{y + 2}" width="{bar:.1f}" height="{row - 5}" fill="#4a7fb0"/>'
-                     f'<text x="{left + bar + 4:.1f}" y="{y + 12}" font-size="11">{value:g}</text>')
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 12}" font-size="12" text-anchor="end">{html.escape(str(name))}</text>'
+            f'<rect x="{left}" y="{y + 2}" width="{bar:.1f}" height="{row - 5}" fill="#4a7fb0"/>'
+            f'<text x="{left + bar + 4:.1f}" y="{y + 12}" font-size="11">{value:g}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -155,18 +176,28 @@ def score_histogram(scores: Sequence[float], bins: int = 10) -> list[tuple[str, 
 
 def _risk_html(risk: dict[str, Any] | None, png: Path | None) -> str:
     if risk is None:
-        return "<p>No residual-risk estimate: run <code>hybriddeid risk NOTES --out OUT_DIR</code> (with " \
-               "<code>--reviewed</code> to calibrate it) to add one.</p>"
+        return (
+            "<p>No residual-risk estimate: run <code>hybriddeid risk NOTES --out OUT_DIR</code> (with "
+            "<code>--reviewed</code> to calibrate it) to add one.</p>"
+        )
     low, high = risk["interval"]
-    how = (f"uncalibrated: {html.escape(risk['uncalibrated_because'])}" if risk.get("uncalibrated_because")
-           else f"calibrated ({html.escape(risk['calibration']['method'])}) on {risk['reviewed_notes']} reviewed notes"
-           if risk.get("reviewed_notes") else "uncalibrated (raw marginals)")
-    parts = [f"<p><strong>{risk['expected_missed']:.1f}</strong> PHI tokens likely missed "
-             f"({low:.1f}–{high:.1f}, {round(100 * risk.get('interval_level', 0.95))}% interval) in "
-             f"{risk['tokens']:,} tokens: <strong>{risk['per_1000']:.2f} per 1,000 tokens</strong>; {how}.</p>"]
+    how = (
+        f"uncalibrated: {html.escape(risk['uncalibrated_because'])}"
+        if risk.get("uncalibrated_because")
+        else f"calibrated ({html.escape(risk['calibration']['method'])}) on {risk['reviewed_notes']} reviewed notes"
+        if risk.get("reviewed_notes")
+        else "uncalibrated (raw marginals)"
+    )
+    parts = [
+        f"<p><strong>{risk['expected_missed']:.1f}</strong> PHI tokens likely missed "
+        f"({low:.1f}–{high:.1f}, {round(100 * risk.get('interval_level', 0.95))}% interval) in "
+        f"{risk['tokens']:,} tokens: <strong>{risk['per_1000']:.2f} per 1,000 tokens</strong>; {how}.</p>"
+    ]
     per_type = sorted(risk.get("per_type", {}).items(), key=lambda item: -item[1])[:15]
     if per_type:
-        parts.append(bar_chart([(label, round(value, 2)) for label, value in per_type], "Expected missed tokens per type"))
+        parts.append(
+            bar_chart([(label, round(value, 2)) for label, value in per_type], "Expected missed tokens per type")
+        )
     if png is not None and png.is_file():
         data = base64.b64encode(png.read_bytes()).decode("ascii")
         parts.append(f'<p><img alt="reliability diagram" width="400" src="data:image/png;base64,{data}"></p>')
@@ -187,9 +218,11 @@ def write_report(out_dir: Path, target: Path | None = None, risk_path: Path | No
     per_type = Counter(span.label for span in spans).most_common()
     per_source = Counter(span.source for span in spans).most_common()
     lowest = sorted(spans, key=lambda span: (span.score, span.note, span.start))[:LOWEST]
-    rows = "".join(f"<tr><td>{span.score:.3f}</td><td>{html.escape(span.label)}</td><td>{html.escape(span.source)}</td>"
-                   f"<td>{html.escape(span.note)}</td><td class=ctx>{_context(texts.get(span.note), span)}</td></tr>"
-                   for span in lowest)
+    rows = "".join(
+        f"<tr><td>{span.score:.3f}</td><td>{html.escape(span.label)}</td><td>{html.escape(span.source)}</td>"
+        f"<td>{html.escape(span.note)}</td><td class=ctx>{_context(texts.get(span.note), span)}</td></tr>"
+        for span in lowest
+    )
     notes = len({span.note for span in spans} | set(texts))
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>hybriddeid run report</title>

@@ -25,6 +25,7 @@ spans in ``phi_spans`` (``TableAnnotateProcessor``):
 Bad rows (no id, an id used twice, no text, no patient, a row of the wrong width) are reported by row
 number, never by value, and the others go on.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -129,8 +130,9 @@ class TableInputs:
             if patient is None or patient == "":
                 return InputError(row, f"no patient (column {self.columns.patient!r} is empty)")
             if not _is_key(patient):
-                return InputError(row, f"its patient (column {self.columns.patient!r}) is {_kind(patient)}, not text "
-                                       "or a number")
+                return InputError(
+                    row, f"its patient (column {self.columns.patient!r}) is {_kind(patient)}, not text or a number"
+                )
             meta["patient"] = str(patient)
         return Document(str(note_id), text, (), meta)
 
@@ -142,8 +144,15 @@ def _is_key(value: Any) -> bool:
 
 def _kind(value: Any) -> str:
     """What a value is, told without the value: "a list", "an object", "true or false", "bytes"."""
-    return ("true or false" if isinstance(value, bool) else "an object" if isinstance(value, dict)
-            else "bytes" if isinstance(value, (bytes, bytearray)) else "a list")
+    return (
+        "true or false"
+        if isinstance(value, bool)
+        else "an object"
+        if isinstance(value, dict)
+        else "bytes"
+        if isinstance(value, (bytes, bytearray))
+        else "a list"
+    )
 
 
 @dataclass
@@ -183,8 +192,12 @@ class FolderSink:
         """The part's file, then its manifest (a part without a manifest is done again)."""
         data = render_table(self.format, self.columns, rows, self.schema, self.delimiter)
         atomic_write_bytes(self.part_file(part), data)
-        entry = {"ids": [str(row[self.columns[0]]) for row in rows], "bytes": len(data),
-                 "sha256": hashlib.sha256(data).hexdigest(), "run": dict(record)}
+        entry = {
+            "ids": [str(row[self.columns[0]]) for row in rows],
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "run": dict(record),
+        }
         atomic_write_text(self.manifest(part), json.dumps(entry) + "\n")
 
 
@@ -225,8 +238,7 @@ class TableProcessor:
 
     def is_done(self, doc: Document, out_dir: Path, fmt: str) -> bool:
         if self._done is None:  # read once, when planning
-            self._done = (self.sink.done(self.run_record) if isinstance(self.sink, FolderSink)
-                          else self.sink.done())
+            self._done = self.sink.done(self.run_record) if isinstance(self.sink, FolderSink) else self.sink.done()
         return doc.name in self._done
 
     def process(self, docs: Sequence[Document], out_dir: Path, fmt: str) -> None:
@@ -307,8 +319,12 @@ class TableAnnotateProcessor(TableProcessor):
 
     def settings(self) -> dict[str, Any]:
         model = self.annotate.model
-        return {"run": "annotate", "spans": f"model {model}", "phi_set": self.annotate.settings.phi_set,
-                "phi_threshold": self.annotate.settings.threshold}
+        return {
+            "run": "annotate",
+            "spans": f"model {model}",
+            "phi_set": self.annotate.settings.phi_set,
+            "phi_threshold": self.annotate.settings.threshold,
+        }
 
     @cached_property
     def run_record(self) -> dict[str, str]:
@@ -348,8 +364,14 @@ class TableResult:
         return f"{self.written} notes written, {self.skipped} already done, {self.failed} failed"
 
 
-def run_table(inputs: TableInputs, processor: TableProcessor, overwrite: bool = False, progress: bool = True,
-              jobs: int = 1, limits: Limits = Limits()) -> TableResult:
+def run_table(
+    inputs: TableInputs,
+    processor: TableProcessor,
+    overwrite: bool = False,
+    progress: bool = True,
+    jobs: int = 1,
+    limits: Limits = Limits(),
+) -> TableResult:
     """De-identify or annotate a table (``processor``) into ``processor.sink`` through ``run_batch``; returns
     the tally in notes.
 
@@ -365,8 +387,11 @@ def run_table(inputs: TableInputs, processor: TableProcessor, overwrite: bool = 
             held.enter_context(sink.lock())
         held.enter_context(output_lock(out_dir))
         held.enter_context(stop_on_signals())
-        settings = {**processor.settings(), "table_columns": list(sink.columns),
-                    "part_rows": getattr(inputs.source, "part_rows", None)}
+        settings = {
+            **processor.settings(),
+            "table_columns": list(sink.columns),
+            "part_rows": getattr(inputs.source, "part_rows", None),
+        }
         if isinstance(sink, FolderSink):
             state = out_dir / STATE_DIR
             for folder in (out_dir, state, state / PARTS_DIR):
@@ -376,8 +401,9 @@ def run_table(inputs: TableInputs, processor: TableProcessor, overwrite: bool = 
         else:
             sink.prepare(_sample_row(inputs, processor), settings, overwrite)
         try:
-            result = run_batch(inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs,
-                               limits=limits)
+            result = run_batch(
+                inputs, out_dir, processor, overwrite=overwrite, progress=progress, jobs=jobs, limits=limits
+            )
         except Interrupted as stop:
             if isinstance(sink, FolderSink):
                 remove_temp_files(out_dir / STATE_DIR / PARTS_DIR)
@@ -404,12 +430,13 @@ def _tally(inputs: TableInputs, result: BatchResult, sink: FolderSink | SqlSink)
     failed = sum(inputs.rows.get(path, 1) for path, _ in result.failed)
     tally = TableResult(result, count(result.written), count(result.skipped), failed)
     if isinstance(sink, FolderSink):
-        summary = {"notes": {"written": tally.written, "skipped": tally.skipped, "failed": tally.failed},
-                   "parts": {"written": len(result.written), "skipped": len(result.skipped)}}
+        summary = {
+            "notes": {"written": tally.written, "skipped": tally.skipped, "failed": tally.failed},
+            "parts": {"written": len(result.written), "skipped": len(result.skipped)},
+        }
         target = sink.out_dir / STATE_DIR / "summary.json"
         try:
             atomic_write_text(target, json.dumps(summary, indent=2) + "\n")
         except OSError as exc:
             result.problem(target, f"cannot write the summary ({exc.strerror or type(exc).__name__})")
     return tally
-

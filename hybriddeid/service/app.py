@@ -6,6 +6,7 @@ the body's size, hands the body to a worker (``service.pool``) and relays the wo
 log line carries method, route, status, sizes, duration and key name, never a body, a query string or
 a raw path (a path no route matches is logged as ``unmatched``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -53,19 +54,26 @@ class Metrics:
 
     def __init__(self, pool: WorkerPool) -> None:
         self.registry = registry = CollectorRegistry()
-        self.requests = Counter("hybriddeid_requests", "HTTP requests by route and status", ["route", "status"],
-                                registry=registry)
+        self.requests = Counter(
+            "hybriddeid_requests", "HTTP requests by route and status", ["route", "status"], registry=registry
+        )
         self.notes = Counter("hybriddeid_notes", "notes processed", ["route"], registry=registry)
-        self.characters = Counter("hybriddeid_characters", "characters of note text processed", ["route"],
-                                  registry=registry)
+        self.characters = Counter(
+            "hybriddeid_characters", "characters of note text processed", ["route"], registry=registry
+        )
         self.errors = Counter("hybriddeid_errors", "error answers by kind", ["kind"], registry=registry)
-        self.latency = Histogram("hybriddeid_request_duration_seconds", "request duration by route", ["route"],
-                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300),
-                                 registry=registry)
+        self.latency = Histogram(
+            "hybriddeid_request_duration_seconds",
+            "request duration by route",
+            ["route"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+            registry=registry,
+        )
         self.in_flight = Gauge("hybriddeid_requests_in_flight", "requests being answered", registry=registry)
         Gauge("hybriddeid_workers_alive", "worker processes alive", registry=registry).set_function(lambda: pool.alive)
-        Gauge("hybriddeid_requests_waiting", "requests waiting for a worker",
-              registry=registry).set_function(lambda: pool.waiting)
+        Gauge("hybriddeid_requests_waiting", "requests waiting for a worker", registry=registry).set_function(
+            lambda: pool.waiting
+        )
         registry.register(_Restarts(pool))
         ProcessCollector(registry=registry)  # the server process's memory, CPU, open files
 
@@ -75,10 +83,14 @@ class _Restarts:
         self.pool = pool
 
     def collect(self) -> Any:
-        yield CounterMetricFamily("hybriddeid_worker_restarts", "workers replaced after a crash or a time-out",
-                                  value=self.pool.restarts)
-        yield CounterMetricFamily("hybriddeid_bulk_requests", "requests sent to the bulk lane (bodies over "
-                                  "--bulk-over-mb)", value=self.pool.bulk_requests)
+        yield CounterMetricFamily(
+            "hybriddeid_worker_restarts", "workers replaced after a crash or a time-out", value=self.pool.restarts
+        )
+        yield CounterMetricFamily(
+            "hybriddeid_bulk_requests",
+            "requests sent to the bulk lane (bodies over --bulk-over-mb)",
+            value=self.pool.bulk_requests,
+        )
 
 
 # Routes that need an API key unless the operator names them (serve --public-route): the API's
@@ -93,8 +105,10 @@ def check_docs_assets(folder: Path) -> Path:
     """``folder`` if it holds Swagger UI's files (``DOCS_ASSETS``), else a ValueError naming what is missing."""
     missing = [name for name in DOCS_ASSETS if not (Path(folder) / name).is_file()]
     if missing:
-        raise ValueError(f"{folder}: --docs-assets needs Swagger UI's {' and '.join(missing)} in this folder (the "
-                         "swagger-ui-dist package's files)")
+        raise ValueError(
+            f"{folder}: --docs-assets needs Swagger UI's {' and '.join(missing)} in this folder (the "
+            "swagger-ui-dist package's files)"
+        )
     return Path(folder)
 
 
@@ -124,9 +138,16 @@ class Service:
 
 def model_info(pipeline: Any, name: str, modes: list[str]) -> dict[str, Any]:
     """What ``GET /v1/models`` tells of the loaded model."""
-    return {"model": name, "language": pipeline.language, "labels": list(pipeline.labels),
-            "components": list(pipeline.components), "phi_sets": list(PHI_SETS), "phi_set": pipeline.phi_set,
-            "modes": modes, "version": __version__}
+    return {
+        "model": name,
+        "language": pipeline.language,
+        "labels": list(pipeline.labels),
+        "components": list(pipeline.components),
+        "phi_sets": list(PHI_SETS),
+        "phi_set": pipeline.phi_set,
+        "modes": modes,
+        "version": __version__,
+    }
 
 
 _bearer = HTTPBearer(auto_error=False, description="an API key (hybriddeid serve keys add NAME)")
@@ -136,8 +157,9 @@ async def _caller(request: Request, credentials: HTTPAuthorizationCredentials | 
     """The name of the request's API key, once its key and its rate are checked (401, 403, 429)."""
     service: Service = request.app.state.service
     if credentials is None:
-        raise ServiceError(401, "unauthorized", "send an API key: Authorization: Bearer <key>",
-                           {"WWW-Authenticate": "Bearer"})
+        raise ServiceError(
+            401, "unauthorized", "send an API key: Authorization: Bearer <key>", {"WWW-Authenticate": "Bearer"}
+        )
     status, record = service.keys.check(credentials.credentials)
     if record is None:
         raise ServiceError(401, "unauthorized", "unknown API key", {"WWW-Authenticate": "Bearer"})
@@ -147,8 +169,12 @@ async def _caller(request: Request, credentials: HTTPAuthorizationCredentials | 
     wait = service.rate.take(record.id, record.rate_limit)
     if wait:
         rate = service.limits.rate_limit if record.rate_limit is None else record.rate_limit
-        raise ServiceError(429, "rate_limited", f"more than {rate:g} requests a minute with this key",
-                           {"Retry-After": str(max(1, math.ceil(wait)))})
+        raise ServiceError(
+            429,
+            "rate_limited",
+            f"more than {rate:g} requests a minute with this key",
+            {"Retry-After": str(max(1, math.ceil(wait)))},
+        )
     return record.name
 
 
@@ -171,22 +197,39 @@ async def _body(request: Request, limit: int, timeout: float) -> bytes:
     try:
         await asyncio.wait_for(read(), timeout)
     except TimeoutError:
-        raise ServiceError(408, "timeout", f"the request body did not arrive within {timeout:g} s (--request-timeout)",
-                           {"Connection": "close"}) from None
+        raise ServiceError(
+            408,
+            "timeout",
+            f"the request body did not arrive within {timeout:g} s (--request-timeout)",
+            {"Connection": "close"},
+        ) from None
     return b"".join(chunks)
 
 
 def _request_body(model: type) -> dict[str, Any]:
     """The OpenAPI request body of a route that reads its body itself (the worker parses it)."""
-    return {"requestBody": {"required": True, "content": {"application/json": {
-        "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}},
+        }
+    }
 
 
-_ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": ErrorResponse, "description": text} for status, text in (
-    (401, "no API key, or an unknown one"), (403, "a revoked API key"), (413, "body, note or note count too large"),
-    (408, "the body was sent too slowly (--request-timeout)"), (422, "not JSON, or invalid fields"), (429, "rate limit: wait Retry-After seconds"),
-    (500, "the worker failed (error_id in the server's log)"), (503, "too many requests waiting"),
-    (504, "past the request time limit"))}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": text}
+    for status, text in (
+        (401, "no API key, or an unknown one"),
+        (403, "a revoked API key"),
+        (413, "body, note or note count too large"),
+        (408, "the body was sent too slowly (--request-timeout)"),
+        (422, "not JSON, or invalid fields"),
+        (429, "rate limit: wait Retry-After seconds"),
+        (500, "the worker failed (error_id in the server's log)"),
+        (503, "too many requests waiting"),
+        (504, "past the request time limit"),
+    )
+}
 
 
 async def _run(request: Request, kind: str) -> Response:
@@ -234,28 +277,47 @@ def create_app(service: Service) -> FastAPI:
         finally:
             await service.pool.close()
 
-    app = FastAPI(title="hybriddeid", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None,  # served below, behind a key unless public; FastAPI's pages load a CDN
-                  description="Finds and removes PHI in clinical notes. Every /v1 route needs an API key "
-                              "(Authorization: Bearer <key>).")
+    app = FastAPI(
+        title="hybriddeid",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,  # served below, behind a key unless public; FastAPI's pages load a CDN
+        description="Finds and removes PHI in clinical notes. Every /v1 route needs an API key "
+        "(Authorization: Bearer <key>).",
+    )
     app.state.service = service
 
     def guard(route: str) -> list[Any]:
         """The key check of a route of ``GUARDED_ROUTES``, unless the operator made it public."""
         return [] if route in service.public else [Depends(_caller)]
 
-    @app.post("/v1/annotate", response_model=AnnotateResponse, responses=_ERRORS,
-              openapi_extra=_request_body(AnnotateRequest), summary="PHI spans of one note or a batch")
+    @app.post(
+        "/v1/annotate",
+        response_model=AnnotateResponse,
+        responses=_ERRORS,
+        openapi_extra=_request_body(AnnotateRequest),
+        summary="PHI spans of one note or a batch",
+    )
     async def annotate(request: Request, key: str = Depends(_caller)) -> Response:
         return await _run(request, "annotate")
 
-    @app.post("/v1/deid", response_model=DeidResponse, responses=_ERRORS,
-              openapi_extra=_request_body(DeidRequest), summary="de-identified text of one note or a batch")
+    @app.post(
+        "/v1/deid",
+        response_model=DeidResponse,
+        responses=_ERRORS,
+        openapi_extra=_request_body(DeidRequest),
+        summary="de-identified text of one note or a batch",
+    )
     async def deid(request: Request, key: str = Depends(_caller)) -> Response:
         return await _run(request, "deid")
 
-    @app.get("/v1/models", responses={k: v for k, v in _ERRORS.items() if k in (401, 403, 429)},
-             summary="the loaded model: language, labels, PHI sets, version")
+    @app.get(
+        "/v1/models",
+        responses={k: v for k, v in _ERRORS.items() if k in (401, 403, 429)},
+        summary="the loaded model: language, labels, PHI sets, version",
+    )
     async def models(key: str = Depends(_caller)) -> dict[str, Any]:
         return service.model
 
@@ -267,8 +329,15 @@ def create_app(service: Service) -> FastAPI:
     async def readyz() -> Response:
         pool = service.pool
         status = 200 if pool.ready else 503
-        return JSONResponse({"status": "ready" if status == 200 else "not ready", "workers": pool.size,
-                             "bulk_workers": pool.bulk_workers, "alive": pool.alive}, status_code=status)
+        return JSONResponse(
+            {
+                "status": "ready" if status == 200 else "not ready",
+                "workers": pool.size,
+                "bulk_workers": pool.bulk_workers,
+                "alive": pool.alive,
+            },
+            status_code=status,
+        )
 
     @app.get("/metrics", summary="Prometheus metrics (text format)", dependencies=guard("/metrics"))
     async def metrics() -> Response:
@@ -283,9 +352,13 @@ def create_app(service: Service) -> FastAPI:
 
         @app.get("/docs", include_in_schema=False, dependencies=guard("/docs"))
         async def docs() -> Response:
-            return get_swagger_ui_html(openapi_url="/openapi.json", title="hybriddeid API",
-                                       swagger_js_url=f"/docs/{DOCS_ASSETS[0]}", swagger_css_url=f"/docs/{DOCS_ASSETS[1]}",
-                                       swagger_favicon_url=f"/docs/{DOCS_FAVICON}")
+            return get_swagger_ui_html(
+                openapi_url="/openapi.json",
+                title="hybriddeid API",
+                swagger_js_url=f"/docs/{DOCS_ASSETS[0]}",
+                swagger_css_url=f"/docs/{DOCS_ASSETS[1]}",
+                swagger_favicon_url=f"/docs/{DOCS_FAVICON}",
+            )
 
         @app.get("/docs/{name}", include_in_schema=False)
         async def docs_asset(name: str) -> Response:  # Swagger UI's own files: public code, no key
@@ -296,8 +369,12 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> Response:
         service.metrics.errors.labels(exc.kind).inc()
-        return Response(error_body(exc.kind, exc.message), status_code=exc.status, media_type="application/json",
-                        headers=exc.headers)
+        return Response(
+            error_body(exc.kind, exc.message),
+            status_code=exc.status,
+            media_type="application/json",
+            headers=exc.headers,
+        )
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -359,9 +436,16 @@ class AccessLog:
             self.metrics.errors.labels("internal").inc()
             if not seen["status"]:
                 body = error_body("internal", "the server failed to answer", error_id=error_id)
-                await counted_send({"type": "http.response.start", "status": 500,
-                                    "headers": [(b"content-type", b"application/json"),
-                                                (b"content-length", str(len(body)).encode())]})
+                await counted_send(
+                    {
+                        "type": "http.response.start",
+                        "status": 500,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await counted_send({"type": "http.response.body", "body": body})
         finally:
             self.metrics.in_flight.dec()
@@ -370,5 +454,13 @@ class AccessLog:
             status = seen["status"] or 500
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
-            access_log.info("%s %s %d in=%dB out=%dB %.1fms key=%s", scope.get("method", "-"), route, status,
-                            seen["in"], seen["out"], seconds * 1000, scope.get("hybriddeid.key", "-"))
+            access_log.info(
+                "%s %s %d in=%dB out=%dB %.1fms key=%s",
+                scope.get("method", "-"),
+                route,
+                status,
+                seen["in"],
+                seen["out"],
+                seconds * 1000,
+                scope.get("hybriddeid.key", "-"),
+            )

@@ -7,6 +7,7 @@ The key itself is printed once by ``keys add`` and never stored. ``revoke`` keep
 that a revoked key gets 403 rather than 401. A running server rereads the file when it changes (checked
 at most once a second), so adding or revoking a key needs no restart.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -63,8 +64,9 @@ def _now() -> str:
 def check_name(name: str) -> str:
     """``name`` if usable as a key name (it is logged with each request), else a ValueError."""
     if not _NAME.match(name):
-        raise ValueError(f"key name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a "
-                         "letter or digit")
+        raise ValueError(
+            f"key name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
     return name
 
 
@@ -82,7 +84,9 @@ def read_keys(path: Path) -> list[KeyRecord]:
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: cannot read the API keys file ({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+        raise ValueError(
+            f"{path}: cannot read the API keys file ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+        ) from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or not isinstance(raw.get("keys"), list):
         raise ValueError(f"{path}: not a hybriddeid API keys file")
     try:

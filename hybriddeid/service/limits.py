@@ -1,5 +1,6 @@
 """The limits of ``hybriddeid serve`` and their defaults (kept apart from the app, so that the command
 line can show them without FastAPI installed)."""
+
 from __future__ import annotations
 
 import time
@@ -69,10 +70,14 @@ def fit_open_files(max_connections: int | None, workers: int) -> tuple[int, str 
     if room >= wanted:
         return wanted - reserve, None
     if max_connections is not None or room - reserve < 1:
-        raise ValueError(f"--max-connections {wanted - reserve} needs {wanted} open files, and this process may open "
-                         f"{soft} (ulimit -n): raise the limit or lower --max-connections")
-    return room - reserve, (f"at most {room - reserve} connections at once (--max-connections), the open-file "
-                            f"limit (ulimit -n {soft}) allows no more")
+        raise ValueError(
+            f"--max-connections {wanted - reserve} needs {wanted} open files, and this process may open "
+            f"{soft} (ulimit -n): raise the limit or lower --max-connections"
+        )
+    return room - reserve, (
+        f"at most {room - reserve} connections at once (--max-connections), the open-file "
+        f"limit (ulimit -n {soft}) allows no more"
+    )
 
 
 class RateLimiter:

@@ -17,6 +17,7 @@ group leaves the requests in flight to finish, and they die with the server (``b
 
 Frames on the socket: 8 bytes of length, then a JSON header line and the body.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -82,8 +83,15 @@ def _drop_inherited_sockets(own: socket.socket, others: list[socket.socket]) -> 
     os.close(null)
 
 
-def _worker_main(sock: socket.socket, pipeline: Any, settings: WorkSettings, memory_mb: int | None,
-                 parent_pid: int, others: list[socket.socket], niceness: int = 0) -> None:
+def _worker_main(
+    sock: socket.socket,
+    pipeline: Any,
+    settings: WorkSettings,
+    memory_mb: int | None,
+    parent_pid: int,
+    others: list[socket.socket],
+    niceness: int = 0,
+) -> None:
     """A worker: request after request until the server closes its end; it ends with the server."""
     _drop_inherited_sockets(sock, others)
     if niceness:
@@ -106,11 +114,26 @@ def _worker_main(sock: socket.socket, pipeline: Any, settings: WorkSettings, mem
             answer = handle(header["kind"], body, pipeline, settings, header["error_id"], header["client"])
         except MemoryError:
             del body
-            answer = Answer(500, error_body("worker_failed", "out of memory (the server's --memory-limit-mb)",
-                                            error_id=header["error_id"]), error="worker_failed")
+            answer = Answer(
+                500,
+                error_body(
+                    "worker_failed", "out of memory (the server's --memory-limit-mb)", error_id=header["error_id"]
+                ),
+                error="worker_failed",
+            )
             replace = True
-        sock.sendall(_frame({"status": answer.status, "notes": answer.notes, "characters": answer.characters,
-                             "error": answer.error, "replace": replace}, answer.body))
+        sock.sendall(
+            _frame(
+                {
+                    "status": answer.status,
+                    "notes": answer.notes,
+                    "characters": answer.characters,
+                    "error": answer.error,
+                    "replace": replace,
+                },
+                answer.body,
+            )
+        )
         if replace:
             break
     sock.close()
@@ -147,8 +170,16 @@ class WorkerPool:
     request body to an idle one of its lane (bodies over ``bulk_over`` bytes: the bulk lane, when it has
     workers)."""
 
-    def __init__(self, pipeline: Any, settings: WorkSettings, size: int = 2, memory_mb: int | None = None,
-                 max_waiting: int = 256, bulk_workers: int = 0, bulk_over: int = 0) -> None:
+    def __init__(
+        self,
+        pipeline: Any,
+        settings: WorkSettings,
+        size: int = 2,
+        memory_mb: int | None = None,
+        max_waiting: int = 256,
+        bulk_workers: int = 0,
+        bulk_over: int = 0,
+    ) -> None:
         check_sizes(size, bulk_workers, bulk_over)
         self.pipeline, self.settings, self.size, self.memory_mb = pipeline, settings, size, memory_mb
         self.bulk_workers, self.bulk_over = bulk_workers, bulk_over
@@ -171,8 +202,11 @@ class WorkerPool:
         ours, theirs = socket.socketpair()
         others = [worker.sock for worker in self._workers]
         process = get_context("fork").Process(
-            target=_worker_main, name="hybriddeid-serve-bulk" if bulk else "hybriddeid-serve-worker", daemon=True,
-            args=(theirs, self.pipeline, self.settings, self.memory_mb, os.getpid(), others, BULK_NICE if bulk else 0))
+            target=_worker_main,
+            name="hybriddeid-serve-bulk" if bulk else "hybriddeid-serve-worker",
+            daemon=True,
+            args=(theirs, self.pipeline, self.settings, self.memory_mb, os.getpid(), others, BULK_NICE if bulk else 0),
+        )
         process.start()
         theirs.close()
         ours.setblocking(False)
@@ -213,8 +247,11 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if self.waiting >= self.max_waiting:
-            return Answer(503, error_body("overloaded", f"{self.waiting} requests are waiting for a worker; retry later"),
-                          error="overloaded")
+            return Answer(
+                503,
+                error_body("overloaded", f"{self.waiting} requests are waiting for a worker; retry later"),
+                error="overloaded",
+            )
         bulk = bool(self.bulk_workers) and len(body) > self.bulk_over
         self.bulk_requests += bulk
         self.waiting += 1
@@ -226,15 +263,24 @@ class WorkerPool:
             self.waiting -= 1
         frame = _frame({"kind": kind, "error_id": error_id, "client": client}, body)
         try:
-            header, answer_body = await asyncio.wait_for(self._exchange(worker, frame), max(0.0, deadline - loop.time()))
+            header, answer_body = await asyncio.wait_for(
+                self._exchange(worker, frame), max(0.0, deadline - loop.time())
+            )
         except TimeoutError:
             self._replace(worker)
             return _timeout(timeout, error_id, "the worker was stopped and replaced")
         except WorkerDied as died:
             self._replace(worker)
             log.error("request %s failed: %s", error_id, died.problem)
-            return Answer(500, error_body("worker_failed", f"the worker processing this request failed ({died.problem}); "
-                                          "it was replaced", error_id=error_id), error="worker_failed")
+            return Answer(
+                500,
+                error_body(
+                    "worker_failed",
+                    f"the worker processing this request failed ({died.problem}); it was replaced",
+                    error_id=error_id,
+                ),
+                error="worker_failed",
+            )
         except BaseException:  # cancelled (the server stops): the worker is mid-request, never reused
             self._replace(worker)
             raise
@@ -286,5 +332,10 @@ class WorkerPool:
 
 def _timeout(timeout: float, error_id: str, what: str) -> Answer:
     log.error("request %s timed out after %g s (%s)", error_id, timeout, what)
-    return Answer(504, error_body("timeout", f"the request took longer than {timeout:g} s (--request-timeout); {what}",
-                                  error_id=error_id), error="timeout")
+    return Answer(
+        504,
+        error_body(
+            "timeout", f"the request took longer than {timeout:g} s (--request-timeout); {what}", error_id=error_id
+        ),
+        error="timeout",
+    )

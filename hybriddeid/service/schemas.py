@@ -1,5 +1,6 @@
 """The JSON bodies of ``hybriddeid serve`` (pydantic models): requests are checked against them in the
 worker process, and the OpenAPI document is drawn from them."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -19,23 +20,32 @@ class Note(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     # default= by keyword: type checkers read a positional default of Field as a required field
-    id: str | None = Field(default=None, min_length=1, max_length=200,
-                              description="the note's id, echoed in the answer (default: its position, from 0)")
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="the note's id, echoed in the answer (default: its position, from 0)",
+    )
     text: str = Field(description="the note's text")
-    patient: str | None = Field(default=None, min_length=1, max_length=200,
-                                   description="deid: the note's patient (default: the request's patient, else "
-                                               "the note's id, as batch runs take the file name)")
+    patient: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="deid: the note's patient (default: the request's patient, else "
+        "the note's id, as batch runs take the file name)",
+    )
 
 
 class AnnotateRequest(BaseModel):
     """One note (``text``) or a batch (``notes``), and how PHI is found."""
 
     model_config = ConfigDict(extra="forbid")
-    text: str | None = Field(None, description="one note (its id is \"0\")")
+    text: str | None = Field(None, description='one note (its id is "0")')
     notes: list[Note] | None = Field(None, description="a batch of notes")
     phi_set: PhiSet | None = Field(None, description="keep only this PHI set's spans (default: the model's)")
-    threshold: float | None = Field(None, ge=0, le=1,
-                                       description="P(O) threshold in (0, 1]; 0: none (default: the model's config)")
+    threshold: float | None = Field(
+        None, ge=0, le=1, description="P(O) threshold in (0, 1]; 0: none (default: the model's config)"
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> AnnotateRequest:
@@ -53,9 +63,13 @@ class DeidRequest(AnnotateRequest):
     """Notes to de-identify, and how."""
 
     mode: Mode | None = Field(None, description="tag, mask or surrogate (default: the server's --mode)")
-    patient: str | None = Field(None, min_length=1, max_length=200,
-                                   description="the patient of every note without its own (surrogates and date "
-                                               "shifts are consistent per patient, across requests)")
+    patient: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="the patient of every note without its own (surrogates and date "
+        "shifts are consistent per patient, across requests)",
+    )
 
 
 class AnnotatedNote(BaseModel):
@@ -86,9 +100,12 @@ REQUEST_FIELDS = frozenset(name for model in (Note, AnnotateRequest, DeidRequest
 
 
 class ErrorResponse(BaseModel):
-    error: str = Field(description="the kind: unauthorized, forbidden, rate_limited, too_large, invalid, timeout, "
-                                   "worker_failed, overloaded, internal")
+    error: str = Field(
+        description="the kind: unauthorized, forbidden, rate_limited, too_large, invalid, timeout, "
+        "worker_failed, overloaded, internal"
+    )
     message: str = Field(description="what is wrong, never quoting note text")
     error_id: str | None = Field(None, description="for 500s and 504s: the id the server's log gives the failure")
-    details: list[dict] | None = Field(None, description="422: each invalid field (location, message, type); "
-                                                          "an unknown field's name is never repeated")
+    details: list[dict] | None = Field(
+        None, description="422: each invalid field (location, message, type); an unknown field's name is never repeated"
+    )

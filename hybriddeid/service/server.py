@@ -10,6 +10,7 @@ every one is busy. Warnings and errors of the connections (uvicorn, asyncio, thi
 most once a minute per kind, without tracebacks (``OncePerMinute``): a flood of bad connections never
 floods the log.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,10 @@ log = logging.getLogger("hybriddeid.service")
 connection_log = logging.getLogger("hybriddeid.service.connections")
 THROTTLED_LOGGERS = ("asyncio", "uvicorn.error", connection_log.name)
 _REFUSED_BODY = error_body("overloaded", "too many connections are open (--max-connections); retry later")
-_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
-            b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_REFUSED_BODY), _REFUSED_BODY))
+_REFUSED = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_REFUSED_BODY), _REFUSED_BODY)
+)
 
 
 class OncePerMinute(logging.Filter):
@@ -98,17 +101,23 @@ class _GuardedProtocol(H11Protocol):
     def _make_room(self) -> None:
         """Past the cap: close the connection that has waited longest for its next request (this one is
         the newest), or refuse this one when every other is busy."""
-        waiting = [c for c in self.connections if isinstance(c, _GuardedProtocol) and c is not self
-                   and c._waiting() and not c.transport.is_closing()]
+        waiting = [
+            c
+            for c in self.connections
+            if isinstance(c, _GuardedProtocol) and c is not self and c._waiting() and not c.transport.is_closing()
+        ]
         if waiting:
             min(waiting, key=lambda c: c._idle_since)._close()
-            connection_log.warning("more than %d connections open (--max-connections): closed the one idle longest",
-                                   self.max_connections)
+            connection_log.warning(
+                "more than %d connections open (--max-connections): closed the one idle longest", self.max_connections
+            )
         else:
             self.transport.write(_REFUSED)
             self.transport.close()
-            connection_log.warning("more than %d connections open (--max-connections), all busy: refused a new one "
-                                   "with 503", self.max_connections)
+            connection_log.warning(
+                "more than %d connections open (--max-connections), all busy: refused a new one with 503",
+                self.max_connections,
+            )
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -124,26 +133,43 @@ class _GuardedProtocol(H11Protocol):
 
 
 def _protocol(limits: ServiceLimits) -> type[H11Protocol]:
-    return type("GuardedProtocol", (_GuardedProtocol,), {"header_timeout": limits.header_timeout,
-                                                         "max_connections": limits.max_connections})
+    return type(
+        "GuardedProtocol",
+        (_GuardedProtocol,),
+        {"header_timeout": limits.header_timeout, "max_connections": limits.max_connections},
+    )
 
 
-def run_server(app: Any, host: str = "127.0.0.1", port: int = 8000, ssl_certfile: Path | None = None,
-               ssl_keyfile: Path | None = None, graceful_timeout: float | None = None,
-               limits: ServiceLimits | None = None) -> int:
+def run_server(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    ssl_certfile: Path | None = None,
+    ssl_keyfile: Path | None = None,
+    graceful_timeout: float | None = None,
+    limits: ServiceLimits | None = None,
+) -> int:
     """Serve ``app`` until stopped by a signal; 0 after a graceful stop, 2 when it cannot start.
     ``limits``: the connections' timeouts and cap (the request limits are the app's). The listen backlog
     is also how many connections asyncio accepts at once, before the cap can close any, and a busy event loop
     can accept a few such batches before their protocols start: it is a quarter of the open files reserved
     beside the cap (``limits.fit_open_files``), so three batches in flight still fit."""
     limits = limits or ServiceLimits()
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
-                            ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
-                            ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
-                            timeout_graceful_shutdown=int(graceful_timeout) if graceful_timeout else None,
-                            server_header=False, http=_protocol(limits),
-                            timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type] # a float works
-                            backlog=min(limits.max_connections, OPEN_FILES_RESERVE // 4))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
+        ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
+        timeout_graceful_shutdown=int(graceful_timeout) if graceful_timeout else None,
+        server_header=False,
+        http=_protocol(limits),
+        timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type] # a float works
+        backlog=min(limits.max_connections, OPEN_FILES_RESERVE // 4),
+    )
     server = uvicorn.Server(config)
     throttle = OncePerMinute()
     for name in THROTTLED_LOGGERS:

@@ -3,6 +3,7 @@
 and write the answer. Runs in the worker process, so that parsing a large body never holds up the
 server's event loop. Messages name fields, ids and sizes, never note text.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -110,8 +111,15 @@ def warm_up(pipeline: Any) -> None:
     wrote to every object, copying the forked workers' shared pages. A component on a GPU warms up on
     the CPU: CUDA started here could not be used by the forked workers."""
     with pipeline.cpu_only():  # CUDA, if a component uses it, starts in each worker, never here
-        process_notes(pipeline, [Document("warm-up", "Seen by Dr. Alder Quill on 03/04/2021 at Fenmoor Clinic, "
-                                                     "Boston MA 02115; call 617-555-0142.\n")])
+        process_notes(
+            pipeline,
+            [
+                Document(
+                    "warm-up",
+                    "Seen by Dr. Alder Quill on 03/04/2021 at Fenmoor Clinic, Boston MA 02115; call 617-555-0142.\n",
+                )
+            ],
+        )
     gc.collect()
     gc.freeze()
 
@@ -119,8 +127,14 @@ def warm_up(pipeline: Any) -> None:
 def invalid(errors: Sequence[Mapping[str, Any]]) -> Answer:
     """422 for a body that is not JSON or whose fields are wrong: where and what, never the value, nor the
     name of a field the schema does not have (a client may put note text in a key)."""
-    details = [{"loc": [_location(part) for part in error.get("loc", ())], "msg": str(error.get("msg", "")),
-                "type": str(error.get("type", ""))} for error in errors]
+    details = [
+        {
+            "loc": [_location(part) for part in error.get("loc", ())],
+            "msg": str(error.get("msg", "")),
+            "type": str(error.get("type", "")),
+        }
+        for error in errors
+    ]
     return _error(422, "invalid", "the request body is not valid JSON or has invalid fields", details=details)
 
 
@@ -137,8 +151,10 @@ def _limits(notes: Sequence[Note], settings: WorkSettings) -> str | None:
         return f"{len(notes)} notes in one request; at most {settings.max_notes} (--max-notes)"
     for note in notes:
         if len(note.text) > settings.max_note_chars:
-            return (f"note {note.id!r} holds {len(note.text)} characters; at most {settings.max_note_chars} "
-                    "(--max-note-chars)")
+            return (
+                f"note {note.id!r} holds {len(note.text)} characters; at most {settings.max_note_chars} "
+                "(--max-note-chars)"
+            )
     return None
 
 
@@ -168,7 +184,9 @@ def _spans(doc: Document) -> list[dict[str, Any]]:
 
 def _annotate(pipeline: Any, notes: Sequence[Note], settings: NoteSettings) -> list[dict[str, Any]]:
     docs = [Document(note.id or "", note.text) for note in notes]
-    return [{"id": note.document.name, "spans": _spans(note.document)} for note in process_notes(pipeline, docs, settings)]
+    return [
+        {"id": note.document.name, "spans": _spans(note.document)} for note in process_notes(pipeline, docs, settings)
+    ]
 
 
 def _deid(pipeline: Any, notes: Sequence[Note], request: DeidRequest, settings: NoteSettings) -> list[dict[str, Any]]:
@@ -183,7 +201,9 @@ def _deid(pipeline: Any, notes: Sequence[Note], request: DeidRequest, settings: 
             result = processed.deid
             assert result is not None
             done[processed.document.name] = {
-                "id": processed.document.name, "patient": patient, "text": result.text,
+                "id": processed.document.name,
+                "patient": patient,
+                "text": result.text,
                 "spans": _spans(result.document),
                 "replacements": [rep.to_dict() for rep in result.replacements],
                 "unread_characters": result.unread_characters,

@@ -3,6 +3,7 @@
 ``deidentify_document`` / ``deidentify_patient`` work on any spans (gold or predicted);
 ``Pipeline.deidentify`` finds the spans first; ``hybriddeid deid`` runs it over folders with an audit.
 """
+
 from __future__ import annotations
 
 from hybriddeid.surrogates.deid import (

@@ -1,6 +1,7 @@
 """The audit trail of de-identified output: one JSONL or CSV file per note, a summary per run, and
 (only when asked for) a secured mapping file that also holds the original values.
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,8 +29,13 @@ _CSV_RUN_PREFIX = "# run: "
 _CSV_UNREAD_PREFIX = "# unread_characters: "
 
 
-def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jsonl",
-                 run: Mapping[str, str] | None = None, unread_characters: int = 0) -> str:
+def render_audit(
+    note: str,
+    replacements: Sequence[Replacement],
+    fmt: str = "jsonl",
+    run: Mapping[str, str] | None = None,
+    unread_characters: int = 0,
+) -> str:
     """One row per replaced span (offsets in input and output, label, kind, method, source, score,
     replacement); the original value is never written. ``run`` (the key's fingerprint and a digest of
     the run's settings) goes first, so that a resumed run can tell each output's key and settings:
@@ -38,8 +44,13 @@ def render_audit(note: str, replacements: Sequence[Replacement], fmt: str = "jso
     return "".join(audit_lines(note, replacements, fmt, run, unread_characters))
 
 
-def audit_lines(note: str, replacements: Sequence[Replacement], fmt: str = "jsonl",
-                run: Mapping[str, str] | None = None, unread_characters: int = 0) -> Iterator[str]:
+def audit_lines(
+    note: str,
+    replacements: Sequence[Replacement],
+    fmt: str = "jsonl",
+    run: Mapping[str, str] | None = None,
+    unread_characters: int = 0,
+) -> Iterator[str]:
     """``render_audit``'s text line by line, made as they are written (``io.atomic_write_text`` takes
     them): a long note's hundreds of thousands of rows are never all held at once."""
     if fmt not in AUDIT_FORMATS:
@@ -82,21 +93,38 @@ def _json_row(note: str) -> Callable[[Replacement], str]:
     def row(rep: Replacement) -> str:
         values = values_of(rep)
         start, end, out_start, out_end, label, category, kind, method, source, score, replacement = values
-        if ((type(start), type(end), type(out_start), type(out_end), type(score)) == _USUAL_TYPES
-                and -_INFINITY < score < _INFINITY and fields_ == _USUAL_FIELDS):
+        if (
+            (type(start), type(end), type(out_start), type(out_end), type(score)) == _USUAL_TYPES
+            and -_INFINITY < score < _INFINITY
+            and fields_ == _USUAL_FIELDS
+        ):
             try:  # json writes these ints and finite floats as repr does; text() refuses anything but a str
-                return (f'{head}, "start": {start!r}, "end": {end!r}, "out_start": {out_start!r}, "out_end": {out_end!r}, '
-                        f'"label": {text(label)}, "category": {text(category)}, "kind": {text(kind)}, '
-                        f'"method": {text(method)}, "source": {text(source)}, "score": {score!r}, '
-                        f'"replacement": {text(replacement)}}}\n')
+                return (
+                    f'{head}, "start": {start!r}, "end": {end!r}, "out_start": {out_start!r}, "out_end": {out_end!r}, '
+                    f'"label": {text(label)}, "category": {text(category)}, "kind": {text(kind)}, '
+                    f'"method": {text(method)}, "source": {text(source)}, "score": {score!r}, '
+                    f'"replacement": {text(replacement)}}}\n'
+                )
             except TypeError:
                 pass
         return head + "".join(f", {name}: {_json_scalar(value)}" for name, value in zip(names, values)) + "}\n"
+
     return row
 
 
-_USUAL_FIELDS = ("start", "end", "out_start", "out_end", "label", "category", "kind", "method", "source", "score",
-                 "replacement")
+_USUAL_FIELDS = (
+    "start",
+    "end",
+    "out_start",
+    "out_end",
+    "label",
+    "category",
+    "kind",
+    "method",
+    "source",
+    "score",
+    "replacement",
+)
 _USUAL_TYPES = (int, int, int, int, float)
 
 
@@ -162,9 +190,9 @@ def _audit_items(path: Path) -> Generator[Any, None, None]:
         if Path(path).suffix == ".csv":
             run, unread, line = None, 0, handle.readline()
             if line.startswith(_CSV_RUN_PREFIX):
-                run, line = json.loads(line[len(_CSV_RUN_PREFIX):]), handle.readline()
+                run, line = json.loads(line[len(_CSV_RUN_PREFIX) :]), handle.readline()
             if line.startswith(_CSV_UNREAD_PREFIX):
-                unread, line = int(line[len(_CSV_UNREAD_PREFIX):]), handle.readline()
+                unread, line = int(line[len(_CSV_UNREAD_PREFIX) :]), handle.readline()
             yield run, unread
             for row in csv.DictReader(chain([line], handle)):
                 for name in _INTEGER_FIELDS:
@@ -188,8 +216,18 @@ def _audit_items(path: Path) -> Generator[Any, None, None]:
 def render_mapping(doc: Document, replacements: Sequence[Replacement]) -> str:
     """JSONL of original value -> replacement for one note: PHI, for the secured mapping file only."""
     return "".join(
-        json.dumps({"note": record_name(doc.name), "start": rep.start, "end": rep.end, "label": rep.label,
-                    "original": doc.text[rep.start:rep.end], "replacement": rep.replacement}, ensure_ascii=False) + "\n"
+        json.dumps(
+            {
+                "note": record_name(doc.name),
+                "start": rep.start,
+                "end": rep.end,
+                "label": rep.label,
+                "original": doc.text[rep.start : rep.end],
+                "replacement": rep.replacement,
+            },
+            ensure_ascii=False,
+        )
+        + "\n"
         for rep in replacements
     )
 
@@ -222,5 +260,7 @@ def summarize(counts_by_note: Iterable[Counter[tuple[str, str, str]]]) -> dict[s
 def format_summary(summary: Mapping[str, Any]) -> str:
     """One line for the terminal: counts only."""
     categories = ", ".join(f"{name} {count}" for name, count in summary["by_category"].items())
-    return (f"{summary['spans']} spans replaced in {summary['notes']} notes ({categories or 'none'}); "
-            f"{summary['dates_unparsed']} dates not understood (other dates in the same layout)")
+    return (
+        f"{summary['spans']} spans replaced in {summary['notes']} notes ({categories or 'none'}); "
+        f"{summary['dates_unparsed']} dates not understood (other dates in the same layout)"
+    )

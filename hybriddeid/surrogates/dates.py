@@ -14,6 +14,7 @@ year, and never lands on itself. Compact forms ("26JUN95") and apostrophe years 
 a named holiday becomes another holiday of the language's list. Times of day ("10:30") are left as
 they are.
 """
+
 from __future__ import annotations
 
 import calendar
@@ -123,7 +124,9 @@ class DateShifter:
         self.words = words
         self.offset_days = offset_days
         self.keep_years = keep_years
-        self._readings: dict[str, tuple | None] = {}  # text -> _parse's result: a date is read for its years, then shifted
+        self._readings: dict[
+            str, tuple | None
+        ] = {}  # text -> _parse's result: a date is read for its years, then shifted
 
     # -- reading ----------------------------------------------------------------------------
     def _read(self, text: str) -> tuple[list[_Unit], list[tuple[_Part, int]], list[tuple[_Part, int]]] | None:
@@ -146,7 +149,9 @@ class DateShifter:
             claim(match.start(), match.end())
         holidays: list[tuple[_Part, int]] = []
         for match in self._holiday_pattern.finditer(text):
-            holidays.append((_Part(match.start(), match.end(), match.group()), self._holiday_index[fold(match.group())]))
+            holidays.append(
+                (_Part(match.start(), match.end(), match.group()), self._holiday_index[fold(match.group())])
+            )
             claim(match.start(), match.end())
         units: list[_Unit] = []
         for match in _NUMERIC_TRIPLE.finditer(text):
@@ -213,8 +218,10 @@ class DateShifter:
                 continue
             year = _full_year(year_digits)
             if _valid(day, month, year):
-                parts = {name: _Part(starts[i], starts[i] + len(values[i]), values[i])
-                         for name, i in (("day", fields["d"]), ("month", fields["m"]), ("year", fields["y"]))}
+                parts = {
+                    name: _Part(starts[i], starts[i] + len(values[i]), values[i])
+                    for name, i in (("day", fields["d"]), ("month", fields["m"]), ("year", fields["y"]))
+                }
                 return _Unit(day, month, year, parts)
         return None
 
@@ -254,8 +261,12 @@ class DateShifter:
             if takes_day and _valid(int(after["day"]), month, None):
                 self._take_day(unit, after, claim)
                 cursor = after.end()
-        self._take_year(unit, year_after.match(text, cursor) or (year_after_range.match(text, cursor) if unit.day else None),
-                        claim, free)
+        self._take_year(
+            unit,
+            year_after.match(text, cursor) or (year_after_range.match(text, cursor) if unit.day else None),
+            claim,
+            free,
+        )
         if unit.day is not None and not _valid(unit.day, month, unit.year):
             return None
         claim(start, end)
@@ -308,15 +319,26 @@ class DateShifter:
                 return False
             nearest = min(neighbours, key=lambda u: abs(u.parts["day"].start - match.start()))
             day_part = nearest.parts["day"]
-            gap = text[match.end():day_part.start] if day_part.start > match.start() else text[day_part.end:match.start()]
+            gap = (
+                text[match.end() : day_part.start]
+                if day_part.start > match.start()
+                else text[day_part.end : match.start()]
+            )
             gap_words = [fold(w) for w in _WORD.findall(gap)]
             if not all(word in joiners for word in gap_words) or re.search(r"\d", gap):
                 return False
             day = int(match.group())
             if not _valid(day, nearest.month, nearest.year):
                 return False
-            units.append(_Unit(day, nearest.month, nearest.year, {"day": _Part(match.start(), match.end(), match.group())},
-                               borrowed_year=True))
+            units.append(
+                _Unit(
+                    day,
+                    nearest.month,
+                    nearest.year,
+                    {"day": _Part(match.start(), match.end(), match.group())},
+                    borrowed_year=True,
+                )
+            )
             claim(match.start(), match.end())
         units.sort(key=lambda unit: unit.anchor)
         return True
@@ -327,7 +349,7 @@ class DateShifter:
         for index, unit in enumerate(units):
             if unit.year is not None or unit.month is None:
                 continue
-            later = [u for u in units[index + 1:] if u.year is not None]
+            later = [u for u in units[index + 1 :] if u.year is not None]
             earlier = [u for u in units[:index] if u.year is not None]
             donor = later[0] if later else (earlier[-1] if earlier else None)
             if donor is not None:
@@ -361,7 +383,7 @@ class DateShifter:
             replacements.append((part, copy_case(part.text, self._other_holiday(index))))
         out = text
         for part, new in sorted(replacements, key=lambda item: item[0].start, reverse=True):
-            out = out[:part.start] + new + out[part.end:]
+            out = out[: part.start] + new + out[part.end :]
         return out
 
     def _move(self, unit: _Unit) -> tuple[int | None, int | None, int | None] | None:
@@ -433,6 +455,7 @@ class DateShifter:
         another of the same length (a four-digit year a year near it, a day or month, or a
         zero-padded number up to 31, one of 1-12), each month or weekday
         name another of the same kind and spelling; other words stay."""
+
         def number(match: re.Match[str]) -> str:
             digits = match.group()
             if len(digits) == 4 and _valid(None, None, int(digits)):
@@ -443,8 +466,10 @@ class DateShifter:
 
         def word(match: re.Match[str]) -> str:
             key = fold(match.group())
-            for lookup, full_names, short_names in ((self.words.month_lookup, self.words.months, self.words.month_abbreviations),
-                                                    (self.words.weekday_lookup, self.words.weekdays, self.words.weekday_abbreviations)):
+            for lookup, full_names, short_names in (
+                (self.words.month_lookup, self.words.months, self.words.month_abbreviations),
+                (self.words.weekday_lookup, self.words.weekdays, self.words.weekday_abbreviations),
+            ):
                 if key in lookup:
                     index, full = lookup[key]
                     names = full_names if full else short_names

@@ -4,6 +4,7 @@ Works on any spans (a model's predictions or gold annotations). Text outside the
 byte for byte; each replacement is recorded (offsets in the input and the output, label, kind,
 method, source, score, replacement, never the original value) for the audit.
 """
+
 from __future__ import annotations
 
 import re
@@ -59,9 +60,13 @@ class DeidOptions:
     unsupported_script: str = "keep"
 
     def __post_init__(self) -> None:
-        for name, value, allowed in (("mode", self.mode, MODES), ("scope", self.scope, SCOPES),
-                                     ("tag_level", self.tag_level, TAG_LEVELS), ("language", self.language, available_languages()),
-                                     ("unsupported_script", self.unsupported_script, UNSUPPORTED_SCRIPT)):
+        for name, value, allowed in (
+            ("mode", self.mode, MODES),
+            ("scope", self.scope, SCOPES),
+            ("tag_level", self.tag_level, TAG_LEVELS),
+            ("language", self.language, available_languages()),
+            ("unsupported_script", self.unsupported_script, UNSUPPORTED_SCRIPT),
+        ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
         if self.mode == "surrogate" and not self.key:
@@ -137,9 +142,11 @@ def offset_magnitudes(max_days: int) -> tuple[int, ...]:
     month (at least ``MIN_MONTHS_AWAY`` days from a whole number of years, so "July 29" never becomes
     "July 30" nor "March 2022" "March 2021"). A range too short for that keeps what it can: then
     weekday-moving magnitudes, then any but 0."""
+
     def months_away(days: int) -> bool:
         years = round(days / DAYS_PER_YEAR)
         return abs(days - years * DAYS_PER_YEAR) >= MIN_MONTHS_AWAY
+
     every = range(1, max_days + 1)
     for keep in (lambda d: d % 7 and months_away(d), lambda d: d % 7, lambda d: True):
         magnitudes = tuple(d for d in every if keep(d))
@@ -186,8 +193,13 @@ def oldest_shown_year(docs: Sequence[Document], kinds, shifter: DateShifter) -> 
     """The earliest year a patient's dates may show: an earlier one (a date of birth, mostly) would
     tell an age over 89 today (Safe Harbor), or at the latest date of the patient's notes when that
     is later. A stated age over 89 needs no rule of its own: its birth year is earlier still."""
-    years = [year for doc in docs for span in doc.spans if kinds.kind(span.label) == "date"
-             for year in shifter.years(doc.span_text(span))]
+    years = [
+        year
+        for doc in docs
+        for span in doc.spans
+        if kinds.kind(span.label) == "date"
+        for year in shifter.years(doc.span_text(span))
+    ]
     return max([*years, date.today().year]) - MAX_SHOWN_AGE
 
 
@@ -235,7 +247,10 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
     out_spans: list[Span] = []
     tags: dict[str, str] = {}
     cursor = out_length = 0
-    unread = [Span(m.start(), m.end(), UNREAD_LABEL, UNREAD_METHOD) for m in unread_pattern(options.language).finditer(doc.text)]
+    unread = [
+        Span(m.start(), m.end(), UNREAD_LABEL, UNREAD_METHOD)
+        for m in unread_pattern(options.language).finditer(doc.text)
+    ]
     masked_unread = unread if options.unsupported_script == "mask" else []
     kinds_of: dict[str, tuple[str, str]] = {}  # label -> (category, kind): asked once per span
     for span in disjoint([*doc.spans, *masked_unread]):
@@ -243,7 +258,12 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
             kinds_of[span.label] = kinds.category(span.label), kinds.kind(span.label)
         category, kind = kinds_of[span.label]
         if span.label == UNREAD_LABEL:
-            new, method, category, kind = _masked(doc.span_text(span), options.mask_char), UNREAD_METHOD, "OTHER", "shape"
+            new, method, category, kind = (
+                _masked(doc.span_text(span), options.mask_char),
+                UNREAD_METHOD,
+                "OTHER",
+                "shape",
+            )
         elif options.mode == "tag":
             shown = category if options.tag_level == "category" else span.label
             if shown not in tags:  # one string per tag, not per span (a long note has hundreds of thousands)
@@ -254,18 +274,34 @@ def _deidentify(doc: Document, options: DeidOptions, surrogates: Surrogates | No
         else:
             assert surrogates is not None  # made by deidentify_patient whenever the mode is surrogate
             new, method = surrogates.replace(kind, doc.span_text(span))
-        kept = doc.text[cursor:span.start]
+        kept = doc.text[cursor : span.start]
         pieces += [kept, new]
         out_start = out_length + len(kept)
         out_length = out_start + len(new)
         cursor = span.end
-        replacements.append(Replacement(span.start, span.end, out_start, out_length, span.label, category, kind,
-                                        method, span.source, span.score, new))
+        replacements.append(
+            Replacement(
+                span.start,
+                span.end,
+                out_start,
+                out_length,
+                span.label,
+                category,
+                kind,
+                method,
+                span.source,
+                span.score,
+                new,
+            )
+        )
         if new and span.label != UNREAD_LABEL:  # masked unread text is no PHI span of the output
             out_spans.append(Span(out_start, out_length, span.label, span.source, span.score))
     pieces.append(doc.text[cursor:])
-    return DeidResult(Document(doc.name, "".join(pieces), tuple(out_spans), doc.meta), tuple(replacements),
-                      sum(span.end - span.start for span in unread))
+    return DeidResult(
+        Document(doc.name, "".join(pieces), tuple(out_spans), doc.meta),
+        tuple(replacements),
+        sum(span.end - span.start for span in unread),
+    )
 
 
 def apply_replacements(text: str, replacements: Iterable[Replacement | dict]) -> str:
@@ -298,7 +334,7 @@ def _replaced_pieces(text: str, replacements: Iterable[Replacement | dict]) -> I
             yield None
             return
         previous = rec["start"]
-        yield text[cursor:rec["start"]]
+        yield text[cursor : rec["start"]]
         yield rec["replacement"]
         cursor = rec["end"]
     yield text[cursor:]

@@ -8,6 +8,7 @@ A draw that would bring back one of the scope's original values (another name of
 the patient's city inside a hospital name, another age) is redrawn; shifted dates are the exception,
 since moving every date by one offset may land one date on another's original value.
 """
+
 from __future__ import annotations
 
 import random
@@ -53,7 +54,13 @@ MAX_SHOWN_AGE = 89  # Safe Harbor: older ages (and the dates that tell them) are
 
 # method values recorded in the audit ("kept": a relation word, never replaced)
 SURROGATE, DATE_SHIFT, DATE_FALLBACK, SHAPE, SAFE_HARBOR, KEPT = (
-    "surrogate", "date-shift", "date-fallback", "shape", "safe-harbor", "kept")
+    "surrogate",
+    "date-shift",
+    "date-fallback",
+    "shape",
+    "safe-harbor",
+    "kept",
+)
 
 
 @cache
@@ -95,7 +102,9 @@ def name_lists(language: str, locale: str) -> tuple[frozenset[str], frozenset[st
     """Folded given names and surnames of any list: the Faker locale's and the language pack's
     dictionaries (``first_names``, ``last_names``), to tell a name word's part."""
     person = _person_provider(locale)
-    given = {fold(n) for attr in ("first_names_female", "first_names_male", "first_names") for n in getattr(person, attr, ())}
+    given = {
+        fold(n) for attr in ("first_names_female", "first_names_male", "first_names") for n in getattr(person, attr, ())
+    }
     surnames = {fold(n) for n in getattr(person, "last_names", ())}
     kinds = bundled_kinds(language)
     if "first_names" in kinds:
@@ -130,7 +139,8 @@ def fill_template(faker: Faker, template: str, lang: LanguageResources) -> str:
     {last_name} and {first_name} fields drawn from ``faker``."""
     fields: dict[str, Callable[[], str]] = {
         "city": lambda: str(getattr(faker, lang.faker_methods["city"])()),
-        "last_name": faker.last_name, "first_name": faker.first_name,
+        "last_name": faker.last_name,
+        "first_name": faker.first_name,
     }
     return _TEMPLATE_FIELD.sub(lambda m: fields[m.group(1)](), template)
 
@@ -148,8 +158,16 @@ class SurrogateSettings:
 class Surrogates:
     """Surrogates for one consistency scope (a patient, or the corpus) and one patient's dates."""
 
-    def __init__(self, lang: LanguageResources, keyed: Keyed, scope: str, dates: DateShifter,
-                 inventory: NameInventory, settings: SurrogateSettings, avoid: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        lang: LanguageResources,
+        keyed: Keyed,
+        scope: str,
+        dates: DateShifter,
+        inventory: NameInventory,
+        settings: SurrogateSettings,
+        avoid: Iterable[str] = (),
+    ) -> None:
         self.lang = lang
         avoid = sorted({fold(value) for value in avoid if value.strip()}, key=len, reverse=True)
         self._avoid = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, avoid))})(?!\w)") if avoid else None
@@ -163,13 +181,23 @@ class Surrogates:
         given, surnames = name_lists(lang.language, lang.faker_locale)
         self.names = NameSurrogates(lang, female, male, self._name_word, self._letter, inventory, given, surnames)
         self._handlers: dict[str, Callable[[str], tuple[str, str]]] = {
-            "person": self._person, "location": self._location, "street": self._street, "zip": self._zip,
-            "age": self._age, "date": self._date, "email": self._email, "url": self._url, "ip": self._ip,
-            "sex": self._sex, "relative": self._relative, "id": self._id,
+            "person": self._person,
+            "location": self._location,
+            "street": self._street,
+            "zip": self._zip,
+            "age": self._age,
+            "date": self._date,
+            "email": self._email,
+            "url": self._url,
+            "ip": self._ip,
+            "sex": self._sex,
+            "relative": self._relative,
+            "id": self._id,
         }
         for kind in GENERATED_KINDS:
-            self._handlers[kind] = (self._template(kind) if kind in lang.templates
-                                    else self._faker_kind(kind, case=kind != "username"))
+            self._handlers[kind] = (
+                self._template(kind) if kind in lang.templates else self._faker_kind(kind, case=kind != "username")
+            )
         self._handlers["username"] = self._username
         self._named_department = self._handlers["department"]
         self._handlers["department"] = self._department
@@ -182,7 +210,7 @@ class Surrogates:
         if cache_key not in self._cache:
             head = self._relation_head(kind, value)
             if head:  # "hijo Rosa" read as a street: "hijo" stays, "Rosa" becomes a street
-                surrogate, method = self.replace(kind, value[len(head):])
+                surrogate, method = self.replace(kind, value[len(head) :])
                 self._cache[cache_key] = head + surrogate, method
             elif kind in ABBREVIABLE_KINDS and is_abbreviation(value):
                 self._cache[cache_key] = self._abbreviation(kind, value)
@@ -262,6 +290,7 @@ class Surrogates:
         def handler(value: str) -> tuple[str, str]:
             surrogate = self._differing(kind, value, self._method(kind))
             return (copy_case(value, surrogate) if case else surrogate), SURROGATE
+
         return handler
 
     def _template(self, kind: str) -> Callable[[str], tuple[str, str]]:
@@ -324,7 +353,7 @@ class Surrogates:
         words = [word for word in NAME_WORD.findall(full) if fold(word) not in self.lang.particles]
         initials = "".join(word[0] for word in words).upper()
         if len(initials) < 2 and words:  # a one-word surrogate: its first letters, as many as the original's
-            initials = words[0][:sum(c.isalpha() for c in value)].upper()
+            initials = words[0][: sum(c.isalpha() for c in value)].upper()
         if "." in value:
             initials = "".join(f"{letter}." for letter in initials)
         if len(initials) < 2 or fold(initials) == fold(value):
@@ -378,9 +407,12 @@ class Surrogates:
         age = int(number)
         if age > MAX_SHOWN_AGE:
             return self.lang.age_cap, SAFE_HARBOR
-        for spread in ((AGE_JITTER,) if age >= 10 else (1, 2, AGE_JITTER)):  # a small age looks further only
-            nearby = [a for a in range(max(0, age - spread), min(MAX_SHOWN_AGE, age + spread) + 1)  # to avoid an original
-                      if a != age and not (plural and age > 1 and a <= 1)] or [age + 1]
+        for spread in (AGE_JITTER,) if age >= 10 else (1, 2, AGE_JITTER):  # a small age looks further only
+            nearby = [
+                a
+                for a in range(max(0, age - spread), min(MAX_SHOWN_AGE, age + spread) + 1)  # to avoid an original
+                if a != age and not (plural and age > 1 and a <= 1)
+            ] or [age + 1]
             choices = [a for a in nearby if a not in self._avoid_numbers]
             if choices:
                 break
@@ -394,8 +426,11 @@ class Surrogates:
         "tres años"), else in digits ("sixty-two" -> "63"); other words ("years", "años") stay. No
         number words: the same shape."""
         rule = hipaa_age_rule()
-        words = [m for m in _NUMBER_WORD.finditer(value) if m.group().lower() in rule.number_words
-                 or m.group().lower() in rule.multipliers]
+        words = [
+            m
+            for m in _NUMBER_WORD.finditer(value)
+            if m.group().lower() in rule.number_words or m.group().lower() in rule.multipliers
+        ]
         age = rule.stated_age(value)
         if not words or age is None:
             return self._shape(value)

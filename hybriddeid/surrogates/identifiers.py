@@ -6,6 +6,7 @@ format is left to the shape surrogate.
 The check letters and digits are the rule validators' (:mod:`hybriddeid.classifiers.validators`), so
 a surrogate DNI is one the rules would take as a DNI.
 """
+
 from __future__ import annotations
 
 import random

@@ -4,6 +4,7 @@ Every surrogate choice is drawn from HMAC-SHA256(key, scope | purpose | value): 
 the same scope (patient, or corpus) always gets the same surrogate, in any process and any order,
 and without the key nobody can recompute or invert the mapping.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,8 +49,10 @@ def check_key_permissions(path: Path) -> None:
         return
     mode = Path(path).stat().st_mode
     if mode & 0o077:
-        raise ValueError(f"{path}: the key file may be read or written by others (mode {mode & 0o777:03o}); "
-                         f"make it owner-only with: chmod 600 {path}")
+        raise ValueError(
+            f"{path}: the key file may be read or written by others (mode {mode & 0o777:03o}); "
+            f"make it owner-only with: chmod 600 {path}"
+        )
 
 
 # The whole file, as ``render_key`` writes it (the key: 16+ bytes) and as ``create_key_file`` wrote it
@@ -75,17 +78,25 @@ def read_key(path: Path) -> bytes:
     if found is not None:
         key = bytes.fromhex(found.group(1).decode("ascii"))
         if key_checksum(key) != found.group(2).decode("ascii"):
-            raise ValueError(f"{path}: the key does not match its checksum; the file was changed or mistyped: "
-                             "restore it from its backup (a different key would change every surrogate)")
+            raise ValueError(
+                f"{path}: the key does not match its checksum; the file was changed or mistyped: "
+                "restore it from its backup (a different key would change every surrogate)"
+            )
         return key
     old = _OLD_KEY_FILE.fullmatch(raw)
     if old is not None:
-        log.warning("%s: key file in the old format, without a checksum (a typo in it would silently make a "
-                    "different key); `hybriddeid key upgrade %s` rewrites it with one", path, path)
+        log.warning(
+            "%s: key file in the old format, without a checksum (a typo in it would silently make a "
+            "different key); `hybriddeid key upgrade %s` rewrites it with one",
+            path,
+            path,
+        )
         return bytes.fromhex(old.group(1).decode("ascii"))
-    raise ValueError(f"{path}: not a key file ({_key_file_problem(raw)}); a key file holds the one line "
-                     f"'{KEY_FORMAT} {KEY_VERSION} <hex key> <checksum>' (`hybriddeid key new` writes it) or, "
-                     "from before, 64 lower-case hex digits: restore it from its backup")
+    raise ValueError(
+        f"{path}: not a key file ({_key_file_problem(raw)}); a key file holds the one line "
+        f"'{KEY_FORMAT} {KEY_VERSION} <hex key> <checksum>' (`hybriddeid key new` writes it) or, "
+        "from before, 64 lower-case hex digits: restore it from its backup"
+    )
 
 
 def _key_file_problem(raw: bytes) -> str:
@@ -114,8 +125,9 @@ def _key_file_problem(raw: bytes) -> str:
             return "the key is not lower-case hexadecimal"
         return f"the key is {len(parts[2])} hex digits, not an even number of at least {2 * MIN_KEY_BYTES}"
     if re.fullmatch(rb"[0-9a-fA-F]+", line):
-        return (f"{len(line)} hex digits" if len(line) != 64 else "hex digits in capitals") + \
-            ", where an old key file holds 64 lower-case ones: it was cut or changed"
+        return (
+            f"{len(line)} hex digits" if len(line) != 64 else "hex digits in capitals"
+        ) + ", where an old key file holds 64 lower-case ones: it was cut or changed"
     return "it is neither a versioned key line nor an old key's hex digits (a passphrase is not a key)"
 
 

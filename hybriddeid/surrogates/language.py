@@ -5,6 +5,7 @@
 Month names, date orders, titles, Faker locale, Safe Harbor ZIP prefixes and the like are data, so a
 language is added by adding one TOML file to its pack. Everything is validated on load.
 """
+
 from __future__ import annotations
 
 import tomllib
@@ -19,13 +20,44 @@ from hybriddeid.core.languages import language_pack, register_cache, shared_reso
 from hybriddeid.core.taxonomy import BUNDLED_TAXONOMIES, load_taxonomy
 
 # Kinds drawn from a Faker method or, where the language has one, a template.
-GENERATED_KINDS = ("username", "profession", "city", "state", "country", "organization", "hospital",
-                   "health_center", "department")
-KINDS = frozenset({
-    "person", "username", "profession", "location", "city", "street", "state", "country", "zip",
-    "hospital", "organization", "department", "health_center", "age", "date", "phone", "email",
-    "url", "ip", "id", "sex", "relative", "shape",
-})
+GENERATED_KINDS = (
+    "username",
+    "profession",
+    "city",
+    "state",
+    "country",
+    "organization",
+    "hospital",
+    "health_center",
+    "department",
+)
+KINDS = frozenset(
+    {
+        "person",
+        "username",
+        "profession",
+        "location",
+        "city",
+        "street",
+        "state",
+        "country",
+        "zip",
+        "hospital",
+        "organization",
+        "department",
+        "health_center",
+        "age",
+        "date",
+        "phone",
+        "email",
+        "url",
+        "ip",
+        "id",
+        "sex",
+        "relative",
+        "shape",
+    }
+)
 
 
 @lru_cache(maxsize=1 << 16)  # names and safe words recur: a long note folds the same words many times
@@ -164,8 +196,11 @@ def load_language(language: str) -> LanguageResources:
             connectors=_spellings(dates["connectors"]),
             range_words=_spellings(dates["range_words"]),
             seasons=tuple(dates.get("seasons", ())),
-            season_lookup={fold(spelling): index for index, spellings in enumerate(dates.get("season_spellings", ()))
-                           for spelling in spellings},
+            season_lookup={
+                fold(spelling): index
+                for index, spellings in enumerate(dates.get("season_spellings", ()))
+                for spelling in spellings
+            },
             holidays=tuple(dates.get("holidays", ())),
         )
         if date_words.seasons and len(date_words.seasons) != 4:
@@ -173,9 +208,14 @@ def load_language(language: str) -> LanguageResources:
         sex_pairs = tuple((pair[0], pair[1]) for pair in data["sex"]["pairs"])
         relatives = data["relatives"]
         # "terms"; packs written before issue 43 list groups of terms and their replacements instead
-        relative_terms = [*relatives.get("terms", ()),
-                          *(term for group in relatives.get("groups", ()) for term in
-                            [*group["terms"], *group.get("replace_with", ())])]
+        relative_terms = [
+            *relatives.get("terms", ()),
+            *(
+                term
+                for group in relatives.get("groups", ())
+                for term in [*group["terms"], *group.get("replace_with", ())]
+            ),
+        ]
         if not relative_terms:
             raise ValueError("[relatives] terms: the relation words, kept as written")
         templates = {key: tuple(value) for key, value in data["templates"].items()}

@@ -12,6 +12,7 @@ never get the same surrogate ("Smith Smith"). Titles and particles ("Dr.", "de l
 initial ("J.") becomes the initial of the surrogate of the patient's most frequent given name with
 that initial, preferring names seen beside the same surname, so "J. Smith" follows "John Smith".
 """
+
 from __future__ import annotations
 
 import re
@@ -43,9 +44,15 @@ class NameInventory:
                 self.counts[word] += 1
                 self.companions.setdefault(word, set()).update(w for w in words if w != word)
             matches = list(NAME_WORD.finditer(name))
-            wholes = [(matches[unit[-1]].end(), "-".join(fold(matches[i].group()) for i in unit))
-                      for unit in _hyphen_units(name, matches)]
-            wholes = [(end, whole) for end, whole in wholes if len(whole) > 1 and whole not in particles and whole not in titles]
+            wholes = [
+                (matches[unit[-1]].end(), "-".join(fold(matches[i].group()) for i in unit))
+                for unit in _hyphen_units(name, matches)
+            ]
+            wholes = [
+                (end, whole)
+                for end, whole in wholes
+                if len(whole) > 1 and whole not in particles and whole not in titles
+            ]
             if len(wholes) > 1:
                 comma = name.find(",")
                 before = sum(1 for end, _ in wholes if end <= comma) if comma > 0 else 0
@@ -73,7 +80,7 @@ def _hyphen_units(name: str, words: list[re.Match[str]]) -> list[list[int]]:
     """The indexes of ``words`` grouped into wholes joined by a hyphen ("Ben-David", "son-in-law")."""
     units: list[list[int]] = []
     for index, match in enumerate(words):
-        if units and name[words[index - 1].end():match.start()] in _HYPHENS:
+        if units and name[words[index - 1].end() : match.start()] in _HYPHENS:
             units[-1].append(index)
         else:
             units.append([index])
@@ -94,7 +101,7 @@ def relation_prefix(value: str, terms: frozenset[str]) -> int:
     end = 0
     for unit in _hyphen_units(value, words):
         key = "-".join(fold(words[i].group()) for i in unit)
-        if value[end:words[unit[0]].start()].strip() or not is_relation_word(key, terms):
+        if value[end : words[unit[0]].start()].strip() or not is_relation_word(key, terms):
             break
         end = words[unit[-1]].end()
     return end
@@ -185,7 +192,7 @@ class NameSurrogates:
         drawn: dict[str, str] = {}  # folded surrogate -> the folded word it replaced
         for index, match in enumerate(words):
             word, key = match.group(), folded[index]
-            out.append(name[last:match.start()])
+            out.append(name[last : match.start()])
             last = match.end()
             if index in kept:
                 out.append(word)
@@ -212,8 +219,14 @@ class NameSurrogates:
                 kept.update(unit)
         for index, match in enumerate(words):
             key = folded[index]
-            followed_by_dot = name[match.end():match.end() + 1] == "."
-            if key in self.lang.titles and (followed_by_dot or index < len(words) - 1) and len(words) > 1 or key in self.lang.particles and index < len(words) - 1:
+            followed_by_dot = name[match.end() : match.end() + 1] == "."
+            if (
+                key in self.lang.titles
+                and (followed_by_dot or index < len(words) - 1)
+                and len(words) > 1
+                or key in self.lang.particles
+                and index < len(words) - 1
+            ):
                 kept.add(index)
         return kept
 

@@ -2,6 +2,7 @@
 
 Used by ``hybriddeid deid`` (``hybriddeid.runs.deid``) and Spark (``hybriddeid.integrations.spark``).
 """
+
 from __future__ import annotations
 
 import csv

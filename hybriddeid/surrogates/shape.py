@@ -1,4 +1,5 @@
 """Shape-preserving surrogates and case copying, shared by every surrogate kind."""
+
 from __future__ import annotations
 
 import random

@@ -12,6 +12,7 @@ Two *mixes* fight template overfitting when measuring: the resource's ``[mix.tra
 some out (note types, label and header styles, date formats and name locales that only the test mix
 uses), so a model trained on one mix and scored on the other meets layouts and names it never saw.
 """
+
 from __future__ import annotations
 
 import random
@@ -34,7 +35,9 @@ from hybriddeid.synth.template import NoteWriter, TemplateError, render
 
 MIXES = ("train", "test")
 # Slots drawn afresh at every use (a note has many dates); all others keep one value per note.
-FRESH_SLOTS = frozenset({"date", "date_past", "date_future", "date_short", "month_year", "year", "weekday", "age_other"})
+FRESH_SLOTS = frozenset(
+    {"date", "date_past", "date_future", "date_short", "month_year", "year", "weekday", "age_other"}
+)
 _NO_WRAP = 0
 
 
@@ -195,7 +198,7 @@ class Note:
         return Person(self._name_word("first", sex, locale), surname, middle, sex)
 
     def _formal(self, person: Person) -> str:
-        """"LAST, FIRST" or "Last, First M." as headers write it."""
+        """ "LAST, FIRST" or "Last, First M." as headers write it."""
         text = f"{person.last}, {person.first}" + (f" {person.middle}" if person.middle else "")
         return _case_safe_upper(text) if self.rng.random() < 0.5 else text
 
@@ -210,7 +213,11 @@ class Note:
 
     def _date_text(self, day: date, fmt: str | None = None) -> str:
         if fmt is None:
-            fmt = self.date_format if self.rng.random() > self.date_variety else _weighted(self.rng, self.mix["date_formats"])
+            fmt = (
+                self.date_format
+                if self.rng.random() > self.date_variety
+                else _weighted(self.rng, self.mix["date_formats"])
+            )
         return format_date(day, fmt, self.res.lang)
 
     def _shifted(self, low: int, high: int) -> date:
@@ -227,7 +234,8 @@ class Note:
         """The resource's ``[templates]`` of ``kind`` and those of the mix's ``extra_templates`` sets."""
         sets = self.mix.get("extra_templates", ())
         return tuple(self.data["templates"][kind]) + tuple(
-            t for name in sets for t in self.data["extra_templates"][name].get(kind, ()))
+            t for name in sets for t in self.data["extra_templates"][name].get(kind, ())
+        )
 
     def _hospital(self) -> str:
         templates = self.res.lang.templates["hospital"] + self._templates("hospital")
@@ -250,22 +258,38 @@ class Note:
         faker = self.faker()
         if self.rng.random() < 0.5:
             return faker.email()
-        user = self.rng.choice((f"{person.first}.{person.last}", f"{person.first[:1]}{person.last}", f"{person.last}{self.rng.randint(1, 99)}"))
+        user = self.rng.choice(
+            (
+                f"{person.first}.{person.last}",
+                f"{person.first[:1]}{person.last}",
+                f"{person.last}{self.rng.randint(1, 99)}",
+            )
+        )
         user = "".join(c for c in user.lower() if c.isascii() and (c.isalnum() or c == "."))
         return f"{user or 'user'}@{faker.domain_name()}"
 
     def _url(self) -> str:
         faker = self.faker()
-        return self.rng.choice((faker.url().rstrip("/"), f"www.{faker.domain_name()}", f"https://portal.{faker.domain_name()}/{faker.uri_path()}"))
+        return self.rng.choice(
+            (
+                faker.url().rstrip("/"),
+                f"www.{faker.domain_name()}",
+                f"https://portal.{faker.domain_name()}/{faker.uri_path()}",
+            )
+        )
 
     def _slot_table(self) -> dict[str, Callable[[], tuple[str, str]]]:
         rng, lang, data = self.rng, self.res.lang, self.data
         patient, relative, nurse = self.patient, self.relative, self.nurse
         doc1, doc2, doc3 = self.doctors
-        age_format = str(data["ages"].get("format", "{n}"))  # "{n} años": the unit inside the span, as MEDDOCAN marks it
+        age_format = str(
+            data["ages"].get("format", "{n}")
+        )  # "{n} años": the unit inside the span, as MEDDOCAN marks it
 
         def doctor_name(person: Person) -> str:
-            return rng.choice((person.full, f"{person.first} {person.last}", f"{person.first[:1]}. {person.last}", person.last))
+            return rng.choice(
+                (person.full, f"{person.first} {person.last}", f"{person.first[:1]}. {person.last}", person.last)
+            )
 
         table: dict[str, Callable[[], tuple[str, str]]] = {
             "patient": lambda: (f"{patient.first} {patient.last}" if rng.random() < 0.6 else patient.full, "PATIENT"),
@@ -283,8 +307,16 @@ class Note:
             "doctor2_last": lambda: (doc2.last, "DOCTOR"),
             "doctor3": lambda: (doctor_name(doc3), "DOCTOR"),
             "nurse": lambda: (rng.choice((nurse.first, f"{nurse.first} {nurse.last}")), "DOCTOR"),
-            "username": lambda: (rng.choice((f"{doc1.first[:1]}{doc1.last}".lower(), self.faker().user_name().lower(),
-                                             f"{doc1.first[:1]}{doc1.last[:1]}{rng.randint(1, 99)}".upper())), "USERNAME"),
+            "username": lambda: (
+                rng.choice(
+                    (
+                        f"{doc1.first[:1]}{doc1.last}".lower(),
+                        self.faker().user_name().lower(),
+                        f"{doc1.first[:1]}{doc1.last[:1]}{rng.randint(1, 99)}".upper(),
+                    )
+                ),
+                "USERNAME",
+            ),
             "hospital": lambda: (self._hospital(), "HOSPITAL"),
             "hospital2": lambda: (self._hospital(), "HOSPITAL"),
             "street2": lambda: (self.faker().street_address(), "STREET"),
@@ -293,7 +325,10 @@ class Note:
             "zip2": lambda: (self.faker().zipcode(), "ZIP"),
             "department": lambda: (self._ward(), "DEPARTMENT"),
             "hospital_short": lambda: (self._hospital_short(), "HOSPITAL"),
-            "health_center": lambda: (fill_template(self.faker(), rng.choice(lang.templates["health_center"]), lang), "HEALTH_CENTER"),
+            "health_center": lambda: (
+                fill_template(self.faker(), rng.choice(lang.templates["health_center"]), lang),
+                "HEALTH_CENTER",
+            ),
             # the relative's relation word ("hija"), for a taxonomy that labels it (MEDDOCAN does)
             "relation": lambda: (rng.choice(data["vocab"]["relation"]), "RELATION"),
             # the patient's sex as a word or letter ([gender] sex, sex_letter), for a taxonomy that labels it
@@ -307,9 +342,16 @@ class Note:
             "doctor_initial": lambda: (f"{doc1.first[:1]}.", "DOCTOR"),
             "nurse_first": lambda: (nurse.first, "DOCTOR"),
             "room": lambda: (self._pattern("ROOM"), "ROOM"),
-            "organization": lambda: (fill_template(self.faker(), rng.choice(data["templates"]["organization"]), lang)
-                                     if rng.random() < 0.5 else self.faker().company(), "ORGANIZATION"),
-            "profession": lambda: (rng.choice(data["vocab"]["profession"]) if rng.random() < 0.7 else self.faker().job(), "PROFESSION"),
+            "organization": lambda: (
+                fill_template(self.faker(), rng.choice(data["templates"]["organization"]), lang)
+                if rng.random() < 0.5
+                else self.faker().company(),
+                "ORGANIZATION",
+            ),
+            "profession": lambda: (
+                rng.choice(data["vocab"]["profession"]) if rng.random() < 0.7 else self.faker().job(),
+                "PROFESSION",
+            ),
             "street": lambda: (self.faker().street_address(), "STREET"),
             "city": lambda: (self._place("cities", self.faker().city), "CITY"),
             "state": lambda: (self.faker().state_abbr() if rng.random() < 0.6 else self.faker().state(), "STATE"),
@@ -330,14 +372,23 @@ class Note:
             "ip": lambda: (self.faker().ipv4() if rng.random() < 0.9 else self.faker().ipv6(), "IPADDR"),
             "age": lambda: (age_format.format(n=self.age), "AGE"),
             "age_other": lambda: (age_format.format(n=rng.randint(1, 104)), "AGE"),
-            "dob": lambda: (self._date_text(self.anchor - timedelta(days=int(self.age * 365.25) + rng.randint(0, 364))), "DATE"),
+            "dob": lambda: (
+                self._date_text(self.anchor - timedelta(days=int(self.age * 365.25) + rng.randint(0, 364))),
+                "DATE",
+            ),
             "date_admit": lambda: (self._date_text(self.anchor), "DATE"),
             "date_discharge": lambda: (self._date_text(self.anchor + timedelta(days=rng.randint(1, 12))), "DATE"),
             "date": lambda: (self._date_text(self._shifted(-30, 30)), "DATE"),
             "date_past": lambda: (self._date_text(self._shifted(-3650, -40)), "DATE"),
             "date_future": lambda: (self._date_text(self._shifted(7, 120)), "DATE"),
-            "date_short": lambda: (self._date_text(self._shifted(-30, 30), _weighted(rng, data["dates"]["short_formats"])), "DATE"),
-            "month_year": lambda: (self._date_text(self._shifted(-3650, -30), _weighted(rng, data["dates"]["month_year_formats"])), "DATE"),
+            "date_short": lambda: (
+                self._date_text(self._shifted(-30, 30), _weighted(rng, data["dates"]["short_formats"])),
+                "DATE",
+            ),
+            "month_year": lambda: (
+                self._date_text(self._shifted(-3650, -30), _weighted(rng, data["dates"]["month_year_formats"])),
+                "DATE",
+            ),
             "year": lambda: (str(self._shifted(-7300, -365).year), "DATE"),
             "weekday": lambda: (rng.choice(lang.dates.weekdays), "DATE"),
         }
@@ -355,9 +406,17 @@ def format_date(day: date, fmt: str, lang: LanguageResources) -> str:
     words = lang.dates
     month, abbreviation = words.months[day.month - 1], words.month_abbreviations[day.month - 1]
     fields = {
-        "m": str(day.month), "mm": f"{day.month:02d}", "d": str(day.day), "dd": f"{day.day:02d}",
-        "dth": f"{day.day}{words.ordinal(day.day)}", "yy": f"{day.year % 100:02d}", "yyyy": str(day.year),
-        "Mon": abbreviation.capitalize(), "MON": abbreviation.upper(), "Month": month, "MONTH": month.upper(),
+        "m": str(day.month),
+        "mm": f"{day.month:02d}",
+        "d": str(day.day),
+        "dd": f"{day.day:02d}",
+        "dth": f"{day.day}{words.ordinal(day.day)}",
+        "yy": f"{day.year % 100:02d}",
+        "yyyy": str(day.year),
+        "Mon": abbreviation.capitalize(),
+        "MON": abbreviation.upper(),
+        "Month": month,
+        "MONTH": month.upper(),
         "Weekday": words.weekdays[day.weekday()],
     }
     out = fmt
@@ -370,7 +429,7 @@ def _wrap(text: str, spans: list[Span], width: int) -> str:
     """Hard-wrap ``text`` at ``width`` by turning spaces outside PHI into line breaks (offsets stay)."""
     inside = bytearray(len(text))
     for span in spans:
-        inside[span.start:span.end] = b"\x01" * (span.end - span.start)
+        inside[span.start : span.end] = b"\x01" * (span.end - span.start)
     chars, column, last_space = list(text), 0, -1
     for i, char in enumerate(chars):
         if char == "\n":
@@ -476,8 +535,11 @@ def generate_corpus(n: int, seed: int = 0, mix: str = "train", language: str = "
 def check_offsets(doc: Document) -> list[str]:
     """Problems with a generated note's spans (empty when every span holds the value written there)."""
     values = doc.meta.get("values", ())
-    problems = [f"span {i}: {doc.span_text(s)!r} != {v!r}" for i, (s, v) in enumerate(zip(doc.spans, values))
-                if doc.span_text(s) != v]
+    problems = [
+        f"span {i}: {doc.span_text(s)!r} != {v!r}"
+        for i, (s, v) in enumerate(zip(doc.spans, values))
+        if doc.span_text(s) != v
+    ]
     if len(values) != len(doc.spans):
         problems.append(f"{len(doc.spans)} spans but {len(values)} values")
     return problems

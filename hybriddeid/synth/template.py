@@ -15,6 +15,7 @@ Templates are plain strings with brace fields (nesting allowed):
 Rendering never computes an offset after the fact: every PHI value is appended through
 ``NoteWriter.phi``, which records its span as it writes it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ class NoteWriter:
         self.spans.append(Span(self.length, self.length + len(stripped), label, "gold"))
         self.values.append(stripped)
         self.text(stripped)
-        self.text(value[len(lead) + len(stripped):])
+        self.text(value[len(lead) + len(stripped) :])
 
     def append(self, other: NoteWriter) -> None:
         """Append everything ``other`` wrote, shifting its spans."""
@@ -127,7 +128,7 @@ def render(template: str, context: Context, out: NoteWriter) -> None:
             return
         out.text(template[i:start])
         end = _closing(template, start)
-        _field(template[start + 1:end], context, out)
+        _field(template[start + 1 : end], context, out)
         i = end + 1
 
 

@@ -3,6 +3,7 @@
 Tokens are runs of letters, runs of digits, or single other non-space characters, so PHI
 boundaries inside glued strings ("NºCol:28", "28016Madrid") still fall on token edges.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -4,6 +4,7 @@ Registered through the ``hybriddeid.classifiers`` entry point as ``PLUGIN`` (``h
 ``settings``/``encoding`` never import PyTorch, only ``tagger``, ``models`` and ``crf`` do
 (``pip install "hybriddeid[neural]"``).
 """
+
 from __future__ import annotations
 
 from hybriddeid.backends.neural.settings import ARCHITECTURES, NEURAL_DEFAULTS, NeuralSettings

@@ -22,6 +22,7 @@ marginals (its gradient, tagging) can instead be taken by a tree (``scan = "tree
 multiplied pairwise, halving their number at each level, so a note of T positions costs log2(T)
 batched matrix products (T K^3 work instead of T K^2, which the CPU pays for, so it keeps the steps).
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,10 +41,12 @@ F = TypeVar("F", bound=Callable)
 
 def full_precision(method: F) -> F:
     """Run a CRF method with autocast off: its sums and products of probabilities need float32."""
+
     @functools.wraps(method)
     def wrapped(self: CRF, emissions: torch.Tensor, *args, **kwargs):
         with torch.autocast(emissions.device.type, enabled=False):
             return method(self, emissions.float(), *args, **kwargs)
+
     return wrapped  # type: ignore[return-value]  # functools.wraps keeps method's signature; mypy cannot see it
 
 
@@ -86,8 +89,9 @@ class CRF(nn.Module):
             alphas.append(alpha)
             totals.append(total)
         log_scales = torch.cat(totals, dim=1).log() + shift
-        log_scales = log_scales + torch.cat([start_shift.view(1, 1), transition_shift.expand(1, emissions.size(1) - 1)],
-                                            dim=1)
+        log_scales = log_scales + torch.cat(
+            [start_shift.view(1, 1), transition_shift.expand(1, emissions.size(1) - 1)], dim=1
+        )
         return torch.stack(alphas, dim=1), log_scales, probabilities, transitions
 
     @full_precision
@@ -184,8 +188,11 @@ class CRF(nn.Module):
         last_tags = (torch.stack(scores, dim=1)[rows, last] + self.end).argmax(dim=1)
         # Back-pointers on the host (as int16: a quarter of the copy from a GPU): one pass over
         # positions, the whole batch at each.
-        table = (torch.stack(pointers, dim=1).to(torch.int16).cpu().numpy() if pointers
-                 else np.zeros((batch, 0, 0), np.int16))
+        table = (
+            torch.stack(pointers, dim=1).to(torch.int16).cpu().numpy()
+            if pointers
+            else np.zeros((batch, 0, 0), np.int16)
+        )
         ends, final_tags = last.cpu().numpy(), last_tags.cpu().numpy()
         paths = np.zeros((batch, width), dtype=np.int64)
         index = np.arange(batch)

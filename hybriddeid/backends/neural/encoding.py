@@ -5,6 +5,7 @@ sequence: its lines' tokens (the project tokenizer, via ``hybriddeid.features.an
 joined by a ``#RETURN`` marker, as TS-GRU does (paper 000, "Text skeleton"), so no model ever
 depends on sentence splitting (CEDI's point, paper 002 §2.1).
 """
+
 from __future__ import annotations
 
 import re
@@ -109,8 +110,9 @@ def suffix(word: str, length: int) -> str:
     return word if word == RETURN else word.lower()[-length:]
 
 
-def affix_vocabulary(notes: Sequence[NoteTokens], affix: Callable[[str, int], str], length: int,
-                     min_count: int) -> Vocabulary:
+def affix_vocabulary(
+    notes: Sequence[NoteTokens], affix: Callable[[str, int], str], length: int, min_count: int
+) -> Vocabulary:
     """Prefixes or suffixes seen at least ``min_count`` times in training (rarer ones are unlikely to be
     true affixes, §2.2); the rest share <UNK>."""
     counts = Counter(affix(word, length) for note in notes for word in note.words if word != RETURN)
@@ -172,8 +174,13 @@ class Vocabularies:
         self.tag_index = {tag: i for i, tag in enumerate(self.tags)}
 
     @classmethod
-    def build(cls, notes: Sequence[NoteTokens], tag_sequences: Sequence[Sequence[str]], settings: Any,
-              cluster_features: ClusterFeatures | None = None) -> Vocabularies:
+    def build(
+        cls,
+        notes: Sequence[NoteTokens],
+        tag_sequences: Sequence[Sequence[str]],
+        settings: Any,
+        cluster_features: ClusterFeatures | None = None,
+    ) -> Vocabularies:
         """Vocabularies from training notes (``settings`` is a ``NeuralSettings``)."""
         architecture = settings.architecture
         form = digit_form if architecture == "tsgru" else lower_form
@@ -181,8 +188,13 @@ class Vocabularies:
         key_counts = Counter({stored_key(word): n for word, n in word_counts.items()})
         key_counts[RETURN] = sum(note.words.count(RETURN) for note in notes)
         tags = [OUTSIDE, *sorted({tag for tags in tag_sequences for tag in tags} - {OUTSIDE})]
-        vocabularies = cls(architecture, tags, Vocabulary.from_counts(key_counts, settings.min_word_count),
-                           prefix_length=settings.prefix_length, max_word_length=settings.max_word_length)
+        vocabularies = cls(
+            architecture,
+            tags,
+            Vocabulary.from_counts(key_counts, settings.min_word_count),
+            prefix_length=settings.prefix_length,
+            max_word_length=settings.max_word_length,
+        )
         if settings.resolved("char_encoder") != "none":
             char_counts = Counter(char for note in notes for word in note.words if word != RETURN for char in word)
             vocabularies.chars = Vocabulary([PAD, UNK, RETURN_CHAR, *sorted(char_counts)])
@@ -192,11 +204,18 @@ class Vocabularies:
         if architecture == "cedi":
             vocabularies.prefixes = affix_vocabulary(notes, prefix, settings.prefix_length, settings.prefix_min_count)
             if settings.suffixes:
-                vocabularies.suffixes = affix_vocabulary(notes, suffix, settings.prefix_length, settings.prefix_min_count)
+                vocabularies.suffixes = affix_vocabulary(
+                    notes, suffix, settings.prefix_length, settings.prefix_min_count
+                )
         if cluster_features is not None:
             vocabularies.cluster_features = cluster_features
-            cluster_counts = Counter(feature for note in notes for word in note.words if word != RETURN
-                                     for feature in cluster_features.own(word))
+            cluster_counts = Counter(
+                feature
+                for note in notes
+                for word in note.words
+                if word != RETURN
+                for feature in cluster_features.own(word)
+            )
             vocabularies.clusters = Vocabulary.from_counts(cluster_counts)
         return vocabularies
 
@@ -232,8 +251,11 @@ class Vocabularies:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "architecture": self.architecture, "tags": self.tags, "words": self.words.items,
-            "prefix_length": self.prefix_length, "max_word_length": self.max_word_length,
+            "architecture": self.architecture,
+            "tags": self.tags,
+            "words": self.words.items,
+            "prefix_length": self.prefix_length,
+            "max_word_length": self.max_word_length,
         }
         for name in OPTIONAL_VOCABULARIES:
             vocabulary = getattr(self, name)
@@ -244,5 +266,11 @@ class Vocabularies:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Vocabularies:
         optional: dict[str, Any] = {name: Vocabulary(data[name]) for name in OPTIONAL_VOCABULARIES if name in data}
-        return cls(data["architecture"], data["tags"], Vocabulary(data["words"]), **optional,
-                   prefix_length=data["prefix_length"], max_word_length=data["max_word_length"])
+        return cls(
+            data["architecture"],
+            data["tags"],
+            Vocabulary(data["words"]),
+            **optional,
+            prefix_length=data["prefix_length"],
+            max_word_length=data["max_word_length"],
+        )

@@ -14,6 +14,7 @@
   Elman's hidden layer feeds back its previous state (Eq. 7), Jordan's the previous token's output
   posteriors P(y(t - 1)) (Eq. 12); both forward only, with a softmax output (Eqs. 10-11).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,15 +51,20 @@ class NoteTensors:
 
     def to(self, device: torch.device) -> NoteTensors:
         """The same note with its tensors on ``device`` (training notes go to a GPU once)."""
-        return NoteTensors({name: values.to(device) for name, values in self.features.items()},
-                           None if self.tags is None else self.tags.to(device), self.length)
+        return NoteTensors(
+            {name: values.to(device) for name, values in self.features.items()},
+            None if self.tags is None else self.tags.to(device),
+            self.length,
+        )
 
 
 @dataclass
 class Batch:
     """Padded tensors for a batch of notes; ``mask`` marks real sequence positions."""
 
-    features: dict[str, torch.Tensor]  # "words", "skeleton", "prefixes", "suffixes": [B, T]; "chars", "clusters": [B, T, L]
+    features: dict[
+        str, torch.Tensor
+    ]  # "words", "skeleton", "prefixes", "suffixes": [B, T]; "chars", "clusters": [B, T, L]
     mask: torch.Tensor  # [B, T] bool
     lengths: torch.Tensor  # [B], on the CPU
     tags: torch.Tensor | None = None  # [B, T]
@@ -176,7 +182,9 @@ class WindowEncoder(nn.Module):
     def forward(self, vectors: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``vectors`` [B, T, D] -> [B, T, 2 * hidden] (zeros on padding)."""
         forward, backward = ngram_windows(vectors, self.n)
-        last = torch.cat([self.forward_rnn(forward[mask])[0][:, -1], self.backward_rnn(backward[mask])[0][:, -1]], dim=1)
+        last = torch.cat(
+            [self.forward_rnn(forward[mask])[0][:, -1], self.backward_rnn(backward[mask])[0][:, -1]], dim=1
+        )
         out = last.new_zeros((*mask.shape, last.size(1)))
         out[mask] = last
         return out
@@ -220,13 +228,19 @@ class TaggerModel(nn.Module):
         self.crf = CRF(self.num_tags, settings.crf_scan) if settings.resolved("output") == "crf" else None
         self.chars = None
         if vocabularies.chars is not None:
-            self.chars = CharEncoder(settings.resolved("char_encoder"), settings.resolved("rnn"), len(vocabularies.chars),
-                                     settings.char_dim, settings.char_hidden)
+            self.chars = CharEncoder(
+                settings.resolved("char_encoder"),
+                settings.resolved("rnn"),
+                len(vocabularies.chars),
+                settings.char_dim,
+                settings.char_hidden,
+            )
         self.clusters = None
         if vocabularies.clusters is not None:
             self.clusters = nn.Embedding(len(vocabularies.clusters), settings.cluster_dim, padding_idx=PAD_ID)
         self.extras_size = (self.chars.output_size if self.chars is not None else 0) + (
-            settings.cluster_dim if self.clusters is not None else 0)
+            settings.cluster_dim if self.clusters is not None else 0
+        )
 
     def emissions(self, batch: Batch) -> torch.Tensor:
         """Tag scores [B, T, tags]."""
@@ -267,8 +281,9 @@ class TaggerModel(nn.Module):
             paths = probabilities.argmax(-1)
         chosen = probabilities.gather(2, paths.unsqueeze(2)).squeeze(2)
         lengths = batch.lengths.tolist()
-        return [(path[:length], scores[:length])
-                for path, scores, length in zip(paths.tolist(), chosen.tolist(), lengths)]
+        return [
+            (path[:length], scores[:length]) for path, scores, length in zip(paths.tolist(), chosen.tolist(), lengths)
+        ]
 
 
 class BiRNNTagger(TaggerModel):
@@ -277,7 +292,9 @@ class BiRNNTagger(TaggerModel):
     def __init__(self, settings: NeuralSettings, vocabularies: Vocabularies) -> None:
         super().__init__(settings, vocabularies)
         self.words = nn.Embedding(len(vocabularies.words), settings.word_dim, padding_idx=PAD_ID)
-        self.encoder = SequenceEncoder(settings.resolved("rnn"), settings.word_dim + self.extras_size, settings.hidden_dim)
+        self.encoder = SequenceEncoder(
+            settings.resolved("rnn"), settings.word_dim + self.extras_size, settings.hidden_dim
+        )
         self.out = nn.Linear(self.encoder.output_size, self.num_tags)
 
     def emissions(self, batch: Batch) -> torch.Tensor:
@@ -306,7 +323,9 @@ class TSGRU(TaggerModel):
         mask = batch.mask
         words = torch.cat([self.words(batch.features["words"]), *self.token_extras(batch)], dim=-1)
         skeleton = self.skeleton(batch.features["skeleton"])
-        both = torch.cat([self.word_branch(self.dropout(words), mask), self.skeleton_branch(self.dropout(skeleton), mask)], dim=-1)
+        both = torch.cat(
+            [self.word_branch(self.dropout(words), mask), self.skeleton_branch(self.dropout(skeleton), mask)], dim=-1
+        )
         return self.out(self.dropout(both))
 
 
@@ -435,7 +454,11 @@ class Jordan(ContextWindowTagger):
 
 
 MODEL_CLASSES: dict[str, type[TaggerModel]] = {
-    "bigru": BiRNNTagger, "tsgru": TSGRU, "cedi": CEDI, "elman": Elman, "jordan": Jordan,
+    "bigru": BiRNNTagger,
+    "tsgru": TSGRU,
+    "cedi": CEDI,
+    "elman": Elman,
+    "jordan": Jordan,
 }
 
 

@@ -4,6 +4,7 @@ Importing this module never imports PyTorch: the pipeline reads the defaults fro
 plugin's entry point) to validate configs on machines without the ``[neural]`` extra.
 Defaults are sized for a 2-core CPU; the papers' own sizes are noted where they differ.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,11 @@ ARCHITECTURES = ("bigru", "tsgru", "cedi", "elman", "jordan")
 # What "auto" resolves to per architecture (papers 000, 001 and 002; the bi-GRU follows Lample et al.).
 ARCHITECTURE_DEFAULTS: dict[str, dict[str, str]] = {
     "bigru": {"output": "crf", "rnn": "gru", "char_encoder": "cnn"},
-    "tsgru": {"output": "softmax", "rnn": "gru", "char_encoder": "none"},  # 000 "Combine RNN and text skeleton": softmax
+    "tsgru": {
+        "output": "softmax",
+        "rnn": "gru",
+        "char_encoder": "none",
+    },  # 000 "Combine RNN and text skeleton": softmax
     "cedi": {"output": "crf", "rnn": "lstm", "char_encoder": "rnn"},  # 002 §2.5: NeuroNER's char biLSTM and CRF
     # 001 §3.3, Eqs. (10)-(12): a softmax over the hidden layer, words only (no characters). "rnn"
     # only sizes a character RNN should one be asked for; the sentence-level recurrence is the paper's.
@@ -156,8 +161,13 @@ class NeuralSettings:
             raise ValueError("[neural] window must be an odd number (a token and the same context on each side)")
         if not 0.0 < self.skeleton_ratio < 1.0:
             raise ValueError("[neural] skeleton_ratio must lie in (0, 1) (paper 000, Eq. 4)")
-        if min(self.ngram, self.batch_size, self.predict_batch_size, self.epochs, self.hidden_dim) < 1 or self.learning_rate <= 0:
-            raise ValueError("[neural] ngram, batch_size, predict_batch_size, epochs, hidden_dim and learning_rate must be positive")
+        if (
+            min(self.ngram, self.batch_size, self.predict_batch_size, self.epochs, self.hidden_dim) < 1
+            or self.learning_rate <= 0
+        ):
+            raise ValueError(
+                "[neural] ngram, batch_size, predict_batch_size, epochs, hidden_dim and learning_rate must be positive"
+            )
         if min(self.batch_tokens, self.predict_batch_tokens, self.num_threads) < 0:
             raise ValueError("[neural] batch_tokens, predict_batch_tokens and num_threads must be 0 or more")
         try:

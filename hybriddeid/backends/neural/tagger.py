@@ -14,6 +14,7 @@ process that tags (``_ready``). Neither OpenMP's thread pool nor CUDA survives a
 loading process starts neither, CUDA is counted through NVML only, and a process forked after its
 parent ran torch on several threads tags on one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -72,10 +73,14 @@ def resolve_device(name: str, strict: bool = True) -> torch.device:
     if device.type == "cuda" and (device.index or 0) >= cuda_devices():
         found = f"{cuda_devices()} CUDA device(s)" if torch.backends.cuda.is_built() else "a CPU-only build of torch"
         if strict:
-            raise DeviceError(f"device {name!r} was asked for, but this machine has {found}; "
-                              "choose --device cpu or auto")
-        log.warning("the neural model's config names device %r, but this machine has %s: tagging on the CPU "
-                    "(--device chooses)", name, found)
+            raise DeviceError(
+                f"device {name!r} was asked for, but this machine has {found}; choose --device cpu or auto"
+            )
+        log.warning(
+            "the neural model's config names device %r, but this machine has %s: tagging on the CPU (--device chooses)",
+            name,
+            found,
+        )
         return torch.device("cpu")
     return device
 
@@ -121,8 +126,9 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def bucketed(lengths: Sequence[int], batch_size: int, rng: random.Random | None = None,
-             max_tokens: int = 0) -> list[list[int]]:
+def bucketed(
+    lengths: Sequence[int], batch_size: int, rng: random.Random | None = None, max_tokens: int = 0
+) -> list[list[int]]:
     """Indices grouped into batches of similar length (less padding): ``batch_size`` notes each, or
     with ``max_tokens`` > 0 as many as keep the padded batch (notes x longest) within that many
     tokens, at least one. With ``rng``, lengths are jittered and the batch order shuffled, so each
@@ -224,8 +230,10 @@ class NeuralTagger:
         if getattr(self, "_ready_in", None) != pid:
             use_threads(self.settings.num_threads)
             if self.device_.type == "cuda" and torch.cuda._is_in_bad_fork():
-                raise DeviceError("CUDA was started in the process this worker was forked from, and cannot be "
-                                  "used after a fork; load the model without tagging before the workers start")
+                raise DeviceError(
+                    "CUDA was started in the process this worker was forked from, and cannot be "
+                    "used after a fork; load the model without tagging before the workers start"
+                )
             try:
                 if self.device_.type == "cuda":
                     lift_address_space_cap()
@@ -233,8 +241,10 @@ class NeuralTagger:
                         torch.cuda.set_device(self.device_.index)
                 self.model_.to(self.device_)
             except RuntimeError as exc:  # torch's words (driver, memory): never note text
-                raise DeviceError(f"the neural model could not be put on {self.device_}: "
-                                  f"{(str(exc).strip().splitlines() or [''])[0][:300]}") from None
+                raise DeviceError(
+                    f"the neural model could not be put on {self.device_}: "
+                    f"{(str(exc).strip().splitlines() or [''])[0][:300]}"
+                ) from None
             self._ready_in = pid
         return self.device_
 
@@ -277,8 +287,10 @@ class NeuralTagger:
         tag_strings = [encode_tags(note.units, doc.spans, settings.scheme) for note, doc in zip(notes, train_docs)]
         clusters = ClusterFeatures(WordClusters.from_disk(Path(settings.clusters))) if settings.clusters else None
         self.vocabularies_ = Vocabularies.build(notes, tag_strings, settings, clusters)
-        train = [NoteTensors.of(self.vocabularies_.encode(note, doc.spans, settings.scheme))
-                 for note, doc in zip(notes, train_docs)]
+        train = [
+            NoteTensors.of(self.vocabularies_.encode(note, doc.spans, settings.scheme))
+            for note, doc in zip(notes, train_docs)
+        ]
         self.model_ = build_model(settings, self.vocabularies_)
         device = self._ready()
         model = self.model_
@@ -286,8 +298,9 @@ class NeuralTagger:
         if device.type == "cuda":  # the notes go to the GPU once; batches are built there
             train = [note.to(device) for note in train]
         optimizer = self._optimizer(model)
-        scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda" and settings.mixed_precision
-                                      and not torch.cuda.is_bf16_supported())
+        scaler = torch.amp.GradScaler(
+            "cuda", enabled=device.type == "cuda" and settings.mixed_precision and not torch.cuda.is_bf16_supported()
+        )
 
         started = time.perf_counter()
         best_f1, best_state, stale = -1.0, None, 0
@@ -304,7 +317,9 @@ class NeuralTagger:
                 else:
                     stale += 1
             self.history_.append(record)
-            log.log(logging.INFO if settings.verbose else logging.DEBUG, "neural %s epoch %s", settings.architecture, record)
+            log.log(
+                logging.INFO if settings.verbose else logging.DEBUG, "neural %s epoch %s", settings.architecture, record
+            )
             # Stop before an epoch as long as the last one would overrun the time limit.
             now = time.perf_counter()
             out_of_time = 0 < 60 * settings.max_train_minutes < (now - started) + (now - epoch_started)
@@ -316,8 +331,15 @@ class NeuralTagger:
         self.fit_seconds_ = round(time.perf_counter() - fit_started, 1)
         return self
 
-    def _train_epoch(self, train: list[NoteTensors], optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                     singletons: torch.Tensor, rng: random.Random, device: torch.device) -> float:
+    def _train_epoch(
+        self,
+        train: list[NoteTensors],
+        optimizer: torch.optim.Optimizer,
+        scaler: torch.amp.GradScaler,
+        singletons: torch.Tensor,
+        rng: random.Random,
+        device: torch.device,
+    ) -> float:
         """One pass over the training notes in length buckets (on a GPU, built by a background thread
         while the previous batch trains); returns the mean batch loss."""
         self.model_.train()
@@ -376,12 +398,16 @@ class NeuralTagger:
         device = self._ready()
         notes = [note_tokens(analyse(doc, self.language)) for doc in docs]
         results: list[list[Span]] = [[] for _ in docs]
-        tokens = 0 if batch_size else self.settings.predict_batch_tokens or (
-            CUDA_PREDICT_TOKENS if device.type == "cuda" else 0)
+        tokens = (
+            0
+            if batch_size
+            else self.settings.predict_batch_tokens or (CUDA_PREDICT_TOKENS if device.type == "cuda" else 0)
+        )
         self.model_.eval()
         with torch.no_grad():
-            for indices in bucketed([len(note.words) for note in notes], batch_size or self.settings.predict_batch_size,
-                                    max_tokens=tokens):
+            for indices in bucketed(
+                [len(note.words) for note in notes], batch_size or self.settings.predict_batch_size, max_tokens=tokens
+            ):
                 present = [i for i in indices if notes[i].words]
                 if not present:
                     continue
@@ -391,8 +417,9 @@ class NeuralTagger:
                     with self._autocast(device, training=False):
                         tagged = self.model_.tag(batch)
                 except RuntimeError as exc:  # torch's words (devices, memory, shapes): never note text
-                    raise ComponentError(f"the neural tagger failed on {device}: "
-                                         f"{(str(exc).strip().splitlines() or [''])[0][:300]}") from None
+                    raise ComponentError(
+                        f"the neural tagger failed on {device}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+                    ) from None
                 for i, (path, probabilities) in zip(present, tagged):
                     results[i] = self._spans(notes[i], path, probabilities)
         return results
@@ -408,7 +435,9 @@ class NeuralTagger:
         self._check_fitted()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        (path / VOCABULARIES_FILE).write_text(json.dumps(self.vocabularies_.to_json(), ensure_ascii=False), encoding="utf-8")
+        (path / VOCABULARIES_FILE).write_text(
+            json.dumps(self.vocabularies_.to_json(), ensure_ascii=False), encoding="utf-8"
+        )
         torch.save({key: value.cpu() for key, value in self.model_.state_dict().items()}, path / WEIGHTS_FILE)
         if self.vocabularies_.cluster_features is not None:
             self.vocabularies_.cluster_features.clusters.to_disk(path / CLUSTERS_DIR)
@@ -424,15 +453,22 @@ class NeuralTagger:
         on one thread, until the first tagging (in a worker forked after this, in batch runs)."""
         path = Path(path)
         tagger = cls(**params)
-        tagger.device_ = resolve_device(device, strict=True) if device is not None else resolve_device(
-            tagger.settings.device, strict=False)
-        tagger.vocabularies_ = Vocabularies.from_json(json.loads((path / VOCABULARIES_FILE).read_text(encoding="utf-8")))
+        tagger.device_ = (
+            resolve_device(device, strict=True)
+            if device is not None
+            else resolve_device(tagger.settings.device, strict=False)
+        )
+        tagger.vocabularies_ = Vocabularies.from_json(
+            json.loads((path / VOCABULARIES_FILE).read_text(encoding="utf-8"))
+        )
         if tagger.vocabularies_.clusters is not None:
             tagger.vocabularies_.cluster_features = ClusterFeatures(WordClusters.from_disk(path / CLUSTERS_DIR))
         with one_thread():
             model = build_model(tagger.settings, tagger.vocabularies_)
             model.load_state_dict(torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True))
         tagger.model_ = model.eval()
-        training = json.loads((path / TRAINING_FILE).read_text(encoding="utf-8")) if (path / TRAINING_FILE).is_file() else {}
+        training = (
+            json.loads((path / TRAINING_FILE).read_text(encoding="utf-8")) if (path / TRAINING_FILE).is_file() else {}
+        )
         tagger.history_, tagger.fit_seconds_ = training.get("epochs", []), training.get("fit_seconds")
         return tagger
