@@ -207,6 +207,22 @@ def test_linking_carries_only_name_like_words_of_confident_name_spans():
     ]  # not "will"/"WILL"/"MAY" (ordinary words), not Grace (unsure), not Hct (unsure)
 
 
+def test_a_name_that_is_an_ordinary_word_is_carried_only_where_capitalised():
+    """ "Art White" is a name, but "art" and "white" are ordinary words too: carried in capitals, they would
+    mark every "ART LINE" and "WHITE SPUTUM" of a patient's notes typed in capitals. They are carried where
+    written as a name is ("White called"); a name that is no ordinary word in any case ("NAKAGAWA")."""
+    from hybriddeid import Pipeline
+    from hybriddeid.knowledge.dictionaries import lower_words, name_words
+
+    assert {"art", "white"} <= name_words("en") & lower_words("en")  # in both lists: the case decides
+    pipeline = Pipeline.load("en")
+    texts = ["Seen by Dr. Art White Nakagawa today.", "LEFT ART LINE. WHITE SPUTUM. NAKAGAWA AWARE. White called."]
+    docs = pipeline.link_names(
+        [Document("a", texts[0], (Span(12, 30, "DOCTOR", "token", 0.98),)), Document("b", texts[1])]
+    )
+    assert [texts[1][s.start : s.end] for s in docs[1].spans] == ["NAKAGAWA", "White"]
+
+
 def test_a_fallback_widens_shorter_spans_inside_it_but_never_cuts_a_longer_one():
     """ "Bernard Foley CRT": a rule read the whole name where the token CRF found "Bernard"."""
     from hybriddeid.core.merge import FALLBACK_SUFFIX

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
@@ -204,6 +204,7 @@ def link_name_words(
     spans: Sequence[Sequence[Span]],
     words_of: Callable[[Span, str], Iterable[str]],
     source: str = "linked",
+    capitalised_only: Container[str] = frozenset(),
 ) -> list[list[Span]]:
     """Each name word found in any of a patient's notes, also marked wherever else it stands in them.
 
@@ -212,7 +213,10 @@ def link_name_words(
     for spans that are not names). A word is marked where it stands as a whole word written as found,
     in capitals, or capitalised ("Beatrice", "BEATRICE"), never inside a found span; the new span has
     the label of the first span the word came from. So "Call Beatrice" is found in one note when
-    "Beatrice Harlowe" was found in another, or earlier in the same note.
+    "Beatrice Harlowe" was found in another, or earlier in the same note. A word whose case-folded form
+    is in ``capitalised_only`` (an ordinary word that is also a name: "White", "Art") is marked only
+    where it is capitalised as a name is written, never in capitals: notes typed in capitals would
+    otherwise lose every "WHITE SPUTUM" and "ART LINE" to one doctor's name.
     """
     labels: dict[str, str] = {}
     for text, note_spans in zip(texts, spans):
@@ -224,7 +228,11 @@ def link_name_words(
     forms = {
         form: label
         for word, label in labels.items()
-        for form in (word, word.upper(), word[:1].upper() + word[1:].lower())
+        for form in (
+            (word[:1].upper() + word[1:].lower(),)
+            if word.casefold() in capitalised_only
+            else (word, word.upper(), word[:1].upper() + word[1:].lower())
+        )
         if not form.islower()
     }
     pattern = re.compile(

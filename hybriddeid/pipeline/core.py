@@ -541,7 +541,8 @@ class Pipeline:
         marked where it stands alone in the others, or elsewhere in its own note ("Call Beatrice" once
         "Beatrice Harlowe" was found): ``merge.link_name_words``. Only name-like words of confident
         spans are carried (``name_like``, ``LINK_MIN_SCORE``): one wrong name span must not mark every
-        "will", "and" or "Hct" of a patient's notes. Titles, particles, initials and the safe-list's
+        "will", "and" or "Hct" of a patient's notes; a name that is also an ordinary word ("White") only
+        where it is capitalised, never in capitals ("WHITE SPUTUM"). Titles, particles, initials and the safe-list's
         words are not linked either."""
         kinds, lang = load_kinds(), load_language(self.language)
         skipped = lang.titles | lang.particles
@@ -569,7 +570,9 @@ class Pipeline:
                 )
             return found[key]
 
-        linked = link_name_words([doc.text for doc in docs], [doc.spans for doc in docs], words_of)
+        linked = link_name_words(
+            [doc.text for doc in docs], [doc.spans for doc in docs], words_of, capitalised_only=ordinary
+        )
         return [doc.with_spans(spans) for doc, spans in zip(docs, linked)]
 
     def within_phi_set(self, doc: Document, spans: Sequence[Span], phi_set: str | None = None) -> list[Span]:
