@@ -74,7 +74,7 @@ def test_coverage_counts_letters_and_digits_only() -> None:
 
 # ---- the bundled models on the fast subset ----------------------------------------------------------
 
-# One value per context (each value in turn): 538 English and 414 Spanish identifier probes. The
+# One value per context (each value in turn): 518 English and 394 Spanish identifier probes. The
 # floors are a little under what the bundled models passed when these tests were written (issue 43;
 # Spanish 0.967 since the model learns generated notes, 0.82 before);
 # the kinds found by rules for documented formats, every probe.
