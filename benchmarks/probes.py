@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hybriddeid.classifiers.validators import dni_letter, iban_check_digits, nie_number, vin_check_digit
+from hybriddeid.surrogates.language import load_language
 
 HERE = Path(__file__).resolve().parent
 PROBE_DIR = HERE / "probes"
@@ -249,34 +250,9 @@ def _device(rng: random.Random, i: int) -> str:
     ][i % 3]
 
 
-_MONTHS_EN = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
-_MONTHS_ES = [
-    "enero",
-    "febrero",
-    "marzo",
-    "abril",
-    "mayo",
-    "junio",
-    "julio",
-    "agosto",
-    "septiembre",
-    "octubre",
-    "noviembre",
-    "diciembre",
-]
+# Month names as each language pack writes them ([dates] months of surrogates.toml).
+_MONTHS_EN = load_language("en").dates.months
+_MONTHS_ES = load_language("es").dates.months
 
 
 def _date_en(rng: random.Random, i: int) -> str:
