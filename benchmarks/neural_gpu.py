@@ -5,7 +5,10 @@ For each run of ``--runs`` (ARCHITECTURE:BATCHING, the architecture a table of
 = N padded tokens per batch, "+steps" after it = the CRF's log Z by steps instead of the tree), it trains on the GPU within ``--train-minutes``, then prints: seconds per epoch and the held-out F1
 of each epoch; notes/s through tagging's CPU-side steps alone (analysis, tokens, ids); tagging notes/s on the GPU in float32 and bfloat16 and on the CPU
 (``--cpu-notes`` notes, ``--cpu-threads`` threads); how many notes get the same spans on the GPU
-(float32, and bfloat16) as on the CPU; MEDDOCAN dev strict F1; peak GPU memory. Then
+(float32, and bfloat16) as on the CPU; MEDDOCAN dev strict F1; peak GPU memory; tagging notes/s of
+``--feed-copies`` copies of the dev notes in one process and fed by each ``--feed-workers`` count of
+preparing worker processes (``predict_many(workers=W)``, issue 45), with how many notes got the same
+spans (offsets and labels) as in one process. Then
 ``hybriddeid annotate --model M --device DEVICE --jobs J`` over the dev notes, timed, for each
 ``--jobs``. Everything also goes to OUT/neural_gpu.json. Run by ``benchmarks/neural_gpu.sh``;
 ``--device cpu`` with a few notes rehearses it on a machine without a GPU.
@@ -16,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -66,6 +71,40 @@ def preparation_rate(tagger: NeuralTagger, docs: list[Document]) -> float:
     return round(len(docs) / (time.perf_counter() - started), 1)
 
 
+def fed_rates(tagger: NeuralTagger, docs: list[Document], copies: int, workers: list[int]) -> dict:
+    """Notes/s over ``copies`` copies of ``docs`` tagged in one process, then fed by each count of
+    preparing workers; a feeding that hangs is stopped after 120 s (SIGALRM) and reported."""
+    many = [Document(f"{doc.name}-{k}", doc.text) for k in range(copies) for doc in docs]
+    started = time.perf_counter()
+    alone = tagger.predict_many(many)
+    if tagger.device_.type == "cuda":
+        torch.cuda.synchronize()
+    rates: dict = {"notes": len(many), "one_process_notes_per_s": round(len(many) / (time.perf_counter() - started), 1)}
+
+    def stop(*_: object) -> None:
+        raise TimeoutError("fed tagging took over 120 s")
+
+    signal.signal(signal.SIGALRM, stop)
+    for count in workers:
+        signal.alarm(120)
+        try:
+            started = time.perf_counter()
+            fed = tagger.predict_many(many, workers=count)
+            if tagger.device_.type == "cuda":
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - started
+            rates[f"workers_{count}"] = {
+                "notes_per_s": round(len(many) / seconds, 1),
+                "same_spans": sum(a == b for a, b in zip(keys(fed), keys(alone))),
+            }
+        except (TimeoutError, RuntimeError) as exc:
+            rates[f"workers_{count}"] = {"error": str(exc)[:200]}
+        finally:
+            signal.alarm(0)
+        print(f"  fed by {count} workers: {rates[f'workers_{count}']}", flush=True)
+    return rates
+
+
 def batching(name: str) -> dict:
     """The settings a BATCHING of ``--runs`` stands for."""
     name, _, scan = name.partition("+")
@@ -92,6 +131,8 @@ def main() -> int:
     parser.add_argument("--cpu-threads", type=int, default=8)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--jobs", default="1,4", help="annotate --jobs values to time")
+    parser.add_argument("--feed-workers", default="4,8,14", help="preparing worker counts to time (empty: none)")
+    parser.add_argument("--feed-copies", type=int, default=8, help="copies of the dev notes tagged fed")
     parser.add_argument("--out", type=Path, required=True, help="neural_gpu.json goes here")
     parser.add_argument(
         "--work", type=Path, default=Path("/tmp/neural-gpu-work"), help="saved models, annotate outputs"
@@ -116,6 +157,7 @@ def main() -> int:
         "gpu": gpu,
         "train_notes": len(train),
         "dev_notes": len(dev),
+        "cpus": os.cpu_count(),
         "runs": [],
     }
     best: dict[str, tuple[Path, float]] = {}
@@ -169,6 +211,7 @@ def main() -> int:
             "spans_differing_fp32_vs_cpu": sum(len(set(a) ^ set(b)) for a, b in zip(keys(spans), keys(cpu_spans))),
             "spans_differing_bf16_vs_fp32": sum(len(set(a) ^ set(b)) for a, b in zip(keys(half_spans), keys(spans))),
             "peak_gpu_mb": memory,
+            "fed": fed_rates(tagger, dev, args.feed_copies, [int(w) for w in args.feed_workers.split(",") if w]),
         }
         report["runs"].append(run)
         print(json.dumps(run), flush=True)

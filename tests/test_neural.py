@@ -191,6 +191,28 @@ def test_word_clusters_are_embedded_and_saved_with_the_model(corpus, tmp_path):
     assert reloaded.predict(corpus[7]) == tagger.predict(corpus[7])
 
 
+def test_notes_prepared_by_worker_processes_get_the_same_spans(corpus, tmp_path, monkeypatch):
+    import hybriddeid.backends.neural.tagger as tagger_module
+    from hybriddeid.classifiers.base import ComponentError
+    from hybriddeid.knowledge.clusters import WordClusters
+
+    names = {word.lower() for name in NAMES for word in name.split()}
+    WordClusters(brown={word: ("0110", 3) for word in names}, w2v={50: dict.fromkeys(names, 1)}).to_disk(
+        tmp_path / "clusters"
+    )
+    tagger = NeuralTagger(language="es", clusters=str(tmp_path / "clusters"), **{**TINY, "epochs": 3}).fit(corpus[:6])
+    notes = corpus * 5
+    monkeypatch.setattr(tagger_module, "PREDICT_WINDOW_TOKENS", 160)  # tagged in several windows as they arrive
+    for batch_size, workers in [(0, 3), (2, 2)]:
+        alone = tagger.predict_many(notes, batch_size)
+        fed = tagger.predict_many(notes, batch_size, workers=workers)
+        assert any(alone) and [spans_of(spans) for spans in fed] == [spans_of(spans) for spans in alone]
+        # batches of other notes pad differently: scores agree to float precision
+        assert [s.score for spans in fed for s in spans] == pytest.approx([s.score for spans in alone for s in spans])
+    with pytest.raises(ComponentError, match=r"preparing note 2 for the neural tagger failed \(\w+Error\)"):
+        tagger.predict_many([corpus[0], corpus[1], object(), corpus[2]], workers=2)
+
+
 def test_training_is_deterministic(corpus):  # on the CPU (cuDNN's recurrent gradients are not deterministic)
     settings = {**TINY, "epochs": 3, "dropout": 0.3, "singleton_unk": 0.3}
     first = NeuralTagger(language="es", **settings).fit(corpus[:4])

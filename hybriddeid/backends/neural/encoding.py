@@ -15,15 +15,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from hybriddeid.classifiers.schemes import OUTSIDE, encode_tags
-from hybriddeid.core.document import Span
-from hybriddeid.features.analysis import AnalysedNote
+from hybriddeid.core.document import Document, Span
+from hybriddeid.features.analysis import AnalysedNote, analyse
 from hybriddeid.features.gazetteer import phrase_key
 from hybriddeid.features.resources import ClusterFeatures
 
 RETURN = "#RETURN"  # between two lines of a note (paper 000)
 PAD, UNK = "<PAD>", "<UNK>"  # ids 0 and 1 of every vocabulary
 PAD_ID, UNK_ID = 0, 1
+NESTED_FEATURES = ("chars", "clusters")  # several ids per token
+WORD_CACHE_SIZE = 1 << 18  # distinct words whose character and cluster ids are kept
 DIGIT = "DIGIT"  # each digit of a TS-GRU token: "46" -> "DIGITDIGIT" (paper 000)
 RETURN_CHAR = "\n"  # the character sequence a line marker is spelled with
 _DIGITS = re.compile(r"\d")
@@ -169,6 +173,10 @@ class Vocabularies:
     max_word_length: int = 20
     tag_index: dict[str, int] = field(init=False, repr=False)
     cluster_features: ClusterFeatures | None = field(default=None, repr=False)  # the tagger's clusters, not saved here
+    # Ids of a word's characters and clusters, worked out once per distinct word (most words of a
+    # batch repeat); the lists are shared, never changed in place.
+    _spelled: dict[str, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _clustered: dict[str, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.tag_index = {tag: i for i, tag in enumerate(self.tags)}
@@ -228,9 +236,7 @@ class Vocabularies:
         keys = [stored_key(form) for form in self.word_forms(note.words)]
         features: dict[str, list[Any]] = {"words": self.words.ids(keys)}
         if self.chars is not None:
-            limit = self.max_word_length
-            spelled = (RETURN_CHAR if word == RETURN else word[:limit] for word in note.words)
-            features["chars"] = [self.chars.ids(chars) for chars in spelled]
+            features["chars"] = [self._char_ids(word) for word in note.words]
         if self.skeleton is not None:
             features["skeleton"] = self.skeleton.ids(keys)  # a word outside the skeleton is <UNK>
         if self.prefixes is not None:
@@ -240,14 +246,31 @@ class Vocabularies:
         if self.clusters is not None:
             if self.cluster_features is None:
                 raise ValueError("a clusters vocabulary needs the tagger's cluster features (cluster_features)")
-            own = self.cluster_features.own
-            features["clusters"] = [[] if word == RETURN else self.clusters.ids(own(word)) for word in note.words]
+            features["clusters"] = [self._cluster_ids(word) for word in note.words]
         tags = None
         if spans is not None:
             tags = [self.tag_index[OUTSIDE]] * len(note.words)
             for position, tag in zip(note.positions, encode_tags(note.units, spans, scheme)):
                 tags[position] = self.tag_index.get(tag, self.tag_index[OUTSIDE])
         return EncodedNote(note, features, tags)
+
+    def _char_ids(self, word: str) -> list[int]:
+        ids = self._spelled.get(word)
+        if ids is None:
+            assert self.chars is not None
+            ids = self.chars.ids(RETURN_CHAR if word == RETURN else word[: self.max_word_length])
+            if len(self._spelled) < WORD_CACHE_SIZE:
+                self._spelled[word] = ids
+        return ids
+
+    def _cluster_ids(self, word: str) -> list[int]:
+        ids = self._clustered.get(word)
+        if ids is None:
+            assert self.clusters is not None and self.cluster_features is not None
+            ids = [] if word == RETURN else self.clusters.ids(self.cluster_features.own(word))
+            if len(self._clustered) < WORD_CACHE_SIZE:
+                self._clustered[word] = ids
+        return ids
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -274,3 +297,37 @@ class Vocabularies:
             prefix_length=data["prefix_length"],
             max_word_length=data["max_word_length"],
         )
+
+
+@dataclass(frozen=True)
+class PreparedNote:
+    """A note ready for a tagging batch: its feature ids as arrays (``[T]``, or ``[T, L]`` padded
+    for several ids per token), and where its real tokens are (``positions`` in the sequence,
+    ``units`` their character offsets). Plain arrays, so a worker process can make it and send it."""
+
+    features: dict[str, np.ndarray]
+    positions: np.ndarray
+    units: np.ndarray  # [N, 2]
+    length: int
+
+
+def prepare_note(vocabularies: Vocabularies, language: str, note: AnalysedNote | Document) -> PreparedNote:
+    """``note`` analysed, tokenised into one sequence and turned into id arrays."""
+    tokens = note_tokens(analyse(note, language))
+    encoded = vocabularies.encode(tokens)
+    features = {}
+    for name, values in encoded.features.items():
+        if name in NESTED_FEATURES:  # several ids per token, padded to the longest
+            depth = max(1, max(map(len, values)))
+            array = np.full((len(values), depth), PAD_ID, dtype=np.int32)
+            for row, items in enumerate(values):
+                array[row, : len(items)] = items
+        else:
+            array = np.asarray(values, dtype=np.int32)
+        features[name] = array
+    return PreparedNote(
+        features,
+        np.asarray(tokens.positions, dtype=np.int32),
+        np.asarray(tokens.units, dtype=np.int64).reshape(-1, 2),
+        len(tokens.words),
+    )

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
 from hybriddeid.backends.neural.crf_layer import CRF
-from hybriddeid.backends.neural.encoding import PAD_ID, EncodedNote, Vocabularies
+from hybriddeid.backends.neural.encoding import NESTED_FEATURES, PAD_ID, EncodedNote, PreparedNote, Vocabularies
 from hybriddeid.backends.neural.settings import NeuralSettings
 
 _MASKED = -1e4  # attention score of padding (finite, so half precision stays NaN-free)
-NESTED_FEATURES = ("chars", "clusters")  # several ids per token
 
 
 @dataclass
@@ -106,6 +106,33 @@ class Batch:
                 tags[b, : note.length] = note.tags
             tags = moved(tags)
         return cls(features, mask, lengths, tags)
+
+    @classmethod
+    def padded(cls, notes: list[PreparedNote], device: torch.device) -> Batch:
+        """Prepared notes (id arrays, made by any process) padded into one batch on ``device``: the
+        padding is done in numpy, and each feature crosses to the device in one copy."""
+        lengths = np.array([note.length for note in notes], dtype=np.int64)
+        width = int(lengths.max())
+        features: dict[str, torch.Tensor] = {}
+        for name, first in notes[0].features.items():
+            depth = (max(note.features[name].shape[1] for note in notes),) if first.ndim == 2 else ()
+            array = np.full((len(notes), width, *depth), PAD_ID, dtype=np.int64)
+            for b, note in enumerate(notes):
+                values = note.features[name]
+                if values.ndim == 2:
+                    array[b, : note.length, : values.shape[1]] = values
+                else:
+                    array[b, : note.length] = values
+            features[name] = _to_device(torch.from_numpy(array), device)
+        mask = np.arange(width)[None, :] < lengths[:, None]
+        return cls(features, _to_device(torch.from_numpy(mask), device), torch.from_numpy(lengths))
+
+
+def _to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` (on the CPU) on ``device``: from pinned memory, without waiting, to a GPU."""
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def _windows(x: torch.Tensor, before: int, after: int) -> torch.Tensor:
@@ -269,9 +296,10 @@ class TaggerModel(nn.Module):
             return self.crf.neg_log_likelihood(emissions, batch.tags, batch.mask) / positions
         return nn.functional.cross_entropy(emissions[batch.mask].float(), batch.tags[batch.mask])
 
-    def tag(self, batch: Batch) -> list[tuple[list[int], list[float]]]:
-        """Each note's best tags and each tag's probability (CRF marginal or softmax), computed for
-        the whole batch at once and copied to the host once."""
+    def tag(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """Each note's best tags and each tag's probability (CRF marginal or softmax), ``[B, T]``
+        arrays on the host (past a note's length: meaningless), computed for the whole batch at once
+        and copied to the host once."""
         emissions = self.emissions(batch)
         if self.crf is not None:
             paths = torch.from_numpy(self.crf.best_paths(emissions, batch.mask)).to(emissions.device)
@@ -280,10 +308,7 @@ class TaggerModel(nn.Module):
             probabilities = torch.softmax(emissions.float(), dim=-1)
             paths = probabilities.argmax(-1)
         chosen = probabilities.gather(2, paths.unsqueeze(2)).squeeze(2)
-        lengths = batch.lengths.tolist()
-        return [
-            (path[:length], scores[:length]) for path, scores, length in zip(paths.tolist(), chosen.tolist(), lengths)
-        ]
+        return paths.cpu().numpy(), chosen.float().cpu().numpy()
 
 
 class BiRNNTagger(TaggerModel):
