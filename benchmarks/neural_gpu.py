@@ -26,12 +26,14 @@ import subprocess
 import sys
 import time
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from hybriddeid.backends.neural.encoding import note_tokens
-from hybriddeid.backends.neural.tagger import NeuralTagger
+from hybriddeid.backends.neural.encoding import note_tokens, prepare_note
+from hybriddeid.backends.neural.models import Batch
+from hybriddeid.backends.neural.tagger import NeuralTagger, bucketed
 from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation import evaluate
 from hybriddeid.features.analysis import analyse
@@ -71,9 +73,53 @@ def preparation_rate(tagger: NeuralTagger, docs: list[Document]) -> float:
     return round(len(docs) / (time.perf_counter() - started), 1)
 
 
-def fed_rates(tagger: NeuralTagger, docs: list[Document], copies: int, workers: list[int]) -> dict:
+def tagging_phases(tagger: NeuralTagger, many: list[Document], budget: int) -> dict:
+    """Milliseconds per note of each step of tagging prepared notes in batches of ``budget`` padded
+    tokens (the device synchronised after each): padding and copying, the network's emissions, the
+    CRF's best paths, its marginals, the copy back and span decoding."""
+    prepared = [prepare_note(tagger.vocabularies_, tagger.language, doc) for doc in many]
+    device, model = tagger._ready(), tagger.model_
+    spent: dict[str, float] = dict.fromkeys(("pad", "emissions", "best_paths", "marginals", "to_host", "spans"), 0.0)
+    widths = []
+
+    def lap(name: str, since: float) -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        spent[name] += now - since
+        return now
+
+    with torch.no_grad():
+        for indices in bucketed([note.length for note in prepared], 16, max_tokens=budget):
+            notes = [prepared[i] for i in indices]
+            started = time.perf_counter()
+            batch = Batch.padded(notes, device)
+            widths.append(int(batch.mask.shape[1]))
+            started = lap("pad", started)
+            emissions = model.emissions(batch)
+            started = lap("emissions", started)
+            paths = torch.from_numpy(model.crf.best_paths(emissions, batch.mask)).to(device)
+            started = lap("best_paths", started)
+            probabilities = model.crf.marginals(emissions, batch.mask)
+            started = lap("marginals", started)
+            chosen = probabilities.gather(2, paths.unsqueeze(2)).squeeze(2).cpu().numpy()
+            host_paths = paths.cpu().numpy()
+            started = lap("to_host", started)
+            for row, note in enumerate(notes):
+                tagger._spans(note, host_paths[row], chosen[row])
+            lap("spans", started)
+    return {
+        "batch_tokens": budget,
+        "batches": len(widths),
+        "mean_width": round(sum(widths) / len(widths)),
+        "ms_per_note": {name: round(seconds * 1000 / len(many), 3) for name, seconds in spent.items()},
+    }
+
+
+def fed_rates(tagger: NeuralTagger, docs: list[Document], copies: int, workers: list[int], budgets: list[int]) -> dict:
     """Notes/s over ``copies`` copies of ``docs`` tagged in one process, then fed by each count of
-    preparing workers; a feeding that hangs is stopped after 120 s (SIGALRM) and reported."""
+    preparing workers (with each of ``budgets`` padded tokens per batch, on the most workers); a
+    feeding that hangs is stopped after 120 s (SIGALRM) and reported."""
     many = [Document(f"{doc.name}-{k}", doc.text) for k in range(copies) for doc in docs]
     started = time.perf_counter()
     alone = tagger.predict_many(many)
@@ -85,23 +131,31 @@ def fed_rates(tagger: NeuralTagger, docs: list[Document], copies: int, workers: 
         raise TimeoutError("fed tagging took over 120 s")
 
     signal.signal(signal.SIGALRM, stop)
-    for count in workers:
+    if tagger.model_.crf is not None:
+        rates["phases"] = [tagging_phases(tagger, many, budget) for budget in budgets]
+        print(f"  phases: {rates['phases']}", flush=True)
+    default_budget = tagger.settings.predict_batch_tokens
+    runs = [(count, 0) for count in workers] + [(max(workers), budget) for budget in budgets if workers]
+    for count, budget in runs:
+        name = f"workers_{count}" + (f"_tokens_{budget}" if budget else "")
         signal.alarm(120)
         try:
+            tagger.settings = replace(tagger.settings, predict_batch_tokens=budget or default_budget)
             started = time.perf_counter()
             fed = tagger.predict_many(many, workers=count)
             if tagger.device_.type == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - started
-            rates[f"workers_{count}"] = {
+            rates[name] = {
                 "notes_per_s": round(len(many) / seconds, 1),
                 "same_spans": sum(a == b for a, b in zip(keys(fed), keys(alone))),
             }
         except (TimeoutError, RuntimeError) as exc:
-            rates[f"workers_{count}"] = {"error": str(exc)[:200]}
+            rates[name] = {"error": str(exc)[:200]}
         finally:
             signal.alarm(0)
-        print(f"  fed by {count} workers: {rates[f'workers_{count}']}", flush=True)
+            tagger.settings = replace(tagger.settings, predict_batch_tokens=default_budget)
+        print(f"  {name}: {rates[name]}", flush=True)
     return rates
 
 
@@ -133,6 +187,9 @@ def main() -> int:
     parser.add_argument("--jobs", default="1,4", help="annotate --jobs values to time")
     parser.add_argument("--feed-workers", default="4,8,14", help="preparing worker counts to time (empty: none)")
     parser.add_argument("--feed-copies", type=int, default=8, help="copies of the dev notes tagged fed")
+    parser.add_argument(
+        "--feed-batch-tokens", default="", help="padded tokens per batch to also time, fed and by phase (empty: none)"
+    )
     parser.add_argument("--out", type=Path, required=True, help="neural_gpu.json goes here")
     parser.add_argument(
         "--work", type=Path, default=Path("/tmp/neural-gpu-work"), help="saved models, annotate outputs"
@@ -211,7 +268,13 @@ def main() -> int:
             "spans_differing_fp32_vs_cpu": sum(len(set(a) ^ set(b)) for a, b in zip(keys(spans), keys(cpu_spans))),
             "spans_differing_bf16_vs_fp32": sum(len(set(a) ^ set(b)) for a, b in zip(keys(half_spans), keys(spans))),
             "peak_gpu_mb": memory,
-            "fed": fed_rates(tagger, dev, args.feed_copies, [int(w) for w in args.feed_workers.split(",") if w]),
+            "fed": fed_rates(
+                tagger,
+                dev,
+                args.feed_copies,
+                [int(w) for w in args.feed_workers.split(",") if w],
+                [int(b) for b in args.feed_batch_tokens.split(",") if b],
+            ),
         }
         report["runs"].append(run)
         print(json.dumps(run), flush=True)

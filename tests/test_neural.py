@@ -213,6 +213,29 @@ def test_notes_prepared_by_worker_processes_get_the_same_spans(corpus, tmp_path,
         tagger.predict_many([corpus[0], corpus[1], object(), corpus[2]], workers=2)
 
 
+def test_spans_decoded_from_span_tokens_alone_equal_a_full_decode(corpus):
+    import random
+
+    import numpy as np
+
+    from hybriddeid.backends.neural.encoding import prepare_note
+    from hybriddeid.classifiers.schemes import decode_tags
+
+    tagger = NeuralTagger(language="es", **{**TINY, "epochs": 1}).fit(corpus[:4])
+    note = prepare_note(tagger.vocabularies_, "es", corpus[0])
+    names, rng = tagger.vocabularies_.tags, random.Random(7)
+    for _ in range(200):  # ill-formed paths too: I after O, a label changing inside a span
+        path = np.array([rng.choice([0, 0, 0, *range(len(names))]) for _ in range(note.length)])
+        scores = np.array([rng.random() for _ in range(note.length)], dtype=np.float32)
+        full = decode_tags(
+            note.units.tolist(),
+            [names[tag] for tag in path[note.positions]],
+            "neural",
+            scores[note.positions].tolist(),
+        )
+        assert tagger._spans(note, path, scores) == full
+
+
 def test_training_is_deterministic(corpus):  # on the CPU (cuDNN's recurrent gradients are not deterministic)
     settings = {**TINY, "epochs": 3, "dropout": 0.3, "singleton_unk": 0.3}
     first = NeuralTagger(language="es", **settings).fit(corpus[:4])

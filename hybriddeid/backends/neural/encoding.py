@@ -317,17 +317,20 @@ def prepare_note(vocabularies: Vocabularies, language: str, note: AnalysedNote |
     encoded = vocabularies.encode(tokens)
     features = {}
     for name, values in encoded.features.items():
+        # the narrowest integers the vocabulary's ids fit: arrays cross between processes
+        vocabulary = getattr(vocabularies, name)
+        dtype = np.int16 if vocabulary is not None and len(vocabulary) < 1 << 15 else np.int32
         if name in NESTED_FEATURES:  # several ids per token, padded to the longest
             depth = max(1, max(map(len, values)))
-            array = np.full((len(values), depth), PAD_ID, dtype=np.int32)
+            array = np.full((len(values), depth), PAD_ID, dtype=dtype)
             for row, items in enumerate(values):
                 array[row, : len(items)] = items
         else:
-            array = np.asarray(values, dtype=np.int32)
+            array = np.asarray(values, dtype=dtype)
         features[name] = array
     return PreparedNote(
         features,
         np.asarray(tokens.positions, dtype=np.int32),
-        np.asarray(tokens.units, dtype=np.int64).reshape(-1, 2),
+        np.asarray(tokens.units, dtype=np.int32).reshape(-1, 2),
         len(tokens.words),
     )

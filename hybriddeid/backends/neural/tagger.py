@@ -452,10 +452,23 @@ class NeuralTagger:
         return results
 
     def _spans(self, note: PreparedNote, path: np.ndarray, probabilities: np.ndarray) -> list[Span]:
-        """Tag ids at the real tokens (line markers dropped) decoded into scored spans."""
+        """Tag ids at the real tokens (line markers dropped) decoded into scored spans. Only tokens
+        inside a span, and the outside token after each, are decoded: the same spans, without a
+        Python step for each of the many tokens outside any."""
+        tags = path[note.positions]
+        inside = tags != self.vocabularies_.tag_index[OUTSIDE]
+        if not inside.any():
+            return []
+        after = np.zeros_like(inside)
+        after[1:] = inside[:-1] & ~inside[1:]  # the outside token that closes each run of span tokens
+        kept = np.flatnonzero(inside | after)
         names = self.vocabularies_.tags
-        tags = [names[tag] for tag in path[note.positions].tolist()]
-        return decode_tags(note.units.tolist(), tags, self.source, probabilities[note.positions].tolist())
+        return decode_tags(
+            note.units[kept].tolist(),
+            [names[tag] for tag in tags[kept].tolist()],
+            self.source,
+            probabilities[note.positions[kept]].tolist(),
+        )
 
     # -- persistence ------------------------------------------------------------------------
     def to_disk(self, path: Path) -> None:
