@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from hybriddeid.backends.neural.encoding import note_tokens, prepare_note
+from hybriddeid.backends.neural.feeding import fed_predictions
 from hybriddeid.backends.neural.models import Batch
 from hybriddeid.backends.neural.tagger import NeuralTagger, bucketed
 from hybriddeid.core.document import Document, Span
@@ -116,6 +117,27 @@ def tagging_phases(tagger: NeuralTagger, many: list[Document], budget: int) -> d
     }
 
 
+class LastMessage(logging.Handler):
+    """Keeps the last message of a logger (the feeding's seconds starting workers and tagging)."""
+
+    last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        LastMessage.last = record.getMessage()
+
+
+FEED_LOG = LastMessage()
+
+
+def preparation_only(tagger: NeuralTagger, many: list[Document], workers: int) -> float:
+    """Notes/s through the feeding with tagging left out: what ``workers`` preparing processes supply."""
+    started = time.perf_counter()
+    fed_predictions(
+        many, tagger.vocabularies_, tagger.language, lambda prepared: [[] for _ in prepared], workers, 1 << 18
+    )
+    return round(len(many) / (time.perf_counter() - started), 1)
+
+
 def fed_rates(tagger: NeuralTagger, docs: list[Document], copies: int, workers: list[int], budgets: list[int]) -> dict:
     """Notes/s over ``copies`` copies of ``docs`` tagged in one process, then fed by each count of
     preparing workers (with each of ``budgets`` padded tokens per batch, on the most workers); a
@@ -136,6 +158,9 @@ def fed_rates(tagger: NeuralTagger, docs: list[Document], copies: int, workers: 
         print(f"  phases: {rates['phases']}", flush=True)
     default_budget = tagger.settings.predict_batch_tokens
     runs = [(count, 0) for count in workers] + [(max(workers), budget) for budget in budgets if workers]
+    for count in workers:
+        rates[f"prepare_only_workers_{count}_notes_per_s"] = preparation_only(tagger, many, count)
+        print(f"  prepare only, {count} workers: {rates[f'prepare_only_workers_{count}_notes_per_s']}", flush=True)
     for count, budget in runs:
         name = f"workers_{count}" + (f"_tokens_{budget}" if budget else "")
         signal.alarm(120)
@@ -149,6 +174,7 @@ def fed_rates(tagger: NeuralTagger, docs: list[Document], copies: int, workers: 
             rates[name] = {
                 "notes_per_s": round(len(many) / seconds, 1),
                 "same_spans": sum(a == b for a, b in zip(keys(fed), keys(alone))),
+                "split": FEED_LOG.last,
             }
         except (TimeoutError, RuntimeError) as exc:
             rates[name] = {"error": str(exc)[:200]}
@@ -196,6 +222,10 @@ def main() -> int:
     )
     args = parser.parse_args()
     logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO)
+    feeding = logging.getLogger("hybriddeid.backends.neural.feeding")
+    feeding.setLevel(logging.DEBUG)
+    feeding.addHandler(FEED_LOG)
+    feeding.propagate = False
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
     tables = tomllib.loads(args.neural_config.read_text(encoding="utf-8"))
