@@ -28,7 +28,8 @@ operating point, ``hybriddeid evaluate --sweep``), read once per note, into ``OU
         [--only lockbox,1,2]  # a quick look: train and tag these runs only (fold numbers, "lockbox"); the CV row
                               # then scores those folds' notes only (compare with a baseline run of the same --only)
         [--save-models DIR]  # keep each model (DIR/fold-K, DIR/lockbox)
-        [--from-models DIR]  # tag with those models instead of training (rules refitted): minutes, not hours
+        [--from-models DIR]  # tag with those models instead of training (rules refitted, the recipe's [pipeline]
+                             # settings over theirs): minutes, not hours
         [--config FILE]  # another recipe (default: the bundled English model's)
 """
 
@@ -116,6 +117,9 @@ def main() -> int:
         started = time.perf_counter()
         if args.from_models:
             pipeline = Pipeline.load(args.from_models / name)
+            # the recipe's [pipeline] settings (merging, post-processing) over the saved model's
+            recipe = load_config(args.config)["pipeline"]
+            pipeline.config["pipeline"].update({k: v for k, v in recipe.items() if k not in ("components", "language")})
             pipeline.components["rule"] = build_component("rule", pipeline.config).fit(synthetic + train)
         else:
             pipeline = Pipeline(load_config(args.config)).fit(synthetic + train, n_jobs=args.jobs)

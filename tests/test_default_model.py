@@ -64,3 +64,36 @@ def test_spanish_model_types_the_patient_after_nombre_and_ends_an_address_at_the
         ("Andrés Reyes Soto", "NOMBRE_PERSONAL_SANITARIO"),
         ("50/12345", "ID_TITULACION_PERSONAL_SANITARIO"),
     } <= spans  # merged spans never overlap: no other type
+
+
+def test_relation_words_are_trimmed_from_english_spans_and_kept_in_spanish_ones():
+    from hybriddeid.core.document import Document, Span
+    from hybriddeid.pipeline.core import without_relation_words
+    from hybriddeid.surrogates.language import load_language
+
+    text = "Contact: daughter Rosa. Son-in-law: Peter Hall. Her son. Mother Frances Hospital. Son Nguyen, Sơn"
+    terms = load_language("en").relative_terms
+
+    def span(value: str, label: str) -> Span:
+        start = text.index(value)
+        return Span(start, start + len(value), label)
+
+    spans = [
+        span("daughter Rosa", "PATIENT"),
+        span("Son-in-law: Peter Hall", "PATIENT"),
+        span("son", "PATIENT"),  # a relation word alone
+        span("Mother Frances Hospital", "HOSPITAL"),
+        span("Son Nguyen", "PATIENT"),  # names, not relation words
+        span("Sơn", "PATIENT"),
+    ]
+    trimmed = without_relation_words(text, spans, terms)
+    assert [(text[s.start : s.end], s.label) for s in trimmed] == [
+        ("Rosa", "PATIENT"),
+        ("Peter Hall", "PATIENT"),
+        ("Mother Frances Hospital", "HOSPITAL"),
+        ("Son Nguyen", "PATIENT"),
+        ("Sơn", "PATIENT"),
+    ]
+    english = Pipeline.load("en").annotate(Document("n", "Contact: daughter Rosa, 555-201-4410."))
+    assert "daughter" not in " ".join(english.text[s.start : s.end] for s in english.spans)
+    assert not Pipeline.load("es").config["pipeline"]["trim_relation_words"]  # MEDDOCAN marks relatives' mentions

@@ -59,7 +59,7 @@ from hybriddeid.pipeline.operating_point import (
     focus_levels,
 )
 from hybriddeid.surrogates.language import fold, load_kinds, load_language
-from hybriddeid.surrogates.names import NAME_WORD
+from hybriddeid.surrogates.names import NAME_WORD, relation_head
 
 if TYPE_CHECKING:
     from hybriddeid.surrogates import DeidResult
@@ -85,6 +85,10 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     # Drop merged spans made only of clinical safe-list entries (hybriddeid.classifiers.safelist):
     # a bundled list's language ("en"), or "" for none.
     "safelist": "",
+    # Relation words ("daughter", "son-in-law": the language pack's [relatives] terms) are nobody's
+    # identifier: trim them from the start of merged spans ("daughter Rosa" -> "Rosa") and drop spans
+    # made only of them. For taxonomies that never mark them (i2b2); MEDDOCAN marks relatives' mentions.
+    "trim_relation_words": False,
     # Cascade, e.g. {char = "token"}: the character CRF tags only the stretches around tokens
     # the token CRF is unsure about (probability of O below focus_below, or tagged as PHI),
     # widened by focus_margin tokens. Elsewhere the focused tagger's spans could only fill gaps
@@ -178,6 +182,8 @@ def _validate(config: dict[str, Any], origin: str) -> None:
             load_safelist(config["pipeline"]["safelist"])
         except ValueError as exc:
             raise ConfigError(f"{origin}: safelist: {exc}") from None
+    if not isinstance(config["pipeline"]["trim_relation_words"], bool):
+        raise ConfigError(f"{origin}: trim_relation_words must be true or false")
     _validate_focus(config["pipeline"], origin)
     pieces, overlap = config["pipeline"]["piece_chars"], config["pipeline"]["piece_overlap"]
     if not (
@@ -244,6 +250,24 @@ def flattened_copies(docs: Sequence[Document], share: float) -> list[Document]:
 
 
 CASES = ("upper", "lower", "title")
+
+
+def without_relation_words(text: str, spans: Sequence[Span], terms: frozenset[str]) -> list[Span]:
+    """``spans`` with the relation words (``terms``, folded) each begins with cut off, with the
+    spaces and separators after them; a span of relation words alone is dropped. Only words written
+    as a relation word is ("daughter", "Son:"), never what may be a name: capitalised with no
+    separator after it ("Son Nguyen") or with letters folding takes accents from ("Sơn")."""
+    kept = []
+    for span in spans:
+        value = text[span.start : span.end]
+        words, end = relation_head(value, terms)
+        head = value[:words]
+        relation = bool(words) and fold(head) == head.lower() and (head.islower() or bool(value[words:end].strip()))
+        if not relation:
+            kept.append(span)
+        elif any(c.isalnum() for c in value[end:]):
+            kept.append(replace(span, start=span.start + end))
+    return kept
 
 
 def case_copies(docs: Sequence[Document], shares: Mapping[str, float]) -> list[Document]:
@@ -709,6 +733,8 @@ class Pipeline:
         spans = propagate(doc.text, spans) if settings["propagate"] else spans
         if settings["safelist"]:
             spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]
+        if settings["trim_relation_words"]:
+            spans = without_relation_words(doc.text, spans, load_language(self.language).relative_terms)
         return self.within_phi_set(doc, spans, phi_set)
 
     def annotate(self, doc: Document, phi_set: str | None = None, threshold: float | None = None) -> Document:

@@ -33,7 +33,7 @@ from hybriddeid.surrogates.names import (
     NameInventory,
     NameSurrogates,
     is_relation_word,
-    relation_prefix,
+    relation_head,
 )
 from hybriddeid.surrogates.shape import copy_case, shape_surrogate
 
@@ -45,7 +45,6 @@ _ZIP = re.compile(r"\d{5}")
 _TEMPLATE_FIELD = re.compile(r"\{(\w+)\}")
 _RETRIES = 8
 # What may stand between a kept relation word and the rest of its span ("Son, ...", "hija: ...").
-_RELATION_SEPARATORS = ",;:.-–—/"
 # Kinds whose abbreviations ("MA", "GBMC") get abbreviated surrogates.
 ABBREVIABLE_KINDS = frozenset({"state", "country", "city", "hospital", "organization", "health_center", "department"})
 _ABBREVIATION = re.compile(r"(?:[^\W\d_a-z]\.?){2,5}")
@@ -227,10 +226,7 @@ class Surrogates:
         word stands as a word of its own ("Son:jill@..." -> "Son: ...", never "Son...@...")."""
         if kind in ("person", "relative"):
             return ""
-        end = relation_prefix(value, self.lang.relative_terms)
-        gap = end
-        while gap < len(value) and (value[gap].isspace() or value[gap] in _RELATION_SEPARATORS):
-            gap += 1
+        end, gap = relation_head(value, self.lang.relative_terms)
         if not end or not any(c.isalnum() for c in value[gap:]):
             return ""
         head = value[:gap]

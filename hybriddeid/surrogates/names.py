@@ -107,6 +107,21 @@ def relation_prefix(value: str, terms: frozenset[str]) -> int:
     return end
 
 
+RELATION_SEPARATORS = ",;:.-–—/"  # may follow a relation word before what it introduces ("Son: Jill")
+
+
+def relation_head(value: str, terms: frozenset[str]) -> tuple[int, int]:
+    """Where the relation words ``value`` begins with end, and where the spaces and separators after
+    them end: ``(0, 0)`` when it begins with none."""
+    end = relation_prefix(value, terms)
+    if not end:
+        return 0, 0
+    gap = end
+    while gap < len(value) and (value[gap].isspace() or value[gap] in RELATION_SEPARATORS):
+        gap += 1
+    return end, gap
+
+
 _REDRAWS = 4  # draws for a word whose surrogate another word of the same name already got
 
 
