@@ -82,3 +82,41 @@ def test_same_seed_same_notes() -> None:
     a = [(d.text, d.spans) for d in generate_corpus(20, seed=3, language="es")]
     b = [(d.text, d.spans) for d in generate_corpus(20, seed=3, language="es")]
     assert a == b
+
+
+def _line_before(doc: Document, start: int) -> str:
+    return doc.text[doc.text.rfind("\n", 0, start) + 1 : start]
+
+
+def test_streets_keep_number_floor_and_door_in_their_span(corpus: list[Document]) -> None:
+    """ "C/ Mayor 12, 3º B" is one CALLE span, as MEDDOCAN marks it: no floor or door is left after it."""
+    streets = _spans(corpus, "CALLE")
+    with_floor = [doc.text[start:end] for doc, start, end in streets if re.search(r"\d+, \d+º", doc.text[start:end])]
+    assert len(with_floor) > N // 10
+    assert not any(re.match(r",? ?\d+º", doc.text[end : end + 6]) for doc, _, end in streets)
+
+
+def test_addresses_stand_inside_sentences_with_their_postcode_and_town(corpus: list[Document]) -> None:
+    """Residence, home visits and transfers name the street in running text, not only after "Domicilio:"."""
+    in_sentences = [
+        (doc, end) for doc, start, end in _spans(corpus, "CALLE") if not re.search(r":\s*$", _line_before(doc, start))
+    ]
+    assert len(in_sentences) > N // 4
+    towns = {(doc.name, s.start) for doc in corpus for s in doc.spans if s.label == "TERRITORIO"}
+    followed = [
+        doc
+        for doc, end in in_sentences
+        if (m := re.match(r", (?:\d{5} )?", doc.text[end:])) and (doc.name, end + m.end()) in towns
+    ]
+    assert len(followed) > N // 8
+
+
+def test_patients_are_named_by_a_courtesy_title_and_their_surname_alone(corpus: list[Document]) -> None:
+    """ "la Sra. Ortega", "al Sr. Sanz" in sentences: the surname is the patient's span, the title is not."""
+    titled = [
+        doc.text[start:end]
+        for doc, start, end in _spans(corpus, "NOMBRE_SUJETO_ASISTENCIA")
+        if re.search(r"\b(?:[Ee]l|[Ll]a|al|a la|del|de la) Sra?\. $", doc.text[max(0, start - 10) : start])
+    ]
+    assert len(titled) > N // 4
+    assert not any(re.match(r"Sra?\.", value) for value in titled)
