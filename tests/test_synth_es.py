@@ -32,15 +32,25 @@ def test_spans_hold_their_values_and_speak_meddocan(corpus: list[Document]) -> N
     assert not any(re.search(r"\{|\}", doc.text) for doc in corpus), "every template field is filled"
 
 
-def test_a_title_with_a_surname_alone_is_a_clinician(corpus: list[Document]) -> None:
-    """ "la Dra. Ortega", "el Dr. Sanz": the surname after the title is the span, the title is not."""
-    alone = [
+@pytest.mark.parametrize(
+    "label, title",
+    [
+        # "la Dra. Ortega", "el Dr. Sanz": a clinician
+        ("NOMBRE_PERSONAL_SANITARIO", r"\bDra?\. $"),
+        # "la Sra. Ortega", "al Sr. Sanz" in sentences: a patient
+        ("NOMBRE_SUJETO_ASISTENCIA", r"\b(?:[Ee]l|[Ll]a|al|a la|del|de la) Sra?\. $"),
+    ],
+)
+def test_a_surname_alone_after_a_title_is_the_span_and_the_title_is_not(
+    corpus: list[Document], label: str, title: str
+) -> None:
+    titled = [
         doc.text[start:end]
-        for doc, start, end in _spans(corpus, "NOMBRE_PERSONAL_SANITARIO")
-        if re.search(r"\bDra?\. $", doc.text[max(0, start - 5) : start])
+        for doc, start, end in _spans(corpus, label)
+        if re.search(title, doc.text[max(0, start - 10) : start])
     ]
-    assert len(alone) > N // 4
-    assert not any(re.match(r"Dra?\.", value) for value in alone)
+    assert len(titled) > N // 4
+    assert not any(re.match(r"(?:Dra?|Sra?)\.", value) for value in titled)
 
 
 def test_relatives_are_named_in_the_narrative_beside_their_relation(corpus: list[Document]) -> None:
@@ -109,14 +119,3 @@ def test_addresses_stand_inside_sentences_with_their_postcode_and_town(corpus: l
         if (m := re.match(r", (?:\d{5} )?", doc.text[end:])) and (doc.name, end + m.end()) in towns
     ]
     assert len(followed) > N // 8
-
-
-def test_patients_are_named_by_a_courtesy_title_and_their_surname_alone(corpus: list[Document]) -> None:
-    """ "la Sra. Ortega", "al Sr. Sanz" in sentences: the surname is the patient's span, the title is not."""
-    titled = [
-        doc.text[start:end]
-        for doc, start, end in _spans(corpus, "NOMBRE_SUJETO_ASISTENCIA")
-        if re.search(r"\b(?:[Ee]l|[Ll]a|al|a la|del|de la) Sra?\. $", doc.text[max(0, start - 10) : start])
-    ]
-    assert len(titled) > N // 4
-    assert not any(re.match(r"Sra?\.", value) for value in titled)
