@@ -4,12 +4,16 @@ worker's death loses no unit it had finished."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from hybriddeid.core.document import Document
 from hybriddeid.io import atomic_write_text, commit_writes, flush_files, read_document, staged_writes
 from hybriddeid.io._common import _TEMP_FILE
 from hybriddeid.runs.batch import Limits, _put_in_place, run_batch
@@ -100,4 +104,55 @@ def test_an_output_that_cannot_be_put_in_place_fails_alone(tmp_path):
     assert "Is a directory" in result.failed[0][1] or "Directory not empty" in result.failed[0][1]
     assert sorted(path.name for path in result.written) == [f"n{i}.txt" for i in range(6) if i != 3]
     assert all(read_document(out / f"n{i}.jsonl")[0].text == NOTE for i in range(6) if i != 3)
+    assert temp_files(out) == []
+
+
+def test_a_healthy_note_is_not_lost_to_other_notes_deaths_while_its_outputs_go_in_place(tmp_path):
+    """a0 is healthy; d1 and d2 (jobs=1, run in that order) each kill their worker once an a0 output not
+    seen before is in place, holding the worker's pipe meanwhile (their log record's level waits as it is
+    sent), so the commit thread that swapped a0 in cannot tell the parent: d1's death leaves a0's fate
+    unknown, and a0 runs again. That rerun used to sit beside d2 and be failed for d2's death as well
+    ("run again once"); now it is not counted against a0, runs alone, and a0 is written: only d1 and d2
+    fail, each by name."""
+    notes = tmp_path / "in"
+    notes.mkdir()
+    for name, text in (("a0", NOTE), ("d1", "DIE " + NOTE), ("d2", "DIE " + NOTE), ("h3", NOTE)):
+        (notes / f"{name}.txt").write_text(text, encoding="utf-8")
+    out, runs, seen = tmp_path / "out", tmp_path / "a0.runs", tmp_path / "a0.seen"
+    target = out / "a0.jsonl"
+
+    class DieOnceA0IsInPlace(int):
+        """A log level whose pickling (in the worker's send to the parent, the pipe held) waits for an a0 output
+        not seen before, then ends the worker: its commit thread is then stuck before its "done" for a0."""
+
+        def __reduce_ex__(self, protocol: object) -> tuple:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with contextlib.suppress(FileNotFoundError):
+                    inode = str(os.stat(target).st_ino)
+                    if inode not in (seen.read_text().split() if seen.exists() else []):
+                        with seen.open("a") as record:
+                            record.write(inode + "\n")
+                        break
+                time.sleep(0.002)
+            os._exit(9)
+
+    def transform(doc: Document) -> Document:
+        if doc.text.startswith("DIE"):
+            logging.getLogger("hostile").log(DieOnceA0IsInPlace(logging.ERROR), "ending the worker")
+            os._exit(9)
+        if doc.name == "a0":
+            with runs.open("a") as record:
+                record.write("run\n")
+        return doc
+
+    result = run_batch(notes, out, transform, "jsonl", progress=False, jobs=1, limits=Limits(timeout_per_note=60))
+    assert [(path.name, problem) for path, problem in result.failed] == [
+        (f"d{i}.txt", "worker exited (status 9) before finishing") for i in (1, 2)
+    ]
+    assert sorted(path.name for path in result.written) == ["a0.txt", "h3.txt"]
+    assert len(seen.read_text().split()) == 2  # d1 died on a0's first output in place, d2 on its second
+    assert runs.read_text().count("run") == 2  # d1's death left a0's fate unknown: it ran again
+    assert [doc.text for doc in read_document(target)] == [NOTE]
+    assert sorted(path.name for path in out.iterdir() if not path.name.startswith(".")) == ["a0.jsonl", "h3.jsonl"]
     assert temp_files(out) == []

@@ -776,7 +776,12 @@ def _join(keys: dict[Path, set[str]]) -> list[list[Path]]:
 # next unit while the worker's commit thread flushes those files to disk and swaps them in
 # (``io.commit_writes``), and the unit counts as done only at its "done". A worker that dies, or runs
 # past a unit's deadline (then it is killed), fails the unit it was running alone and is replaced by a
-# fresh fork; units it had staged but not put in place lose their temporary files and run again (once).
+# fresh fork; the parent puts in place what the units it had staged left (``_put_in_place``), and a unit
+# that left nothing (whether it went in place cannot be told) runs again, alone on its worker until it
+# is in place (``_free_for``). A unit's rerun after a death another unit caused (the one running then,
+# which fails) is not counted against it: only a death with no unit to blame (while the worker only
+# committed) counts, and a unit runs again after one such only. So a healthy unit is never failed for
+# another's death, and a unit that kills its worker runs at most three times.
 
 
 @dataclass
@@ -789,6 +794,7 @@ class _Worker:
     limit: float | None = None
     # staged units being put in place: number -> (unit, its (temporary file, output) pairs, deadline)
     committing: dict[int, tuple[list[Path], list[tuple[str, str]], float]] = field(default_factory=dict)
+    culprit: bool = False  # it is replaced at the request of a unit it ran (out of memory), which fails
 
     def stop(self, kill: bool = False) -> None:
         if kill and self.process.is_alive():
@@ -1023,7 +1029,8 @@ def _run_units(
     workers: list[_Worker] = []
     size = max(1, min(jobs, len(units)))
     numbers = itertools.count()
-    again: set[tuple[Path, ...]] = set()  # units already run again once
+    again: set[tuple[Path, ...]] = set()  # units run again once after a death no other unit caused
+    alone: set[tuple[Path, ...]] = set()  # units run again: each with nothing beside it on its worker (_free_for)
 
     def start() -> _Worker:
         parent_end, child_end = context.Pipe()
@@ -1039,7 +1046,7 @@ def _run_units(
             while pending and len(workers) < size:
                 workers.append(start())
             for worker in workers:
-                if worker.unit is None and pending:
+                if worker.unit is None and pending and _free_for(worker, pending[-1], alone):
                     unit = pending.pop()
                     worker.unit, worker.number = unit, next(numbers)
                     if limits.timeout_per_note is not None:
@@ -1069,6 +1076,10 @@ def _run_units(
                     continue
                 worker.stop(kill=True)  # gone before its files are touched here
                 workers.remove(worker)
+                # a unit it was running (or that asked for its end) caused it: that unit fails alone, and the
+                # staged ones it held are innocent. Each such death fails a unit for good, so their reruns
+                # are bounded without being counted; a death with no unit to blame counts once against each.
+                blamed = worker.unit is not None or worker.culprit
                 if worker.unit is not None:  # the unit it was running fails alone
                     yield worker.unit, why
                 for unit, pairs, _ in worker.committing.values():  # staged: finished here
@@ -1084,10 +1095,12 @@ def _run_units(
                         continue
                     if placed:
                         yield unit, None
-                    elif tuple(unit) in again or source is None:
+                    elif source is None or (not blamed and tuple(unit) in again):
                         yield unit, why
                     else:  # nothing left to tell whether it was put in place: run it again
-                        again.add(tuple(unit))
+                        if not blamed:
+                            again.add(tuple(unit))
+                        alone.add(tuple(unit))
                         pending.append(unit)
                 worker.unit, worker.deadline = None, float("inf")
                 worker.committing.clear()
@@ -1097,6 +1110,15 @@ def _run_units(
 
 
 _HUNG = "worker killed: its outputs were not in place"
+
+
+def _free_for(worker: _Worker, unit: list[Path], alone: set[tuple[Path, ...]]) -> bool:
+    """Whether the idle ``worker`` may take ``unit`` now: a unit run again (in ``alone``) goes to a worker with
+    nothing in flight, and a worker putting one in place takes nothing more until it is: a death then has
+    that unit alone to blame, so it cannot cost another unit, nor another unit's death cost it."""
+    if any(tuple(staged) in alone for staged, _, _ in worker.committing.values()):
+        return False
+    return not worker.committing or tuple(unit) not in alone
 
 
 def _put_in_place(staged: list[tuple[Path, Path]]) -> bool:
@@ -1117,6 +1139,9 @@ def _collect(worker: _Worker, limits: Limits) -> tuple[list[tuple[list[Path], st
     it staged moves to ``worker.committing``, freeing it for the next unit."""
     finished: list[tuple[list[Path], str | None]] = []
     dead = False
+    # asked before its answers are read: a worker found dead then has said all it ever will, so an answer it
+    # sent just before it died (a staged unit's "done") is read here, not lost to a check made after reading
+    alive = worker.process.is_alive()
     try:
         while worker.conn.poll():
             message = worker.conn.recv()
@@ -1134,10 +1159,11 @@ def _collect(worker: _Worker, limits: Limits) -> tuple[list[tuple[list[Path], st
                 elif number in worker.committing:
                     finished.append((worker.committing.pop(number)[0], problem))
                 if restart:
+                    worker.culprit = True
                     return finished, problem
     except (EOFError, OSError):
         dead = True  # the pipe closed with no answer: told below
-    if dead or not worker.process.is_alive():
+    if dead or not alive:
         worker.process.join()
         return finished, describe_death(worker.process.exitcode, limits.memory_mb)
     now = time.monotonic()
