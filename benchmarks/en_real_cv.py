@@ -31,6 +31,7 @@ operating point, ``hybriddeid evaluate --sweep``), read once per note, into ``OU
         [--from-models DIR]  # tag with those models instead of training (rules refitted, the recipe's [pipeline]
                              # settings over theirs): minutes, not hours
         [--config FILE]  # another recipe (default: the bundled English model's)
+        [--synth-seed S]  # another draw of the generated training notes (default: the bundled model's seed)
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ def main() -> int:
         help="train and tag only these runs (fold numbers, 1-based, and/or 'lockbox'; comma-separated)",
     )
     parser.add_argument("--n", type=int, default=1500, help="generated training notes (as the bundled model)")
+    parser.add_argument(
+        "--synth-seed",
+        type=int,
+        default=SYNTH_SEED,
+        help="seed of the generated training notes (default: the bundled model's); another seed is another draw",
+    )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0, help="fold assignment seed")
@@ -99,7 +106,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    synthetic = list(generate_corpus(args.n, SYNTH_SEED, "train"))
+    synthetic = list(generate_corpus(args.n, args.synth_seed, "train"))
     real = [doc for corpus in CORPORA for doc in load_relabelled(corpus)]
     open_notes, sealed = split_lockbox(real)
     runs = [
@@ -149,6 +156,7 @@ def main() -> int:
                 "only": sorted(args.only or ()),
                 "seed": args.seed,
                 "generated_notes": args.n,
+                "synth_seed": args.synth_seed,
                 "config": str(args.config),
                 "thresholds": list(args.thresholds),
                 "from_models": str(args.from_models) if args.from_models else None,
