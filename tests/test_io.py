@@ -452,3 +452,17 @@ def test_overlapping_gold_spans_keep_the_longer_with_a_warning(case, tmp_path, c
     assert len(doc.spans) == 1
     assert (doc.spans[0].start, doc.spans[0].end) == {"xml": (8, 13), "brat": (0, 9), "jsonl": (0, 3)}[case]
     assert message in caplog.text and "Pardo" not in caplog.text
+
+
+def test_i2b2_xml_escaping_matches_the_standard_library():
+    """io.i2b2 escapes XML itself (saxutils imports urllib.request at every start): the same output."""
+    import random
+    from xml.sax.saxutils import escape as standard
+
+    from hybriddeid.io.i2b2 import _ATTR_ESCAPES, escape
+
+    rng = random.Random(3)
+    for _ in range(500):
+        text = "".join(rng.choice("a&<>\"'\n\r\t ;#x&amp;") for _ in range(rng.randint(0, 30)))
+        assert escape(text) == standard(text)
+        assert escape(text, _ATTR_ESCAPES) == standard(text, _ATTR_ESCAPES)
