@@ -53,6 +53,8 @@ def escape(text: str, entities: dict[str, str] | None = None) -> str:
     for char, entity in (entities or {}).items():
         text = text.replace(char, entity)
     return text
+
+
 _DECLARATION = "<?xml version='1.0' encoding='UTF-8'?>\n"
 
 
