@@ -311,23 +311,31 @@ class PreparedNote:
     length: int
 
 
-def prepare_note(vocabularies: Vocabularies, language: str, note: AnalysedNote | Document) -> PreparedNote:
-    """``note`` analysed, tokenised into one sequence and turned into id arrays."""
-    tokens = note_tokens(analyse(note, language))
-    encoded = vocabularies.encode(tokens)
-    features = {}
+def id_arrays(encoded: EncodedNote, vocabularies: Vocabularies | None = None) -> dict[str, np.ndarray]:
+    """Each feature's ids as an array: ``[T]``, or ``[T, L]`` padded for several ids per token. With
+    ``vocabularies``, in the narrowest integers each vocabulary's ids fit (arrays that cross between
+    processes); without, int64 (what embeddings take)."""
+    arrays = {}
     for name, values in encoded.features.items():
-        # the narrowest integers the vocabulary's ids fit: arrays cross between processes
-        vocabulary = getattr(vocabularies, name)
-        dtype = np.int16 if vocabulary is not None and len(vocabulary) < 1 << 15 else np.int32
+        dtype: type[np.integer] = np.int64
+        if vocabularies is not None:
+            vocabulary = getattr(vocabularies, name)
+            dtype = np.int16 if vocabulary is not None and len(vocabulary) < 1 << 15 else np.int32
         if name in NESTED_FEATURES:  # several ids per token, padded to the longest
-            depth = max(1, max(map(len, values)))
+            depth = max(1, max(map(len, values), default=1))
             array = np.full((len(values), depth), PAD_ID, dtype=dtype)
             for row, items in enumerate(values):
                 array[row, : len(items)] = items
         else:
             array = np.asarray(values, dtype=dtype)
-        features[name] = array
+        arrays[name] = array
+    return arrays
+
+
+def prepare_note(vocabularies: Vocabularies, language: str, note: AnalysedNote | Document) -> PreparedNote:
+    """``note`` analysed, tokenised into one sequence and turned into id arrays."""
+    tokens = note_tokens(analyse(note, language))
+    features = id_arrays(vocabularies.encode(tokens), vocabularies)
     return PreparedNote(
         features,
         np.asarray(tokens.positions, dtype=np.int32),

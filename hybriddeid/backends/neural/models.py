@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from hybriddeid.backends.neural.crf_layer import CRF
-from hybriddeid.backends.neural.encoding import NESTED_FEATURES, PAD_ID, EncodedNote, PreparedNote, Vocabularies
+from hybriddeid.backends.neural.encoding import PAD_ID, EncodedNote, PreparedNote, Vocabularies, id_arrays
 from hybriddeid.backends.neural.settings import NeuralSettings
 
 _MASKED = -1e4  # attention score of padding (finite, so half precision stays NaN-free)
@@ -40,12 +40,7 @@ class NoteTensors:
 
     @classmethod
     def of(cls, note: EncodedNote) -> NoteTensors:
-        features = {}
-        for name, values in note.features.items():
-            if name in NESTED_FEATURES:
-                depth = max(1, max(len(items) for items in values))
-                values = [items + [PAD_ID] * (depth - len(items)) for items in values]
-            features[name] = torch.tensor(values, dtype=torch.long)
+        features = {name: torch.from_numpy(array) for name, array in id_arrays(note).items()}
         tags = torch.tensor(note.tags, dtype=torch.long) if note.tags is not None else None
         return cls(features, tags, len(note))
 
