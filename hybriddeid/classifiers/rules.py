@@ -19,7 +19,9 @@ reads (its match or a lookahead after it: a digit class for a rule whose hits ho
 a note, or a 200,000-character window of a long one, where none matches is not searched at all (a
 speed hint that never changes the spans: each example must hold a match of one, and the bundled
 models' spans are checked with and without it; a list of plain words is searched much faster than
-one pattern of alternatives), and ``examples`` / ``counter_examples`` that the test suite checks. Files are validated when they load, so a broken
+one pattern of alternatives), ``prefilter = false`` for a rule searched in every note rather than
+only where one scan of the note for every rule says it may match (:mod:`hybriddeid.classifiers.rule_prefilter`;
+for the few patterns Hyperscan compiles slowest), and ``examples`` / ``counter_examples`` that the test suite checks. Files are validated when they load, so a broken
 rule fails with its file and name instead of silently never matching.
 
 A file may name subpatterns that several rules share in a ``[define]`` table (``field_label =
@@ -56,6 +58,8 @@ from typing import Any
 import regex
 import tomli_w
 
+from hybriddeid.classifiers.rule_prefilter import RulePrefilter
+from hybriddeid.classifiers.rule_prefilter import enabled as prefilter_enabled
 from hybriddeid.classifiers.validators import Validator, get_validator, validator_names
 from hybriddeid.core.document import Document, Span
 from hybriddeid.core.languages import available_languages, language_pack
@@ -103,6 +107,7 @@ _RULE_KEYS = frozenset(
         "lookup",
         "fallback",
         "needs",
+        "prefilter",
         "examples",
         "counter_examples",
     }
@@ -196,6 +201,7 @@ class Rule:
     language: str | None = None
     fallback: bool = False
     needs: tuple[str, ...] = ()
+    prefilter: bool = True
     _regex: regex.Pattern[str] = field(init=False, repr=False)
     _needs: tuple[regex.Pattern[str], ...] = field(init=False, repr=False)
     _literals: tuple[tuple[str, bool] | None, ...] = field(init=False, repr=False)
@@ -218,6 +224,11 @@ class Rule:
         object.__setattr__(self, "_context_regex", context)
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         object.__setattr__(self, "_has_phi_group", "phi" in compiled.groupindex)
+
+    @property
+    def compiled(self) -> regex.Pattern[str]:
+        """The compiled pattern (its flags include those set inside it)."""
+        return self._regex
 
     def spans(
         self, text: str, timeout: float | None = None, needs_seen: NeedsSeen | None = None
@@ -575,6 +586,9 @@ def _parse_rule(
             raise fail("needs must be a non-empty string pattern or a list of them")
         if any(_LOOKAROUND.search(item) for item in needs):
             raise fail("needs must not hold lookarounds or anchors: it is searched inside a stretch of text alone")
+        prefilter = entry.get("prefilter", True)
+        if not isinstance(prefilter, bool):
+            raise fail("prefilter must be true or false")
         return Rule(
             name,
             label,
@@ -590,6 +604,7 @@ def _parse_rule(
             language,
             fallback,
             tuple(_with_defines(item, defines or {}, fail) for item in needs),
+            prefilter,
         )
     except regex.error as exc:
         raise fail(f"pattern does not compile ({exc})") from None
@@ -701,6 +716,14 @@ class RuleClassifier:
         rules = tuple(rule for rule in self.rules if rule.name in keep)
         self._enabled_memo = (enabled, self.rules, rules)
         return rules
+
+    def _prefilter(self) -> RulePrefilter | None:
+        """The one-scan prefilter of the enabled rules (None where Hyperscan is not installed or is off)."""
+        rules = self.enabled_rules
+        memo = self.__dict__.get("_prefilter_memo")
+        if memo is None or memo[0] is not rules:
+            memo = self._prefilter_memo = (rules, RulePrefilter(rules) if prefilter_enabled() else None)
+        return memo[1]
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -815,9 +838,14 @@ class RuleClassifier:
         text = note.layout_text if isinstance(note, AnalysedNote) else None
         fallback = self.source + FALLBACK_SUFFIX
         needs_seen: NeedsSeen = {}
+        rules = self.enabled_rules
+        # one scan of the note says which rules may match (None: search them all)
+        prefilter = self._prefilter()
+        may_match = None if prefilter is None else prefilter.candidates(doc.text if text is None else text)
         candidates = [
             (start - end, order, start, end, self.label_of(rule), fallback if rule.fallback else self.source)
-            for order, rule in enumerate(self.enabled_rules)
+            for order, rule in enumerate(rules)
+            if may_match is None or order in may_match
             for start, end in self._search(rule, doc, needs_seen, text)
         ]
         candidates.sort()  # longest first, then rule order, then leftmost

@@ -22,13 +22,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hybriddeid.core.cache import cache_dir
 from hybriddeid.core.languages import detect_language, language_pack, shared_resource
 from hybriddeid.pipeline.core import build_config, config_overrides
 
 log = logging.getLogger("hybriddeid")
 
 RECIPE_SUFFIX = ".toml"
-CACHE_ENV = "HYBRIDDEID_CACHE_DIR"
 CLUSTERS_VERSION = "1"  # part of the cache key: bump when build_clusters' defaults change
 
 
@@ -50,15 +50,6 @@ def recipe_overrides(name: str) -> dict[str, Any]:
         raise ValueError(f"unknown recipe {name!r}; shipped recipes: {', '.join(names) or 'none'}")
     text = shared_resource("recipes", name + RECIPE_SUFFIX).read_text(encoding="utf-8")
     return tomllib.loads(text)
-
-
-def cache_dir() -> Path:
-    """Where built resources are kept between runs: ``$HYBRIDDEID_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/hybriddeid``, else ``~/.cache/hybriddeid``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "hybriddeid"
 
 
 def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ spans in ``phi_spans`` (``TableAnnotateProcessor``):
   holds, its size and the run record: a rerun skips those parts) and ``summary.json``. Readers of
   Parquet datasets (pyarrow, Spark) ignore ``_``-prefixed folders.
 * a database table: each unit's rows inserted in one transaction that first deletes their ids; a rerun
-  skips ids already there. The run's lock is a folder under the user's cache (``recipes.cache_dir()``:
+  skips ids already there. The run's lock is a folder under the user's cache (``core.cache.cache_dir()``:
   ``$HYBRIDDEID_CACHE_DIR``, else ``$XDG_CACHE_HOME/hybriddeid``), ``runs/`` and a digest of the output table.
 
 Bad rows (no id, an id used twice, no text, no patient, a row of the wrong width) are reported by row
@@ -38,6 +38,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from hybriddeid.core.cache import cache_dir
 from hybriddeid.core.document import Document, Span
 from hybriddeid.io import InputError, atomic_write_text, remove_temp_files
 from hybriddeid.io._common import atomic_write_bytes, settings_digest
@@ -340,10 +341,6 @@ class TableAnnotateProcessor(TableProcessor):
 def state_folder(sink: SqlSink) -> Path:
     """Where a run into a database table keeps its batch state: a folder of the user's cache named by the
     table (the lock that keeps two runs out of one table is the database's own, ``SqlSink.lock``)."""
-    from hybriddeid.pipeline.recipes import (
-        cache_dir,  # imports the pipeline: only for database runs, which load a model
-    )
-
     return cache_dir() / "runs" / hashlib.sha256(sink.name.encode("utf-8")).hexdigest()[:16]
 
 

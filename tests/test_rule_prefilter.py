@@ -1,0 +1,149 @@
+"""The rules' one-scan prefilter (issue 45): it may report a rule that then finds nothing, never miss one
+that finds something, so the rule spans are the same with and without it."""
+
+from __future__ import annotations
+
+import pickle
+import random
+from pathlib import Path
+
+import pytest
+
+from hybriddeid.classifiers import rule_prefilter
+from hybriddeid.classifiers.rules import RuleClassifier, RuleFileError, parse_rule_file
+
+pytestmark = pytest.mark.skipif(rule_prefilter.hyperscan is None, reason="Hyperscan has no wheel for this platform")
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+
+
+@pytest.fixture(scope="module", params=["en", "es"])
+def classifier(request: pytest.FixtureRequest) -> RuleClassifier:
+    return RuleClassifier(language=request.param)
+
+
+def missed(clf: RuleClassifier, text: str) -> list[str]:
+    """The rules that find something in ``text`` but that the prefilter leaves out."""
+    prefilter = clf._prefilter()
+    assert prefilter is not None
+    may_match = prefilter.candidates(text)
+    if may_match is None:
+        return []
+    return [rule.name for order, rule in enumerate(clf.enabled_rules) if order not in may_match and rule.spans(text)]
+
+
+def variants(text: str, rng: random.Random) -> list[str]:
+    """``text`` in other cases, with Latin-1 accents and curly quotes, and inside other text."""
+    accents = str.maketrans({"e": "é", "a": "á", "o": "ö", "n": "ñ", "'": "\u2019", "-": "\u2013", "u": "ü"})
+    mixed = "".join(ch.upper() if rng.random() < 0.5 else ch.lower() for ch in text)
+    return [
+        text,
+        text.upper(),
+        text.lower(),
+        text.title(),
+        mixed,
+        text.translate(accents),
+        f"Seen today.\n{text}\nPlan: follow up.",
+        f"{text}\t| {text.upper()} |",
+    ]
+
+
+def test_every_rule_example_in_every_variant_is_reported(classifier: RuleClassifier) -> None:
+    rng = random.Random(45)
+    problems = []
+    for rule in classifier.enabled_rules:
+        texts = [example.text for example in rule.examples] + list(rule.counter_examples)
+        for text in texts:
+            for variant in variants(text, rng):
+                problems.extend((name, variant) for name in missed(classifier, variant))
+    assert not problems, problems[:10]
+
+
+def test_the_same_hits_on_generated_and_real_notes(classifier: RuleClassifier) -> None:
+    from hybriddeid.io import read_corpus
+    from hybriddeid.synth import generate_corpus
+
+    language = classifier.language
+    assert language is not None
+    texts = [doc.text for doc in generate_corpus(60, 7, "test", language)]
+    real = SHARED / ("physionet-deid/dev" if language == "en" else "meddocan/dev/brat")
+    if real.is_dir():
+        texts += [doc.text for doc in sorted(read_corpus(real), key=lambda doc: doc.name)[:150]]
+    prefilter = classifier._prefilter()
+    assert prefilter is not None
+    scanned = sum(prefilter.candidates(text) is not None for text in texts)
+    assert scanned > len(texts) // 2  # most notes are prefiltered, so the check means something
+    problems = [(i, name) for i, text in enumerate(texts) for name in missed(classifier, text)]
+    assert not problems, problems[:10]
+
+
+def test_notes_with_characters_it_is_unsure_of_search_every_rule() -> None:
+    prefilter = RuleClassifier(language="en")._prefilter()
+    assert prefilter is not None
+    assert prefilter.candidates("MRN 1234567 seen by Dr. Ávila") is not None
+    for text in ("Pt \u0130brahim seen", "MRN\x1c1234567", "Đặng Văn", "5 \u00b5g", "Stra\u00dfe 4", "\u212aelvin"):
+        assert prefilter.candidates(text) is None, text
+
+
+def test_a_rule_that_says_prefilter_false_is_searched_in_every_note(tmp_path: Path) -> None:
+    text = """
+taxonomy = "i2b2-2014"
+[[rule]]
+name = "always"
+label = "MEDICALRECORD"
+pattern = '(?i)mrn\\s*(?P<phi>\\d{5,})'
+prefilter = false
+
+[[rule]]
+name = "scanned"
+label = "MEDICALRECORD"
+pattern = '(?i)acct\\s*(?P<phi>\\d{5,})'
+"""
+    path = tmp_path / "rules.toml"
+    path.write_text(text, encoding="utf-8")
+    clf = RuleClassifier(language=None, rule_files=[path])
+    prefilter = clf._prefilter()
+    assert prefilter is not None
+    assert prefilter.candidates("nothing to see") == frozenset({0})
+    assert prefilter.candidates("ACCT 123456") == frozenset({0, 1})
+    with pytest.raises(RuleFileError, match="prefilter must be true or false"):
+        parse_rule_file(text.replace("prefilter = false", 'prefilter = "no"'), "bad.toml")
+
+
+def test_the_database_is_cached_and_a_damaged_cache_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(tmp_path))
+    text = "Pt seen 3/4/2021, MRN: 1234567, Dr. Smith, (617) 555-0199"
+    first = RuleClassifier(language="es")
+    expected = first.predict(first_doc(text))
+    prefilter = first._prefilter()
+    assert prefilter is not None and prefilter.path.is_file()
+    prefilter.path.write_bytes(b"[1, 2]\nnot a database")
+    second = RuleClassifier(language="es")
+    assert second.predict(first_doc(text)) == expected
+    second_prefilter = second._prefilter()
+    assert second_prefilter is not None and second_prefilter._database is not None
+    assert second_prefilter.path.read_bytes() != b"[1, 2]\nnot a database"  # rebuilt and cached again
+
+
+def test_an_unwritable_cache_and_a_pickled_classifier_still_tag_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache folder would be", encoding="utf-8")
+    monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(blocked))
+    text = "Paciente: Juan García. DNI 45123987Z. Tel. 912 345 678."
+    clf = RuleClassifier(language="es")
+    expected = clf.predict(first_doc(text))
+    prefilter = clf._prefilter()
+    assert prefilter is not None and prefilter._database is not None  # compiled in memory
+    copy = pickle.loads(pickle.dumps(clf))
+    assert copy.predict(first_doc(text)) == expected
+    monkeypatch.setenv("HYBRIDDEID_RULE_PREFILTER", "0")
+    assert RuleClassifier(language="es")._prefilter() is None
+    assert RuleClassifier(language="es").predict(first_doc(text)) == expected
+
+
+def first_doc(text: str):  # noqa: ANN201 - a Document
+    from hybriddeid.core.document import Document
+
+    return Document("note", text)
