@@ -275,3 +275,20 @@ def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path):
     stderr = run.stderr.read().decode()
     assert run.wait(timeout=120) == 141
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "Exception ignored" not in stderr
+
+
+def test_annotate_imports_nothing_it_does_not_use(tmp_path):
+    """A whole-process `annotate` pays every import (issue 45): the surrogate generator's Faker, the progress
+    bar's tqdm, numpy.random and numpy.ma are for other commands, and torch only for neural models."""
+    import sys
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "notes"
+    code = (
+        "import sys\n"
+        "from hybriddeid.cli import main\n"
+        f"code = main(['annotate', {str(examples)!r}, {str(tmp_path / 'out')!r}])\n"
+        "print(code, sorted(m for m in ('faker', 'tqdm', 'numpy.random', 'numpy.ma', 'torch') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert result.stdout.split("\n")[-2] == "0 []", result.stdout + result.stderr
+    assert len(list((tmp_path / "out").glob("*.ann"))) == len(list(examples.glob("*.txt")))

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from faker import Faker
-
 from hybriddeid.core.profiles import hipaa_age_rule
 from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds
 from hybriddeid.surrogates.dates import DateShifter
