@@ -1028,3 +1028,27 @@ def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
     ]
     assert kept == [("10/5/50", True), ("92", True), ("3", True), ("1990", True)]
 
+
+def test_the_pipeline_drops_dates_cut_from_a_decimal_and_names_without_letters():
+    """ "11/31/7" of a blood gas "11/31/7.45" runs on into a decimal, which no date does, unless it holds a
+    year ("3/4/2021.5 days", a typo); a name tagged on "811" or "8" has no letter, which every name has."""
+    from hybriddeid import Pipeline
+    from hybriddeid.core.document import Document, Span
+
+    pipeline = Pipeline.load("en")
+    text = "abg 11/31/7.45, seen 3/4/2021.5 days ago; peak 811, CACL 8GM; Dr O'Brien 2nd; 4/5/1.2."
+    found = []
+    for surface, label in (
+        ("11/31/7", "DATE"),
+        ("3/4/2021", "DATE"),
+        ("811", "PATIENT"),
+        ("8", "DOCTOR"),
+        ("O'Brien 2nd", "DOCTOR"),
+        ("4/5/1", "DATE"),
+    ):
+        start = text.index(surface, found[-1].end if found else 0)
+        found.append(Span(start, start + len(surface), label, "token"))
+    kept = [text[s.start : s.end] for s in pipeline.within_phi_set(Document("gas", text), found)]
+    assert kept == ["3/4/2021", "O'Brien 2nd"]
+    pipeline.config["pipeline"]["drop_impossible_dates"] = False
+    assert len(pipeline.within_phi_set(Document("gas", text), found)) == 6

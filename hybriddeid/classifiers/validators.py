@@ -184,6 +184,29 @@ def reading_with_unit(text: str, start: int, end: int) -> bool:
     return bool(_NUMBERS_ONLY.fullmatch(text[start:end])) and _UNIT_AFTER.match(text, end) is not None
 
 
+_DECIMAL_AFTER = regex.compile(r"\.\d")
+
+
+def decimal_cut(text: str, start: int, end: int) -> bool:
+    """Whether the numbers ``text[start:end]``, joined by "/" or "-", run on into a decimal point and
+    digits ("11/31/7" of "11/31/7.45", a blood gas): a date written with slashes or dashes ends at its
+    year, never inside a decimal number. A run holding a year of 1900-2099 is kept ("3/4/2021.5 days
+    later", a blank typed as a point)."""
+    surface = text[start:end]
+    return (
+        bool(_NUMBERS_ONLY.fullmatch(surface))
+        and ("/" in surface or "-" in surface)
+        and surface[-1:].isdigit()
+        and _DECIMAL_AFTER.match(text, end) is not None
+        and not any(len(n) == 4 and _MIN_YEAR <= int(n) <= _MAX_YEAR for n in _NUMBER.findall(surface))
+    )
+
+
+def has_letter(text: str) -> bool:
+    """Whether ``text`` holds a letter, as every person's name does ("811" tagged as a name is a reading)."""
+    return any(char.isalpha() for char in text)
+
+
 def age_possible(text: str) -> bool:
     """Whether an age written in digits could be one: no number in it above ``MAX_AGE`` ("1000-2000"
     of a fluid balance is none). Text without digits ("ninety") is left to other checks."""

@@ -35,6 +35,8 @@ from hybriddeid.classifiers.safelist import load_safelist
 from hybriddeid.classifiers.sequences import TaggedSequence
 from hybriddeid.classifiers.validators import (
     age_possible,
+    decimal_cut,
+    has_letter,
     ip_address_possible,
     measurement_piece,
     numeric_date_possible,
@@ -617,6 +619,8 @@ class Pipeline:
             checks = {label: numeric_date_possible for label in labels if taxonomy.category(label) == "DATE"}
             checks.update({label: ip_address_possible for label in labels if label == "IPADDR"})
             checks.update({label: age_possible for label in labels if taxonomy.category(label) == "AGE"})
+            kinds = load_kinds()
+            checks.update({label: has_letter for label in labels if kinds.kind(label) == "person"})
             identifiers = {label for label in labels if label == "IPADDR" or taxonomy.category(label) == "ID"}
             dates = {label for label in labels if taxonomy.category(label) == "DATE"}
             readings = measurement_labels(self.language)
@@ -627,6 +631,7 @@ class Pipeline:
                     continue
                 if span.label in dates and (
                     series_piece(doc.text, span.start, span.end)
+                    or decimal_cut(doc.text, span.start, span.end)
                     or reading_after_label(doc.text, span.start, span.end, readings)
                 ):
                     continue
