@@ -1030,13 +1030,17 @@ def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
 
 
 def test_the_pipeline_drops_dates_cut_from_a_decimal_and_names_without_letters():
-    """ "11/31/7" of a blood gas "11/31/7.45" runs on into a decimal, which no date does, unless it holds a
-    year ("3/4/2021.5 days", a typo); a name tagged on "811" or "8" has no letter, which every name has."""
+    """ "11/31/7" of a blood gas "11/31/7.45" runs on into a decimal and "10-10" of "10-10:30" into a time,
+    which no date does, unless it holds a year ("3/4/2021.5 days", a typo); "24/06/12/18" has four numbers,
+    a date three at most; a name tagged on "811" or "8" has no letter, which every name has."""
     from hybriddeid import Pipeline
     from hybriddeid.core.document import Document, Span
 
     pipeline = Pipeline.load("en")
-    text = "abg 11/31/7.45, seen 3/4/2021.5 days ago; peak 811, CACL 8GM; Dr O'Brien 2nd; 4/5/1.2."
+    text = (
+        "abg 11/31/7.45, seen 3/4/2021.5 days ago; peak 811, CACL 8GM; Dr O'Brien 2nd; 4/5/1.2; off by 10-10:30 PM;"
+        " insulin 24/06/12/18; seen 3/4: well."
+    )
     found = []
     for surface, label in (
         ("11/31/7", "DATE"),
@@ -1045,10 +1049,13 @@ def test_the_pipeline_drops_dates_cut_from_a_decimal_and_names_without_letters()
         ("8", "DOCTOR"),
         ("O'Brien 2nd", "DOCTOR"),
         ("4/5/1", "DATE"),
+        ("10-10", "DATE"),
+        ("24/06/12/18", "DATE"),
+        ("3/4", "DATE"),
     ):
         start = text.index(surface, found[-1].end if found else 0)
         found.append(Span(start, start + len(surface), label, "token"))
     kept = [text[s.start : s.end] for s in pipeline.within_phi_set(Document("gas", text), found)]
-    assert kept == ["3/4/2021", "O'Brien 2nd"]
+    assert kept == ["3/4/2021", "O'Brien 2nd", "3/4"]
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
-    assert len(pipeline.within_phi_set(Document("gas", text), found)) == 6
+    assert len(pipeline.within_phi_set(Document("gas", text), found)) == 9

@@ -84,6 +84,7 @@ def _valid_date(match: regex.Match[str], two_digit_year_ok: bool) -> bool:
 _NUMERIC_ONLY = regex.compile(r"[\d\s/.\-'’]+")
 _NUMBER = regex.compile(r"\d+")
 _DECIMAL = regex.compile(r"\d+\.\d")
+_JOINED_NUMBERS = regex.compile(r"\d+(?:[/-]\d+)+")
 
 
 def numeric_date_possible(text: str) -> bool:
@@ -92,7 +93,9 @@ def numeric_date_possible(text: str) -> bool:
     - its first two numbers are neither month/day, day/month nor month/two-digit year
       ("40/1000/15" ventilator settings, "70-84" a pressure range, "07-1530" a shift's hours);
     - or it is a decimal: two numbers joined by a point, one digit after it ("HCT 27.9 (29.3)");
-    - or it mixes a decimal with slashes or dashes ("5/3.27/928": cardiac output, index, resistance).
+    - or it mixes a decimal with slashes or dashes ("5/3.27/928": cardiac output, index, resistance);
+    - or it is four or more numbers joined by slashes or dashes alone ("24/06/12/18", hours of a
+      schedule): a date has at most three.
     Text with a letter, a lone number ("2030", "'84"), or a typo around a year ("14/14/2014",
     "16/018/1961": MEDDOCAN dev writes birth dates so) or in a day ("2/31") is left to the
     taggers: a mistyped date is still a date."""
@@ -107,6 +110,8 @@ def numeric_date_possible(text: str) -> bool:
         return False
     if "." in text and ("/" in text or "-" in text) and _DECIMAL.search(text):
         return False  # a decimal among slashes or dashes: "5/3.27/928" (CO/CI/SVR), "7.36/42/-1"
+    if len(numbers) > 3 and _JOINED_NUMBERS.fullmatch(text.strip()):
+        return False
     first, second = numbers[0], numbers[1]
     a, b = int(first), int(second)
     return (1 <= a <= 12 and (b <= 31 or len(second) == 2)) or (1 <= a <= 31 and 1 <= b <= 12)
@@ -184,13 +189,13 @@ def reading_with_unit(text: str, start: int, end: int) -> bool:
     return bool(_NUMBERS_ONLY.fullmatch(text[start:end])) and _UNIT_AFTER.match(text, end) is not None
 
 
-_DECIMAL_AFTER = regex.compile(r"\.\d")
+_DECIMAL_AFTER = regex.compile(r"[.:]\d")
 
 
 def decimal_cut(text: str, start: int, end: int) -> bool:
-    """Whether the numbers ``text[start:end]``, joined by "/" or "-", run on into a decimal point and
-    digits ("11/31/7" of "11/31/7.45", a blood gas): a date written with slashes or dashes ends at its
-    year, never inside a decimal number. A run holding a year of 1900-2099 is kept ("3/4/2021.5 days
+    """Whether the numbers ``text[start:end]``, joined by "/" or "-", run on into a decimal point or a
+    clock time ("11/31/7" of "11/31/7.45", a blood gas; "10-10" of "10-10:30 PM"): a date written with
+    slashes or dashes ends at its year, never inside a decimal number or a time. A run holding a year of 1900-2099 is kept ("3/4/2021.5 days
     later", a blank typed as a point)."""
     surface = text[start:end]
     return (
