@@ -875,6 +875,8 @@ def test_rules_sharing_a_needs_pattern_look_for_it_once_per_window_with_the_same
         ("7.36/42/100", False),
         ("8/1-8/3", True),
         ("03.12.19", True),
+        ("24/06/12/18", False),
+        ("10-12-14-16", True),
     ],
 )
 def test_numeric_date_possible_rejects_only_numbers_no_date_writing_reads(text, possible):

@@ -84,7 +84,7 @@ def _valid_date(match: regex.Match[str], two_digit_year_ok: bool) -> bool:
 _NUMERIC_ONLY = regex.compile(r"[\d\s/.\-'’]+")
 _NUMBER = regex.compile(r"\d+")
 _DECIMAL = regex.compile(r"\d+\.\d")
-_JOINED_NUMBERS = regex.compile(r"\d+(?:[/-]\d+)+")
+_SLASHED_NUMBERS = regex.compile(r"\d+(?:/\d+)+")
 
 
 def numeric_date_possible(text: str) -> bool:
@@ -94,8 +94,8 @@ def numeric_date_possible(text: str) -> bool:
       ("40/1000/15" ventilator settings, "70-84" a pressure range, "07-1530" a shift's hours);
     - or it is a decimal: two numbers joined by a point, one digit after it ("HCT 27.9 (29.3)");
     - or it mixes a decimal with slashes or dashes ("5/3.27/928": cardiac output, index, resistance);
-    - or it is four or more numbers joined by slashes or dashes alone ("24/06/12/18", hours of a
-      schedule): a date has at most three.
+    - or it is four or more numbers joined by slashes alone ("24/06/12/18", hours of a schedule): a
+      date has at most three (a range of two dates joins them with a dash: "8/1-8/3").
     Text with a letter, a lone number ("2030", "'84"), or a typo around a year ("14/14/2014",
     "16/018/1961": MEDDOCAN dev writes birth dates so) or in a day ("2/31") is left to the
     taggers: a mistyped date is still a date."""
@@ -110,7 +110,7 @@ def numeric_date_possible(text: str) -> bool:
         return False
     if "." in text and ("/" in text or "-" in text) and _DECIMAL.search(text):
         return False  # a decimal among slashes or dashes: "5/3.27/928" (CO/CI/SVR), "7.36/42/-1"
-    if len(numbers) > 3 and _JOINED_NUMBERS.fullmatch(text.strip()):
+    if len(numbers) > 3 and _SLASHED_NUMBERS.fullmatch(text.strip()):
         return False
     first, second = numbers[0], numbers[1]
     a, b = int(first), int(second)
