@@ -147,3 +147,27 @@ def first_doc(text: str):  # noqa: ANN201 - a Document
     from hybriddeid.core.document import Document
 
     return Document("note", text)
+
+
+def test_the_letter_classes_are_unicodes_on_every_character_a_prefiltered_note_may_hold() -> None:
+    import regex
+
+    held = [chr(code) for code in range(0x2030) if rule_prefilter._UNSURE.match(chr(code)) is None]
+    assert len(held) > 200
+    for name, letters in rule_prefilter._LETTERS.items():
+        unicode, latin = regex.compile(rf"\p{{{name}}}"), regex.compile(f"[{letters}]")
+        assert [c for c in held if unicode.match(c)] == [c for c in held if latin.match(c)], name
+
+
+def test_patterns_are_rewritten_only_where_the_reading_stays_the_same() -> None:
+    rewrite = rule_prefilter.with_latin_letters
+    letters = rule_prefilter._LETTERS["L"]
+    assert rewrite(r"[\p{L}'-]+\s\p{Lu}", False) == f"[{letters}'-]+\\s[{rule_prefilter._LETTERS['Lu']}]"
+    # a verbose pattern's comment is copied as it is, brackets and all
+    assert rewrite("(?x)a # [not a class \\p{L}\n\\p{L}", True) == f"(?x)a # [not a class \\p{{L}}\n[{letters}]"
+    assert rewrite(r"\p{Han}", False) is None and rewrite(r"\P{L}", False) is None
+    assert rewrite(r"(?:a)(?x)b", False) is None  # a verbose switch in mid-pattern
+    again = rule_prefilter._without_backreferences
+    assert again(r"(?P<sep>[/-])\d(?P=sep)") == r"(?P<sep>[/-])\d(?:[/-])"
+    assert again(r"(?P<a>[)(])x(?P=a)") == r"(?P<a>[)(])x(?:[)(])"
+    assert again(r"(?P=missing)") is None
