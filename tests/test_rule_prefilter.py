@@ -171,3 +171,22 @@ def test_patterns_are_rewritten_only_where_the_reading_stays_the_same() -> None:
     assert again(r"(?P<sep>[/-])\d(?P=sep)") == r"(?P<sep>[/-])\d(?:[/-])"
     assert again(r"(?P<a>[)(])x(?P=a)") == r"(?P<a>[)(])x(?:[)(])"
     assert again(r"(?P=missing)") is None
+
+
+def test_the_cache_keeps_the_databases_used_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / "rule-prefilter"
+    folder.mkdir()
+    for i in range(rule_prefilter.CACHE_KEPT + 3):  # older databases of other rule sets
+        stale = folder / f"old{i}.hsdb"
+        stale.write_bytes(b"[]\n")
+        os.utime(stale, (1000 + i, 1000 + i))
+    clf = RuleClassifier(language="es")
+    clf.predict(first_doc("Paciente: Juan García."))
+    prefilter = clf._prefilter()
+    assert prefilter is not None
+    kept = sorted(path.name for path in folder.glob("*.hsdb"))
+    assert len(kept) == rule_prefilter.CACHE_KEPT and prefilter.path.name in kept
+    assert "old0.hsdb" not in kept and f"old{rule_prefilter.CACHE_KEPT + 2}.hsdb" in kept

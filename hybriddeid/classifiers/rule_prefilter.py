@@ -33,6 +33,7 @@ loaded in about 10 ms after that. Without Hyperscan (a platform without its whee
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -55,6 +56,7 @@ log = logging.getLogger("hybriddeid")
 
 PREFILTER_ENV = "HYBRIDDEID_RULE_PREFILTER"
 FORMAT = "1"  # part of the cache key: bump when what is compiled changes
+CACHE_KEPT = 8  # databases kept in the cache folder, the ones used last
 # The characters on which regex and Hyperscan (UTF-8, Unicode properties) agree for every construct
 # the rules use; a note with any other character is searched rule by rule.
 _UNSURE = regex.compile(r"[^\t\n\r\x0b\x0c\x20-\x7e\u00a0-\u00b4\u00b6-\u00de\u00e0-\u00fe\u2010-\u2027]")
@@ -270,6 +272,8 @@ class RulePrefilter:
             header, _, body = self.path.read_bytes().partition(b"\n")
             held = frozenset(json.loads(header))
             database = hyperscan.loadb(body, hyperscan.HS_MODE_BLOCK)
+            with contextlib.suppress(OSError):
+                os.utime(self.path)  # used now: the pruning below keeps it
         except (OSError, ValueError, TypeError, hyperscan.error):
             try:
                 database, held = self._compile()
@@ -280,6 +284,7 @@ class RulePrefilter:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(self.path, json.dumps(sorted(held)).encode() + b"\n" + hyperscan.dumpb(database))
+                _prune(self.path.parent)
             except OSError as exc:  # a read-only home: compiled again next time
                 log.info("rule prefilter not cached (%s)", type(exc).__name__)
         self._scratch = hyperscan.Scratch(database)
@@ -304,6 +309,14 @@ class RulePrefilter:
                 if refused is None or len(accepted) == 1:
                     raise
                 accepted.remove(refused)
+
+
+def _prune(folder: Path) -> None:
+    """Keep the ``CACHE_KEPT`` databases used last (a few MB each; every change of a rule set makes one)."""
+    databases = sorted(folder.glob("*.hsdb"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for stale in databases[CACHE_KEPT:]:
+        with contextlib.suppress(OSError):
+            stale.unlink()
 
 
 def _compiles(item: tuple[bytes, int]) -> bool:
