@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+import regex
 
 from hybriddeid.classifiers import rule_prefilter
 from hybriddeid.classifiers.rules import RuleClassifier, RuleFileError, parse_rule_file
@@ -81,7 +82,17 @@ def test_notes_with_characters_it_is_unsure_of_search_every_rule() -> None:
     prefilter = RuleClassifier(language="en")._prefilter()
     assert prefilter is not None
     assert prefilter.candidates("MRN 1234567 seen by Dr. Ávila") is not None
-    for text in ("Pt \u0130brahim seen", "MRN\x1c1234567", "Đặng Văn", "5 \u00b5g", "Stra\u00dfe 4", "\u212aelvin"):
+    assert prefilter.candidates("Nguyễn Văn Đặng, Łukasz Wójcik, Ștefan") is not None
+    unsure = (
+        "Pt \u0130brahim seen",
+        "MRN\x1c1234567",
+        "Yılmaz",
+        "5 \u00b5g",
+        "Stra\u00dfe 4",
+        "\u212aelvin",
+        "x\u00b2",
+    )
+    for text in (*unsure, "page\x0cbreak", "Jose\u0301"):
         assert prefilter.candidates(text) is None, text
 
 
@@ -161,12 +172,20 @@ def test_the_letter_classes_are_unicodes_on_every_character_a_prefiltered_note_m
 
 def test_patterns_are_rewritten_only_where_the_reading_stays_the_same() -> None:
     rewrite = rule_prefilter.with_latin_letters
-    letters = rule_prefilter._LETTERS["L"]
-    assert rewrite(r"[\p{L}'-]+\s\p{Lu}", False) == f"[{letters}'-]+\\s[{rule_prefilter._LETTERS['Lu']}]"
+    exact, wide = rule_prefilter._LETTERS, rule_prefilter._WIDE_LETTERS
+    # where a class must match, a superset of its letters; where it must not (a negated class, a negative
+    # lookaround), exactly its letters
+    assert rewrite(r"[\p{L}'-]+\s\p{Lu}", False) == f"[{wide['L']}'-]+\\s[{wide['Lu']}]"
+    assert rewrite(r"(?<![\p{L}.])[^\p{Ll}]", False) == f"(?<![{exact['L']}.])[^{exact['Ll']}]"
+    assert rewrite(r"(?!(?:a|\p{L}))\p{L}", False) == f"(?!(?:a|[{exact['L']}]))[{wide['L']}]"
     # a verbose pattern's comment is copied as it is, brackets and all
-    assert rewrite("(?x)a # [not a class \\p{L}\n\\p{L}", True) == f"(?x)a # [not a class \\p{{L}}\n[{letters}]"
+    assert rewrite("(?x)a # [not a class \\p{L}\n\\p{L}", True) == f"(?x)a # [not a class \\p{{L}}\n[{wide['L']}]"
     assert rewrite(r"\p{Han}", False) is None and rewrite(r"\P{L}", False) is None
     assert rewrite(r"(?:a)(?x)b", False) is None  # a verbose switch in mid-pattern
+    held = [chr(c) for low, high in rule_prefilter.HELD for c in range(low, high + 1)]
+    for name in exact:  # every held letter of a class is in its wider form
+        wide_class = regex.compile(f"[{wide[name]}]")
+        assert all(wide_class.match(c) for c in held if regex.match(f"[{exact[name]}]", c)), name
     again = rule_prefilter._without_backreferences
     assert again(r"(?P<sep>[/-])\d(?P=sep)") == r"(?P<sep>[/-])\d(?:[/-])"
     assert again(r"(?P<a>[)(])x(?P=a)") == r"(?P<a>[)(])x(?:[)(])"
@@ -190,3 +209,37 @@ def test_the_cache_keeps_the_databases_used_last(tmp_path: Path, monkeypatch: py
     kept = sorted(path.name for path in folder.glob("*.hsdb"))
     assert len(kept) == rule_prefilter.CACHE_KEPT and prefilter.path.name in kept
     assert "old0.hsdb" not in kept and f"old{rule_prefilter.CACHE_KEPT + 2}.hsdb" in kept
+
+
+def test_hyperscan_reads_every_held_character_as_regex_does() -> None:
+    """Classes, word characters, spaces, digits and case folding agree on every character a prefiltered note
+    may hold (rule_prefilter.HELD): what makes a prefilter report a superset of regex's hits."""
+    import regex
+
+    hyperscan = rule_prefilter.hyperscan
+    held = [chr(c) for low, high in rule_prefilter.HELD for c in range(low, high + 1)]
+    assert all(rule_prefilter._UNSURE.match(char) is None for char in held)
+    assert rule_prefilter._UNSURE.match("\u0131") and rule_prefilter._UNSURE.match("\x0c")
+    utf8 = hyperscan.HS_FLAG_UTF8 | hyperscan.HS_FLAG_UCP | hyperscan.HS_FLAG_SINGLEMATCH
+
+    def reads(patterns: list[str], flags: int) -> list[set[int]]:
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(
+            expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), flags=[flags] * len(patterns)
+        )
+        found: list[set[int]] = []
+        for char in held:
+            hits: set[int] = set()
+            database.scan(char.encode(), match_event_handler=lambda i, *_, hits=hits: hits.add(i))
+            found.append(hits)
+        return found
+
+    classes = [r"\w", r"\W", r"\d", r"\D", r"\s", r"\S", r"\p{L}", r"\p{Lu}", r"\p{Ll}", "."]
+    for char, hits in zip(held, reads([f"^{c}$" for c in classes], utf8), strict=True):
+        expected = {i for i, c in enumerate(classes) if regex.fullmatch(c, char)}
+        assert hits == expected, (hex(ord(char)), hits ^ expected)
+    letters = [char for char in held if char.isalpha()]
+    escaped = [f"^{regex.escape(char)}$" for char in letters]
+    for char, hits in zip(held, reads(escaped, utf8 | hyperscan.HS_FLAG_CASELESS), strict=True):
+        expected = {i for i, letter in enumerate(letters) if regex.fullmatch(regex.escape(letter), char, regex.I)}
+        assert expected <= hits, (hex(ord(char)), [letters[i] for i in expected - hits])
