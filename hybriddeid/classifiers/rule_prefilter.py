@@ -10,12 +10,13 @@ with ``regex``, so the spans are the same, found sooner.
 
 What keeps the report a superset of ``regex``'s hits:
 - only notes of characters on which the two engines' classes, word boundaries and case folding
-  agree are prefiltered: printable ASCII with tabs and line breaks, Latin-1's letters and signs
-  (not the micro sign, "ß" or "ÿ", whose case folding leaves Latin-1) and the common punctuation of
-  U+2010-U+2027 (dashes, curly quotes, bullets); any other note is searched rule by rule, as before;
-- on those characters ``\\p{L}``, ``\\p{Lu}`` and ``\\p{Ll}`` are the same as a class of their letters,
-  which Hyperscan compiles in a fraction of the time (3 s for the English rules, 13 s with Unicode's
-  classes); a back-reference becomes a copy of the group it names, which matches all it matched;
+  agree are prefiltered (``HELD``: ASCII, most of Latin-1, Latin Extended-A, Vietnamese and Romanian
+  letters, common punctuation; each character checked in the tests); any other note is searched rule
+  by rule, as before;
+- on those characters ``\\p{L}``, ``\\p{Lu}`` and ``\\p{Ll}`` are written as classes of their letters (exactly
+  where a class must not match, as whole blocks where it must), which Hyperscan compiles in a fraction of
+  the time (4 s for the English rules, 15 s with exact classes and more with Unicode's); a back-reference
+  becomes a copy of the group it names, which matches all it matched;
 - a pattern Hyperscan cannot compile, or one using syntax it would read otherwise (``regex``'s
   fuzzy matching, named lists, ``V1`` set operations, ``\\N``, numbered back-references, group calls),
   other Unicode properties or flags it lacks, is searched in every note, as before (6 of the 109
@@ -24,7 +25,7 @@ What keeps the report a superset of ``regex``'s hits:
 the bundled models' rule hits on generated, MEDDOCAN and PhysioNet notes with and without the
 prefilter, and the letter classes against ``regex``'s on every character a prefiltered note may hold.
 
-Compiling takes seconds (Hyperscan builds its automata ahead: about 3 s for the English rules, 1 s for
+Compiling takes seconds (Hyperscan builds its automata ahead: about 4 s for the English rules, 1 s for
 the Spanish ones), so the database is compiled once per rule set and machine kind, kept in the user's
 cache (``core.cache.cache_dir()/rule-prefilter``, Hyperscan's own serialized format, no pickle) and
 loaded in about 10 ms after that. Without Hyperscan (a platform without its wheel), or with
