@@ -914,6 +914,17 @@ def test_the_pipeline_drops_an_ip_address_with_no_address_shape():
     assert len(pipeline.within_phi_set(doc, found)) == 3
 
 
+def spans_in_order(text: str, surfaces: list[tuple[str, str]]) -> list:
+    """Token-CRF spans of ``surfaces`` (surface, label), each found in ``text`` after the one before."""
+    from hybriddeid.core.document import Span
+
+    found: list[Span] = []
+    for surface, label in surfaces:
+        start = text.index(surface, found[-1].end if found else 0)
+        found.append(Span(start, start + len(surface), label, "token"))
+    return found
+
+
 def test_the_pipeline_drops_identifiers_that_are_pieces_of_measurement_series():
     """Nursing notes' blood gases and pressures read as IDs or addresses are dropped (surrogate mode
     would rewrite the values); identifiers beside a slash or a word, and descending pairs, stay."""
@@ -943,14 +954,13 @@ def test_the_pipeline_drops_dates_that_are_readings_or_pieces_of_a_reading_serie
     """ "PEEP 5/12" and the "45/80" of "7.35/45/80" are readings, not dates (surrogate mode would change the
     values); a date after an ordinary word, or a short date cut from its year, stays."""
     from hybriddeid import Pipeline
-    from hybriddeid.core.document import Document, Span
+    from hybriddeid.core.document import Document
 
     pipeline = Pipeline.load("en")
     text = "PEEP 5/12, HR: 9-11, ABG 7.35/45/80, vent 10/5/40. Admitted 5/12, seen 3/4/95, on 6/7."
-    found = []
-    for surface in ("5/12", "9-11", "45/80", "10/5", "5/12", "3/4", "6/7"):
-        start = text.index(surface, found[-1].end if found else 0)
-        found.append(Span(start, start + len(surface), "DATE", "token"))
+    found = spans_in_order(
+        text, [(surface, "DATE") for surface in ("5/12", "9-11", "45/80", "10/5", "5/12", "3/4", "6/7")]
+    )
     kept = [text[s.start : s.end] for s in pipeline.within_phi_set(Document("vent", text), found)]
     assert kept == ["5/12", "3/4", "6/7"]
     assert [s.start for s in pipeline.within_phi_set(Document("vent", text), found)][0] > text.index("Admitted")
@@ -1007,23 +1017,23 @@ def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
     """ "10/5/50%" (a ventilator setting) and "1000-2000cc" (a fluid balance) are readings, not a date or an
     age: a unit is glued to them; an age above 125 is none. A date before a blank and a real age stay."""
     from hybriddeid import Pipeline
-    from hybriddeid.core.document import Document, Span
+    from hybriddeid.core.document import Document
 
     pipeline = Pipeline.load("en")
     text = "on 10/5/50% FIO2, 1000-2000cc out, 5/12PEEP. Born 10/5/50, a 92yo, age 131, on the 3rd, 1990s."
-    found = []
-    for surface, label in (
-        ("10/5/50", "DATE"),
-        ("1000-2000", "AGE"),
-        ("5/12", "DATE"),
-        ("10/5/50", "DATE"),
-        ("92", "AGE"),
-        ("131", "AGE"),
-        ("3", "DATE"),
-        ("1990", "DATE"),
-    ):
-        start = text.index(surface, found[-1].end if found else 0)
-        found.append(Span(start, start + len(surface), label, "token"))
+    found = spans_in_order(
+        text,
+        [
+            ("10/5/50", "DATE"),
+            ("1000-2000", "AGE"),
+            ("5/12", "DATE"),
+            ("10/5/50", "DATE"),
+            ("92", "AGE"),
+            ("131", "AGE"),
+            ("3", "DATE"),
+            ("1990", "DATE"),
+        ],
+    )
     kept = [
         (text[s.start : s.end], s.start > text.index("Born"))
         for s in pipeline.within_phi_set(Document("u", text), found)
@@ -1036,27 +1046,27 @@ def test_the_pipeline_drops_dates_cut_from_a_decimal_and_names_without_letters()
     which no date does, unless it holds a year ("3/4/2021.5 days", a typo); "24/06/12/18" has four numbers,
     a date three at most; a name tagged on "811" or "8" has no letter, which every name has."""
     from hybriddeid import Pipeline
-    from hybriddeid.core.document import Document, Span
+    from hybriddeid.core.document import Document
 
     pipeline = Pipeline.load("en")
     text = (
         "abg 11/31/7.45, seen 3/4/2021.5 days ago; peak 811, CACL 8GM; Dr O'Brien 2nd; 4/5/1.2; off by 10-10:30 PM;"
         " insulin 24/06/12/18; seen 3/4: well."
     )
-    found = []
-    for surface, label in (
-        ("11/31/7", "DATE"),
-        ("3/4/2021", "DATE"),
-        ("811", "PATIENT"),
-        ("8", "DOCTOR"),
-        ("O'Brien 2nd", "DOCTOR"),
-        ("4/5/1", "DATE"),
-        ("10-10", "DATE"),
-        ("24/06/12/18", "DATE"),
-        ("3/4", "DATE"),
-    ):
-        start = text.index(surface, found[-1].end if found else 0)
-        found.append(Span(start, start + len(surface), label, "token"))
+    found = spans_in_order(
+        text,
+        [
+            ("11/31/7", "DATE"),
+            ("3/4/2021", "DATE"),
+            ("811", "PATIENT"),
+            ("8", "DOCTOR"),
+            ("O'Brien 2nd", "DOCTOR"),
+            ("4/5/1", "DATE"),
+            ("10-10", "DATE"),
+            ("24/06/12/18", "DATE"),
+            ("3/4", "DATE"),
+        ],
+    )
     kept = [text[s.start : s.end] for s in pipeline.within_phi_set(Document("gas", text), found)]
     assert kept == ["3/4/2021", "O'Brien 2nd", "3/4"]
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
