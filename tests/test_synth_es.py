@@ -119,3 +119,52 @@ def test_addresses_stand_inside_sentences_with_their_postcode_and_town(corpus: l
         if (m := re.match(r", (?:\d{5} )?", doc.text[end:])) and (doc.name, end + m.end()) in towns
     ]
     assert len(followed) > N // 8
+
+
+# Words before a town that say where the patient was born, lives or comes from (issue 43).
+_ORIGIN_CUES = {
+    "natural de": r"natural de",
+    "vecino/a de": r"vecin[oa](?:/a)? de",
+    "residente en": r"residente en",
+    "procedente de": r"procedente de",
+    "trasladado/a desde": r"trasladad[oa](?:/a)? desde",
+    "nacido/a en": r"nacid[oa](?:/a)? en",
+    "con domicilio en": r"con domicilio en",
+    "originario/a de": r"(?:originari|oriund)[oa] de",
+}
+
+
+def test_towns_follow_the_words_of_birth_residence_origin_and_transfer(corpus: list[Document]) -> None:
+    """A town (TERRITORIO) right after each of these words, in sentences and fields, and towns written
+    in lower case after a field label, as typed forms have them."""
+    found = {name: 0 for name in _ORIGIN_CUES}
+    lower_in_fields = 0
+    for doc, start, end in _spans(corpus, "TERRITORIO"):
+        before, value = doc.text[max(0, start - 40) : start], doc.text[start:end]
+        for name, cue in _ORIGIN_CUES.items():
+            found[name] += bool(re.search(rf"(?i)\b{cue}:?\s+$", before))
+        lower_in_fields += value == value.lower() and bool(re.search(r":\s*$", before))
+    assert all(found.values()), found
+    assert sum(found.values()) > N // 5
+    assert lower_in_fields > N // 40
+
+
+def test_relatives_are_named_then_their_relation_after_a_comma_or_in_parentheses(corpus: list[Document]) -> None:
+    """ "Acompañado por Ana, hija de la paciente", "se informa a Luis (hermano)", "Acompañante: Ana (hija)":
+    the name and the relation word each their own span, the name first."""
+    relations = set(load_synth_resources("es").data["vocab"]["relation"])
+    after_a_cue = of_the_patient = in_a_field = 0
+    for doc in corpus:
+        family = [s for s in doc.spans if s.label == "FAMILIARES_SUJETO_ASISTENCIA"]
+        for name, relation in zip(family, family[1:]):
+            if doc.span_text(name).lower() in relations or doc.span_text(relation) not in relations:
+                continue
+            if doc.text[name.end : relation.start] not in (", ", " ("):
+                continue
+            line = _line_before(doc, name.start)
+            after_a_cue += bool(re.search(r"(?i)(?:acompañad[oa]|se informa|se contacta|informamos)[^.]*$", line))
+            in_a_field += bool(re.search(r"(?i)acompaña[^:]*:\s*$", line))
+            of_the_patient += bool(re.match(r" (?:del|de la) paciente", doc.text[relation.end :]))
+    assert after_a_cue > N // 8
+    assert of_the_patient > N // 40
+    assert in_a_field > N // 40
