@@ -1044,14 +1044,15 @@ def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
 def test_the_pipeline_drops_dates_cut_from_a_decimal_and_names_without_letters():
     """ "11/31/7" of a blood gas "11/31/7.45" runs on into a decimal and "10-10" of "10-10:30" into a time,
     which no date does, unless it holds a year ("3/4/2021.5 days", a typo); "24/06/12/18" has four numbers,
-    a date three at most; a name tagged on "811" or "8" has no letter, which every name has."""
+    a date three at most; a name tagged on "811" or "8" of "8GM" has no letter and could not be an age
+    either (a mislabelled age, "Hale, 92," or "93yo", is kept)."""
     from hybriddeid import Pipeline
     from hybriddeid.core.document import Document
 
     pipeline = Pipeline.load("en")
     text = (
         "abg 11/31/7.45, seen 3/4/2021.5 days ago; peak 811, CACL 8GM; Dr O'Brien 2nd; 4/5/1.2; off by 10-10:30 PM;"
-        " insulin 24/06/12/18; seen 3/4: well."
+        " insulin 24/06/12/18; seen 3/4: well. Mrs. Hale, 92, a 93yo widow."
     )
     found = spans_in_order(
         text,
@@ -1065,9 +1066,11 @@ def test_the_pipeline_drops_dates_cut_from_a_decimal_and_names_without_letters()
             ("10-10", "DATE"),
             ("24/06/12/18", "DATE"),
             ("3/4", "DATE"),
+            ("92", "PATIENT"),
+            ("93", "PATIENT"),
         ],
     )
     kept = [text[s.start : s.end] for s in pipeline.within_phi_set(Document("gas", text), found)]
-    assert kept == ["3/4/2021", "O'Brien 2nd", "3/4"]
+    assert kept == ["3/4/2021", "O'Brien 2nd", "3/4", "92", "93"]  # digits read as a name may be an age
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
-    assert len(pipeline.within_phi_set(Document("gas", text), found)) == 9
+    assert len(pipeline.within_phi_set(Document("gas", text), found)) == 11

@@ -207,9 +207,20 @@ def decimal_cut(text: str, start: int, end: int) -> bool:
     )
 
 
-def has_letter(text: str) -> bool:
-    """Whether ``text`` holds a letter, as every person's name does ("811" tagged as a name is a reading)."""
-    return any(char.isalpha() for char in text)
+_AGE_UNIT = regex.compile(r"(?i)(?:y(?:/?o|rs?|ears?)?|mo?s?)\b")
+
+
+def name_possible(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]``, read as a person's name, could hold PHI: a name has a letter, and
+    digits a tagger took for a name are kept only where they could be a mislabelled age ("Hale, 92,"
+    or "92yo": at most ``MAX_AGE``, no unit but an age's glued on). "811" of a peak flow and "8" of
+    "8GM" are neither."""
+    surface = text[start:end]
+    if any(char.isalpha() for char in surface):
+        return True
+    if not age_possible(surface):
+        return False
+    return not reading_with_unit(text, start, end) or _AGE_UNIT.match(text, end) is not None
 
 
 def age_possible(text: str) -> bool:

@@ -36,9 +36,9 @@ from hybriddeid.classifiers.sequences import TaggedSequence
 from hybriddeid.classifiers.validators import (
     age_possible,
     decimal_cut,
-    has_letter,
     ip_address_possible,
     measurement_piece,
+    name_possible,
     numeric_date_possible,
     reading_after_label,
     reading_with_unit,
@@ -620,7 +620,7 @@ class Pipeline:
             checks.update({label: ip_address_possible for label in labels if label == "IPADDR"})
             checks.update({label: age_possible for label in labels if taxonomy.category(label) == "AGE"})
             kinds = load_kinds()
-            checks.update({label: has_letter for label in labels if kinds.kind(label) == "person"})
+            persons = {label for label in labels if kinds.kind(label) == "person"}
             identifiers = {label for label in labels if label == "IPADDR" or taxonomy.category(label) == "ID"}
             dates = {label for label in labels if taxonomy.category(label) == "DATE"}
             readings = measurement_labels(self.language)
@@ -636,6 +636,8 @@ class Pipeline:
                 ):
                     continue
                 if span.label in dates and reading_with_unit(doc.text, span.start, span.end):
+                    continue
+                if span.label in persons and not name_possible(doc.text, span.start, span.end):
                     continue
                 check = checks.get(span.label)
                 if check is not None:
