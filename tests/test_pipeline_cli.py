@@ -289,6 +289,10 @@ def test_annotate_imports_nothing_it_does_not_use(tmp_path):
         f"code = main(['annotate', {str(examples)!r}, {str(tmp_path / 'out')!r}])\n"
         "print(code, sorted(m for m in ('faker', 'tqdm', 'numpy.random', 'numpy.ma', 'torch') if m in sys.modules))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    # run outside the checkout: "-c" puts the working folder first on sys.path, where a clean clone's source tree
+    # (without the resources an install copies in) would stand in for the installed package
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True, cwd=tmp_path
+    )
     assert result.stdout.split("\n")[-2] == "0 []", result.stdout + result.stderr
     assert len(list((tmp_path / "out").glob("*.ann"))) == len(list(examples.glob("*.txt")))
