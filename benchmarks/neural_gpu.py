@@ -29,8 +29,10 @@ import tomllib
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
+from hybriddeid.backends.neural.crf_layer import CRF
 from hybriddeid.backends.neural.encoding import note_tokens, prepare_note
 from hybriddeid.backends.neural.feeding import fed_predictions
 from hybriddeid.backends.neural.models import Batch
@@ -138,10 +140,12 @@ def preparation_only(tagger: NeuralTagger, many: list[Document], workers: int) -
     return round(len(many) / (time.perf_counter() - started), 1)
 
 
-def fed_rates(tagger: NeuralTagger, docs: list[Document], copies: int, workers: list[int], budgets: list[int]) -> dict:
+def fed_rates(
+    tagger: NeuralTagger, docs: list[Document], copies: int, workers: list[int], budgets: list[int]
+) -> tuple[dict, list[list[Span]]]:
     """Notes/s over ``copies`` copies of ``docs`` tagged in one process, then fed by each count of
     preparing workers (with each of ``budgets`` padded tokens per batch, on the most workers); a
-    feeding that hangs is stopped after 120 s (SIGALRM) and reported."""
+    feeding that hangs is stopped after 120 s (SIGALRM) and reported. Also the spans tagged in one process."""
     many = [Document(f"{doc.name}-{k}", doc.text) for k in range(copies) for doc in docs]
     started = time.perf_counter()
     alone = tagger.predict_many(many)
@@ -182,7 +186,46 @@ def fed_rates(tagger: NeuralTagger, docs: list[Document], copies: int, workers: 
             signal.alarm(0)
             tagger.settings = replace(tagger.settings, predict_batch_tokens=default_budget)
         print(f"  {name}: {rates[name]}", flush=True)
+    return rates, alone
+
+
+def viterbi_rates(device: str, modes: list[str], tags: int = 45) -> dict:
+    """Milliseconds per batch of the CRF's best paths in each Viterbi mode (``CRF.viterbi``) on
+    random emissions of tagging-batch shapes (notes x width, 131,072 padded tokens or fewer), the
+    device synchronised, mean of 5 after a warm-up; and whether every mode gave the first mode's paths."""
+    torch.manual_seed(0)
+    crf = CRF(tags).to(device)
+    with torch.no_grad():
+        crf.transitions.normal_(0, 3)
+    rates: dict = {}
+    for notes, width in ((187, 700), (1024, 128), (60, 2000), (2600, 50)):
+        emissions = torch.randn(notes, width, tags, device=device) * 8
+        lengths = torch.randint(width // 2, width + 1, (notes,), device=device)
+        mask = torch.arange(width, device=device).unsqueeze(0) < lengths.unsqueeze(1)
+        shape, paths = f"{notes}x{width}", {}
+        for mode in modes:
+            crf.viterbi = mode
+            try:
+                crf.best_paths(emissions, mask)
+                synchronise(device)
+                started = time.perf_counter()
+                for _ in range(5):
+                    paths[mode] = crf.best_paths(emissions, mask)
+                synchronise(device)
+                rates[f"{shape}_{mode}_ms"] = round((time.perf_counter() - started) * 200, 2)
+            except Exception as exc:  # noqa: BLE001 - a mode that fails is reported, the others still run
+                rates[f"{shape}_{mode}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        rates[f"{shape}_same_paths"] = all(
+            np.array_equal(np.where(mask.cpu().numpy(), found, 0), np.where(mask.cpu().numpy(), paths[modes[0]], 0))
+            for found in paths.values()
+        )
+        print(f"  viterbi {shape}: { ({k: v for k, v in rates.items() if k.startswith(shape)}) }", flush=True)
     return rates
+
+
+def synchronise(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def batching(name: str) -> dict:
@@ -216,6 +259,12 @@ def main() -> int:
     parser.add_argument(
         "--feed-batch-tokens", default="", help="padded tokens per batch to also time, fed and by phase (empty: none)"
     )
+    parser.add_argument(
+        "--viterbi",
+        default="steps",
+        help="CRF Viterbi modes (steps, graph) to time: random batches, then tagging by phase and fed, per mode; "
+        "training always steps",
+    )
     parser.add_argument("--out", type=Path, required=True, help="neural_gpu.json goes here")
     parser.add_argument(
         "--work", type=Path, default=Path("/tmp/neural-gpu-work"), help="saved models, annotate outputs"
@@ -247,6 +296,9 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "runs": [],
     }
+    modes = [mode for mode in args.viterbi.split(",") if mode]
+    report["viterbi"] = viterbi_rates(args.device, modes)
+    (args.out / "neural_gpu.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     best: dict[str, tuple[Path, float]] = {}
     for spec in [spec for spec in args.runs.split(",") if spec]:
         architecture, _, name = spec.partition(":")
@@ -258,6 +310,7 @@ def main() -> int:
             "max_train_minutes": args.train_minutes,
             "epochs": 40,
             "patience": 4,
+            "crf_viterbi": "steps",
             **batching(name),
         }
         settings.pop("clusters", None)
@@ -298,13 +351,23 @@ def main() -> int:
             "spans_differing_fp32_vs_cpu": sum(len(set(a) ^ set(b)) for a, b in zip(keys(spans), keys(cpu_spans))),
             "spans_differing_bf16_vs_fp32": sum(len(set(a) ^ set(b)) for a, b in zip(keys(half_spans), keys(spans))),
             "peak_gpu_mb": memory,
-            "fed": fed_rates(
+            "fed": {},
+        }
+        fed_spans = {}
+        for mode in modes if tagger.model_.crf is not None else ["steps"]:
+            if tagger.model_.crf is not None:
+                tagger.model_.crf.viterbi = mode
+            print(f"  fed, viterbi {mode}", flush=True)
+            run["fed"][mode], fed_spans[mode] = fed_rates(
                 tagger,
                 dev,
                 args.feed_copies,
                 [int(w) for w in args.feed_workers.split(",") if w],
                 [int(b) for b in args.feed_batch_tokens.split(",") if b],
-            ),
+            )
+        first = keys(fed_spans[modes[0]]) if modes[0] in fed_spans else []
+        run["fed_same_spans_as_first_mode"] = {
+            mode: sum(a == b for a, b in zip(keys(found), first)) for mode, found in fed_spans.items()
         }
         report["runs"].append(run)
         print(json.dumps(run), flush=True)

@@ -11,6 +11,8 @@
 #    missing: several minutes on 2 cores).
 # 2. With the device tool:  run(command="bash benchmarks/neural_gpu.sh", carry=[".gpu"], timeout_s=600)
 #    Results come back as $OUT/neural_gpu.json and $OUT/neural_gpu.log.
+# NEURAL_GPU_TESTS="tests/test_neural.py ..." runs those tests first, on the device's machine (pytest's wheels
+#    are fetched by prepare; 90 s at most); NEURAL_GPU_TIMEOUT caps the benchmark (560 s by default).
 # Rehearse on a CPU: NEURAL_GPU_ARGS="--device cpu --train-notes 8 --dev-notes 8 --cpu-notes 4
 #    --train-minutes 0.05 --jobs 2" OUT=/tmp/out bash benchmarks/neural_gpu.sh
 set -euo pipefail
@@ -20,7 +22,7 @@ if [ "${1:-}" = prepare ]; then
     mkdir -p .gpu/whl
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d .gpu/whl Faker python-crfsuite tomli-w
+        -d .gpu/whl Faker python-crfsuite tomli-w pytest pluggy iniconfig packaging
     rm -rf .gpu/meddocan && mkdir -p .gpu/meddocan
     cp -r ../shared/corpora/meddocan/train ../shared/corpora/meddocan/dev .gpu/meddocan/
     if [ ! -d benchmarks/meddocan-clusters ]; then
@@ -46,6 +48,13 @@ DATA=.gpu/meddocan; [ -d "$DATA" ] || DATA=../shared/corpora/meddocan
 CLUSTERS=(); [ -d .gpu/clusters ] && CLUSTERS=(--clusters .gpu/clusters)
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
     | tee "$OUT/neural_gpu.log"
+if [ -n "${NEURAL_GPU_TESTS:-}" ]; then
+    # The tests import the checkout's package (pytest puts the checkout first), which finds its
+    # resources where an install would copy them.
+    [ -e hybriddeid/resources ] || ln -s ../resources hybriddeid/resources
+    # shellcheck disable=SC2086
+    timeout 90 python3 -m pytest -q -p no:cacheprovider -rs $NEURAL_GPU_TESTS 2>&1 | tail -15 | tee -a "$OUT/neural_gpu.log" || true
+fi
 # shellcheck disable=SC2086
-PYTHONUNBUFFERED=1 timeout 560 python3 benchmarks/neural_gpu.py --data "$DATA" "${CLUSTERS[@]}" --out "$OUT" \
+PYTHONUNBUFFERED=1 timeout "${NEURAL_GPU_TIMEOUT:-560}" python3 benchmarks/neural_gpu.py --data "$DATA" "${CLUSTERS[@]}" --out "$OUT" \
     ${NEURAL_GPU_ARGS:-} 2>&1 | tee -a "$OUT/neural_gpu.log"

@@ -394,6 +394,31 @@ def plain_viterbi(crf: CRF, emissions: torch.Tensor, length: int) -> list[int]:
     return path[::-1]
 
 
+def test_viterbi_from_cuda_graphs_gives_the_paths_of_the_steps(device):
+    """``viterbi = "graph"`` replays captured steps (CUDA only; elsewhere it steps): the same paths
+    as stepping, for batches of other sizes and widths than the one captured first (one batch
+    size's graph reused for another, a width not a multiple of the captured steps, one position),
+    and after the transitions change (a graph reads them from its own buffer, refreshed each call)."""
+    torch.manual_seed(2)
+    crf = CRF(43, viterbi="graph")
+    with torch.no_grad():
+        crf.transitions.normal_(0, 3)
+        crf.start.normal_()
+        crf.end.normal_()
+    crf = crf.to(device)
+    for lengths in ([200, 130, 64, 3], [65, 64, 63, 1, 2], [1], [150] * 9):
+        emissions = (torch.randn(len(lengths), max(lengths), 43) * 8).to(device)
+        mask = (torch.arange(max(lengths)).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).to(device)
+        crf.viterbi = "graph"
+        graphed = crf.decode(emissions, mask)
+        crf.viterbi = "steps"
+        assert graphed == crf.decode(emissions, mask), lengths
+        with torch.no_grad():
+            crf.transitions.mul_(-1)
+    with pytest.raises(ValueError, match="viterbi must be one of"):
+        CRF(3, viterbi="tree")
+
+
 def test_vectorised_crf_matches_the_plain_recursions_on_long_padded_batches(device):
     """Notes as long as MEDDOCAN's (hundreds of positions), MEDDOCAN's tag count, learned-looking
     scales: the same Viterbi paths, log Z within float32 rounding, marginals as autograd gives them."""

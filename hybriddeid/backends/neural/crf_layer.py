@@ -34,7 +34,9 @@ import torch
 from torch import nn
 
 from hybriddeid.backends.neural.settings import CRF_SCANS as SCANS
+from hybriddeid.backends.neural.settings import CRF_VITERBIS as VITERBIS
 
+STEPS_PER_GRAPH = 64  # Viterbi steps captured in one CUDA graph, replayed as often as a batch needs
 _TINY = 1e-30  # floor of exp(transition - max transition): a transition 69 nats below the best counts as that
 F = TypeVar("F", bound=Callable)
 
@@ -53,12 +55,16 @@ def full_precision(method: F) -> F:
 class CRF(nn.Module):
     """Transition scores between tags, plus start and end scores, learned jointly with the encoder."""
 
-    def __init__(self, num_tags: int, scan: str = "auto") -> None:
+    def __init__(self, num_tags: int, scan: str = "auto", viterbi: str = "auto") -> None:
         super().__init__()
         if scan not in SCANS:
             raise ValueError(f"scan must be one of {list(SCANS)}, not {scan!r}")
+        if viterbi not in VITERBIS:
+            raise ValueError(f"viterbi must be one of {list(VITERBIS)}, not {viterbi!r}")
         self.num_tags = num_tags
         self.scan = scan  # how log Z is taken: "steps", "tree", or "auto" (the tree on CUDA)
+        self.viterbi = viterbi  # how Viterbi steps: "steps", "graph" (CUDA graphs), or "auto" (graphs on CUDA)
+        self._graphs = ViterbiGraphs()
         self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))  # [from, to]
         self.start = nn.Parameter(torch.zeros(num_tags))
         self.end = nn.Parameter(torch.zeros(num_tags))
@@ -176,23 +182,18 @@ class CRF(nn.Module):
         """The best tag path of each sequence (Viterbi) as ``[B, T]`` tag ids; positions past a
         sequence's length hold nothing meaningful."""
         batch, width, _ = emissions.shape
-        score = self.start + emissions[:, 0]
-        scores, pointers = [score], []
-        for t in range(1, width):
-            best, pointer = (score.unsqueeze(2) + self.transitions).max(dim=1)  # over the previous tag
-            score = best + emissions[:, t]
-            scores.append(score)
-            pointers.append(pointer)
+        first = self.start + emissions[:, 0]
+        if width > 1 and self._graphed(emissions):
+            scores, pointers = self._graphs.steps(first, emissions[:, 1:].transpose(0, 1), self.transitions)
+            scores = torch.cat([first.unsqueeze(0), scores])
+        else:
+            scores, pointers = self._steps(first, emissions)
         rows = torch.arange(batch, device=emissions.device)
         last = mask.long().sum(1) - 1
-        last_tags = (torch.stack(scores, dim=1)[rows, last] + self.end).argmax(dim=1)
+        last_tags = (scores[last, rows] + self.end).argmax(dim=1)
         # Back-pointers on the host (as int16: a quarter of the copy from a GPU): one pass over
         # positions, the whole batch at each.
-        table = (
-            torch.stack(pointers, dim=1).to(torch.int16).cpu().numpy()
-            if pointers
-            else np.zeros((batch, 0, 0), np.int16)
-        )
+        table = pointers.to(torch.int16).cpu().numpy()
         ends, final_tags = last.cpu().numpy(), last_tags.cpu().numpy()
         paths = np.zeros((batch, width), dtype=np.int64)
         index = np.arange(batch)
@@ -201,10 +202,100 @@ class CRF(nn.Module):
             tag = np.where(ends == t, final_tags, tag)  # a sequence's path starts at its own end
             paths[:, t] = tag
             if t:
-                tag = table[index, t - 1, tag].astype(np.int64)
+                tag = table[t - 1, index, tag].astype(np.int64)
         return paths
+
+    def _steps(self, first: torch.Tensor, emissions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Viterbi's forward steps one position at a time: the scores ``[T, B, K]`` and back-pointers
+        ``[T - 1, B, K]`` (each tag's best previous tag)."""
+        score = first
+        scores, pointers = [score], []
+        for t in range(1, emissions.size(1)):
+            best, pointer = (score.unsqueeze(2) + self.transitions).max(dim=1)  # over the previous tag
+            score = best + emissions[:, t]
+            scores.append(score)
+            pointers.append(pointer)
+        table = torch.stack(pointers) if pointers else first.new_zeros((0, *first.shape), dtype=torch.long)
+        return torch.stack(scores), table
+
+    def _graphed(self, emissions: torch.Tensor) -> bool:
+        """Whether Viterbi's steps replay a captured CUDA graph (``viterbi = "graph"``, or "auto" on CUDA)."""
+        wanted = self.viterbi == "graph" or (self.viterbi == "auto" and emissions.device.type == "cuda")
+        return wanted and emissions.device.type == "cuda"
 
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
         """The best tag path of each sequence (Viterbi), cut to its length."""
         paths = self.best_paths(emissions, mask)
         return [row[:length].tolist() for row, length in zip(paths, mask.long().sum(1).tolist())]
+
+
+class ViterbiGraphs:
+    """Viterbi's forward steps replayed from CUDA graphs.
+
+    A step is three small kernels (add the transitions, take the best previous tag, add the
+    emissions) whose launches, not their work, are what a GPU spends on it: a batch of notes 700
+    tokens wide costs 2,100 launches. Here ``STEPS_PER_GRAPH`` steps are captured once per batch
+    size (rounded up to a power of two) and tag count, and replayed as often as a batch needs, with
+    one copy in and three out per replay. The same operations as ``CRF._steps`` on the same values,
+    so the same scores and back-pointers."""
+
+    def __init__(self) -> None:
+        self._captured: dict[tuple[int, int, torch.device], _CapturedSteps] = {}
+
+    def steps(
+        self, first: torch.Tensor, emissions: torch.Tensor, transitions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores ``[W, B, K]`` and back-pointers ``[W, B, K]`` of the positions after the first,
+        given its scores ``first`` ``[B, K]`` and their emissions ``[W, B, K]``."""
+        batch, tags = first.shape
+        rows = max(8, 1 << (batch - 1).bit_length())
+        key = (rows, tags, first.device)
+        if key not in self._captured:
+            self._captured[key] = _CapturedSteps(rows, tags, first.device)
+        return self._captured[key].run(first, emissions, transitions.detach())
+
+
+class _CapturedSteps:
+    """``STEPS_PER_GRAPH`` Viterbi steps over ``rows`` sequences, captured as one CUDA graph on
+    buffers of fixed address (what a graph reads and writes)."""
+
+    def __init__(self, rows: int, tags: int, device: torch.device) -> None:
+        self.transitions = torch.zeros(tags, tags, device=device)
+        self.score = torch.zeros(rows, tags, device=device)  # the scores before the first captured step
+        self.emissions = torch.zeros(STEPS_PER_GRAPH, rows, tags, device=device)
+        self.scores = torch.zeros(STEPS_PER_GRAPH, rows, tags, device=device)
+        self.pointers = torch.zeros(STEPS_PER_GRAPH, rows, tags, dtype=torch.long, device=device)
+        self.best = torch.zeros(rows, tags, device=device)
+        warm_up = torch.cuda.Stream(device)  # CUDA graphs want their operations run once before capture
+        warm_up.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(warm_up):
+            self._record()
+        torch.cuda.current_stream(device).wait_stream(warm_up)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self._record()
+
+    def _record(self) -> None:
+        score = self.score
+        for step in range(STEPS_PER_GRAPH):
+            torch.max(score.unsqueeze(2) + self.transitions, dim=1, out=(self.best, self.pointers[step]))
+            torch.add(self.best, self.emissions[step], out=self.scores[step])
+            score = self.scores[step]
+
+    def run(
+        self, first: torch.Tensor, emissions: torch.Tensor, transitions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        width, batch, tags = emissions.shape
+        scores = emissions.new_empty((width, batch, tags))
+        pointers = torch.empty((width, batch, tags), dtype=torch.long, device=emissions.device)
+        self.transitions.copy_(transitions)
+        self.score[:batch].copy_(first)
+        for begin in range(0, width, STEPS_PER_GRAPH):
+            chunk = emissions[begin : begin + STEPS_PER_GRAPH]
+            steps = chunk.size(0)
+            self.emissions[:steps, :batch].copy_(chunk)
+            self.graph.replay()
+            scores[begin : begin + steps].copy_(self.scores[:steps, :batch])
+            pointers[begin : begin + steps].copy_(self.pointers[:steps, :batch])
+            self.score.copy_(self.scores[-1])
+        return scores, pointers

@@ -247,7 +247,11 @@ class TaggerModel(nn.Module):
         super().__init__()
         self.num_tags = len(vocabularies.tags)
         self.dropout = nn.Dropout(settings.dropout)
-        self.crf = CRF(self.num_tags, settings.crf_scan) if settings.resolved("output") == "crf" else None
+        self.crf = (
+            CRF(self.num_tags, settings.crf_scan, settings.crf_viterbi)
+            if settings.resolved("output") == "crf"
+            else None
+        )
         self.chars = None
         if vocabularies.chars is not None:
             self.chars = CharEncoder(

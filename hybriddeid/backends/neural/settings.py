@@ -53,6 +53,7 @@ def check_device(name: str) -> str:
 
 
 CRF_SCANS = ("auto", "steps", "tree")  # how the CRF output takes log Z (``crf_layer.CRF``'s ``scan``)
+CRF_VITERBIS = ("auto", "steps", "graph")  # how its Viterbi steps run (``crf_layer.CRF``'s ``viterbi``)
 CHOICES = {
     "architecture": ARCHITECTURES,
     "scheme": ("BIO", "BIOES"),
@@ -61,6 +62,7 @@ CHOICES = {
     "char_encoder": ("auto", "cnn", "rnn", "none"),
     "optimizer": ("auto", "adam", "rmsprop", "sgd"),
     "crf_scan": CRF_SCANS,
+    "crf_viterbi": CRF_VITERBIS,
 }
 
 
@@ -74,6 +76,9 @@ class NeuralSettings:
     # How the CRF output takes log Z in training: "steps" (one small product per position, cheapest on
     # a CPU), "tree" (log2(T) batched products, for a GPU), "auto" (the tree on CUDA). Same value.
     crf_scan: str = "auto"
+    # How its Viterbi steps run when tagging: "steps" (a few kernel launches per position), "graph"
+    # (CUDA graphs of 64 steps replayed: the same operations, a GPU only), "auto" (graphs on CUDA). Same paths.
+    crf_viterbi: str = "auto"
     rnn: str = "auto"  # "gru" or "lstm"
     # Token representation.
     word_dim: int = 100  # TS-GRU paper: 150; CEDI: 100; Elman/Jordan (001 Table 4): 100 random, 80 RNNLM, 300 CBOW
