@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from hybriddeid.core.document import Document, Span, span_order
-from hybriddeid.core.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
+from hybriddeid.core.merge import (
+    DEFAULT_PRECEDENCE,
+    filter_scores,
+    link_name_words,
+    merge,
+    propagate,
+    whole_hyphenated_names,
+)
 
 
 def s(start: int, end: int, label: str, source: str) -> Span:
@@ -370,3 +377,36 @@ def test_a_fallback_still_widens_a_remainder_inside_it():
         ("Bernard Foley", "DOCTOR", fallback, 1.0),
         ("45123987Z", "ID", "rule", 1.0),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "found", "expected"),
+    [
+        ("Born in Stoke-on-Trent.", "Stoke", "Stoke-on-Trent"),  # the rest of the place would stay in the output
+        ("Born in Stoke-on-Trent.", "Stoke-", "Stoke-on-Trent"),
+        ("Lives in Stratford-upon-Avon", "Avon", "Stratford-upon-Avon"),
+        ("Jean-Pierre Dubois admitted", "Pierre Dubois", "Jean-Pierre Dubois"),
+        ("B. KARGAS-PT AWARE", "B. KARGAS", "B. KARGAS"),  # capitals glue words with hyphens
+        ("Carafate-W. Marotta", "W. Marotta", "W. Marotta"),  # a lone letter is no part of a name
+        ("O'Brien-Kelly seen", "O'Brien", "O'Brien-Kelly"),
+        ("Boston-based team", "Boston", "Boston"),  # a lower-case last part is no name's
+        ("seen by non-Hodgkin team", "Hodgkin", "Hodgkin"),  # nor a lower-case first part
+        ("Smith-Jones seen", "Smith-Jones", "Smith-Jones"),
+        ("ID Lee-Chen", "ID:Lee", "Lee"),  # a label that is no name or place stays as found
+    ],
+)
+def test_whole_hyphenated_names_widens_a_name_cut_inside_its_word(text: str, found: str, expected: str):
+    label = "CITY"
+    if found.startswith("ID:"):
+        found, label = found.removeprefix("ID:"), "MEDICALRECORD"
+    start = text.index(found)
+    span = Span(start, start + len(found), label, "token")
+    (widened,) = whole_hyphenated_names(text, [span], {"CITY", "PATIENT"})
+    assert text[widened.start : widened.end] == expected
+    assert (widened.label, widened.source) == (span.label, span.source)
+
+
+def test_whole_hyphenated_names_never_widens_into_another_span():
+    text = "Stoke-on-Trent"
+    first, other = Span(0, 5, "CITY", "token"), Span(9, 14, "PATIENT", "rule")
+    assert whole_hyphenated_names(text, [first, other], {"CITY", "PATIENT"}) == [first, other]

@@ -199,6 +199,58 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
     return sorted(out, key=span_order)
 
 
+# A word whose parts are joined by hyphens: "Stoke-on-Trent", "Jean-Pierre", "SAINT-JEAN-DE-LUZ".
+_HYPHENATED = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*(?:-[^\W\d_]+(?:['’][^\W\d_]+)*)+")
+
+
+def _name_parts(word: str) -> bool:
+    """Whether a hyphenated word reads as one name: in mixed case, its first and last parts capitalised,
+    any between capitalised or a short lower-case particle ("on", "upon", "de", "la"), none a lone
+    letter. A word in capitals does not: notes in capitals glue words with hyphens ("KARGAS-PT")."""
+    parts = word.split("-")
+    if word.isupper() or any(len(part) < 2 for part in parts):
+        return False
+    if not (parts[0][:1].isupper() and parts[-1][:1].isupper()):
+        return False
+    return all(part[:1].isupper() or (part.islower() and len(part) <= 4) for part in parts[1:-1])
+
+
+def whole_hyphenated_names(text: str, spans: Sequence[Span], widened: Container[str]) -> list[Span]:
+    """Spans of the ``widened`` labels (names, places) that end or start inside a hyphenated name
+    ("Stoke" of "Stoke-on-Trent", "Pierre" of "Jean-Pierre") widened to the whole word, where that
+    overlaps no other span: the part left out would name the person or place in the output."""
+    out = list(spans)
+    for index, span in enumerate(spans):
+        if span.label not in widened:
+            continue
+        start, end = span.start, span.end
+        for edge in (span.start, span.end - 1):
+            word = _word_around(text, edge)
+            if word is not None and _name_parts(text[word[0] : word[1]]):
+                start, end = min(start, word[0]), max(end, word[1])
+        if (start, end) == (span.start, span.end):
+            continue
+        if any(other is not span and other.start < end and start < other.end for other in spans):
+            continue
+        out[index] = replace(span, start=start, end=end)
+    return out
+
+
+def _word_around(text: str, position: int) -> tuple[int, int] | None:
+    """The hyphenated word holding ``position``, if it holds one."""
+    if not 0 <= position < len(text) or not (text[position].isalpha() or text[position] == "-"):
+        return None
+    start = position
+    while start > 0 and (text[start - 1].isalpha() or text[start - 1] in "-'’"):
+        start -= 1
+    while start < position and not text[start].isalpha():
+        start += 1
+    match = _HYPHENATED.match(text, start)
+    if match is None or not match.start() <= position < match.end():
+        return None
+    return match.span()
+
+
 def link_name_words(
     texts: Sequence[str],
     spans: Sequence[Sequence[Span]],

@@ -46,7 +46,14 @@ from hybriddeid.classifiers.validators import (
 )
 from hybriddeid.core.document import Document, Span
 from hybriddeid.core.languages import register_cache, stop_words, unread_letters
-from hybriddeid.core.merge import DEFAULT_PRECEDENCE, filter_scores, link_name_words, merge, propagate
+from hybriddeid.core.merge import (
+    DEFAULT_PRECEDENCE,
+    filter_scores,
+    link_name_words,
+    merge,
+    propagate,
+    whole_hyphenated_names,
+)
 from hybriddeid.core.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
 from hybriddeid.core.registry import component_names, find_component, get_component
 from hybriddeid.core.taxonomy import Taxonomy, guess_taxonomy
@@ -334,6 +341,13 @@ def label_words(language: str) -> frozenset[str]:
 def _taxonomy_of(labels: tuple[str, ...]) -> Taxonomy:
     """``guess_taxonomy`` of a model's labels, once per label set (``within_phi_set`` asks per note)."""
     return guess_taxonomy(labels)
+
+
+@lru_cache(maxsize=16)
+def _name_and_place_labels(labels: tuple[str, ...]) -> frozenset[str]:
+    """The labels among ``labels`` whose category is a name or a place (``merge.whole_hyphenated_names``)."""
+    taxonomy = _taxonomy_of(labels)
+    return frozenset(label for label in labels if taxonomy.category(label) in ("NAME", "LOCATION"))
 
 
 def component_params(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -738,6 +752,7 @@ class Pipeline:
             label_words(self.language),
         )
         spans = propagate(doc.text, spans) if settings["propagate"] else spans
+        spans = whole_hyphenated_names(doc.text, spans, _name_and_place_labels(tuple(self.labels)))
         if settings["safelist"]:
             spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]
         if settings["trim_relation_words"]:
