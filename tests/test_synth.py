@@ -198,3 +198,49 @@ def test_short_texts_and_terse_notes_carry_their_phenomena() -> None:
     assert any(name.islower() for name in lower_names)
     ranges = [(doc, m.start()) for doc in terse for m in re.finditer(r"\b\d{2,3}-\d{2,3}\b", doc.text)]
     assert ranges and not any(s.start <= at < s.end for doc, at in ranges for s in doc.spans)
+
+
+def _templates_of(data: object) -> list[str]:
+    """Every string of a parsed synth.toml that holds a template field."""
+    if isinstance(data, str):
+        return [data] if "{" in data else []
+    if isinstance(data, dict):
+        return [t for value in data.values() for t in _templates_of(value)]
+    if isinstance(data, list):
+        return [t for value in data for t in _templates_of(value)]
+    return []
+
+
+# The one slip left, as the bundled English model learned it: fixing it redraws every training and
+# test-mix note after it, and the fix measured together with new travel and residence lines lost dev-CV
+# recall at two seeds (docs/explanation/english-model.md, "Tried and not shipped"); to be measured alone.
+KNOWN_SLOT_SLIPS: dict[str, list[tuple[str, str]]] = {
+    "en": [
+        ("Recently traveled to {location_other|country} in {month_year}.", "location_other"),
+        ("Recently traveled to {location_other|country} in {month_year}.", "country"),
+    ],
+    "es": [],
+}
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_no_alternative_is_a_bare_slot_name(language: str) -> None:
+    """``{city|country}`` writes the words "city" or "country", not a place: an alternative that is a
+    slot's name must be written ``{{city}|{country}}``. Such a slip taught the model that a word after
+    "traveled to" is not PHI."""
+    from hybriddeid.synth.generator import Note
+
+    res = load_synth_resources(language)
+    slots = set(Note(res, res.mix("train"), random.Random(0)).slots)
+    field = re.compile(r"\{([^{}]*\|[^{}]*)\}")
+    slips = [
+        (template, option)
+        for template in _templates_of(res.data)
+        for match in field.finditer(template)
+        if not match.group(1).startswith(("@", "^", "~", "#"))
+        for option in match.group(1).split("|")
+        if option.partition(":")[0] in slots
+    ]
+    assert len(slots) > 30
+    assert [slip for slip in slips if slip not in KNOWN_SLOT_SLIPS[language]] == []
+    assert [slip for slip in KNOWN_SLOT_SLIPS[language] if slip not in slips] == []  # fixed: drop it here
