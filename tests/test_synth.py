@@ -16,7 +16,7 @@ from hybriddeid.core.taxonomy import load_taxonomy
 from hybriddeid.io import read_corpus, write_documents
 from hybriddeid.synth import check_offsets, generate_corpus, load_synth_resources
 from hybriddeid.synth.generator import generate_note
-from hybriddeid.synth.template import NoteWriter, TemplateError, render
+from hybriddeid.synth.template import NoteWriter, TemplateError, alternative_fields, render
 
 N = 250
 
@@ -232,13 +232,11 @@ def test_no_alternative_is_a_bare_slot_name(language: str) -> None:
 
     res = load_synth_resources(language)
     slots = set(Note(res, res.mix("train"), random.Random(0)).slots)
-    field = re.compile(r"\{([^{}]*\|[^{}]*)\}")
     slips = [
         (template, option)
         for template in _templates_of(res.data)
-        for match in field.finditer(template)
-        if not match.group(1).startswith(("@", "^", "~", "#"))
-        for option in match.group(1).split("|")
+        for alternatives in alternative_fields(template)
+        for option in alternatives
         if option.partition(":")[0] in slots
     ]
     assert len(slots) > 30

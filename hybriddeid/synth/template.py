@@ -18,6 +18,7 @@ Rendering never computes an offset after the fact: every PHI value is appended t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -116,6 +117,22 @@ def split_alternatives(body: str) -> list[str]:
             current.append(char)
     parts.append("".join(current))
     return parts
+
+
+def alternative_fields(template: str) -> Iterator[list[str]]:
+    """The alternatives of every ``{a|b}`` field of ``template``, nested ones too, parsed as ``render``
+    reads them (label fields ``{@A|B}`` are not alternatives of text): for checks of a resource file."""
+    i = 0
+    while (start := template.find("{", i)) >= 0:
+        end = _closing(template, start)
+        body = template[start + 1 : end]
+        if body[:1] not in ("@", "^", "#", "~"):
+            alternatives = split_alternatives(body)
+            if len(alternatives) > 1:
+                yield alternatives
+                for alternative in alternatives:
+                    yield from alternative_fields(alternative)
+        i = end + 1
 
 
 def render(template: str, context: Context, out: NoteWriter) -> None:
