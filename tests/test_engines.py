@@ -63,10 +63,11 @@ def test_damaged_model_files_are_refused(damage: bytes) -> None:
         read_weights(damage)
 
 
+@pytest.mark.parametrize("marginals_first", [False, True])
 @pytest.mark.parametrize("component_name", ["token", "char"])
 @pytest.mark.parametrize("path", ["crfsuite functions", "emission model"])
 def test_decoding_scores_matches_crfsuite(
-    english: Pipeline, english_notes: list, component_name: str, path: str
+    english: Pipeline, english_notes: list, component_name: str, path: str, marginals_first: bool
 ) -> None:
     component = english.components[component_name]
     weights, tagger = component.weights_, component.tagger_
@@ -78,7 +79,7 @@ def test_decoding_scores_matches_crfsuite(
     assert len(sequences) > 50
     tagged_phi = 0
     for seq in sequences:
-        tags, marginal = decoder.decode(weights.emissions(seq.features))
+        tags, marginal = decoder.decode(weights.emissions(seq.features), marginals_first)
         expected_tags = tagger.tag(seq.features)
         assert tags == expected_tags
         for i in range(len(seq.units)):
@@ -86,6 +87,27 @@ def test_decoding_scores_matches_crfsuite(
                 assert abs(marginal(label, i) - tagger.marginal(label, i)) < 1e-9
         tagged_phi += any(tag != "O" for tag in expected_tags)
     assert tagged_phi > 10  # the comparison covered sequences with PHI, not only all-O ones
+
+
+def test_skipping_viterbi_where_o_is_sure_gives_viterbis_tags(english: Pipeline) -> None:
+    """Where forward-backward runs first, a sequence whose P(not O) sums under the bound is tagged all O
+    without Viterbi: on sequences drawn around that bound, the tags are still Viterbi's."""
+    decoder = english.components["token"].decoder_
+    outside = decoder.columns["O"]
+    generator = np.random.default_rng(5)
+    skipped = decoded = 0
+    for _ in range(400):
+        length = int(generator.integers(1, 12))
+        emissions = generator.normal(0.0, 1.0, (length, len(decoder.labels)))
+        emissions[:, outside] += generator.uniform(2.0, 9.0)  # from unsure to nearly sure of O
+        tags, marginal = decoder.decode(emissions, marginals_first=True)
+        expected_tags, expected = decoder._decode_with_tagger(emissions)
+        assert tags == expected_tags
+        assert all(abs(marginal("O", i) - expected("O", i)) < 1e-12 for i in range(length))
+        spread = sum(1.0 - p for p in expected.column("O"))
+        skipped += spread < 0.49
+        decoded += spread >= 0.49
+    assert skipped > 50 and decoded > 50  # both sides of the bound were drawn
 
 
 def test_the_emission_model_scores_exactly_what_it_is_given() -> None:

@@ -374,7 +374,7 @@ class CRFTagger:
         for seq in sequences:
             if not seq.units:
                 continue
-            tags, marginal = self._decode(seq)
+            tags, marginal = self._decode(seq, need_outside)
             if seq.core is None:
                 if chain is not None:
                     yield from chain.reading()
@@ -415,14 +415,15 @@ class CRFTagger:
         if chain is not None:
             yield from chain.reading()
 
-    def _decode(self, seq: UnitSequence) -> tuple[list[str], Marginals]:
+    def _decode(self, seq: UnitSequence, marginals_first: bool = False) -> tuple[list[str], Marginals]:
         """Viterbi tags of one sequence and a ``marginal(tag, i)`` valid until the next call
         (crfsuite runs forward-backward at its first call). Emission scores are decoded by
-        crfsuite's own functions (``crfsuite_decoding``), exactly as it decodes the features' sums."""
+        crfsuite's own functions (``crfsuite_decoding``), exactly as it decodes the features' sums;
+        ``marginals_first`` where every unit's P(O) will be read (``Decoder.decode``)."""
         if seq.emissions is None:
             tagger = self.tagger_
             return tagger.tag(seq.features), UnitMarginals(tagger.marginal, len(seq.units))
-        return self.decoder_.decode(seq.emissions)
+        return self.decoder_.decode(seq.emissions, marginals_first)
 
     def _kept_sequence(
         self,

@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 _DOUBLE_P = ctypes.POINTER(ctypes.c_double)
 _CONTEXT_VITERBI_AND_MARGINALS = 0x01 | 0x02  # CTXF_VITERBI | CTXF_MARGINALS
 _RESET_TRANSITIONS = 0x02  # RF_TRANS
+# Below this sum of P(not O) over a sequence, the all-O path is more probable than every other path put
+# together (its probability is at least 1 minus that sum), so it is the Viterbi path: decoding may skip
+# Viterbi. 0.49, not 0.5: the margin keeps rounding in the marginals from ever deciding a near tie.
+_SURELY_OUTSIDE = 0.49
 
 
 class _Context(ctypes.Structure):
@@ -204,23 +208,46 @@ class Decoder:
                         return False
         return True
 
-    def decode(self, emissions: np.ndarray) -> tuple[list[str], Marginals]:
+    def decode(self, emissions: np.ndarray, marginals_first: bool = False) -> tuple[list[str], Marginals]:
         """Viterbi tags and the sequence's marginals (forward-backward runs at their first read;
-        valid until the next ``decode``)."""
+        valid until the next ``decode``).
+
+        ``marginals_first``, for a caller that reads the marginals anyway (focus reads every unit's
+        P(O)): forward-backward runs first, and where the units' P(not O) sum below ``_SURELY_OUTSIDE``
+        the tags are all O without a Viterbi pass (the same tags Viterbi gives: see there)."""
         if self._context is None:
             return self._decode_with_tagger(emissions)
-        context, fields = self._context, self._fields
+        if marginals_first and OUTSIDE in self.columns:
+            return self._decode_marginals_first(emissions)
         n_items = len(emissions)
-        if self._lib.crf1dc_set_num_items(context, n_items) != 0:  # grows the arrays when needed
+        self._load(emissions)
+        tags = self._viterbi(n_items)
+        return tags, _TableMarginals(lambda: self._state_marginals(n_items), self.columns)
+
+    def _decode_marginals_first(self, emissions: np.ndarray) -> tuple[list[str], Marginals]:
+        n_items = len(emissions)
+        self._load(emissions)
+        table = self._state_marginals(n_items)  # a copy: Viterbi below works in the alpha array
+        marginals = _TableMarginals(lambda: table, self.columns)
+        if float((1.0 - table[:, self.columns[OUTSIDE]]).sum()) < _SURELY_OUTSIDE:
+            return [OUTSIDE] * n_items, marginals
+        return self._viterbi(n_items), marginals
+
+    def _load(self, emissions: np.ndarray) -> None:
+        """The sequence's emission scores into crfsuite's state scores (float64)."""
+        context, fields = self._context, self._fields
+        if self._lib.crf1dc_set_num_items(context, len(emissions)) != 0:  # grows the arrays when needed
             raise MemoryError("crfsuite could not allocate a sequence this long")
         if self._arrays_cap != fields.cap_items:
             self._new_arrays()
-        self._state[:n_items] = emissions  # into crfsuite's state scores, as float64
+        self._state[: len(emissions)] = emissions
+
+    def _viterbi(self, n_items: int) -> list[str]:
+        """crfsuite's Viterbi tags of the loaded sequence (it uses the alpha array as its work space)."""
         path = self._path
-        self._lib.crf1dc_viterbi(context, path)
+        self._lib.crf1dc_viterbi(self._context, path)
         labels = self.labels
-        tags = [labels[i] for i in path[:n_items]]
-        return tags, _TableMarginals(lambda: self._state_marginals(n_items), self.columns)
+        return [labels[i] for i in path[:n_items]]
 
     def _new_arrays(self) -> None:
         """Numpy views of the context's state, alpha, beta and scale arrays (and a path as long), made
