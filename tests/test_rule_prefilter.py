@@ -192,6 +192,39 @@ def test_patterns_are_rewritten_only_where_the_reading_stays_the_same() -> None:
     assert again(r"(?P=missing)") is None
 
 
+def test_a_lookahead_ending_an_alternative_is_read_as_a_group() -> None:
+    consumed = rule_prefilter.lookaheads_consumed
+    assert consumed(r"\d+(?=[ ]?yo\b)|age (?=\d)", False) == r"\d+(?:[ ]?yo\b)|age (?:\d)"
+    # followed by more pattern, by a quantifier, inside a group, or negative: left as it is
+    for pattern in (r"(?=a)b", r"a(?=b)c", r"a(?=b)?", r"(?:a(?=b))", r"a(?!b)", r"a(?<=b)", "a(?=b) "):
+        assert consumed(pattern, False) == pattern
+    # a verbose pattern's spaces and comments after it, and brackets or escapes inside it, change nothing
+    assert consumed("(?x)a (?=[)(] \\) ) # c(\n", True) == "(?x)a (?:[)(] \\) ) # c(\n"
+    # matched somewhere exactly where the lookahead form is
+    for pattern, text in ((r"\d+(?=,? \d{5})", "at 12, 34567"), (r"\d+(?=,? \d{5})", "at 12, 3456")):
+        assert bool(regex.search(pattern, text)) == bool(regex.search(consumed(pattern, False), text))
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_rules_whose_needs_the_prefilter_saw_find_the_same_without_looking_for_them(language: str) -> None:
+    from hybriddeid.synth import generate_corpus
+
+    clf = RuleClassifier(language=language)
+    prefilter = clf._prefilter()
+    assert prefilter is not None and prefilter.candidates("warm up") is not None
+    assert len(prefilter.needs_held) >= 5  # most rules with needs have them in the database
+    texts = [doc.text for doc in generate_corpus(40, 11, "test", language)]
+    checked = 0
+    for text in texts:
+        may_match = prefilter.candidates(text)
+        assert may_match is not None
+        for order, rule in enumerate(clf.enabled_rules):
+            if order in may_match and order in prefilter.needs_held:
+                assert rule.spans(text, needs_met=True) == rule.spans(text), rule.name
+                checked += 1
+    assert checked > 50
+
+
 def test_the_cache_keeps_the_databases_used_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 

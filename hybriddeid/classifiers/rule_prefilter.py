@@ -44,7 +44,7 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import regex
 
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("hybriddeid")
 
 PREFILTER_ENV = "HYBRIDDEID_RULE_PREFILTER"
-FORMAT = "1"  # part of the cache key: bump when what is compiled changes
+FORMAT = "2"  # part of the cache key: bump when what is compiled changes
 CACHE_KEPT = 8  # databases kept in the cache folder, the ones used last
 # The characters on which regex and Hyperscan (UTF-8, Unicode properties) agree for every construct the
 # rules use (classes, word boundaries, case folding: tests/test_rule_prefilter.py checks each): printable
@@ -129,8 +129,23 @@ def expression(rule: Rule) -> tuple[bytes, int] | None:
     note (its ``prefilter = false``, flags or syntax the two engines read differently)."""
     if hyperscan is None or not rule.prefilter:
         return None
-    flags = rule.compiled.flags
-    if flags & _UNSUPPORTED_FLAGS or _OTHER_SYNTAX.search(rule.pattern):
+    return _expression(rule.pattern, rule.compiled.flags, consume_lookaheads=True)
+
+
+def needs_expressions(rule: Rule) -> list[tuple[bytes, int]] | None:
+    """The Hyperscan expressions of ``rule``'s ``needs`` patterns, or None when it has none or one of them
+    is read otherwise by the two engines (its needs are then checked with ``regex``, as before)."""
+    if hyperscan is None or not rule.prefilter or not rule.needs_patterns:
+        return None
+    found = [_expression(needs.pattern, needs.flags) for needs in rule.needs_patterns]
+    return None if any(item is None for item in found) else cast("list[tuple[bytes, int]]", found)
+
+
+def _expression(pattern: str, flags: int, consume_lookaheads: bool = False) -> tuple[bytes, int] | None:
+    """``pattern`` (compiled by ``regex`` with ``flags``) as a Hyperscan prefilter expression and its flags;
+    ``consume_lookaheads``: a lookahead ending a top-level alternative is matched as a group
+    (``_lookaheads_consumed``)."""
+    if flags & _UNSUPPORTED_FLAGS or _OTHER_SYNTAX.search(pattern):
         return None
     hs_flags = (
         hyperscan.HS_FLAG_PREFILTER
@@ -145,13 +160,72 @@ def expression(rule: Rule) -> tuple[bytes, int] | None:
         hs_flags |= hyperscan.HS_FLAG_MULTILINE
     if flags & regex.DOTALL:
         hs_flags |= hyperscan.HS_FLAG_DOTALL
-    pattern = _without_backreferences(rule.pattern)
-    if pattern is None:
+    verbose = bool(flags & regex.VERBOSE)
+    rewritten = _without_backreferences(pattern)
+    if rewritten is None:
         return None
-    pattern = with_latin_letters(_NAMED_GROUP.sub("(?:", pattern), bool(flags & regex.VERBOSE))
-    if pattern is None:
+    rewritten = with_latin_letters(_NAMED_GROUP.sub("(?:", rewritten), verbose)
+    if rewritten is None:
         return None
-    return pattern.encode("utf-8"), hs_flags
+    if consume_lookaheads:
+        rewritten = lookaheads_consumed(rewritten, verbose)
+    return rewritten.encode("utf-8"), hs_flags
+
+
+def lookaheads_consumed(pattern: str, verbose: bool) -> str:
+    """``pattern`` with each lookahead that ends a top-level alternative written as a plain group:
+    ``A(?=X)`` matches somewhere exactly where ``AX`` does, and Hyperscan, which approximates a lookahead
+    in prefilter mode as if it were not there, then reads X too ("a city" becomes "a city, a state and a
+    ZIP code"). Anything else is left as it is (a lookahead followed by more pattern, or by a quantifier)."""
+    depth = 0
+    in_class = False
+    lookahead_at: list[int] = []  # where each open group starts, -1 for groups that are no lookahead
+    last_closed = -1  # the start of the top-level lookahead closed last, while nothing followed it
+    consumed: list[int] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        if in_class:
+            if char == "\\":
+                i += 1
+            in_class = char != "]"
+        elif char == "\\":
+            last_closed = -1
+            i += 1
+        elif char == "[":
+            in_class, last_closed = True, -1
+            i += 1
+            for literal in ("^", "]"):  # "[^" and a "]" first in a class are no ends
+                if pattern.startswith(literal, i):
+                    i += 1
+            continue
+        elif verbose and char == "#":
+            end = pattern.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif verbose and char.isspace():
+            pass
+        elif char == "(":
+            lookahead_at.append(i if pattern.startswith("(?=", i) else -1)
+            depth += 1
+            last_closed = -1
+        elif char == ")" and depth:
+            depth -= 1
+            opened = lookahead_at.pop()
+            last_closed = opened if depth == 0 else -1
+        elif char == "|" and depth == 0:
+            if last_closed >= 0:
+                consumed.append(last_closed)
+            last_closed = -1
+        else:
+            last_closed = -1
+        i += 1
+    if last_closed >= 0:
+        consumed.append(last_closed)
+    out = list(pattern)
+    for start in consumed:
+        out[start + 2] = ":"
+    return "".join(out)
 
 
 def _without_backreferences(pattern: str) -> str | None:
@@ -256,8 +330,16 @@ class RulePrefilter:
     def __init__(self, rules: Sequence[Rule]) -> None:
         expressions = [(i, expression(rule)) for i, rule in enumerate(rules)]
         self._expressions = [(i, found) for i, found in expressions if found is not None]
+        # each rule's needs too, as ids after the rules' own: a rule held with its needs is reported only
+        # where its pattern and one of its needs may match, and its needs are not searched again
+        self._needs_of: dict[int, int] = {}  # expression id -> the rule whose needs it is
+        for i, rule in enumerate(rules):
+            for item in needs_expressions(rule) or ():
+                self._needs_of[len(rules) + len(self._needs_of)] = i
+                self._expressions.append((len(rules) + len(self._needs_of) - 1, item))
         self._all = frozenset(range(len(rules)))
         self._outside = self._all  # the rules the database does not hold: always searched
+        self.needs_held: frozenset[int] = frozenset()  # the rules whose needs the database holds, all of them
         self._database: Any = None
         self._scratch: Any = None
         self._lock = threading.Lock()
@@ -265,7 +347,7 @@ class RulePrefilter:
 
     def __getstate__(self) -> dict[str, Any]:  # sent to worker processes without Hyperscan's objects
         state = dict(self.__dict__)
-        state.update(_database=None, _scratch=None, _lock=None, _outside=self._all)
+        state.update(_database=None, _scratch=None, _lock=None, _outside=self._all, needs_held=frozenset())
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -287,7 +369,8 @@ class RulePrefilter:
 
     def candidates(self, text: str) -> frozenset[int] | None:
         """Indexes of the rules that may match ``text``, or None when every rule must be searched
-        (a character the prefilter is not sure of, no database)."""
+        (a character the prefilter is not sure of, no database). A rule of ``needs_held`` is among
+        them only where one of its needs matched too: it needs no search of its needs."""
         if self._failed or _UNSURE.search(text) is not None or not self._ready():
             return None
         found: set[int] = set()
@@ -302,7 +385,9 @@ class RulePrefilter:
             log.warning("rule prefilter scan failed (%s); searching every rule", type(exc).__name__)
             self._failed = True
             return None
-        return self._outside | found
+        needs_met = {self._needs_of[i] for i in found if i in self._needs_of}
+        may_match = self._outside | found
+        return frozenset(i for i in may_match if i in self._all and (i in needs_met or i not in self.needs_held))
 
     def _ready(self) -> bool:
         if self._database is None:
@@ -334,6 +419,9 @@ class RulePrefilter:
                 log.info("rule prefilter not cached (%s)", type(exc).__name__)
         self._scratch = hyperscan.Scratch(database)
         self._outside = self._all - held
+        needs_ids = {i for i, _ in self._expressions if i in self._needs_of}
+        lacking = {self._needs_of[i] for i in needs_ids - held}  # a needs Hyperscan refused
+        self.needs_held = frozenset(self._needs_of[i] for i in needs_ids) - lacking
         self._database = database
 
     def _compile(self) -> tuple[Any, frozenset[int]]:

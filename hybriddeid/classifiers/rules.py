@@ -230,17 +230,27 @@ class Rule:
         """The compiled pattern (its flags include those set inside it)."""
         return self._regex
 
+    @property
+    def needs_patterns(self) -> tuple[regex.Pattern[str], ...]:
+        """The compiled ``needs`` patterns (with the rule's flags)."""
+        return self._needs
+
     def spans(
-        self, text: str, timeout: float | None = None, needs_seen: NeedsSeen | None = None
+        self,
+        text: str,
+        timeout: float | None = None,
+        needs_seen: NeedsSeen | None = None,
+        needs_met: bool = False,
     ) -> list[tuple[int, int]]:
         """PHI offsets of every hit that passes the context and validator checks. ``needs_seen``: where
         each ``needs`` pattern was found in this ``text`` so far (several rules need a digit), shared
-        by the rules searching one text.
+        by the rules searching one text; ``needs_met``: one of ``needs`` is known to match in ``text``
+        (the prefilter saw it), so a short text is searched without looking for them.
 
         Raises ``TimeoutError`` when the whole search takes longer than ``timeout`` seconds.
         """
         found = []
-        for match in self._matches(text, timeout, needs_seen):
+        for match in self._matches(text, timeout, needs_seen, needs_met):
             # A pattern may capture "phi" more than once ("28036 Madrid": code and town).
             captures = match.spans("phi") if self._has_phi_group else [match.span()]
             parts = [(s, e) for s, e in captures if e > s]
@@ -276,7 +286,7 @@ class Rule:
         return [(s, e) for s, e in parts if e > s]
 
     def _matches(
-        self, text: str, timeout: float | None, needs_seen: NeedsSeen | None = None
+        self, text: str, timeout: float | None, needs_seen: NeedsSeen | None = None, needs_met: bool = False
     ) -> Iterator[regex.Match[str]]:
         """The matches ``finditer`` gives on the whole text, found window by window in a long one.
 
@@ -287,7 +297,7 @@ class Rule:
         a bounded time per window rather than one search that must finish in ``timeout``. A text, or a
         window's reading, where ``needs`` does not match holds no match and is not searched."""
         if len(text) <= SEARCH_WINDOW + SEARCH_OVERLAP:
-            if self._may_match(text, 0, 0, len(text), timeout, needs_seen):
+            if needs_met or self._may_match(text, 0, 0, len(text), timeout, needs_seen):
                 yield from self._regex.finditer(text, timeout=timeout)
             return
         resume = 0
@@ -759,13 +769,20 @@ class RuleClassifier:
 
     # -- the protocol --------------------------------------------------------------------------
     def _search(
-        self, rule: Rule, doc: Document, needs_seen: NeedsSeen | None = None, text: str | None = None
+        self,
+        rule: Rule,
+        doc: Document,
+        needs_seen: NeedsSeen | None = None,
+        text: str | None = None,
+        needs_met: bool = False,
     ) -> list[tuple[int, int]]:
         """``rule``'s hits in ``doc`` (in ``text``, the note's text with its layout's line breaks, when
         given); a search past ``timeout`` is logged (rule and note names) and skipped.
-        ``needs_seen``: shared by the rules searching ``doc`` (``Rule.spans``)."""
+        ``needs_seen``, ``needs_met``: as ``Rule.spans`` takes them."""
         try:
-            return rule.spans(doc.text if text is None else text, timeout=self.timeout, needs_seen=needs_seen)
+            return rule.spans(
+                doc.text if text is None else text, timeout=self.timeout, needs_seen=needs_seen, needs_met=needs_met
+            )
         except TimeoutError:
             log.warning(
                 "rule %r timed out after %gs on document %r; skipped for this document",
@@ -842,11 +859,12 @@ class RuleClassifier:
         # one scan of the note says which rules may match (None: search them all)
         prefilter = self._prefilter()
         may_match = None if prefilter is None else prefilter.candidates(doc.text if text is None else text)
+        needs_met = frozenset() if may_match is None or prefilter is None else prefilter.needs_held
         candidates = [
             (start - end, order, start, end, self.label_of(rule), fallback if rule.fallback else self.source)
             for order, rule in enumerate(rules)
             if may_match is None or order in may_match
-            for start, end in self._search(rule, doc, needs_seen, text)
+            for start, end in self._search(rule, doc, needs_seen, text, order in needs_met)
         ]
         candidates.sort()  # longest first, then rule order, then leftmost
         starts: list[int] = []
