@@ -21,6 +21,10 @@ What keeps the report a superset of ``regex``'s hits:
   fuzzy matching, named lists, ``V1`` set operations, ``\\N``, numbered back-references, group calls),
   other Unicode properties or flags it lacks, is searched in every note, as before (6 of the 109
   English and Spanish rules), as is a rule that says ``prefilter = false``.
+Two readings make the report sharper without losing a match: a lookahead that ends a top-level alternative
+is compiled as a plain group (``A(?=X)`` matches somewhere exactly where ``AX`` does, and Hyperscan would
+otherwise read the lookahead as absent), and each rule's ``needs`` patterns are in the same database, so a
+rule is reported only where one of its needs may match too, and is then searched without looking for them.
 ``tests/test_rule_prefilter.py`` checks every bundled rule's examples, changed in case and accents,
 the bundled models' rule hits on generated, MEDDOCAN and PhysioNet notes with and without the
 prefilter, and the letter classes against ``regex``'s on every character a prefiltered note may hold.
