@@ -33,10 +33,10 @@ log = logging.getLogger(__name__)
 _DOUBLE_P = ctypes.POINTER(ctypes.c_double)
 _CONTEXT_VITERBI_AND_MARGINALS = 0x01 | 0x02  # CTXF_VITERBI | CTXF_MARGINALS
 _RESET_TRANSITIONS = 0x02  # RF_TRANS
-# Below this sum of P(not O) over a sequence, the all-O path is more probable than every other path put
-# together (its probability is at least 1 minus that sum), so it is the Viterbi path: decoding may skip
-# Viterbi. 0.49, not 0.5: the margin keeps rounding in the marginals from ever deciding a near tie.
-_SURELY_OUTSIDE = 0.49
+# A path whose probability is above this is more probable than every other path put together, so it is
+# the Viterbi path: decoding may skip Viterbi. 0.51, not 0.5: the margin keeps rounding in the scores and
+# the normaliser from ever deciding a near tie.
+_SURE_PATH = 0.51
 
 
 class _Context(ctypes.Structure):
@@ -213,8 +213,9 @@ class Decoder:
         valid until the next ``decode``).
 
         ``marginals_first``, for a caller that reads the marginals anyway (focus reads every unit's
-        P(O)): forward-backward runs first, and where the units' P(not O) sum below ``_SURELY_OUTSIDE``
-        the tags are all O without a Viterbi pass (the same tags Viterbi gives: see there)."""
+        P(O)): forward-backward runs first, and where the path of each unit's most probable label has a
+        probability above ``_SURE_PATH`` those are the tags, without a Viterbi pass (the same tags Viterbi
+        gives: see there)."""
         if self._context is None:
             return self._decode_with_tagger(emissions)
         if marginals_first and OUTSIDE in self.columns:
@@ -229,9 +230,18 @@ class Decoder:
         self._load(emissions)
         table = self._state_marginals(n_items)  # a copy: Viterbi below works in the alpha array
         marginals = _TableMarginals(lambda: table, self.columns)
-        if float((1.0 - table[:, self.columns[OUTSIDE]]).sum()) < _SURELY_OUTSIDE:
-            return [OUTSIDE] * n_items, marginals
+        best = table.argmax(axis=1)
+        unsure = float((1.0 - table[np.arange(n_items), best]).sum())  # P(path) >= 1 - this (a union bound)
+        if unsure < 1.0 - _SURE_PATH or self._path_probability(best, n_items) > _SURE_PATH:
+            labels = self.labels
+            return [labels[i] for i in best.tolist()], marginals
         return self._viterbi(n_items), marginals
+
+    def _path_probability(self, path: np.ndarray, n_items: int) -> float:
+        """P(``path``) of the loaded sequence: its state and transition scores less crfsuite's log
+        normaliser (set by the forward pass ``_state_marginals`` ran)."""
+        score = self._state[np.arange(n_items), path].sum() + self._weights.transitions[path[:-1], path[1:]].sum()
+        return float(np.exp(score - self._fields.log_norm))
 
     def _load(self, emissions: np.ndarray) -> None:
         """The sequence's emission scores into crfsuite's state scores (float64)."""
