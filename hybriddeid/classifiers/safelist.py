@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
 
 import regex
 
@@ -38,21 +38,45 @@ def _key(word: str) -> str:
 
 @dataclass(frozen=True)
 class SafeList:
-    """Single safe words, a pattern of safe phrases, and the titles that protect a span."""
+    """Single safe words, a pattern of safe phrases, and the titles that protect a span.
+
+    ``phrase_list``: the phrases in the pattern's order, when it was made from them (``from_entries``):
+    a note is then searched only for the phrases whose first word it holds (``phrase_ranges``)."""
 
     words: frozenset[str]
     phrases: regex.Pattern[str] | None
     titles: frozenset[str]
+    phrase_list: tuple[str, ...] = ()
+    _first_words: tuple[tuple[str, tuple[int, ...]], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_first: dict[str, list[int]] = {}
+        if self.phrase_list and all(phrase.isascii() for phrase in self.phrase_list):
+            for i, phrase in enumerate(self.phrase_list):
+                by_first.setdefault(phrase.split()[0].casefold(), []).append(i)
+        object.__setattr__(self, "_first_words", tuple((word, tuple(found)) for word, found in by_first.items()))
 
     @classmethod
     def from_entries(cls, entries: Sequence[str], titles: frozenset[str] = frozenset()) -> SafeList:
         words = frozenset(_key(e) for e in entries if len(_WORD.findall(e)) == 1 and _WORD.fullmatch(e.strip()))
-        phrase_list = sorted({e.strip() for e in entries if _key(e) not in words}, key=len, reverse=True)
-        pattern = None
-        if phrase_list:
-            body = "|".join(regex.escape(p).replace(r"\ ", r"\s+") for p in phrase_list)
-            pattern = regex.compile(rf"(?<!\w)(?:{body})(?!\w)", regex.IGNORECASE)
-        return cls(words, pattern, frozenset(titles))
+        phrase_list = tuple(sorted({e.strip() for e in entries if _key(e) not in words}, key=len, reverse=True))
+        return cls(words, _phrases_pattern(phrase_list) if phrase_list else None, frozenset(titles), phrase_list)
+
+    def phrase_ranges(self, text: str) -> list[tuple[int, int]]:
+        """Where ``finditer`` of the phrase pattern matches in ``text``. The pattern is cut to the phrases
+        whose first word ``text`` holds (case-folded, anywhere): a phrase matches only where its first
+        word does, under the pattern's case-insensitive reading of ASCII phrases too, so the phrases left
+        out match nowhere here and every match, and so every later one, stays the same."""
+        if self.phrases is None:
+            return []
+        if not self._first_words:
+            return [m.span() for m in self.phrases.finditer(text)]
+        folded = text.casefold()
+        chosen = tuple(sorted(i for word, found in self._first_words if word in folded for i in found))
+        if not chosen:
+            return []
+        pattern = _phrases_pattern(tuple(self.phrase_list[i] for i in chosen))
+        return [m.span() for m in pattern.finditer(text)]
 
     def is_safe_text(self, text: str) -> bool:
         """Whether ``text`` is made only of safe single words (and holds no digit)."""
@@ -61,7 +85,7 @@ class SafeList:
 
     def split(self, text: str, spans: Sequence[Span]) -> tuple[list[Span], list[Span]]:
         """(kept, dropped): ``spans`` of ``text`` with the safe ones set apart."""
-        phrase_ranges = [m.span() for m in self.phrases.finditer(text)] if self.phrases is not None else []
+        phrase_ranges = self.phrase_ranges(text)
         ordered = sorted(spans, key=span_order)
         kept, dropped = [], []
         facts: dict[str, tuple[bool, bool]] = {}  # a long note repeats its surfaces many times
@@ -87,6 +111,14 @@ class SafeList:
         return (before is not None and span.start - before.end <= ADJACENT) or (
             after is not None and after.start - span.end <= ADJACENT
         )
+
+
+@lru_cache(maxsize=256)
+def _phrases_pattern(phrases: tuple[str, ...]) -> regex.Pattern[str]:
+    """One pattern of ``phrases``, tried in their order, each a whole word sequence with any blanks between
+    its words, in any case."""
+    body = "|".join(regex.escape(p).replace(r"\ ", r"\s+") for p in phrases)
+    return regex.compile(rf"(?<!\w)(?:{body})(?!\w)", regex.IGNORECASE)
 
 
 @register_cache
