@@ -19,7 +19,7 @@ from hybriddeid.classifiers.base import NotFittedError
 from hybriddeid.classifiers.crfsuite_files import open_tagger, train_to_bytes
 from hybriddeid.core.document import Document, Span
 from hybriddeid.features.analysis import AnalysedNote, analyse
-from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, jackknife, phrase_key
+from hybriddeid.features.gazetteer import LEXICON_FILE, Gazetteer, cached_phrase_key, jackknife
 from hybriddeid.features.lexical import short_shape
 
 # The typer's settings (besides its language) and their defaults. A saved model keeps them in its
@@ -63,7 +63,7 @@ class SpanTyper:
         if lexicon is None:
             lexicon = self.lexicon_
         if lexicon is not None:
-            feats.append("lex=" + lexicon.table.get(phrase_key(words), "none"))
+            feats.append("lex=" + lexicon.table.get(cached_phrase_key(tuple(words)), "none"))
             feats.extend("lexw=" + tag[2:] for tag in lexicon.tag(words) if tag != "O")
         for k, tok in enumerate(reversed(left), 1):
             feats.append(f"l{k}=" + tok.text.lower())

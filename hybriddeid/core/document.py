@@ -7,7 +7,7 @@ Token and character label schemes (BIO, BIOES) stay private to the taggers that 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
@@ -48,10 +48,10 @@ class Span:
         return self.start < other.end and other.start < self.end
 
     def with_label(self, label: str) -> Span:
-        return replace(self, label=label)
+        return Span(self.start, self.end, label, self.source, self.score)  # not replace(): half the cost
 
     def with_source(self, source: str) -> Span:
-        return replace(self, source=source)
+        return Span(self.start, self.end, self.label, source, self.score)
 
 
 # A span's sort key: the dataclass's own order (start, end, label, source, score) compared as one tuple

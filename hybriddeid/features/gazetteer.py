@@ -37,7 +37,7 @@ def phrase_key(words: Sequence[str]) -> str:
 
 
 @lru_cache(maxsize=1 << 15)
-def _cached_key(words: tuple[str, ...]) -> str:
+def cached_phrase_key(words: tuple[str, ...]) -> str:
     """``phrase_key`` memoised: tagging hashes the same few thousand words note after note."""
     return phrase_key(words)
 
@@ -155,7 +155,7 @@ class Gazetteer:
             for length in range(2, min(longest, n - i) + 1):
                 if phrase is None:
                     phrase = tuple(words)
-                key = _cached_key(phrase[i : i + length])
+                key = cached_phrase_key(phrase[i : i + length])
                 if key not in prefixes:
                     break
                 label = table.get(key)
