@@ -29,7 +29,7 @@ rule is reported only where one of its needs may match too, and is then searched
 the bundled models' rule hits on generated, MEDDOCAN and PhysioNet notes with and without the
 prefilter, and the letter classes against ``regex``'s on every character a prefiltered note may hold.
 
-Compiling takes seconds (Hyperscan builds its automata ahead: about 4 s for the English rules, 1 s for
+Compiling takes seconds (Hyperscan builds its automata ahead: about 5 s for the English rules and their needs, 1 s for
 the Spanish ones), so the database is compiled once per rule set and machine kind, kept in the user's
 cache (``core.cache.cache_dir()/rule-prefilter``, Hyperscan's own serialized format, no pickle) and
 loaded in about 10 ms after that. Without Hyperscan (a platform without its wheel), or with
@@ -334,13 +334,18 @@ class RulePrefilter:
     def __init__(self, rules: Sequence[Rule]) -> None:
         expressions = [(i, expression(rule)) for i, rule in enumerate(rules)]
         self._expressions = [(i, found) for i, found in expressions if found is not None]
-        # each rule's needs too, as ids after the rules' own: a rule held with its needs is reported only
-        # where its pattern and one of its needs may match, and its needs are not searched again
-        self._needs_of: dict[int, int] = {}  # expression id -> the rule whose needs it is
+        # each rule's needs too, as ids after the rules' own, one id per distinct needs (forty rules need a
+        # digit): a rule held with its needs is reported only where its pattern and one of its needs may
+        # match, and its needs are not searched again
+        needs_ids: dict[tuple[bytes, int], int] = {}
+        rules_needing: dict[int, set[int]] = {}
         for i, rule in enumerate(rules):
             for item in needs_expressions(rule) or ():
-                self._needs_of[len(rules) + len(self._needs_of)] = i
-                self._expressions.append((len(rules) + len(self._needs_of) - 1, item))
+                if item not in needs_ids:
+                    needs_ids[item] = len(rules) + len(needs_ids)
+                    self._expressions.append((needs_ids[item], item))
+                rules_needing.setdefault(needs_ids[item], set()).add(i)
+        self._needs_of: dict[int, frozenset[int]] = {key: frozenset(found) for key, found in rules_needing.items()}
         self._all = frozenset(range(len(rules)))
         self._outside = self._all  # the rules the database does not hold: always searched
         self.needs_held: frozenset[int] = frozenset()  # the rules whose needs the database holds, all of them
@@ -389,7 +394,7 @@ class RulePrefilter:
             log.warning("rule prefilter scan failed (%s); searching every rule", type(exc).__name__)
             self._failed = True
             return None
-        needs_met = {self._needs_of[i] for i in found if i in self._needs_of}
+        needs_met = {rule for i in found if i in self._needs_of for rule in self._needs_of[i]}
         may_match = self._outside | found
         return frozenset(i for i in may_match if i in self._all and (i in needs_met or i not in self.needs_held))
 
@@ -424,8 +429,8 @@ class RulePrefilter:
         self._scratch = hyperscan.Scratch(database)
         self._outside = self._all - held
         needs_ids = {i for i, _ in self._expressions if i in self._needs_of}
-        lacking = {self._needs_of[i] for i in needs_ids - held}  # a needs Hyperscan refused
-        self.needs_held = frozenset(self._needs_of[i] for i in needs_ids) - lacking
+        lacking = {rule for i in needs_ids - held for rule in self._needs_of[i]}  # a needs Hyperscan refused
+        self.needs_held = frozenset(rule for i in needs_ids for rule in self._needs_of[i]) - lacking
         self._database = database
 
     def _compile(self) -> tuple[Any, frozenset[int]]:
