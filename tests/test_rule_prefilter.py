@@ -196,7 +196,16 @@ def test_a_lookahead_ending_an_alternative_is_read_as_a_group() -> None:
     consumed = rule_prefilter.lookaheads_consumed
     assert consumed(r"\d+(?=[ ]?yo\b)|age (?=\d)", False) == r"\d+(?:[ ]?yo\b)|age (?:\d)"
     # followed by more pattern, by a quantifier, inside a group, or negative: left as it is
-    for pattern in (r"(?=a)b", r"a(?=b)c", r"a(?=b)?", r"(?:a(?=b))", r"a(?!b)", r"a(?<=b)", "a(?=b) "):
+    for pattern in (
+        r"(?=a)b",
+        r"a(?=b)c",
+        r"a(?=b)?",
+        r"(?:a(?=b))",
+        r"a(?!b)",
+        r"a(?<=b)",
+        "a(?=b) ",
+        r"(?# ( )a(?=b)",
+    ):
         assert consumed(pattern, False) == pattern
     # a verbose pattern's spaces and comments after it, and brackets or escapes inside it, change nothing
     assert consumed("(?x)a (?=[)(] \\) ) # c(\n", True) == "(?x)a (?:[)(] \\) ) # c(\n"

@@ -180,7 +180,10 @@ def lookaheads_consumed(pattern: str, verbose: bool) -> str:
     """``pattern`` with each lookahead that ends a top-level alternative written as a plain group:
     ``A(?=X)`` matches somewhere exactly where ``AX`` does, and Hyperscan, which approximates a lookahead
     in prefilter mode as if it were not there, then reads X too ("a city" becomes "a city, a state and a
-    ZIP code"). Anything else is left as it is (a lookahead followed by more pattern, or by a quantifier)."""
+    ZIP code"). Anything else is left as it is (a lookahead followed by more pattern, or by a quantifier), and
+    so is a pattern with an inline comment group, whose parentheses this reading would not skip."""
+    if "(?#" in pattern:
+        return pattern
     depth = 0
     in_class = False
     lookahead_at: list[int] = []  # where each open group starts, -1 for groups that are no lookahead
