@@ -218,7 +218,7 @@ class Decoder:
         gives: see there)."""
         if self._context is None:
             return self._decode_with_tagger(emissions)
-        if marginals_first and OUTSIDE in self.columns:
+        if marginals_first:
             return self._decode_marginals_first(emissions)
         n_items = len(emissions)
         self._load(emissions)

@@ -81,6 +81,8 @@ _UNSURE = regex.compile("[^" + "".join(f"\\u{low:04x}-\\u{high:04x}" for low, hi
 # named lists, \N{name}, backreferences by name or number, group calls left in a pattern.
 _OTHER_SYNTAX = regex.compile(r"\{[eisd]\s*[<=]|\\L<|\\N|\\[1-9]|\\g<|\(\?&|\(\?R\)|\(\?[0-9]")
 _BACKREFERENCE = regex.compile(r"\(\?P=(\w+)\)")
+# A character class from its "[" to its "]" ("[^" and a "]" first in it are no ends)
+_CLASS = regex.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]")
 # Named groups become plain groups: Hyperscan refuses a name used twice and needs none.
 _NAMED_GROUP = regex.compile(r"\(\?P?<(?![=!])\w+>")
 _UNSUPPORTED_FLAGS = (
@@ -148,7 +150,7 @@ def needs_expressions(rule: Rule) -> list[tuple[bytes, int]] | None:
 def _expression(pattern: str, flags: int, consume_lookaheads: bool = False) -> tuple[bytes, int] | None:
     """``pattern`` (compiled by ``regex`` with ``flags``) as a Hyperscan prefilter expression and its flags;
     ``consume_lookaheads``: a lookahead ending a top-level alternative is matched as a group
-    (``_lookaheads_consumed``)."""
+    (``lookaheads_consumed``)."""
     if flags & _UNSUPPORTED_FLAGS or _OTHER_SYNTAX.search(pattern):
         return None
     hs_flags = (
@@ -185,26 +187,18 @@ def lookaheads_consumed(pattern: str, verbose: bool) -> str:
     if "(?#" in pattern:
         return pattern
     depth = 0
-    in_class = False
     lookahead_at: list[int] = []  # where each open group starts, -1 for groups that are no lookahead
     last_closed = -1  # the start of the top-level lookahead closed last, while nothing followed it
     consumed: list[int] = []
     i, n = 0, len(pattern)
     while i < n:
         char = pattern[i]
-        if in_class:
-            if char == "\\":
-                i += 1
-            in_class = char != "]"
-        elif char == "\\":
+        if char == "\\":
             last_closed = -1
             i += 1
-        elif char == "[":
-            in_class, last_closed = True, -1
-            i += 1
-            for literal in ("^", "]"):  # "[^" and a "]" first in a class are no ends
-                if pattern.startswith(literal, i):
-                    i += 1
+        elif char == "[":  # a class: skipped whole
+            whole = _CLASS.match(pattern, i)
+            i, last_closed = (n if whole is None else whole.end()), -1
             continue
         elif verbose and char == "#":
             end = pattern.find("\n", i)
@@ -248,10 +242,10 @@ def _without_backreferences(pattern: str) -> str | None:
             if pattern[i] == "\\":
                 i += 1
             elif pattern[i] == "[":  # a class holds no group: skip to its end
-                end = regex.match(r"\[\^?\]?(?:\\.|[^\]\\])*\]", pattern[i:])
+                end = _CLASS.match(pattern, i)
                 if end is None:
                     return None
-                i += end.end() - 1
+                i = end.end() - 1
             elif pattern[i] == "(":
                 depth += 1
             elif pattern[i] == ")":
