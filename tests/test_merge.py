@@ -190,6 +190,38 @@ def test_name_words_are_linked_across_a_patients_notes_as_whole_capitalised_word
     assert [(s.start, s.end) for s in again] == [(0, 16), (29, 37)]  # a first name alone, later in the same note
 
 
+def test_linked_words_are_marked_where_the_whole_pattern_of_them_matches():
+    """Linking looks each run of word characters, apostrophes and hyphens up among the name forms; that
+    marks what one pattern of the forms (not after or before such a character) marks, on words glued to
+    hyphens, apostrophes, underscores, digits and other scripts."""
+    import random
+    import re
+
+    rng = random.Random(11)
+    pieces = ["Ann", "ANN", "ann", "O'Neil", "O’Neil", "Lee-Ann", "Ann-Marie", "José", "JOSÉ", "ß", "Ng", "x", "7"]
+    glue = ["", " ", "-", "'", "’", "_", ".", ", ", "\n"]
+    for _ in range(400):
+        texts = ["".join(rng.choice(pieces) + rng.choice(glue) for _ in range(rng.randint(1, 12))) for _ in range(2)]
+        words = rng.sample(["Ann", "O'Neil", "Lee-Ann", "José", "Ng", "ß"], rng.randint(1, 3))
+
+        def words_of(span: Span, surface: str, words: list[str] = words) -> list[str]:
+            return words
+
+        seed = [[Span(0, 1, "PATIENT", "token")], []]
+        linked = link_name_words(texts, seed, words_of)
+        forms = {f for w in words for f in (w, w.upper(), w[:1].upper() + w[1:].lower()) if not f.islower()}
+        pattern = re.compile(
+            rf"(?<![\w'’-])(?:{'|'.join(map(re.escape, sorted(forms, key=len, reverse=True)))})(?![\w'’-])"
+        )
+        for text, note_seed, found in zip(texts, seed, linked):
+            expected, taken = list(note_seed), [(s.start, s.end) for s in note_seed]
+            for match in pattern.finditer(text):
+                if not any(s < match.end() and match.start() < e for s, e in taken):
+                    expected.append(Span(match.start(), match.end(), "PATIENT", "linked"))
+                    taken.append(match.span())
+            assert found == sorted(expected, key=span_order), (text, words)
+
+
 def test_linking_carries_only_name_like_words_of_confident_name_spans():
     """A wrong name span ("Will Hct", read as a name) must not mark every "will" and "Hct" of a patient's
     notes: ordinary words (lower case in the word list) and unsure spans are not carried; names are."""

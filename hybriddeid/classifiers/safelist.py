@@ -63,20 +63,32 @@ class SafeList:
         return cls(words, _phrases_pattern(phrase_list) if phrase_list else None, frozenset(titles), phrase_list)
 
     def phrase_ranges(self, text: str) -> list[tuple[int, int]]:
-        """Where ``finditer`` of the phrase pattern matches in ``text``. The pattern is cut to the phrases
-        whose first word ``text`` holds (case-folded, anywhere): a phrase matches only where its first
-        word does, under the pattern's case-insensitive reading of ASCII phrases too, so the phrases left
-        out match nowhere here and every match, and so every later one, stays the same."""
+        """Where ``finditer`` of the phrase pattern matches in ``text``, found without that pattern: only
+        the phrases whose first word ``text`` holds (case-folded, anywhere) are searched, each with its own
+        pattern, compiled once (a pattern of a note's own phrases would be compiled for most notes). A
+        phrase matches only where its first word does, under the pattern's case-insensitive reading of
+        ASCII phrases too, so the phrases left out match nowhere here."""
         if self.phrases is None:
             return []
         if not self._first_words:
             return [m.span() for m in self.phrases.finditer(text)]
         folded = text.casefold()
-        chosen = tuple(sorted(i for word, found in self._first_words if word in folded for i in found))
-        if not chosen:
-            return []
-        pattern = _phrases_pattern(tuple(self.phrase_list[i] for i in chosen))
-        return [m.span() for m in pattern.finditer(text)]
+        chosen = sorted(i for word, found in self._first_words if word in folded for i in found)
+        if len(chosen) == 1:
+            return [m.span() for m in _phrases_pattern((self.phrase_list[chosen[0]],)).finditer(text)]
+        # Each chosen phrase's own pattern (compiled once), every place it matches; where several match
+        # at one place the alternation takes the first in order, and its scan goes on after that match.
+        first_at: dict[int, tuple[int, int]] = {}  # start -> (phrase, end)
+        for i in chosen:
+            for m in _phrases_pattern((self.phrase_list[i],)).finditer(text, overlapped=True):
+                first_at.setdefault(m.start(), (i, m.end()))
+        ranges: list[tuple[int, int]] = []
+        after = 0
+        for start in sorted(first_at):
+            if start >= after:
+                after = first_at[start][1]
+                ranges.append((start, after))
+        return ranges
 
     def is_safe_text(self, text: str) -> bool:
         """Whether ``text`` is made only of safe single words (and holds no digit)."""
@@ -113,7 +125,7 @@ class SafeList:
         )
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1024)
 def _phrases_pattern(phrases: tuple[str, ...]) -> regex.Pattern[str]:
     """One pattern of ``phrases``, tried in their order, each a whole word sequence with any blanks between
     its words, in any case."""

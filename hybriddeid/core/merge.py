@@ -199,6 +199,8 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
     return sorted(out, key=span_order)
 
 
+# A run of word characters, apostrophes and hyphens: where a linked name word may stand whole.
+_NAME_RUN = re.compile(r"[\w'’-]+")
 # A word whose parts are joined by hyphens: "Stoke-on-Trent", "Jean-Pierre", "SAINT-JEAN-DE-LUZ".
 _HYPHENATED = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*(?:-[^\W\d_]+(?:['’][^\W\d_]+)*)+")
 
@@ -287,14 +289,22 @@ def link_name_words(
         )
         if not form.islower()
     }
-    pattern = re.compile(
-        rf"(?<![\w'’-])(?:{'|'.join(map(re.escape, sorted(forms, key=len, reverse=True)))})(?![\w'’-])"
-    )
+    matches: Callable[[str], Iterable[re.Match[str]]]
+    if all(_NAME_RUN.fullmatch(form) for form in forms):
+        # A form made of word characters, apostrophes and hyphens alone matches exactly where a whole run of
+        # them is that form: a lookup per run, not a pattern of the patient's names compiled for each call.
+        def matches(text: str) -> Iterator[re.Match[str]]:
+            return (run for run in _NAME_RUN.finditer(text) if run.group() in forms)
+
+    else:
+        matches = re.compile(
+            rf"(?<![\w'’-])(?:{'|'.join(map(re.escape, sorted(forms, key=len, reverse=True)))})(?![\w'’-])"
+        ).finditer
     out = []
     for text, note_spans in zip(texts, spans):
         kept = list(note_spans)
         taken = _Taken(len(text), kept)
-        for match in pattern.finditer(text):
+        for match in matches(text):
             if not taken.overlaps(match.start(), match.end()):
                 kept.append(Span(match.start(), match.end(), forms[match.group()], source))
                 taken.take(match.start(), match.end())
