@@ -7,8 +7,9 @@ One server (``--workers`` forked workers, no rate limit) and an async httpx clie
 both on this machine: the client's CPU is taken from the same cores, as it would be for a caller on
 the same host. Every row tells the load average (1 min) at its start and end.
 Notes are generated English notes (``hybriddeid.synth``, test mix) cut at a word to
-about 1,000 and 10,000 characters, a pool of distinct notes sent in turn, one note per request to
-``POST /v1/annotate``. The script prints, measured in this one run:
+about 1,000 and 10,000 characters, one note per request to ``POST /v1/annotate``; in the latency runs
+(1.) every request's note is one the server has not seen (what workers' caches keep of a note seen before
+would flatter them), in the other parts a pool of distinct notes is sent in turn. The script prints, measured in this one run:
 
 1. notes/s and p50/p95/p99 latency at concurrency 1, 8 and 32, for 1 kB and 10 kB notes, with the CPU
    milliseconds per request of the server process, of its workers and of this client (figures the load
@@ -60,6 +61,10 @@ from procinfo import cpu_seconds, family, resident_mb  # noqa: E402
 
 PARTS = ("latency", "batch", "big", "soak")
 BIG_TIMEOUT = 30  # the server's --request-timeout here: a 20 MB note (about 5 min of work) ends in a 504
+
+
+WARM_UP = 40  # notes each server is given before anything is measured
+CONCURRENCIES = (1, 8, 32)  # of the latency runs
 
 
 def make_notes(count: int, chars: int, seed: int) -> list[str]:
@@ -117,9 +122,11 @@ async def load(
     concurrency: int,
     sampler: Sampler | None = None,
     server_pid: int | None = None,
+    first: int = 0,
 ) -> dict[str, float]:
-    """``requests`` POSTs of one note each by ``concurrency`` concurrent callers: notes/s, latency percentiles,
-    and with ``server_pid`` the CPU ms per request of the server, of its workers and of this client."""
+    """``requests`` POSTs of one note each by ``concurrency`` concurrent callers, from ``notes[first]`` on
+    (round again from the start where they run out): notes/s, latency percentiles, and with ``server_pid``
+    the CPU ms per request of the server, of its workers and of this client."""
     latencies: list[float] = []
     failures: dict[int, int] = {}
     counter = iter(range(requests))
@@ -131,7 +138,7 @@ async def load(
         async def caller() -> None:
             for i in counter:
                 started = time.perf_counter()
-                answer = await client.post("/v1/annotate", json={"text": notes[i % len(notes)]})
+                answer = await client.post("/v1/annotate", json={"text": notes[(first + i) % len(notes)]})
                 latencies.append(time.perf_counter() - started)
                 if answer.status_code != 200:
                     failures[answer.status_code] = failures.get(answer.status_code, 0) + 1
@@ -206,7 +213,7 @@ async def with_big_stream(url: str, key: str, notes: list[str], requests: int, m
 _PIPELINE: dict[str, object] = {}
 
 
-def direct(model: str, notes: list[str], requests: int) -> dict[str, float]:
+def direct(model: str, notes: list[str], requests: int, first: int = 0) -> dict[str, float]:
     """The same notes through ``processing.process_notes`` one at a time in this process: what a request
     costs without HTTP, the queue or the workers (the model loaded once, outside the timing)."""
     from hybriddeid.core.document import Document
@@ -221,7 +228,7 @@ def direct(model: str, notes: list[str], requests: int) -> dict[str, float]:
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     for i in range(requests):
         begun = time.perf_counter()
-        process_notes(pipeline, [Document(str(i), notes[i % len(notes)])])
+        process_notes(pipeline, [Document(str(i), notes[(first + i) % len(notes)])])
         latencies.append(time.perf_counter() - begun)
     wall = time.perf_counter() - started
     ms = np.array(latencies) * 1000
@@ -418,7 +425,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args()
 
-    small, large = make_notes(200, 1000, 1), make_notes(40, 10000, 2)
+    # The latency runs give each server notes it has not seen (a note seen before finds what the workers'
+    # caches keep of it, as no real request does): the first 40 warm it up, then each run its own.
+    small = make_notes(WARM_UP + len(CONCURRENCIES) * args.requests_1k, 1000, 1)
+    large = make_notes(len(CONCURRENCIES) * args.requests_10k, 10000, 2)
     results: dict = {"cores": os.cpu_count(), "workers": args.workers, "this": short_hash("HEAD")}
     soak: list = []
     with tempfile.TemporaryDirectory(prefix="hybriddeid-service-bench-") as tmp:
@@ -433,7 +443,7 @@ def main() -> None:
         sampler.start()
         try:
             for _, base_url, base_key in servers.values():  # connections and first requests: not measured
-                asyncio.run(load(base_url, base_key, small, 40, 2))
+                asyncio.run(load(base_url, base_key, small, WARM_UP, 2))
             print(
                 f"hybriddeid serve, {args.workers} workers, {os.cpu_count()} cores shared with the client; "
                 f"POST /v1/annotate, one note per request; this checkout {results['this']}"
@@ -443,18 +453,29 @@ def main() -> None:
             )
             if "latency" in args.parts:
                 turn = 0
-                for label, notes, count in (("1 kB", small, args.requests_1k), ("10 kB", large, args.requests_10k)):
-                    r = direct(args.model, notes, count)
+                for label, notes, count, first in (
+                    ("1 kB", small, args.requests_1k, WARM_UP),
+                    ("10 kB", large, args.requests_10k, 0),
+                ):
+                    r = direct(args.model, notes, count, first)
                     results[f"{label} in-process"] = r
                     print(row(label, r) + "  (process_notes in this process, no HTTP: the floor)", flush=True)
-                    for concurrency in (1, 8, 32):
+                    for run, concurrency in enumerate(CONCURRENCIES):
                         names = list(servers) if turn % 2 == 0 else list(reversed(servers))
                         turn += 1
                         got = {}
                         for name in names:
                             process, server_url, server_key = servers[name]
                             got[name] = asyncio.run(
-                                load(server_url, server_key, notes, count, concurrency, server_pid=process.pid)
+                                load(
+                                    server_url,
+                                    server_key,
+                                    notes,
+                                    count,
+                                    concurrency,
+                                    server_pid=process.pid,
+                                    first=first + run * count,
+                                )
                             )
                             print(row(label, got[name]) + (f"  ({name})" if len(servers) > 1 else ""), flush=True)
                         results[f"{label} c={concurrency}"] = got["this"]
