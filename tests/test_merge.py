@@ -7,6 +7,7 @@ import pytest
 from hybriddeid.core.document import Document, Span, span_order
 from hybriddeid.core.merge import (
     DEFAULT_PRECEDENCE,
+    SHORT_NAME_WORD,
     filter_scores,
     link_name_words,
     merge,
@@ -209,7 +210,12 @@ def test_linked_words_are_marked_where_the_whole_pattern_of_them_matches():
 
         seed = [[Span(0, 1, "PATIENT", "token")], []]
         linked = link_name_words(texts, seed, words_of)
-        forms = {f for w in words for f in (w, w.upper(), w[:1].upper() + w[1:].lower()) if not f.islower()}
+        forms = {
+            f
+            for w in words
+            for f in (w, w.upper() if len(w) > SHORT_NAME_WORD else w, w[:1].upper() + w[1:].lower())
+            if not f.islower()
+        }
         pattern = re.compile(
             rf"(?<![\w'’-])(?:{'|'.join(map(re.escape, sorted(forms, key=len, reverse=True)))})(?![\w'’-])"
         )
@@ -244,6 +250,31 @@ def test_linking_carries_only_name_like_words_of_confident_name_spans():
         "Rosa",
         "BERNINI",
     ]  # not "will"/"WILL"/"MAY" (ordinary words), not Grace (unsure), not Hct (unsure)
+
+
+def test_a_name_span_holding_an_ordinary_word_that_is_no_name_carries_none_of_its_words():
+    """ "BS:Scattered Rhonchi" read as a patient's name: "scattered" is an ordinary word and no name, so
+    the span is no name the model is sure of, and "RHONCHI" in the patient's other notes stays. A name
+    span of name-like words in the same note is still carried."""
+    from hybriddeid import Pipeline
+    from hybriddeid.knowledge.dictionaries import lower_words, name_words
+
+    assert "scattered" in lower_words("en") and "scattered" not in name_words("en")
+    pipeline = Pipeline.load("en")
+    texts = ["BS:Scattered Rhonchi. Pt Rosa Nakagawa seen.", "WHEEZES & RHONCHI. Rhonchi cleared. NAKAGAWA AWARE."]
+    spans = (Span(3, 20, "PATIENT", "token", 0.97), Span(25, 38, "PATIENT", "token", 0.99))
+    docs = pipeline.link_names([Document("a", texts[0], spans), Document("b", texts[1])])
+    assert [texts[1][s.start : s.end] for s in docs[1].spans] == ["NAKAGAWA"]
+
+
+def test_a_short_name_word_is_carried_in_capitals_only_where_it_was_found_in_capitals():
+    """ "moves Lue,LLL" read as a name: "Lue" is a surname, and "LUE" (left upper extremity) is in every
+    neuro line of notes typed in capitals. A word of three letters is carried as it was found and
+    capitalised; one found in capitals ("SUE") is carried in capitals too."""
+    texts = ["moves Lue,LLL. SPOKE WITH SUE.", "MOVES LUE AND LLE. Lue here. SUE CALLED. Sue aware."]
+    spans = [[Span(6, 9, "PATIENT", "token"), Span(26, 29, "PATIENT", "token")], []]
+    linked = link_name_words(texts, spans, lambda span, surface: [surface])
+    assert [texts[1][s.start : s.end] for s in linked[1]] == ["Lue", "SUE", "Sue"]
 
 
 def test_a_name_that_is_an_ordinary_word_is_carried_only_where_capitalised():

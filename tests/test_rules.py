@@ -1041,6 +1041,22 @@ def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
     assert kept == [("10/5/50", True), ("92", True), ("3", True), ("1990", True)]
 
 
+def test_the_pipeline_drops_a_street_that_is_a_number_glued_to_a_word():
+    """ "sats 99% on 2lnc.Lungsounds" (2 litres by nasal cannula) read as a street: an address writes its
+    number apart from the street's name, so one run of a number glued to a word is none, and surrogate
+    mode must not rewrite the oxygen flow. Addresses with blanks, a number alone and "221B" stay."""
+    from hybriddeid import Pipeline
+    from hybriddeid.core.document import Document
+
+    pipeline = Pipeline.load("en")
+    text = "sats 99% on 2lnc.Lungsounds clear. Lives at 12 Main St, flat 221B, 45600 Elm."
+    found = spans_in_order(
+        text, [("2lnc.Lungsounds", "STREET"), ("12 Main St", "STREET"), ("221B", "STREET"), ("45600", "STREET")]
+    )
+    kept = [text[s.start : s.end] for s in pipeline.within_phi_set(Document("u", text), found)]
+    assert kept == ["12 Main St", "221B", "45600"]
+
+
 def test_the_pipeline_drops_dates_cut_from_a_decimal_and_names_without_letters():
     """ "11/31/7" of a blood gas "11/31/7.45" runs on into a decimal and "10-10" of "10-10:30" into a time,
     which no date does, unless it holds a year ("3/4/2021.5 days", a typo); "24/06/12/18" has four numbers,

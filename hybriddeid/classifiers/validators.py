@@ -126,6 +126,18 @@ def ip_address_possible(text: str) -> bool:
     return bool(_IPV4.search(text)) or text.count(":") >= 2
 
 
+# A number glued to three or more letters ("2lnc", "500mls"; not "5th", "221B", "2ºB").
+_NUMBER_GLUED_TO_WORD = regex.compile(r"\d[^\W\d_]{3,}")
+
+
+def street_possible(text: str) -> bool:
+    """Whether ``text`` could be a street address as far as its layout tells: not one run without a
+    blank in which a number is glued to a word ("2lnc.Lungsounds": 2 litres by nasal cannula, read as
+    a street). An address writes its number apart from the street's name (USPS Publication 28,
+    section 2); a number alone, "5th" or "221B" are left to the taggers."""
+    return any(c.isspace() for c in text) or not _NUMBER_GLUED_TO_WORD.search(text)
+
+
 # A short number (a measurement: "48", "7.45") glued to a span by a slash, before or after it.
 _SHORT_NUMBER_SLASH_BEFORE = regex.compile(r"(?<![\d.])\d{1,3}(?:\.\d+)?/$")
 _SHORT_NUMBER_SLASH_AFTER = regex.compile(r"^/\d{1,3}(?:\.\d+)?(?![\d.])")

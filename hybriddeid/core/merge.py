@@ -201,6 +201,9 @@ def propagate(text: str, spans: Sequence[Span], min_length: int = 3, source: str
 
 # A run of word characters, apostrophes and hyphens: where a linked name word may stand whole.
 _NAME_RUN = re.compile(r"[\w'’-]+")
+# A linked name word this short is not also marked in capitals unless it was found so: in a clinical
+# note a short word in capitals is mostly an abbreviation ("LUE", "PEG", "CAM" are surnames too).
+SHORT_NAME_WORD = 3
 # A word whose parts are joined by hyphens: "Stoke-on-Trent", "Jean-Pierre", "SAINT-JEAN-DE-LUZ".
 _HYPHENATED = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*(?:-[^\W\d_]+(?:['’][^\W\d_]+)*)+")
 
@@ -267,7 +270,8 @@ def link_name_words(
     for spans that are not names). A word is marked where it stands as a whole word written as found,
     in capitals, or capitalised ("Beatrice", "BEATRICE"), never inside a found span; the new span has
     the label of the first span the word came from. So "Call Beatrice" is found in one note when
-    "Beatrice Harlowe" was found in another, or earlier in the same note. A word whose case-folded form
+    "Beatrice Harlowe" was found in another, or earlier in the same note. A word of at most
+    ``SHORT_NAME_WORD`` letters is marked in capitals only where it was found in capitals. A word whose case-folded form
     is in ``capitalised_only`` (an ordinary word that is also a name: "White", "Art") is marked only
     where it is capitalised as a name is written, never in capitals: notes typed in capitals would
     otherwise lose every "WHITE SPUTUM" and "ART LINE" to one doctor's name.
@@ -279,16 +283,16 @@ def link_name_words(
                 labels.setdefault(word, span.label)
     if not labels:
         return [sorted(note_spans, key=span_order) for note_spans in spans]
-    forms = {
-        form: label
-        for word, label in labels.items()
-        for form in (
-            (word[:1].upper() + word[1:].lower(),)
-            if word.casefold() in capitalised_only
-            else (word, word.upper(), word[:1].upper() + word[1:].lower())
-        )
-        if not form.islower()
-    }
+
+    def forms_of(word: str) -> tuple[str, ...]:
+        capitalised = word[:1].upper() + word[1:].lower()
+        if word.casefold() in capitalised_only:
+            return (capitalised,)
+        if len(word) <= SHORT_NAME_WORD:  # "Lue" found: not every "LUE" (left upper extremity)
+            return (word, capitalised)
+        return (word, word.upper(), capitalised)
+
+    forms = {form: label for word, label in labels.items() for form in forms_of(word) if not form.islower()}
     matches: Callable[[str], Iterable[re.Match[str]]]
     if all(_NAME_RUN.fullmatch(form) for form in forms):
         # A form made of word characters, apostrophes and hyphens alone matches exactly where a whole run of

@@ -43,6 +43,7 @@ from hybriddeid.classifiers.validators import (
     reading_after_label,
     reading_with_unit,
     series_piece,
+    street_possible,
 )
 from hybriddeid.core.document import Document, Span
 from hybriddeid.core.languages import register_cache, stop_words, unread_letters
@@ -579,9 +580,9 @@ class Pipeline:
     def link_names(self, docs: Sequence[Document]) -> list[Document]:
         """A patient's notes (with their predicted spans) with each name word found in any of them also
         marked where it stands alone in the others, or elsewhere in its own note ("Call Beatrice" once
-        "Beatrice Harlowe" was found): ``merge.link_name_words``. Only name-like words of confident
-        spans are carried (``name_like``, ``LINK_MIN_SCORE``): one wrong name span must not mark every
-        "will", "and" or "Hct" of a patient's notes; a name that is also an ordinary word ("White") only
+        "Beatrice Harlowe" was found): ``merge.link_name_words``. Only the words of confident spans all of
+        whose words are name-like are carried (``name_like``, ``LINK_MIN_SCORE``): one wrong name span
+        ("Scattered Rhonchi") must not mark every "will", "and", "Hct" or "RHONCHI" of a patient's notes; a name that is also an ordinary word ("White") only
         where it is capitalised, never in capitals ("WHITE SPUTUM"). Titles, particles, initials and the safe-list's
         words are not linked either."""
         kinds, lang = load_kinds(), load_language(self.language)
@@ -596,18 +597,20 @@ class Pipeline:
         def words_of(span: Span, surface: str) -> list[str]:
             key = (span.label, surface, span.score >= LINK_MIN_SCORE)
             if key not in found:
-                found[key] = (
-                    []
-                    if kinds.kind(span.label) != "person" or not key[2]
-                    else [
+                words = (
+                    [
                         word
                         for word in NAME_WORD.findall(surface)
                         if len(word) > 1
                         and fold(word) not in skipped
                         and (safelist is None or not safelist.is_safe_text(word))
-                        and name_like(word, ordinary, names)
                     ]
+                    if kinds.kind(span.label) == "person" and key[2]
+                    else []
                 )
+                # A span holding an ordinary word that is no name ("Scattered Rhonchi") is no name the
+                # model is sure of: none of its words is carried.
+                found[key] = words if all(name_like(word, ordinary, names) for word in words) else []
             return found[key]
 
         linked = link_name_words(
@@ -619,8 +622,9 @@ class Pipeline:
         """The spans inside ``phi_set`` (default: the config's), read through the model's taxonomy; never
         one holding text of a script the model does not read (``languages.unread_letters``), where its
         features are meaningless (Arabic sentences were read as URLs), nor (``drop_impossible_dates``) a
-        DATE of numbers no date writing reads, an IPADDR with no address in it, or an ID or IPADDR
-        that is a piece of a series of measurements (``validators.measurement_piece``)."""
+        DATE of numbers no date writing reads, an IPADDR with no address in it, a street that is one
+        run of a number glued to a word (``validators.street_possible``), or an ID or IPADDR that is a
+        piece of a series of measurements (``validators.measurement_piece``)."""
         phi_set = check_phi_set(self.phi_set if phi_set is None else phi_set)
         # the runs of unread characters, found once: a search per span cost seconds on a long note's million spans
         runs = [match.span() for match in unread_letters(self.language).finditer(doc.text)]
@@ -634,6 +638,7 @@ class Pipeline:
             checks.update({label: ip_address_possible for label in labels if label == "IPADDR"})
             checks.update({label: age_possible for label in labels if taxonomy.category(label) == "AGE"})
             kinds = load_kinds()
+            checks.update({label: street_possible for label in labels if kinds.kind(label) == "street"})
             persons = {label for label in labels if kinds.kind(label) == "person"}
             identifiers = {label for label in labels if label == "IPADDR" or taxonomy.category(label) == "ID"}
             dates = {label for label in labels if taxonomy.category(label) == "DATE"}
