@@ -271,10 +271,10 @@ def link_name_words(
     in capitals, or capitalised ("Beatrice", "BEATRICE"), never inside a found span; the new span has
     the label of the first span the word came from. So "Call Beatrice" is found in one note when
     "Beatrice Harlowe" was found in another, or earlier in the same note. A word of at most
-    ``SHORT_NAME_WORD`` letters is marked in capitals only where it was found in capitals. A word whose case-folded form
-    is in ``capitalised_only`` (an ordinary word that is also a name: "White", "Art") is marked only
-    where it is capitalised as a name is written, never in capitals: notes typed in capitals would
-    otherwise lose every "WHITE SPUTUM" and "ART LINE" to one doctor's name.
+    ``SHORT_NAME_WORD`` letters is marked in capitals only where it was found in capitals. A word
+    whose case-folded form is in ``capitalised_only`` (an ordinary word that is also a name: "White",
+    "Art") is marked only where it is capitalised as a name is written, never in capitals: notes typed
+    in capitals would otherwise lose every "WHITE SPUTUM" and "ART LINE" to one doctor's name.
     """
     labels: dict[str, str] = {}
     for text, note_spans in zip(texts, spans):

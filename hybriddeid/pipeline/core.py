@@ -580,11 +580,12 @@ class Pipeline:
     def link_names(self, docs: Sequence[Document]) -> list[Document]:
         """A patient's notes (with their predicted spans) with each name word found in any of them also
         marked where it stands alone in the others, or elsewhere in its own note ("Call Beatrice" once
-        "Beatrice Harlowe" was found): ``merge.link_name_words``. Only the words of confident spans all of
-        whose words are name-like are carried (``name_like``, ``LINK_MIN_SCORE``): one wrong name span
-        ("Scattered Rhonchi") must not mark every "will", "and", "Hct" or "RHONCHI" of a patient's notes; a name that is also an ordinary word ("White") only
-        where it is capitalised, never in capitals ("WHITE SPUTUM"). Titles, particles, initials and the safe-list's
-        words are not linked either."""
+        "Beatrice Harlowe" was found): ``merge.link_name_words``. Only the words of confident spans all
+        of whose words are name-like are carried (``name_like``, ``LINK_MIN_SCORE``): one wrong name
+        span ("Scattered Rhonchi") must not mark every "will", "and", "Hct" or "RHONCHI" of a patient's
+        notes; a name that is also an ordinary word ("White") only where it is capitalised, never in
+        capitals ("WHITE SPUTUM"). Titles, particles, initials and the safe-list's words are not linked
+        either."""
         kinds, lang = load_kinds(), load_language(self.language)
         skipped = lang.titles | lang.particles
         safelist = load_safelist(self.config["pipeline"]["safelist"]) if self.config["pipeline"]["safelist"] else None
