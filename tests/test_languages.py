@@ -134,13 +134,13 @@ def test_unknown_language_is_refused_with_the_available_ones():
 def test_a_missing_optional_resource_is_named_when_needed_not_at_discovery(extra_folder):
     write_pack(extra_folder, "zz")
     clear_caches()
-    assert not language_pack("zz").has("synth") and not language_pack("es").has("safelist")
+    assert not language_pack("zz").has("synth") and not language_pack("zz").has("safelist")
     with pytest.raises(MissingResourceError, match=r"language 'zz' .* no synth\.toml"):
         load_synth_resources("zz")
-    with pytest.raises(MissingResourceError, match=r"language 'es' .* no safelist\.txt"):
-        load_safelist("es")
-    with pytest.raises(ConfigError, match=r"safelist: language 'es' .* no safelist\.txt"):
-        build_config({"pipeline": {"language": "es", "safelist": "es"}})
+    with pytest.raises(MissingResourceError, match=r"language 'zz' .* no safelist\.txt"):
+        load_safelist("zz")
+    with pytest.raises(ConfigError, match=r"safelist: language 'zz' .* no safelist\.txt"):
+        build_config({"pipeline": {"language": "zz", "safelist": "zz"}})
 
 
 def test_a_folder_holding_no_pack_file_is_not_a_pack(extra_folder):

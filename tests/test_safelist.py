@@ -19,43 +19,54 @@ def spans_of(text: str, *surfaces: str) -> list[Span]:
 
 
 @pytest.mark.parametrize(
-    ("text", "surface"),
+    ("language", "text", "surface"),
     [
-        ("Foley catheter removed.", "Foley"),
-        ("History of Parkinson's disease.", "Parkinson's"),
-        ("Babinski downgoing bilaterally.", "Babinski"),
-        ("Apgar scores 8 and 9.", "Apgar"),
-        ("positive Murphy sign", "Murphy"),
-        ("Bell's palsy on the left", "Bell"),
-        ("Continue Lasix and Coumadin.", "Lasix"),
-        ("GCS 15 per Glasgow Coma Scale", "Glasgow"),
+        ("en", "Foley catheter removed.", "Foley"),
+        ("en", "History of Parkinson's disease.", "Parkinson's"),
+        ("en", "Babinski downgoing bilaterally.", "Babinski"),
+        ("en", "Apgar scores 8 and 9.", "Apgar"),
+        ("en", "positive Murphy sign", "Murphy"),
+        ("en", "Bell's palsy on the left", "Bell"),
+        ("en", "Continue Lasix and Coumadin.", "Lasix"),
+        ("en", "GCS 15 per Glasgow Coma Scale", "Glasgow"),
+        ("es", "En tratamiento con Sintrom.", "Sintrom"),
+        ("es", "SEGURIL 40 MG CADA 24 H", "SEGURIL"),
+        ("es", "Demencia tipo Alzheimer avanzada.", "Alzheimer"),
+        ("es", "Índice de Barthel 60.", "Barthel"),
+        ("es", "escala de Glasgow de 15 puntos", "Glasgow"),
+        ("es", "Antecedente de enfermedad de Graves.", "Graves"),
     ],
 )
-def test_safe_spans_are_dropped(text: str, surface: str) -> None:
-    kept, dropped = load_safelist("en").split(text, spans_of(text, surface))
+def test_safe_spans_are_dropped(language: str, text: str, surface: str) -> None:
+    kept, dropped = load_safelist(language).split(text, spans_of(text, surface))
     assert kept == [] and [text[s.start : s.end] for s in dropped] == [surface]
 
 
 @pytest.mark.parametrize(
-    ("text", "surfaces"),
+    ("language", "text", "surfaces"),
     [
-        ("Seen by Dr. Foley today.", ("Foley",)),  # a title makes it a name
-        ("Mr. Parkinson is 62.", ("Parkinson",)),
-        ("FOLEY, JOHN", ("FOLEY", "JOHN")),  # touching another span
-        ("Patient Murphy was seen.", ("Murphy",)),  # Murphy is safe only inside "Murphy sign"
-        ("Lives in Glasgow.", ("Glasgow",)),  # Glasgow is safe only in "Glasgow Coma Scale"
-        ("John Foley was admitted.", ("John Foley",)),  # a span with a non-safe word
-        ("Foley 2", ("Foley 2",)),  # a span with a digit
+        ("en", "Seen by Dr. Foley today.", ("Foley",)),  # a title makes it a name
+        ("en", "Mr. Parkinson is 62.", ("Parkinson",)),
+        ("en", "FOLEY, JOHN", ("FOLEY", "JOHN")),  # touching another span
+        ("en", "Patient Murphy was seen.", ("Murphy",)),  # Murphy is safe only inside "Murphy sign"
+        ("en", "Lives in Glasgow.", ("Glasgow",)),  # Glasgow is safe only in "Glasgow Coma Scale"
+        ("en", "John Foley was admitted.", ("John Foley",)),  # a span with a non-safe word
+        ("en", "Foley 2", ("Foley 2",)),  # a span with a digit
+        ("es", "Le atiende la Dra. Graves.", ("Graves",)),  # Graves is safe only in "enfermedad de Graves"
+        ("es", "Paciente: Eva Turner.", ("Eva Turner",)),  # a given name, and Turner only in "síndrome de Turner"
+        ("es", "Vive en Glasgow desde 2010.", ("Glasgow",)),
+        ("es", "síndrome de Down", ("síndrome de Down",)),  # MEDDOCAN marks it (OTROS_SUJETO_ASISTENCIA)
     ],
 )
-def test_names_are_never_dropped(text: str, surfaces: tuple[str, ...]) -> None:
+def test_names_are_never_dropped(language: str, text: str, surfaces: tuple[str, ...]) -> None:
     spans = spans_of(text, *surfaces)
-    assert load_safelist("en").split(text, spans) == (spans, [])
+    assert load_safelist(language).split(text, spans) == (spans, [])
 
 
-def test_names_that_are_common_words_are_not_safe() -> None:
-    names = load_synth_resources("en").data["names"]
-    safe = load_safelist("en")
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_names_that_are_common_words_are_not_safe(language: str) -> None:
+    names = load_synth_resources(language).data["names"]
+    safe = load_safelist(language)
     for name in names["common_word_first"] + names["common_word_last"]:
         assert not safe.is_safe_text(name), name
 
