@@ -267,6 +267,22 @@ def test_a_name_span_holding_an_ordinary_word_that_is_no_name_carries_none_of_it
     assert [texts[1][s.start : s.end] for s in docs[1].spans] == ["NAKAGAWA"]
 
 
+def test_spanish_name_linking_carries_no_ordinary_word_and_ordinary_names_only_capitalised():
+    """The Spanish pack's word list (words.txt) guards linking as the English one does: "Sin Alergias" read
+    as a name carries neither word ("sin" is an ordinary word and no name), and "Rosa" of "Rosa Nakagawa"
+    is carried where capitalised, never into "MUCOSA ROSA" (pink) typed in capitals."""
+    from hybriddeid import Pipeline
+    from hybriddeid.knowledge.dictionaries import lower_words, name_words
+
+    assert {"sin", "rosa"} <= lower_words("es") and "sin" not in name_words("es") and "rosa" in name_words("es")
+    pipeline = Pipeline.load("es")
+    texts = ["Sin Alergias. Paciente: Rosa Nakagawa.", "SIN CAMBIOS. MUCOSA ROSA. Rosa refiere mejoría. NAKAGAWA."]
+    label = "NOMBRE_SUJETO_ASISTENCIA"
+    spans = (Span(0, 12, label, "token", 0.97), Span(24, 37, label, "token", 0.99))
+    docs = pipeline.link_names([Document("a", texts[0], spans), Document("b", texts[1])])
+    assert [texts[1][s.start : s.end] for s in docs[1].spans] == ["Rosa", "NAKAGAWA"]
+
+
 def test_a_short_name_word_is_carried_in_capitals_only_where_it_was_found_in_capitals():
     """ "moves Lue,LLL" read as a name: "Lue" is a surname, and "LUE" (left upper extremity) is in every
     neuro line of notes typed in capitals. A word of three letters is carried as it was found and

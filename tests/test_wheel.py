@@ -36,7 +36,7 @@ assert pathlib.Path(sys.prefix) in pathlib.Path(hybriddeid.__file__).parents, hy
 assert {"en", "es"} <= set(bundled_languages()), bundled_languages()
 from hybriddeid.core.languages import available_languages, language_pack
 assert available_languages() == ("en", "es"), available_languages()
-assert language_pack("es").taxonomy == "meddocan" and language_pack("es").has("synth") and not language_pack("es").has("safelist")
+assert language_pack("es").taxonomy == "meddocan" and language_pack("es").has("synth") and language_pack("es").has("safelist")
 text = "NHC: 4455667.\\nEdad: 73 años Sexo: M.\\n"
 es = {(text[s.start:s.end], s.label) for s in RuleClassifier("es").predict(Document("es", text))}
 assert ("4455667", "ID_SUJETO_ASISTENCIA") in es and ("73 años", "EDAD_SUJETO_ASISTENCIA") in es, es
@@ -113,6 +113,9 @@ def test_wheel_ships_and_loads_the_rule_packs_and_the_default_model(tmp_path: Pa
         assert f"hybriddeid/models/{language}/config.toml" in names
     assert {
         "hybriddeid/resources/languages/en/safelist.txt",
+        "hybriddeid/resources/languages/es/safelist.txt",
+        "hybriddeid/resources/languages/en/words.txt",
+        "hybriddeid/resources/languages/es/words.txt",
         "hybriddeid/resources/languages/en/synth.toml",
         "hybriddeid/resources/languages/es/synth.toml",
         "hybriddeid/resources/languages/README.md",
