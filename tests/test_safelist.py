@@ -86,19 +86,21 @@ def test_pipeline_config_checks_the_safelist() -> None:
         build_config({"pipeline": {"safelist": "xx"}})
 
 
-def test_a_note_is_searched_only_for_the_phrases_whose_first_word_it_holds() -> None:
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_a_note_is_searched_only_for_the_phrases_whose_first_word_it_holds(language: str) -> None:
     import random
 
     from hybriddeid.synth import generate_corpus
 
-    safelist = load_safelist("en")
+    safelist = load_safelist(language)
     assert safelist.phrases is not None and len(safelist.phrase_list) > 50
     rng = random.Random(3)
-    texts = [doc.text for doc in generate_corpus(60, 4, "test")]
-    for phrase in safelist.phrase_list:  # in any case, with the Kelvin sign and the long s, glued and not
-        mixed = "".join(c.upper() if rng.random() < 0.5 else c for c in phrase)
+    texts = [doc.text for doc in generate_corpus(60, 4, "test", language)]
+    for phrase in safelist.phrase_list:  # in any case, with the Kelvin sign, the long s and a Turkish dotted
+        mixed = "".join(c.upper() if rng.random() < 0.5 else c for c in phrase)  # capital I, glued and not
         odd = phrase.upper().replace("K", "\u212a").replace("S", "\u017f")
-        texts.append(f"pt with {mixed}. and {odd} noted; x{phrase}y, {phrase}\n")
+        dotted = phrase.upper().replace("I", "\u0130")
+        texts.append(f"pt with {mixed}. and {odd} noted; x{phrase}y, {phrase}, {dotted}\n")
     found = 0
     for text in texts:
         expected = [match.span() for match in safelist.phrases.finditer(text)]
@@ -106,3 +108,4 @@ def test_a_note_is_searched_only_for_the_phrases_whose_first_word_it_holds() -> 
         found += len(expected)
     assert found > 2 * len(safelist.phrase_list)
     assert safelist.phrase_ranges("Blood pressure stable.") == []  # no phrase's first word: no search
+    assert not safelist._always  # accented first words ("síndrome", "índice") are looked for too

@@ -36,6 +36,11 @@ def _key(word: str) -> str:
     return _POSSESSIVE.sub("", fold(word))
 
 
+# Accented Latin letters whose only case partner is their capital (casefold() is lower(), one letter): a
+# case-insensitive pattern matches one where text.casefold() holds it (SafeList.phrase_ranges).
+_PLAIN_CASE_LETTERS = frozenset("áéíóúàèìòùâêîôûäëïöüãõñç")
+
+
 @dataclass(frozen=True)
 class SafeList:
     """Single safe words, a pattern of safe phrases, and the titles that protect a span.
@@ -48,13 +53,19 @@ class SafeList:
     titles: frozenset[str]
     phrase_list: tuple[str, ...] = ()
     _first_words: tuple[tuple[str, tuple[int, ...]], ...] = field(init=False, repr=False, compare=False)
+    _always: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_first: dict[str, list[int]] = {}
-        if self.phrase_list and all(phrase.isascii() for phrase in self.phrase_list):
-            for i, phrase in enumerate(self.phrase_list):
-                by_first.setdefault(phrase.split()[0].casefold(), []).append(i)
+        always: list[int] = []
+        for i, phrase in enumerate(self.phrase_list):
+            first = phrase.split()[0]
+            if all(c.isascii() or c.lower() in _PLAIN_CASE_LETTERS for c in first):
+                by_first.setdefault(first.casefold(), []).append(i)
+            else:
+                always.append(i)
         object.__setattr__(self, "_first_words", tuple((word, tuple(found)) for word, found in by_first.items()))
+        object.__setattr__(self, "_always", tuple(always))
 
     @classmethod
     def from_entries(cls, entries: Sequence[str], titles: frozenset[str] = frozenset()) -> SafeList:
@@ -66,14 +77,16 @@ class SafeList:
         """Where ``finditer`` of the phrase pattern matches in ``text``, found without that pattern: only
         the phrases whose first word ``text`` holds (case-folded, anywhere) are searched, each with its own
         pattern, compiled once (a pattern of a note's own phrases would be compiled for most notes). A
-        phrase matches only where its first word does, under the pattern's case-insensitive reading of
-        ASCII phrases too, so the phrases left out match nowhere here."""
+        phrase matches only where its first word does, and what the case-insensitive pattern matches
+        there case-folds to that word (ASCII letters, the Kelvin sign and the long s included, and the
+        accented letters of ``_PLAIN_CASE_LETTERS``), so the phrases left out match nowhere here; a phrase
+        whose first word holds another letter is searched in every note."""
         if self.phrases is None:
             return []
-        if not self._first_words:
+        if not self.phrase_list:
             return [m.span() for m in self.phrases.finditer(text)]
         folded = text.casefold()
-        chosen = sorted(i for word, found in self._first_words if word in folded for i in found)
+        chosen = sorted([*self._always, *(i for word, found in self._first_words if word in folded for i in found)])
         if len(chosen) == 1:
             return [m.span() for m in _phrases_pattern((self.phrase_list[chosen[0]],)).finditer(text)]
         # Each chosen phrase's own pattern (compiled once), every place it matches; where several match

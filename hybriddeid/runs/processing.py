@@ -133,7 +133,10 @@ def _find_phi(pipeline: Any, doc: Document, settings: NoteSettings) -> Document:
 def load_model(model: str | Path, engine: str | None = None, device: str | None = None) -> Pipeline:
     """The saved or bundled model ``model`` (``Pipeline.load``): the one place runs load a model.
     ``engine`` ("fast" or "crfsuite") overrides how its CRFs tag, ``device`` ("auto", "cpu",
-    "cuda[:N]") where its neural components run (None: the model's config)."""
+    "cuda[:N]") where its neural components run (None: the model's config). The word lists name
+    linking reads are loaded here too, once, so that the workers a batch forks share them."""
     from hybriddeid.pipeline.core import Pipeline
 
-    return Pipeline.load(model, engine=engine, device=device)
+    pipeline = Pipeline.load(model, engine=engine, device=device)
+    pipeline.link_names([])
+    return pipeline
