@@ -29,7 +29,7 @@ def tagged(tags: list[str], text: str) -> list[tuple[str, str]]:
 
 
 def test_every_language_has_the_kinds_and_files_are_sorted_unique_and_small():
-    assert COMMON | {"postal_codes"} == set(bundled_kinds("en"))
+    assert COMMON | {"postal_codes", "towns"} == set(bundled_kinds("en"))  # towns: world towns beside US places
     assert COMMON == set(bundled_kinds("es"))  # no offline source of Spanish postal codes
     with pytest.raises(ValueError, match=r"unknown language 'xx'; available: .*en"):
         bundled_kinds("xx")

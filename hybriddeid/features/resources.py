@@ -98,7 +98,7 @@ def dictionary_tags(
 # tag's label still says which kind matched ("B-first_names"). Kinds not listed form their own group.
 GAZETTEER_GROUPS: dict[str, tuple[str, ...]] = {
     "names": ("first_names", "last_names"),
-    "places": ("cities", "states", "countries", "postal_codes"),
+    "places": ("cities", "towns", "states", "countries", "postal_codes"),
     "organizations": ("hospitals", "health_organizations"),
     "professions": ("professions",),
 }
