@@ -466,6 +466,27 @@ def test_lookup_groups_must_be_dictionary_entries_any_case() -> None:
     assert found(town, "lives in bed") == []
 
 
+LEADING_LOOKUP_RULE = """taxonomy = "i2b2-2014"
+language = "en"
+[[rule]]
+name = "town_of_words"
+label = "CITY"
+pattern = '(?i:lives in)[ ](?P<phi>(?P<town>\\w+(?:[ -]\\w+){0,3}))'
+lookup = { town = "cities,towns,!states<" }
+"""
+
+
+def test_a_leading_lookup_keeps_the_longest_run_of_leading_words_that_passes() -> None:
+    (town,) = parse_rule_file(LEADING_LOOKUP_RULE, "inline.toml").rules
+    found = lambda text: [text[s:e] for s, e in town.spans(text)]  # noqa: E731
+    assert found("lives in Moose Jaw with her son") == ["Moose Jaw"]  # the towns list, two words
+    assert found("lives in Stoke-on-Trent now") == ["Stoke-on-Trent"]  # hyphens split words too
+    assert found("LIVES IN BOSTON WITH DAUGHTER") == ["BOSTON"]  # the longest that is a town
+    assert found("lives in New York City") == ["New York City"]
+    assert found("lives in California with son") == []  # a state: no run passes, the hit is dropped
+    assert found("lives in house with wife") == []
+
+
 def test_fallback_rules_spans_carry_the_fallback_source(tmp_path: Path) -> None:
     text = LOOKUP_RULES.replace(
         'lookup = { first = "first_names", last = "last_names?" }',

@@ -11,7 +11,9 @@ case-insensitive; "cities,!states": an entry of one plain kind and of no "!" kin
 holds every word the pack's common-word list (``words.txt``), safe-list and stop words lack, so
 "first_names,unknown" takes "grace" and "dudak" but not "aware"; a hit whose group
 fails is dropped, or, for a spec ending in "?", ends before that group, so an optional surname that
-is no name is left out), ``fallback = true`` for a rule whose spans only fill gaps (they rank after
+is no name is left out; for a spec ending in "<", the group's longest run of leading words (split at
+blanks and hyphens) that passes ends the span, so "Moose Jaw with" and "Stoke-on-Trent" take a town of
+several words and "Boston with" the one), ``fallback = true`` for a rule whose spans only fill gaps (they rank after
 every classifier in the merger, ``merge.FALLBACK_SUFFIX``, so a CRF's longer span of the same name
 wins over a rule that found its first word), ``needs``: a pattern, or a list of patterns one of
 which (under the rule's flags, without lookarounds or anchors) matches inside the text every hit
@@ -142,23 +144,31 @@ class Example:
 @dataclass(frozen=True)
 class Lookup:
     """One ``lookup`` entry: ``group`` must be an entry of some dictionary in ``kinds`` and of none in
-    ``not_kinds`` (case-insensitive, blanks normalised); when ``optional``, failing ends the span."""
+    ``not_kinds`` (case-insensitive, blanks normalised); when ``optional``, failing ends the span; when
+    ``leading``, the group's longest passing run of leading words does."""
 
     group: str
     kinds: tuple[str, ...]
     not_kinds: tuple[str, ...] = ()
     optional: bool = False
+    leading: bool = False
 
     @classmethod
     def parse(cls, group: str, spec: str) -> Lookup:
-        """``spec`` as a rule file writes it: "cities,!states", "last_names?"."""
-        kinds = [kind.strip() for kind in spec.rstrip("?").split(",")]
+        """``spec`` as a rule file writes it: "cities,!states", "last_names?", "cities,towns<"."""
+        kinds = [kind.strip() for kind in spec.rstrip("?<").split(",")]
         return cls(
             group,
             tuple(k for k in kinds if not k.startswith("!")),
             tuple(k[1:] for k in kinds if k.startswith("!")),
             spec.endswith("?"),
+            spec.endswith("<"),
         )
+
+    def longest_leading(self, language: str, text: str, start: int, end: int) -> int | None:
+        """The end of the longest run of ``text[start:end]``'s leading words that passes, or None."""
+        ends = [end] + [m.start() for m in reversed(list(_LEADING_BREAK.finditer(text, start, end)))]
+        return next((cut for cut in ends if cut > start and self.passes(language, text[start:cut])), None)
 
     def passes(self, language: str, text: str) -> bool:
         key = " ".join(text.split()).casefold()
@@ -168,6 +178,7 @@ class Lookup:
 
 
 UNKNOWN_KIND = "unknown"  # the lookup kind of words no word list of the language holds
+_LEADING_BREAK = regex.compile(r"[ \t]+|-")  # where a "<" lookup may end a group early
 _WORD_BREAK = regex.compile(r"[\s'’-]+")
 _APOSTROPHES = regex.compile(r"['’]")
 
@@ -271,11 +282,18 @@ class Rule:
 
     def _looked_up(self, match: regex.Match[str], parts: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """``parts`` when every ``lookup`` group that took part passes its dictionaries; a failed
-        optional group cuts the parts before it; a failed required group drops the hit ([])."""
+        optional group cuts the parts before it, a "<" group after its longest passing leading words;
+        a failed required group drops the hit ([])."""
         text = match.string
         for lookup in self.lookup:
             for start, end in match.spans(lookup.group):
                 if lookup.passes(self.language or "", text[start:end]):
+                    continue
+                if lookup.leading:
+                    leading_end = lookup.longest_leading(self.language or "", text, start, end)
+                    if leading_end is None:
+                        return []
+                    parts = [(s, min(e, leading_end)) for s, e in parts if s < leading_end]
                     continue
                 if not lookup.optional:
                     return []
