@@ -12,7 +12,7 @@ from hybriddeid.core.merge import (
     link_name_words,
     merge,
     propagate,
-    whole_hyphenated_names,
+    whole_name_words,
 )
 
 
@@ -472,20 +472,26 @@ def test_a_fallback_still_widens_a_remainder_inside_it():
         ("seen by non-Hodgkin team", "Hodgkin", "Hodgkin"),  # nor a lower-case first part
         ("Smith-Jones seen", "Smith-Jones", "Smith-Jones"),
         ("ID Lee-Chen", "ID:Lee", "Lee"),  # a label that is no name or place stays as found
+        ("Se trata de Min-jun Park", "jun Park", "Min-jun Park"),  # a romanised given name's second syllable
+        ("Min-jun Park", "Min", "Min"),  # its first alone is not widened: "Boston-based" has the same form
+        ("Se trata de Eva O'Sullivan", "Sullivan", "O'Sullivan"),  # an elided particle
+        ("D’Angelo seen", "Angelo", "D’Angelo"),
+        ("Pt's Smith seen", "Smith", "Smith"),  # no particle: a word before the apostrophe
+        ("I'M SMITH", "M SMITH", "M SMITH"),  # a capital before the apostrophe that is a word's end
     ],
 )
-def test_whole_hyphenated_names_widens_a_name_cut_inside_its_word(text: str, found: str, expected: str):
+def test_whole_name_words_widens_a_name_cut_inside_its_word(text: str, found: str, expected: str):
     label = "CITY"
     if found.startswith("ID:"):
         found, label = found.removeprefix("ID:"), "MEDICALRECORD"
     start = text.index(found)
     span = Span(start, start + len(found), label, "token")
-    (widened,) = whole_hyphenated_names(text, [span], {"CITY", "PATIENT"})
+    (widened,) = whole_name_words(text, [span], {"CITY", "PATIENT"})
     assert text[widened.start : widened.end] == expected
     assert (widened.label, widened.source) == (span.label, span.source)
 
 
-def test_whole_hyphenated_names_never_widens_into_another_span():
+def test_whole_name_words_never_widens_into_another_span():
     text = "Stoke-on-Trent"
     first, other = Span(0, 5, "CITY", "token"), Span(9, 14, "PATIENT", "rule")
-    assert whole_hyphenated_names(text, [first, other], {"CITY", "PATIENT"}) == [first, other]
+    assert whole_name_words(text, [first, other], {"CITY", "PATIENT"}) == [first, other]

@@ -220,18 +220,52 @@ def _name_parts(word: str) -> bool:
     return all(part[:1].isupper() or (part.islower() and len(part) <= 4) for part in parts[1:-1])
 
 
-def whole_hyphenated_names(text: str, spans: Sequence[Span], widened: Container[str]) -> list[Span]:
-    """Spans of the ``widened`` labels (names, places) that end or start inside a hyphenated name
-    ("Stoke" of "Stoke-on-Trent", "Pierre" of "Jean-Pierre") widened to the whole word, where that
-    overlaps no other span: the part left out would name the person or place in the output."""
+def _hyphenated_given_name(word: str) -> bool:
+    """A given name written as two hyphenated syllables, the second in lower case, as romanised Korean
+    and Chinese names are ("Min-jun", "Seo-yeon", "Xiao-ming"): widened only when a span starts at its
+    second part, since "Boston-based" has the same form."""
+    parts = word.split("-")
+    return (
+        len(parts) == 2
+        and all(len(part) >= 2 for part in parts)
+        and parts[0][:1].isupper()
+        and parts[0][1:].islower()
+        and parts[1].islower()
+    )
+
+
+def _elided_particle_start(text: str, start: int) -> int:
+    """Where a name starting at ``start`` begins with its elided particle: "O'" of "O'Sullivan", "D'" of
+    "D'Angelo" (one capital and an apostrophe glued to a capitalised word of two letters or more);
+    ``start`` otherwise."""
+    if (
+        start >= 2
+        and text[start - 1] in "'’"
+        and text[start - 2].isupper()
+        and (start == 2 or not text[start - 3].isalpha())
+        and text[start : start + 1].isupper()
+        and text[start + 1 : start + 2].isalpha()  # "I'M" is no particle
+    ):
+        return start - 2
+    return start
+
+
+def whole_name_words(text: str, spans: Sequence[Span], widened: Container[str]) -> list[Span]:
+    """Spans of the ``widened`` labels (names, places) that end or start inside a name's word widened to
+    the whole word, where that overlaps no other span: the part left out would name the person or
+    place in the output. The words: hyphenated names ("Stoke" of "Stoke-on-Trent", "Pierre" of
+    "Jean-Pierre", "jun" of "Min-jun") and names with an elided particle ("Sullivan" of "O'Sullivan")."""
     out = list(spans)
     for index, span in enumerate(spans):
         if span.label not in widened:
             continue
-        start, end = span.start, span.end
+        start, end = _elided_particle_start(text, span.start), span.end
         for edge in (span.start, span.end - 1):
             word = _word_around(text, edge)
-            if word is not None and _name_parts(text[word[0] : word[1]]):
+            if word is None:
+                continue
+            surface = text[word[0] : word[1]]
+            if _name_parts(surface) or (edge == span.start > word[0] and _hyphenated_given_name(surface)):
                 start, end = min(start, word[0]), max(end, word[1])
         if (start, end) == (span.start, span.end):
             continue

@@ -53,7 +53,7 @@ from hybriddeid.core.merge import (
     link_name_words,
     merge,
     propagate,
-    whole_hyphenated_names,
+    whole_name_words,
 )
 from hybriddeid.core.profiles import DEFAULT_PHI_SET, PHI_SETS, check_phi_set, filter_spans
 from hybriddeid.core.registry import component_names, find_component, get_component
@@ -346,7 +346,7 @@ def _taxonomy_of(labels: tuple[str, ...]) -> Taxonomy:
 
 @lru_cache(maxsize=16)
 def _name_and_place_labels(labels: tuple[str, ...]) -> frozenset[str]:
-    """The labels among ``labels`` whose category is a name or a place (``merge.whole_hyphenated_names``)."""
+    """The labels among ``labels`` whose category is a name or a place (``merge.whole_name_words``)."""
     taxonomy = _taxonomy_of(labels)
     return frozenset(label for label in labels if taxonomy.category(label) in ("NAME", "LOCATION"))
 
@@ -758,7 +758,7 @@ class Pipeline:
             label_words(self.language),
         )
         spans = propagate(doc.text, spans) if settings["propagate"] else spans
-        spans = whole_hyphenated_names(doc.text, spans, _name_and_place_labels(tuple(self.labels)))
+        spans = whole_name_words(doc.text, spans, _name_and_place_labels(tuple(self.labels)))
         if settings["safelist"]:
             spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]
         if settings["trim_relation_words"]:
