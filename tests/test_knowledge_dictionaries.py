@@ -45,6 +45,20 @@ def test_every_language_has_the_kinds_and_files_are_sorted_unique_and_small():
     assert total < 5_000_000
 
 
+def test_english_towns_hold_no_ordinary_word_and_only_latin_letters():
+    # A foreign town that is an English word ("Date", "Split") would read as a place in every note; one
+    # in Greek or Cyrillic letters can never match an English note.
+    import unicodedata
+
+    from hybriddeid.knowledge.dictionaries import bundled_entries
+
+    ordinary = {line for line in language_pack("en").read_text("words").splitlines() if line.islower()}
+    entries = bundled_entries("en", "towns")
+    assert not [entry for entry in entries if entry.lower() in ordinary]
+    assert all("LATIN" in unicodedata.name(ch) for entry in entries for ch in entry if ch.isalpha())
+    assert {"Galway", "Moose Jaw", "St. Cloud", "Stoke-on-Trent"} <= set(entries)
+
+
 def test_spanish_gazetteers_tag_multiword_entries_longest_first():
     gazetteers = load_gazetteers("es")
     text = "Ingresa en el Hospital Universitario La Paz. Vive en Santa Cruz de Tenerife (España)."
