@@ -451,11 +451,16 @@ name = "town"
 label = "CITY"
 pattern = '(?i:lives in)[ ](?P<phi>(?P<town>\\w+))'
 lookup = { town = "cities,!states" }
+[[rule]]
+name = "town_of_words"
+label = "CITY"
+pattern = '(?i:resides in)[ ](?P<phi>(?P<town>\\w+(?:[ -]\\w+){0,3}))'
+lookup = { town = "cities,towns,!states<" }
 """
 
 
 def test_lookup_groups_must_be_dictionary_entries_any_case() -> None:
-    named, town = parse_rule_file(LOOKUP_RULES, "inline.toml").rules
+    named, town, _ = parse_rule_file(LOOKUP_RULES, "inline.toml").rules
     found = lambda rule, text: [text[s:e] for s, e in rule.spans(text)]  # noqa: E731
     assert found(named, "daughter PEGGY SMITH called") == ["PEGGY SMITH"]
     assert found(named, "son called today") == []  # "called" is no first name: the hit is dropped
@@ -466,25 +471,15 @@ def test_lookup_groups_must_be_dictionary_entries_any_case() -> None:
     assert found(town, "lives in bed") == []
 
 
-LEADING_LOOKUP_RULE = """taxonomy = "i2b2-2014"
-language = "en"
-[[rule]]
-name = "town_of_words"
-label = "CITY"
-pattern = '(?i:lives in)[ ](?P<phi>(?P<town>\\w+(?:[ -]\\w+){0,3}))'
-lookup = { town = "cities,towns,!states<" }
-"""
-
-
 def test_a_leading_lookup_keeps_the_longest_run_of_leading_words_that_passes() -> None:
-    (town,) = parse_rule_file(LEADING_LOOKUP_RULE, "inline.toml").rules
+    *_, town = parse_rule_file(LOOKUP_RULES, "inline.toml").rules
     found = lambda text: [text[s:e] for s, e in town.spans(text)]  # noqa: E731
-    assert found("lives in Moose Jaw with her son") == ["Moose Jaw"]  # the towns list, two words
-    assert found("lives in Stoke-on-Trent now") == ["Stoke-on-Trent"]  # hyphens split words too
-    assert found("LIVES IN BOSTON WITH DAUGHTER") == ["BOSTON"]  # the longest that is a town
-    assert found("lives in New York City") == ["New York City"]
-    assert found("lives in California with son") == []  # a state: no run passes, the hit is dropped
-    assert found("lives in house with wife") == []
+    assert found("resides in Moose Jaw with her son") == ["Moose Jaw"]  # the towns list, two words
+    assert found("resides in Stoke-on-Trent now") == ["Stoke-on-Trent"]  # hyphens split words too
+    assert found("RESIDES IN BOSTON WITH DAUGHTER") == ["BOSTON"]  # the longest that is a town
+    assert found("resides in New York City") == ["New York City"]
+    assert found("resides in California with son") == []  # a state: no run passes, the hit is dropped
+    assert found("resides in house with wife") == []
 
 
 def test_fallback_rules_spans_carry_the_fallback_source(tmp_path: Path) -> None:
