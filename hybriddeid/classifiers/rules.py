@@ -166,9 +166,12 @@ class Lookup:
         )
 
     def longest_leading(self, language: str, text: str, start: int, end: int) -> int | None:
-        """The end of the longest run of ``text[start:end]``'s leading words that passes, or None."""
-        ends = [end] + [m.start() for m in reversed(list(_LEADING_BREAK.finditer(text, start, end)))]
-        return next((cut for cut in ends if cut > start and self.passes(language, text[start:cut])), None)
+        """The end of the longest run of ``text[start:end]``'s leading words, shorter than the whole (which
+        the caller tried), that passes; None when none does."""
+        breaks = reversed(list(_LEADING_BREAK.finditer(text, start, end)))
+        return next(
+            (m.start() for m in breaks if m.start() > start and self.passes(language, text[start : m.start()])), None
+        )
 
     def passes(self, language: str, text: str) -> bool:
         key = " ".join(text.split()).casefold()
