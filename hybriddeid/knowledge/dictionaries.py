@@ -31,7 +31,15 @@ def bundled_kinds(language: str) -> tuple[str, ...]:
 
 def read_entries(text: str) -> list[str]:
     """The entries of a dictionary file's text: one a line; blank lines and "#" comments skipped."""
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [entry for entry in map(str.strip, text.splitlines()) if entry and entry[0] != "#"]
+
+
+@register_cache
+@cache
+def pack_entries(language: str, resource: str) -> tuple[str, ...]:
+    """The entries of ``language``'s pack file ``resource`` ("words", "stopwords"...), read once: the
+    word lists below share the 74,000 lines of English ``words.txt``."""
+    return tuple(read_entries(language_pack(language).read_text(resource)))
 
 
 @register_cache
@@ -84,12 +92,10 @@ def known_words(language: str) -> frozenset[str]:
     safe-list (drugs, eponyms, abbreviations) and stop words: what rule lookup kind ``unknown`` is
     not, and what the token CRF's ``vocabulary`` feature calls known."""
     pack = language_pack(language)
-    return frozenset(
-        entry.casefold()
-        for resource in ("words", "safelist", "stopwords")
-        if pack.has(resource)
-        for entry in read_entries(pack.read_text(resource))
-    )
+    resources = [resource for resource in ("words", "safelist", "stopwords") if pack.has(resource)]
+    # one casefold of the joined entries: casefold maps each character alone, and adds no line break
+    joined = "\n".join(entry for resource in resources for entry in pack_entries(language, resource))
+    return frozenset(joined.casefold().split("\n")) if joined else frozenset()
 
 
 @register_cache
@@ -112,10 +118,7 @@ def lower_words(language: str) -> frozenset[str]:
     if not pack.has("words"):
         return frozenset()
     entries = (
-        entry
-        for resource in ("words", "stopwords")
-        if pack.has(resource)
-        for entry in read_entries(pack.read_text(resource))
+        entry for resource in ("words", "stopwords") if pack.has(resource) for entry in pack_entries(language, resource)
     )
     return frozenset(entry for entry in entries if entry.islower())
 
@@ -127,7 +130,7 @@ def measurement_labels(language: str) -> frozenset[str]:
     without one. A pair of numbers right after one is a reading, not a date."""
     pack = language_pack(language)
     return (
-        frozenset(entry.lower() for entry in read_entries(pack.read_text("measurements")))
+        frozenset(entry.lower() for entry in pack_entries(language, "measurements"))
         if pack.has("measurements")
         else frozenset()
     )
@@ -141,5 +144,5 @@ def proper_only_words(language: str) -> frozenset[str]:
     pack = language_pack(language)
     if not pack.has("words"):
         return frozenset()
-    capitalised = {entry.casefold() for entry in read_entries(pack.read_text("words")) if not entry.islower()}
+    capitalised = {entry.casefold() for entry in pack_entries(language, "words") if not entry.islower()}
     return frozenset(capitalised - lower_words(language))
