@@ -982,6 +982,39 @@ def test_the_pipeline_drops_dates_that_are_readings_or_pieces_of_a_reading_serie
     assert [s.start for s in pipeline.within_phi_set(Document("vent", text), found)][0] > text.index("Admitted")
 
 
+@pytest.mark.parametrize(
+    ("language", "text", "scores", "dates"),
+    [
+        (
+            "en",
+            "Pain: 7/10 at rest. 5/10 abdominal pain. Chest pain (8/10). Strength 4/5 in LUE. Pain since 3/10."
+            " Seen on 6/10 for pain. Admitted 2/10.",
+            ["7/10", "5/10", "8/10", "4/5"],
+            ["3/10", "6/10", "2/10"],
+        ),
+        (
+            "es",
+            "Dolor EVA 7/10. Fuerza 4/5 en MSI. Acude el 6/10 por dolor. Alta 2/5.",
+            ["7/10", "4/5"],
+            ["6/10", "2/5"],
+        ),
+    ],
+)
+def test_the_pipeline_drops_dates_that_are_scores_on_a_rating_scale(language, text, scores, dates):
+    """A number out of 10 or 5 beside a rating word ("Pain: 7/10", "Strength 4/5") is a pain or strength
+    score, not a date (surrogate mode would shift it); after "on", "since" or "el", or with no rating word
+    near, it stays a date."""
+    from hybriddeid import Pipeline
+    from hybriddeid.core.document import Document
+
+    pipeline = Pipeline.load(language)
+    label = "DATE" if language == "en" else "FECHAS"
+    order = sorted(scores + dates, key=text.index)
+    found = spans_in_order(text, [(surface, label) for surface in order])
+    kept = [text[s.start : s.end] for s in pipeline.within_phi_set(Document("pain", text), found)]
+    assert kept == dates
+
+
 def test_a_plain_word_needs_is_found_by_str_find_wherever_its_regex_search_finds_it() -> None:
     """A needs pattern that is a plain word is looked for without a regex search; ignoring case it
     must still see every text a regex search ignoring case matches (the Kelvin sign, the long s, the

@@ -251,6 +251,32 @@ def reading_after_label(text: str, start: int, end: int, labels: frozenset[str])
     return label is not None and label.group(1).lower() in labels
 
 
+_SCORE = regex.compile(r"(\d{1,2})/(10|5)")
+_CLAUSE_END = regex.compile(r"\n|[.;!?](?!\d)")  # a line's or a sentence's end, not a decimal point
+_CLAUSE_END_BEFORE = regex.compile(r"(?r)\n|[.;!?](?!\d)")
+_WORD = regex.compile(r"\p{L}+")
+
+
+def score_on_scale(text: str, start: int, end: int, words: tuple[frozenset[str], frozenset[str]]) -> bool:
+    """Whether ``text[start:end]`` is a score out of 10 or 5 ("7/10", "4/5", at most the scale's top) with
+    a rating word of ``words[0]`` among the three words before or after it in its clause ("Pain: 7/10", "5/10
+    abdominal pain", "Strength 4/5"), and no word of ``words[1]`` right before it ("seen on 7/10 for pain"
+    is a date): a score on a pain or strength scale, which a date without a year would otherwise look like."""
+    ratings, date_words = words
+    score = _SCORE.fullmatch(text, start, end)
+    if not ratings or score is None or int(score.group(1)) > int(score.group(2)):
+        return False
+    # the words of its clause: back to the line's start or a sentence's end, on to the next
+    stop = _CLAUSE_END_BEFORE.search(text, max(0, start - 60), start)
+    before = list(_WORD.finditer(text, stop.end() if stop else max(0, start - 60), start))[-3:]
+    stop = _CLAUSE_END.search(text, end, min(len(text), end + 60))
+    after = _WORD.findall(text, end, stop.start() if stop else min(len(text), end + 60))[:3]
+    last = before[-1] if before else None
+    if last is not None and last.group().lower() in date_words and not text[last.end() : start].strip(" \t"):
+        return False
+    return any(word.lower() in ratings for word in [match.group() for match in before] + after)
+
+
 @register_validator("date")
 def valid_date(match: regex.Match[str]) -> bool:
     """Numeric groups ``day``/``month``/``year`` form a real calendar date in 1900-2099."""

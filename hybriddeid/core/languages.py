@@ -59,6 +59,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "stopwords": ("stopwords.txt", "stop words"),
     "words": ("words.txt", "common-word list"),
     "measurements": ("measurements.txt", "measurement labels"),
+    "ratings": ("ratings.txt", "rating words"),
     "dictionaries": ("dictionaries", "dictionaries"),
 }
 # Where a pack's resource is when its folder lacks it: a path under the folder that holds its folder of packs

@@ -138,6 +138,21 @@ def measurement_labels(language: str) -> frozenset[str]:
 
 @register_cache
 @cache
+def rating_words(language: str) -> tuple[frozenset[str], frozenset[str]]:
+    """``language``'s rating words (``ratings.txt``: "pain", "strength") and the words that, right before a
+    number, make it a date instead ("on", "since": the file's "!" lines), lower case; both empty without one.
+    A number out of 10 or 5 near a rating word is a score, not a date (``validators.score_on_scale``)."""
+    if not language_pack(language).has("ratings"):
+        return frozenset(), frozenset()
+    entries = [entry.lower() for entry in pack_entries(language, "ratings")]
+    return (
+        frozenset(entry for entry in entries if not entry.startswith("!")),
+        frozenset(entry[1:] for entry in entries if entry.startswith("!")),
+    )
+
+
+@register_cache
+@cache
 def proper_only_words(language: str) -> frozenset[str]:
     """Case-folded words that ``language``'s word list (``words.txt``) writes only capitalised
     ("bernini", "january"): proper nouns, for the token CRF's "proper" feature. Empty without one."""

@@ -42,6 +42,7 @@ from hybriddeid.classifiers.validators import (
     numeric_date_possible,
     reading_after_label,
     reading_with_unit,
+    score_on_scale,
     series_piece,
     street_possible,
 )
@@ -60,7 +61,7 @@ from hybriddeid.core.registry import component_names, find_component, get_compon
 from hybriddeid.core.taxonomy import Taxonomy, guess_taxonomy
 from hybriddeid.features.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.features.context import field_labels
-from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words
+from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words, rating_words
 from hybriddeid.pipeline.operating_point import (
     NO_THRESHOLD,
     NoteReading,
@@ -644,6 +645,7 @@ class Pipeline:
             identifiers = {label for label in labels if label == "IPADDR" or taxonomy.category(label) == "ID"}
             dates = {label for label in labels if taxonomy.category(label) == "DATE"}
             readings = measurement_labels(self.language)
+            ratings = rating_words(self.language)
             possible: dict[tuple[str, str], bool] = {}  # a long note repeats its surfaces many times
             kept = []
             for span in spans:
@@ -653,6 +655,7 @@ class Pipeline:
                     series_piece(doc.text, span.start, span.end)
                     or decimal_cut(doc.text, span.start, span.end)
                     or reading_after_label(doc.text, span.start, span.end, readings)
+                    or score_on_scale(doc.text, span.start, span.end, ratings)
                 ):
                     continue
                 if span.label in dates and reading_with_unit(doc.text, span.start, span.end):
