@@ -222,7 +222,7 @@ def test_rules_whose_needs_the_prefilter_saw_find_the_same_without_looking_for_t
     prefilter = clf._prefilter()
     assert prefilter is not None and prefilter.candidates("warm up") is not None
     assert len(prefilter.needs_held) >= 5  # most rules with needs have them in the database
-    texts = [doc.text for doc in generate_corpus(40, 11, "test", language)]
+    texts = [doc.text for doc in generate_corpus(60, 11, "test", language)]
     checked = 0
     for text in texts:
         may_match = prefilter.candidates(text)

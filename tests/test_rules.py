@@ -471,6 +471,15 @@ def test_lookup_groups_must_be_dictionary_entries_any_case() -> None:
     assert found(town, "lives in bed") == []
 
 
+def test_a_hyphenated_name_passes_a_name_lookup_when_each_part_does() -> None:
+    named, town, _ = parse_rule_file(LOOKUP_RULES.replace("\\w+", "[\\w-]+"), "inline.toml").rules
+    found = lambda rule, text: [text[s:e] for s, e in rule.spans(text)]  # noqa: E731
+    assert found(named, "daughter Anne-Marie Smith-Jones called") == ["Anne-Marie Smith-Jones"]
+    assert found(named, "son Mary-called") == []  # "called" is no first name
+    assert found(named, "daughter Anne- visited") == []  # an empty part is none either
+    assert found(town, "lives in Boston-Denver") == []  # places are not read part by part
+
+
 def test_a_leading_lookup_keeps_the_longest_run_of_leading_words_that_passes() -> None:
     *_, town = parse_rule_file(LOOKUP_RULES, "inline.toml").rules
     found = lambda text: [text[s:e] for s, e in town.spans(text)]  # noqa: E731

@@ -63,6 +63,42 @@ HISPANIC = (
     "UY",
     "VE",
 )
+# Faker locales whose names join Faker's es_ES ones in the Spanish lists: the Catalan names of es_CA and
+# those of the largest groups of foreign-born residents of Spain in INE's municipal register (Padrón
+# continuo): Morocco and Algeria (fr_DZ, Maghreb names in French spelling), Romania, Colombia and the
+# other Spanish-speaking Americas (es_CO, es_MX, es_AR, es_CL), the United Kingdom and Ireland, Italy,
+# Germany, France, Portugal and Brazil, China (zh_CN's romanized names), Pakistan, Nigeria and Ghana.
+# Cyrillic-only locales (Ukraine, Bulgaria, Russia) are left out: they hold no Latin spellings.
+RESIDENT_NAME_LOCALES = (
+    "es_CA",
+    "fr_DZ",
+    "ro_RO",
+    "es_CO",
+    "es_MX",
+    "es_AR",
+    "es_CL",
+    "en_GB",
+    "en_IE",
+    "it_IT",
+    "de_DE",
+    "fr_FR",
+    "pt_PT",
+    "pt_BR",
+    "zh_CN",
+    "en_PK",
+    "en_NG",
+    "yo_NG",
+    "ig_NG",
+    "ha_NG",
+    "tw_GH",
+)
+# The Provider attributes read per kind (zh_CN's Latin names are its *_romanized_names).
+_NAME_ATTRIBUTES = {
+    "first": ("first_names", "first_names_male", "first_names_female", "first_romanized_names"),
+    "last": ("last_names", "last_romanized_names"),
+}
+# A name in Latin letters (Latin-1 and Latin Extended-A), with inner blanks, hyphens and apostrophes.
+_LATIN_NAME = re.compile(r"[A-Za-zÀ-ÖØ-öø-ſ]+(?:[ '’-][A-Za-zÀ-ÖØ-öø-ſ]+)*")
 # wordfreq languages a word's frequency is compared with (names travel between languages,
 # common words do not).
 REFERENCE_LANGUAGES = ("de", "en", "es", "fr", "it", "nl", "pt")
@@ -184,15 +220,32 @@ def first_names(language: str) -> list[str]:
         return [*Provider.first_names_male, *Provider.first_names_female, *Provider.first_names_nonbinary]
     from faker.providers.person.es_ES import Provider
 
-    return [*Provider.first_names_male, *Provider.first_names_female]
+    return [*Provider.first_names_male, *Provider.first_names_female, *resident_names("first")]
 
 
 def last_names(language: str) -> list[str]:
     if language == "en":
         from faker.providers.person.en_US import Provider
-    else:
-        from faker.providers.person.es_ES import Provider
-    return list(Provider.last_names)
+
+        return list(Provider.last_names)
+    from faker.providers.person.es_ES import Provider
+
+    return [*Provider.last_names, *resident_names("last")]
+
+
+def resident_names(kind: str) -> list[str]:
+    """First (``kind`` "first") or last names in Latin letters of ``RESIDENT_NAME_LOCALES``: Spanish notes
+    name people of every origin, and a list of Spanish names alone leaves the others to chance."""
+    import importlib
+
+    out: list[str] = []
+    for locale in RESIDENT_NAME_LOCALES:
+        provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
+        for attribute in _NAME_ATTRIBUTES[kind]:
+            names = provider.__dict__.get(attribute)  # a class attribute (a list, or a dict of weights)
+            if isinstance(names, (list, tuple, dict)):
+                out.extend(name for name in names if _LATIN_NAME.fullmatch(name))
+    return out
 
 
 def lower_case_words(language: str) -> set[str]:
@@ -373,6 +426,8 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
                 f"{' up to ' + format(census_cut, 'g') + '% cumulative' if kind == 'last_names' else ''}"
                 f", {len(census) + from_faker - len(entries):,} in both; before the filters below)"
             )
+        if language == "es" and kind in SAFELISTED:
+            description += ", and the Latin-script names of es_CA and of the largest foreign-born groups' locales"
         removed = set()
         if kind in FILTERED:
             removed = {
@@ -484,7 +539,10 @@ README_NOTES = {
     "es": """\
 - **Names come from Faker**, not from names-dataset: names-dataset (MIT code) is "extracted from the
   Facebook massive dump (533M users)", a leak of personal data, and needs 3.2 GB of RAM to load.
-  Faker's es_ES lists are about 950 first names and 1,085 surnames compiled by a Faker contributor.
+  Faker's es_ES lists are about 950 first names and 1,085 surnames compiled by a Faker contributor;
+  the Latin-script names of Faker's es_CA (Catalan) and of the locales of the largest foreign-born
+  groups in Spain's municipal register (INE, Padrón continuo) join them (`RESIDENT_NAME_LOCALES` in
+  the build tool), so a patient named Mohamed, Ioana or Jordi is as much a name to the lists as María.
 - **Hospitals and health organisations are hand-compiled** from general knowledge (largest public
   hospitals, regional health services, agencies), modest and not exhaustive; no well-kept package
   lists them.

@@ -184,6 +184,7 @@ UNKNOWN_KIND = "unknown"  # the lookup kind of words no word list of the languag
 _LEADING_BREAK = regex.compile(r"[ \t]+|-")  # where a "<" lookup may end a group early
 _WORD_BREAK = regex.compile(r"[\s'’-]+")
 _APOSTROPHES = regex.compile(r"['’]")
+_COMPOUND_NAME_KINDS = ("first_names", "last_names")  # kinds whose hyphenated keys pass part by part
 
 
 def _in_kind(language: str, kind: str, key: str) -> bool:
@@ -194,7 +195,10 @@ def _in_kind(language: str, kind: str, key: str) -> bool:
         return not any(word in known for word in _WORD_BREAK.split(key) if word)
     entries = dictionary_set(language, kind)
     # Census surnames lost their apostrophes ("Obrien"): "o'brien" is looked up without them too.
-    return key in entries or (("'" in key or "’" in key) and _APOSTROPHES.sub("", key) in entries)
+    if key in entries or (("'" in key or "’" in key) and _APOSTROPHES.sub("", key) in entries):
+        return True
+    # A compound name ("Jean-Pierre", "Min-jun", "Smith-Jones") is a name when each part is one.
+    return kind in _COMPOUND_NAME_KINDS and "-" in key and all(part in entries for part in key.split("-"))
 
 
 @dataclass(frozen=True, eq=False)
