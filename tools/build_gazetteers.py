@@ -63,35 +63,44 @@ HISPANIC = (
     "UY",
     "VE",
 )
-# Faker locales whose names join Faker's es_ES ones in the Spanish lists: the Catalan names of es_CA and
-# those of the largest groups of foreign-born residents of Spain in INE's municipal register (Padrón
-# continuo): Morocco and Algeria (fr_DZ, Maghreb names in French spelling), Romania, Colombia and the
-# other Spanish-speaking Americas (es_CO, es_MX, es_AR, es_CL), the United Kingdom and Ireland, Italy,
-# Germany, France, Portugal and Brazil, China (zh_CN's romanized names), Pakistan, Nigeria and Ghana.
-# Cyrillic-only locales (Ukraine, Bulgaria, Russia) are left out: they hold no Latin spellings.
-RESIDENT_NAME_LOCALES = (
-    "es_CA",
-    "fr_DZ",
-    "ro_RO",
-    "es_CO",
-    "es_MX",
-    "es_AR",
-    "es_CL",
-    "en_GB",
-    "en_IE",
-    "it_IT",
-    "de_DE",
-    "fr_FR",
-    "pt_PT",
-    "pt_BR",
-    "zh_CN",
-    "en_PK",
-    "en_NG",
-    "yo_NG",
-    "ig_NG",
-    "ha_NG",
-    "tw_GH",
-)
+# Faker locales whose names join a language's own lists: notes name people of every origin, and lists of
+# one country's names leave the others to chance. Cyrillic-, Arabic- and Hangul-only locales are left out:
+# they hold no Latin spellings (zh_CN's are its *_romanized_names).
+# Spanish: the Catalan names of es_CA and those of the largest groups of foreign-born residents of Spain in
+# INE's municipal register (Padrón continuo): Morocco and Algeria (fr_DZ, Maghreb names in French spelling),
+# Romania, Colombia and the other Spanish-speaking Americas (es_CO, es_MX, es_AR, es_CL), the United Kingdom
+# and Ireland, Italy, Germany, France, Portugal and Brazil, China, Pakistan, Nigeria and Ghana.
+# English: none. The English recipe (tools/en_default.toml) reads these two lists as CRF features, and
+# names of every Faker locale as features cost the PhysioNet lockbox 12 false-alarm tokens for no PHI token
+# (docs/explanation/english-model.md); the largest US foreign-born groups' locales (es_MX, es_CO, en_IN,
+# zh_CN, vi_VN, pt_BR, fr_FR, de_DE, en_PK, the Nigerian ones, tw_GH) helped the rules on dev CV by two PHI
+# tokens, and would belong in a rules-only kind, as towns.txt is.
+RESIDENT_NAME_LOCALES: dict[str, tuple[str, ...]] = {
+    "en": (),
+    "es": (
+        "es_CA",
+        "fr_DZ",
+        "ro_RO",
+        "es_CO",
+        "es_MX",
+        "es_AR",
+        "es_CL",
+        "en_GB",
+        "en_IE",
+        "it_IT",
+        "de_DE",
+        "fr_FR",
+        "pt_PT",
+        "pt_BR",
+        "zh_CN",
+        "en_PK",
+        "en_NG",
+        "yo_NG",
+        "ig_NG",
+        "ha_NG",
+        "tw_GH",
+    ),
+}
 # The Provider attributes read per kind (zh_CN's Latin names are its *_romanized_names).
 _NAME_ATTRIBUTES = {
     "first": ("first_names", "first_names_male", "first_names_female", "first_romanized_names"),
@@ -217,34 +226,39 @@ def first_names(language: str) -> list[str]:
     if language == "en":
         from faker.providers.person.en_US import Provider
 
-        return [*Provider.first_names_male, *Provider.first_names_female, *Provider.first_names_nonbinary]
+        return [
+            *Provider.first_names_male,
+            *Provider.first_names_female,
+            *Provider.first_names_nonbinary,
+            *resident_names(language, "first"),
+        ]
     from faker.providers.person.es_ES import Provider
 
-    return [*Provider.first_names_male, *Provider.first_names_female, *resident_names("first")]
+    return [*Provider.first_names_male, *Provider.first_names_female, *resident_names(language, "first")]
 
 
 def last_names(language: str) -> list[str]:
     if language == "en":
         from faker.providers.person.en_US import Provider
-
-        return list(Provider.last_names)
-    from faker.providers.person.es_ES import Provider
-
-    return [*Provider.last_names, *resident_names("last")]
+    else:
+        from faker.providers.person.es_ES import Provider
+    return [*Provider.last_names, *resident_names(language, "last")]
 
 
-def resident_names(kind: str) -> list[str]:
-    """First (``kind`` "first") or last names in Latin letters of ``RESIDENT_NAME_LOCALES``: Spanish notes
-    name people of every origin, and a list of Spanish names alone leaves the others to chance."""
+def resident_names(language: str, kind: str) -> list[str]:
+    """First (``kind`` "first") or last names in Latin letters of ``language``'s ``RESIDENT_NAME_LOCALES``,
+    but those the pack's common-word list writes in lower case ("Peace", "Harm", "Eco", "Ojo": names
+    elsewhere, ordinary words in this language's notes)."""
     import importlib
 
+    ordinary = lower_case_words(language)
     out: list[str] = []
-    for locale in RESIDENT_NAME_LOCALES:
+    for locale in RESIDENT_NAME_LOCALES[language]:
         provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
         for attribute in _NAME_ATTRIBUTES[kind]:
             names = provider.__dict__.get(attribute)  # a class attribute (a list, or a dict of weights)
             if isinstance(names, (list, tuple, dict)):
-                out.extend(name for name in names if _LATIN_NAME.fullmatch(name))
+                out.extend(name for name in names if _LATIN_NAME.fullmatch(name) and name.lower() not in ordinary)
     return out
 
 
@@ -426,8 +440,8 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
                 f"{' up to ' + format(census_cut, 'g') + '% cumulative' if kind == 'last_names' else ''}"
                 f", {len(census) + from_faker - len(entries):,} in both; before the filters below)"
             )
-        if language == "es" and kind in SAFELISTED:
-            description += ", and the Latin-script names of es_CA and of the largest foreign-born groups' locales"
+        if kind in SAFELISTED and RESIDENT_NAME_LOCALES[language]:
+            description += ", and the Latin-script names of the locales of the largest foreign-born groups"
         removed = set()
         if kind in FILTERED:
             removed = {
