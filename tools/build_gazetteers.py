@@ -556,7 +556,7 @@ README_NOTES = {
   Faker's es_ES lists are about 950 first names and 1,085 surnames compiled by a Faker contributor;
   the Latin-script names of Faker's es_CA (Catalan) and of the locales of the largest foreign-born
   groups in Spain's municipal register (INE, Padrón continuo) join them (`RESIDENT_NAME_LOCALES` in
-  the build tool), so a patient named Mohamed, Ioana or Jordi is as much a name to the lists as María.
+  the build tool), so a patient named Mohamed, Khadija or Bogdan is as much a name to the lists as María.
 - **Hospitals and health organisations are hand-compiled** from general knowledge (largest public
   hospitals, regional health services, agencies), modest and not exhaustive; no well-kept package
   lists them.

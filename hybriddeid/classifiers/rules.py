@@ -197,7 +197,7 @@ def _in_kind(language: str, kind: str, key: str) -> bool:
     # Census surnames lost their apostrophes ("Obrien"): "o'brien" is looked up without them too.
     if key in entries or (("'" in key or "’" in key) and _APOSTROPHES.sub("", key) in entries):
         return True
-    # A compound name ("Jean-Pierre", "Min-jun", "Smith-Jones") is a name when each part is one.
+    # A compound name ("Jean-Pierre", "Smith-Jones") is a name when each part is one.
     return kind in _COMPOUND_NAME_KINDS and "-" in key and all(part in entries for part in key.split("-"))
 
 
