@@ -40,6 +40,16 @@ def test_learned_lexicon_takes_majority_label_and_stores_no_text(tmp_path):
     ]
 
 
+def test_files_of_the_same_bytes_load_as_one_gazetteer_and_a_changed_file_anew(tmp_path):
+    Gazetteer.from_phrases({"CITY": ["Lugo"]}).to_disk(tmp_path / "token.json")
+    (tmp_path / "char.json").write_bytes((tmp_path / "token.json").read_bytes())
+    first = Gazetteer.from_disk(tmp_path / "token.json")
+    assert Gazetteer.from_disk(tmp_path / "char.json") is first  # a model's components share one lexicon
+    Gazetteer.from_phrases({"CITY": ["Vigo"]}).to_disk(tmp_path / "token.json")
+    again = Gazetteer.from_disk(tmp_path / "token.json")
+    assert again is not first and again.tag(["vigo"]) == ["S-CITY"] and first.tag(["vigo"]) == ["O"]
+
+
 def _reference_tags(phrases: dict[str, list[tuple[str, ...]]], words: list[str]) -> list[str]:
     """Longest match first, left to right, written the plain way: the tagger's specification."""
     table = {phrase: label for label, entries in phrases.items() for phrase in reversed(entries)}

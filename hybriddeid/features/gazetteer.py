@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
@@ -29,6 +30,10 @@ NOT_IN_LEXICON = "not_in_lexicon"
 
 OUTSIDE = "O"
 _SEPARATOR = "\x1f"
+# Gazetteers read from disk and still in use, by their class and their file's digest: a model's token CRF,
+# character CRF and span typer usually save the same lexicon, read once this way (a gazetteer is never
+# changed once made).
+_LOADED: weakref.WeakValueDictionary[tuple[type, bytes], Gazetteer] = weakref.WeakValueDictionary()
 
 
 def phrase_key(words: Sequence[str]) -> str:
@@ -186,8 +191,15 @@ class Gazetteer:
 
     @classmethod
     def from_disk(cls, path: Path) -> Gazetteer:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls(data["entries"], int(data["max_words"]), data.get("prefixes", ()))
+        """The gazetteer ``to_disk`` wrote to ``path``; a file of the same bytes as one read before gives
+        that same object."""
+        raw = Path(path).read_bytes()
+        key = (cls, hashlib.blake2b(raw, digest_size=16).digest())
+        found = _LOADED.get(key)
+        if found is None:
+            data = json.loads(raw.decode("utf-8"))
+            found = _LOADED[key] = cls(data["entries"], int(data["max_words"]), data.get("prefixes", ()))
+        return found
 
 
 def jackknife(docs: Sequence[Document], folds: int = 5) -> Iterator[tuple[Sequence[Document], Gazetteer]]:
