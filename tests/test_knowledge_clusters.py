@@ -45,6 +45,16 @@ def test_lookups_prefixes_and_round_trip(tmp_path):
     assert loaded.meta["language"] == "es"
 
 
+def test_folders_of_the_same_files_load_as_one_object_and_a_changed_folder_anew(tmp_path):
+    WordClusters(brown={"lugo": ("01", 2)}, w2v={50: {"lugo": 1}}).to_disk(tmp_path / "token")
+    WordClusters(brown={"lugo": ("01", 2)}, w2v={50: {"lugo": 1}}).to_disk(tmp_path / "char")
+    first = WordClusters.from_disk(tmp_path / "token")
+    assert WordClusters.from_disk(tmp_path / "char") is first  # a model's two CRFs share one copy
+    write_brown(tmp_path / "char" / "brown.txt", [("10", "lugo", 2)])
+    again = WordClusters.from_disk(tmp_path / "char")
+    assert again is not first and again.brown_path("lugo") == "10" and first.brown_path("lugo") == "01"
+
+
 def test_reads_wcluster_paths_files_with_raw_words(tmp_path):
     (tmp_path / "paths").write_text("0\tThe\t6\n0\tthe\t60\n10\tchased\t3\n11\t1999\t2\n", encoding="utf-8")
     clusters = WordClusters.from_disk(tmp_path)

@@ -12,8 +12,10 @@ Words are keyed by ``normalize_word`` of the project's tokens, when built and wh
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,11 @@ def read_ids(path: Path) -> dict[str, int]:
     return table
 
 
+# Clusters folders read and still in use, by their files' digest: a model's token and character CRFs usually
+# save the same clusters, read once this way (clusters are never changed once made).
+_LOADED: weakref.WeakValueDictionary[tuple[type, bytes], WordClusters] = weakref.WeakValueDictionary()
+
+
 class WordClusters:
     """O(1) cluster lookups for tokens: Brown path prefixes and word2vec cluster ids.
 
@@ -143,10 +150,25 @@ class WordClusters:
 
     @classmethod
     def from_disk(cls, directory: Path) -> WordClusters:
-        """Load a clusters folder (``brown.txt`` or wcluster's ``paths``, ``word2vec-k*.txt``, ``meta.json``)."""
+        """Load a clusters folder (``brown.txt`` or wcluster's ``paths``, ``word2vec-k*.txt``, ``meta.json``);
+        a folder whose files hold the same bytes as one read before gives that same object."""
         directory = Path(directory)
         if not directory.is_dir():
             raise FileNotFoundError(f"{directory}: no such clusters folder")
+        digest = hashlib.blake2b(digest_size=16)
+        for path in sorted(directory.iterdir()):
+            if path.is_file() and (
+                path.name in (META_FILE, BROWN_FILE, WCLUSTER_FILE) or _W2V_FILE.fullmatch(path.name)
+            ):
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        key = (cls, digest.digest())
+        found = _LOADED.get(key)
+        if found is None:
+            found = _LOADED[key] = cls._read(directory)
+        return found
+
+    @classmethod
+    def _read(cls, directory: Path) -> WordClusters:
         meta: dict[str, Any] = {}
         if (directory / META_FILE).is_file():
             meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
