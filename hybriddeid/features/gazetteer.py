@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import weakref
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import cast
 
+from hybriddeid.core.cache import read_once
 from hybriddeid.core.document import Document
 from hybriddeid.text.tokenize import tokenize
 
@@ -30,10 +30,6 @@ NOT_IN_LEXICON = "not_in_lexicon"
 
 OUTSIDE = "O"
 _SEPARATOR = "\x1f"
-# Gazetteers read from disk and still in use, by their class and their file's digest: a model's token CRF,
-# character CRF and span typer usually save the same lexicon, read once this way (a gazetteer is never
-# changed once made).
-_LOADED: weakref.WeakValueDictionary[tuple[type, bytes], Gazetteer] = weakref.WeakValueDictionary()
 
 
 def phrase_key(words: Sequence[str]) -> str:
@@ -194,12 +190,12 @@ class Gazetteer:
         """The gazetteer ``to_disk`` wrote to ``path``; a file of the same bytes as one read before gives
         that same object."""
         raw = Path(path).read_bytes()
-        key = (cls, hashlib.blake2b(raw, digest_size=16).digest())
-        found = _LOADED.get(key)
-        if found is None:
+
+        def read() -> Gazetteer:
             data = json.loads(raw.decode("utf-8"))
-            found = _LOADED[key] = cls(data["entries"], int(data["max_words"]), data.get("prefixes", ()))
-        return found
+            return cls(data["entries"], int(data["max_words"]), data.get("prefixes", ()))
+
+        return read_once(cls, hashlib.blake2b(raw, digest_size=16).digest(), read)
 
 
 def jackknife(docs: Sequence[Document], folds: int = 5) -> Iterator[tuple[Sequence[Document], Gazetteer]]:

@@ -15,10 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from hybriddeid.core.cache import read_once
 
 BROWN_FILE = "brown.txt"
 WCLUSTER_FILE = "paths"  # the name wcluster gives its output
@@ -82,11 +83,6 @@ def read_ids(path: Path) -> dict[str, int]:
                 raise ValueError(f"{path}:{number}: expected 'word<TAB>cluster id'")
             table[word] = int(cluster)
     return table
-
-
-# Clusters folders read and still in use, by their files' digest: a model's token and character CRFs usually
-# save the same clusters, read once this way (clusters are never changed once made).
-_LOADED: weakref.WeakValueDictionary[tuple[type, bytes], WordClusters] = weakref.WeakValueDictionary()
 
 
 class WordClusters:
@@ -161,11 +157,7 @@ class WordClusters:
                 path.name in (META_FILE, BROWN_FILE, WCLUSTER_FILE) or _W2V_FILE.fullmatch(path.name)
             ):
                 digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        key = (cls, digest.digest())
-        found = _LOADED.get(key)
-        if found is None:
-            found = _LOADED[key] = cls._read(directory)
-        return found
+        return read_once(cls, digest.digest(), lambda: cls._read(directory))
 
     @classmethod
     def _read(cls, directory: Path) -> WordClusters:
