@@ -115,19 +115,23 @@ def test_a_full_form_cache_is_cleared_and_scores_stay_the_same(english: TokenCRF
 
 
 def test_new_forms_summed_together_give_the_bits_one_sum_per_form_gives(english: TokenCRF) -> None:
-    """A batch's new forms get their own rows from one padded sum per few hundred forms: the same
-    bits as ``state[known].sum(axis=0)`` per form (numpy's reduceat would differ in the last bits)."""
+    """A batch's new forms get their own rows from one padded sum per few hundred forms, the names the
+    model lacks left in as its zero row: the same bits as ``state[known].sum(axis=0)`` per form over
+    the names it knows (numpy's reduceat would differ in the last bits)."""
     featurizer = english._token_ids()
     generator = np.random.default_rng(3)
-    pending = [
-        (row, list(generator.integers(0, featurizer.none, int(generator.integers(1, 70))))) for row in range(600)
-    ]
+    none = featurizer.none
+    known = [list(generator.integers(0, none, int(generator.integers(1, 70)))) for _ in range(600)]
+    padded = np.full((600, 90), none, np.int64)
+    for row, ids in enumerate(known):  # each form's ids in order, with unknown names among them
+        places = np.sort(generator.choice(90, len(ids), replace=False))
+        padded[row, places] = ids
     featurizer._ensure(featurizer._count + 600)
     saved = featurizer._own[:600].copy()
     try:
-        featurizer._new_known = list(pending)
+        featurizer._new_known = [(np.arange(0, 300), padded[:300]), (np.arange(300, 600), padded[300:])]
         featurizer._sum_new()
-        expected = np.array([featurizer.state[known].sum(axis=0) for _, known in pending])
+        expected = np.array([featurizer.state[ids].sum(axis=0) for ids in known])
         assert np.array_equal(featurizer._own[:600], expected) and featurizer._new_known == []
     finally:
         featurizer._own[:600] = saved

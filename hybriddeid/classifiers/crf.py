@@ -224,7 +224,7 @@ class CRFTagger:
 
     def _load_resources(self) -> None:
         """Word clusters and dictionaries named by the parameters (at fit; a saved model has copies)."""
-        self.clusters_ = ClusterFeatures(WordClusters.from_disk(Path(self.clusters))) if self.clusters else None
+        self.clusters_ = ClusterFeatures.of(WordClusters.from_disk(Path(self.clusters))) if self.clusters else None
         self.gazetteers_ = grouped_gazetteers(self.language, self.gazetteers, self.extra_gazetteers)
 
     def resource_tags(
@@ -476,7 +476,7 @@ class CRFTagger:
         if tagger.safe_min_count > 0:
             tagger.safe_words_ = frozenset((path / SAFE_WORDS_FILE).read_text(encoding="utf-8").split())
         if tagger.clusters:
-            tagger.clusters_ = ClusterFeatures(WordClusters.from_disk(path / CLUSTERS_DIR))
+            tagger.clusters_ = ClusterFeatures.of(WordClusters.from_disk(path / CLUSTERS_DIR))
         if tagger.gazetteers or tagger.extra_gazetteers:
             tagger.gazetteers_ = {
                 file.stem: Gazetteer.from_disk(file) for file in sorted((path / GAZETTEERS_DIR).glob("*.json"))

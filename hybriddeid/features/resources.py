@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from hybriddeid.core.cache import read_once
 from hybriddeid.features.gazetteer import Gazetteer, keys_of_words
-from hybriddeid.knowledge.clusters import DEFAULT_PREFIX_LENGTHS, WordClusters
+from hybriddeid.knowledge.clusters import DEFAULT_PREFIX_LENGTHS, WordClusters, normalize_word
 from hybriddeid.text.tokenize import Token
 
 NEIGHBOUR_PREFIX = 6  # the Brown prefix length neighbours and the character CRF see
@@ -24,30 +25,50 @@ class ClusterFeatures:
         self.clusters = clusters
         self.prefix_lengths = tuple(prefix_lengths)
         self._memo: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {}
+        # the strings depend on a word's Brown path and word2vec ids only: built once per path and id
+        self._by_path: dict[str | None, tuple[tuple[str, ...], str, str]] = {}
+        self._by_id: dict[tuple[int, int], str] = {}
         # the projected word2vec id: the middle k, fine enough to tell names from places
         ks = clusters.w2v_ks
         self._projected_k = ks[len(ks) // 2] if ks else None
 
+    @classmethod
+    def of(cls, clusters: WordClusters, prefix_lengths: Sequence[int] = DEFAULT_PREFIX_LENGTHS) -> ClusterFeatures:
+        """The features of ``clusters`` that another reader of the same clusters object already made,
+        while it is in use: a model's token and character CRFs share one memo."""
+        lengths = tuple(prefix_lengths)
+        return read_once(cls, f"{id(clusters)}:{lengths}".encode(), lambda: cls(clusters, lengths))
+
     def _entry(self, word: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
         entry = self._memo.get(word)
         if entry is None:
-            prefixes = self.clusters.brown_prefixes(word, self.prefix_lengths)
-            ids = self.clusters.w2v_ids(word)
-            own = tuple(f"bc{n}={p}" for n, p in zip(self.prefix_lengths, prefixes)) + tuple(
-                f"wv{k}={cluster}" for k, cluster in ids
-            )
-            near = "none"
-            if prefixes:
-                lengths = self.prefix_lengths
-                near = prefixes[lengths.index(NEIGHBOUR_PREFIX) if NEIGHBOUR_PREFIX in lengths else 0]
+            key = normalize_word(word)
+            found = self.clusters.brown.get(key)
+            path = found[0] if found is not None else None
+            by_path = self._by_path.get(path)
+            if by_path is None:
+                by_path = self._by_path[path] = self._path_strings(path)
+            brown, near, projected_brown = by_path
+            ids = self.clusters.w2v_ids_of_key(key)
+            by_id = self._by_id
+            own = brown + tuple(by_id.get(pair) or by_id.setdefault(pair, f"wv{pair[0]}={pair[1]}") for pair in ids)
             projected = (
-                "tbc=" + near,
+                projected_brown,
                 "twv=" + next((str(cluster) for k, cluster in ids if k == self._projected_k), "none"),
             )
             entry = (own or ("bc=none",), near, projected)
             if len(self._memo) < 1 << 18:
                 self._memo[word] = entry
         return entry
+
+    def _path_strings(self, path: str | None) -> tuple[tuple[str, ...], str, str]:
+        """A Brown path's own prefix strings, the prefix a neighbour shows, and ``tbc=`` of it."""
+        if path is None:
+            return (), "none", "tbc=none"
+        prefixes = tuple(path[:n] for n in self.prefix_lengths)
+        lengths = self.prefix_lengths
+        near = prefixes[lengths.index(NEIGHBOUR_PREFIX) if NEIGHBOUR_PREFIX in lengths else 0] if prefixes else "none"
+        return tuple(f"bc{n}={p}" for n, p in zip(lengths, prefixes)), near, "tbc=" + near
 
     def own(self, word: str) -> tuple[str, ...]:
         """Brown prefixes at every length and the word2vec id at every k ("bc4=0110", "wv200=17")."""

@@ -258,7 +258,7 @@ class TokenIds:
         self._wk_names = [f"w[{k}]=" for k in range(-window, window + 1)]
         self.places = self._place_rows()
         self._own = np.zeros((0, self.n_labels))
-        self._new_known: list[tuple[int, list[int]]] = []  # new forms whose own rows _sum_new adds up
+        self._new_known: list[tuple[np.ndarray, np.ndarray]] = []  # new forms and their own ids, for _sum_new
         self._ids = np.zeros((0, 2 * window + 1 + _N_COLUMNS), np.int32)  # ids and small codes
         self._clear()
 
@@ -328,89 +328,105 @@ class TokenIds:
             ids[: len(self._ids)] = self._ids
             self._own, self._ids = own, ids
 
-    def _intern(self, text: str) -> int:
-        """The id of form ``text``, computing its row on first sight."""
-        form = self._forms.get(text)
-        if form is not None:
-            return form
-        form = self._count
-        self._ensure(form + 1)
-        on, aid, none = self.on, self._aid, self.none
-        lower = text.lower()
-        short = short_shape(text)
-        names: list[str] = []
+    def _intern_new(self, texts: list[str]) -> None:
+        """Give each of ``texts`` (distinct forms not yet known) an id and its row: every feature
+        family is computed over all of them at once and their names looked up in one pass."""
+        first, count = self._count, len(texts)
+        self._ensure(first + count)
+        on, none, clusters = self.on, self.none, self.clusters
+        lowers = [text.lower() for text in texts]
+        shorts = list(map(short_shape, texts))
+        # own names per form, family after family in the string path's order
+        families: list[list[Sequence[str]]] = []
         if "words" in on:
-            names.append("w=" + text)
+            families.append([("w=" + text,) for text in texts])
         if "affixes" in on:
-            names.extend(affixes(lower))
+            families.append(list(map(affixes, lowers)))
         if "orthography" in on:
-            names.extend(orthography(text))
+            families.append(list(map(orthography, texts)))
         if "shapes" in on:
-            names += ["sh=" + shape(text), "ss=" + short]
+            families.append([("sh=" + shape(text), "ss=" + short) for text, short in zip(texts, shorts)])
         # each of these is on only when its resource was given (__init__)
-        if "clusters" in on and self.clusters is not None:
-            names.extend(self.clusters.own(text))
+        if "clusters" in on and clusters is not None:
+            families.append(list(map(clusters.own, texts)))
         if "vocabulary" in on and self.vocabulary is not None:
-            names.extend(vocabulary_features(text, self.vocabulary))
+            vocabulary = self.vocabulary
+            families.append([vocabulary_features(text, vocabulary) for text in texts])
         if "proper" in on and self.proper_nouns is not None:
-            names.extend(proper_noun_features(text, self.proper_nouns))
-        own = len(names)
-        # the per-form columns' names too, all looked up at once: (column, name) after the own names
+            proper = self.proper_nouns
+            families.append([proper_noun_features(text, proper) for text in texts])
+        own = [list(itertools.chain.from_iterable(names)) for names in zip(*families)] if families else [[]] * count
+        # the per-form columns' names: what a token's neighbours read of it, (column, names) in order
         base = 2 * self.window + 1
-        columns: list[int] = []
+        columns: list[tuple[int, list[str]]] = []
         if "words" in on:
-            columns += range(base)
-            names += [name + lower for name in self._wk_names]
+            columns += [(k, [name + lower for lower in lowers]) for k, name in enumerate(self._wk_names)]
         if "shapes" in on:
-            columns += (base + _SSL, base + _SSR)
-            names += ("ss[-1]=" + short, "ss[1]=" + short)
-        if "clusters" in on and self.clusters is not None:
-            near = self.clusters.neighbour(text)
-            columns += (base + _BCL, base + _BCR)
-            names += ("bc[-1]=" + near, "bc[1]=" + near)
-        is_word = lower[:1].isalnum()
-        if "context" in on and is_word:
-            columns += (base + _CL, base + _CR)
-            names += ("L=" + lower, "R=" + lower)
-        ids = self._aids(names)
-        known = [i for i in ids[:own] if i != none]
-        if known:  # summed with the batch's other new forms (_sum_new)
-            self._new_known.append((form, known))
+            columns += [(base + _SSL, ["ss[-1]=" + short for short in shorts])]
+            columns += [(base + _SSR, ["ss[1]=" + short for short in shorts])]
+        if "clusters" in on and clusters is not None:
+            near = list(map(clusters.neighbour, texts))
+            columns += [(base + _BCL, ["bc[-1]=" + n for n in near]), (base + _BCR, ["bc[1]=" + n for n in near])]
+        is_word = [lower[:1].isalnum() for lower in lowers]
+        if "context" in on:
+            columns += [
+                (base + _CL, ["L=" + lower for lower in lowers]),
+                (base + _CR, ["R=" + lower for lower in lowers]),
+            ]
+        lengths = np.fromiter(map(len, own), np.int64, count)
+        names = list(itertools.chain.from_iterable(own))
+        for _, column_names in columns:
+            names += column_names
+        ids = np.array(self._aids(names), np.int64)
+        used = int(lengths.sum())
+        # own rows: each form's ids padded with the zero row (``none``) are summed by _sum_new
+        if used:
+            width = int(lengths.max())
+            padded = np.full((count, width), none, np.int64)
+            padded[np.arange(width) < lengths[:, None]] = ids[:used]
+            self._new_known.append((np.arange(first, first + count), padded))
         else:
-            self._own[form] = 0.0
-        row = [none] * (base + _N_COLUMNS)
-        for column, found in zip(columns, ids[own:]):
-            row[column] = found
-        row[base + _LOW] = self._lowers.setdefault(lower, len(self._lowers))
-        row[base + _ISW] = is_word
-        first = _NO_ID
-        if lower in self.safe_words:
-            first = aid("w=" + text) if self.words_first else _NEEDS_STRINGS
-        row[base + _SAFE] = first
-        key = keys_of_words((lower,))[0] if self.dictionaries else ""
-        row[base + _MASK] = sum(
-            1 << bit for bit, dictionary in enumerate(self.dictionaries) if key in dictionary.gazetteer.prefixes
-        )
-        row[base + _WORDV] = self.bigrams.vocabulary.get(lower, -1)
-        row[base + _SHAPEV] = self.shape_trigrams.vocabulary.get(short, -1)
-        self._ids[form] = row
-        self._word_keys.append(key)
-        self._forms[text] = form
-        self._count += 1
-        return form
+            self._own[first : first + count] = 0.0
+        block = np.full((count, base + _N_COLUMNS), none, np.int32)
+        at = used
+        for column, column_names in columns:
+            block[:, column] = ids[at : at + len(column_names)]
+            at += len(column_names)
+        words = np.array(is_word, bool)
+        if "context" in on:
+            block[~words, base + _CL] = none
+            block[~words, base + _CR] = none
+        lower_ids = self._lowers
+        block[:, base + _LOW] = [lower_ids.setdefault(lower, len(lower_ids)) for lower in lowers]
+        block[:, base + _ISW] = words
+        safe = self.safe_words
+        block[:, base + _SAFE] = [
+            (self._aid("w=" + text) if self.words_first else _NEEDS_STRINGS) if lower in safe else _NO_ID
+            for text, lower in zip(texts, lowers)
+        ]
+        keys = keys_of_words(lowers) if self.dictionaries else [""] * count
+        masks = np.zeros(count, np.int64)
+        for bit, dictionary in enumerate(self.dictionaries):
+            prefixes = dictionary.gazetteer.prefixes
+            masks |= np.array([key in prefixes for key in keys], np.int64) << bit
+        block[:, base + _MASK] = masks
+        bigram_words, shape_words = self.bigrams.vocabulary, self.shape_trigrams.vocabulary
+        block[:, base + _WORDV] = [bigram_words.get(lower, -1) for lower in lowers]
+        block[:, base + _SHAPEV] = [shape_words.get(short, -1) for short in shorts]
+        self._ids[first : first + count] = block
+        self._word_keys += keys
+        self._forms.update(zip(texts, range(first, first + count)))
+        self._count += count
 
     def _sum_new(self) -> None:
         """Each new form's own row, the sum of its features' weights, for the batch's new forms a few
         hundred at a time: their ids padded with the zero row and summed over that axis, which adds
         row after row as ``state[known].sum(axis=0)`` does, so the same bits (np.add.reduceat does
-        not)."""
+        not; a zero row added between two changes nothing)."""
         pending, self._new_known = self._new_known, []
-        for at in range(0, len(pending), _SUM_CHUNK):
-            chunk = pending[at : at + _SUM_CHUNK]
-            lengths = np.array([len(known) for _, known in chunk], np.int64)
-            ids = np.full((len(chunk), int(lengths.max())), self.none, np.int64)
-            ids[np.arange(ids.shape[1]) < lengths[:, None]] = [i for _, known in chunk for i in known]
-            self._own[[form for form, _ in chunk]] = self.state[ids].sum(axis=1)
+        for forms, padded in pending:
+            for at in range(0, len(forms), _SUM_CHUNK):
+                self._own[forms[at : at + _SUM_CHUNK]] = self.state[padded[at : at + _SUM_CHUNK]].sum(axis=1)
 
     def _line_row(self, features: tuple[str, ...], key: str) -> int:
         """The row of ``_line_table`` that sums a line's facts and ``key=`` (the next row: its
@@ -502,9 +518,9 @@ class TokenIds:
         known = list(map(self._forms.get, texts))
         forms = cast("list[int]", known)  # as it is when every form is known
         if None in known:
-            intern = self._intern
-            forms = [intern(text) if form is None else form for form, text in zip(known, texts)]
+            self._intern_new(list(dict.fromkeys(text for form, text in zip(known, texts) if form is None)))
             self._sum_new()
+            forms = list(map(self._forms.__getitem__, texts))
         # per token: its line, place in the line and position in ``flat``
         n_of = np.array(sizes, np.int64)
         line_of = np.repeat(np.arange(len(lines)), n_of)

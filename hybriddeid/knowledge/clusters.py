@@ -129,6 +129,10 @@ class WordClusters:
         """The word's (k, cluster id) for each k it has an id for, in increasing k; () if unknown."""
         return self._w2v_by_word.get(normalize_word(word), ())
 
+    def w2v_ids_of_key(self, key: str) -> tuple[tuple[int, int], ...]:
+        """``w2v_ids`` of a word already normalised (``normalize_word``)."""
+        return self._w2v_by_word.get(key, ())
+
     def to_disk(self, directory: Path) -> None:
         """Write the folder format this module reads (a model stores its copy this way)."""
         directory = Path(directory)

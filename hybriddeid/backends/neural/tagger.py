@@ -291,7 +291,7 @@ class NeuralTagger:
 
         notes = [note_tokens(analyse(doc, self.language)) for doc in train_docs]
         tag_strings = [encode_tags(note.units, doc.spans, settings.scheme) for note, doc in zip(notes, train_docs)]
-        clusters = ClusterFeatures(WordClusters.from_disk(Path(settings.clusters))) if settings.clusters else None
+        clusters = ClusterFeatures.of(WordClusters.from_disk(Path(settings.clusters))) if settings.clusters else None
         self.vocabularies_ = Vocabularies.build(notes, tag_strings, settings, clusters)
         train = [
             NoteTensors.of(self.vocabularies_.encode(note, doc.spans, settings.scheme))
@@ -502,7 +502,7 @@ class NeuralTagger:
             json.loads((path / VOCABULARIES_FILE).read_text(encoding="utf-8"))
         )
         if tagger.vocabularies_.clusters is not None:
-            tagger.vocabularies_.cluster_features = ClusterFeatures(WordClusters.from_disk(path / CLUSTERS_DIR))
+            tagger.vocabularies_.cluster_features = ClusterFeatures.of(WordClusters.from_disk(path / CLUSTERS_DIR))
         with one_thread():
             model = build_model(tagger.settings, tagger.vocabularies_)
             model.load_state_dict(torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True))
