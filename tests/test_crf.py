@@ -18,6 +18,22 @@ def test_word_shapes_follow_the_paper_example():
     assert short_shape("PO/5mg") == "A-#a"
 
 
+def test_word_shapes_give_every_character_its_class_as_one_call_per_character_did() -> None:
+    """The shapes read a translate table filled on first sight: every code point (surrogates and
+    characters that are upper case, lower case, title case, digits or none of these) gets the class
+    the character tests give it, and runs of one class collapse whatever their length."""
+
+    def char_class(ch: str) -> str:
+        return "A" if ch.isupper() else "a" if ch.islower() else "#" if ch.isdigit() else "-"
+
+    for start in range(0, 0x110000, 20):
+        word = "".join(map(chr, range(start, min(start + 20, 0x110000))))
+        expected = "".join(map(char_class, word))
+        assert shape(word) == expected
+        assert short_shape(word) == "".join(cls for i, cls in enumerate(expected) if i == 0 or expected[i - 1] != cls)
+    assert short_shape("ǅemal99--x") == "-a#-a"  # a title-case letter is neither upper nor lower case
+
+
 def test_tokens_split_letters_digits_and_punctuation_with_offsets():
     text = "NºCol:28 Ana-María"
     tokens = tokenize(text)

@@ -28,20 +28,36 @@ def _char_class(ch: str) -> str:
     return "-"
 
 
+class _CharClasses(dict[int, str]):
+    """``str.translate``'s table of ``_char_class``: each character's class, worked out on first sight
+    (at most ``_CLASSES_KEPT`` kept), so a word's classes come from one C loop, not a call per character."""
+
+    def __missing__(self, code: int) -> str:
+        found = _char_class(chr(code))
+        if len(self) < _CLASSES_KEPT:
+            self[code] = found
+        return found
+
+
+_CLASSES_KEPT = 1 << 16
+_CLASSES = _CharClasses()
+
+
 @lru_cache(maxsize=WORD_MEMO_SIZE)
 def shape(word: str) -> str:
     """Every character mapped to A/a/#/- ("PO/5mg" -> "AA-#aa"), the paper's first word shape."""
-    return "".join(_char_class(ch) for ch in word[:20])
+    return word[:20].translate(_CLASSES)
 
 
 @lru_cache(maxsize=WORD_MEMO_SIZE)
 def short_shape(word: str) -> str:
     """Runs of one class collapsed ("PO/5mg" -> "A-#a"), the paper's second word shape."""
     out: list[str] = []
-    for ch in word:
-        cls = _char_class(ch)
-        if not out or out[-1] != cls:
+    last = ""
+    for cls in word.translate(_CLASSES):
+        if cls != last:
             out.append(cls)
+            last = cls
     return "".join(out)
 
 
@@ -53,12 +69,12 @@ def orthography(word: str) -> tuple[str, ...]:
         flags.append("allcaps")
     elif word[:1].isupper():
         flags.append("title")
-    if any(ch.isupper() for ch in word[1:]) and not word.isupper():
+    if any(map(str.isupper, word[1:])) and not word.isupper():
         flags.append("innercap")
     if word.isdigit():
         flags.append("digits")
         flags.append(f"ndigits={min(len(word), 9)}")
-    elif any(ch.isdigit() for ch in word):
+    elif any(map(str.isdigit, word)):
         flags.append("hasdigit")
     if not word.isalnum():
         flags.append("punct" if len(word) == 1 else "haspunct")
