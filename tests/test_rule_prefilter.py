@@ -11,7 +11,7 @@ import pytest
 import regex
 
 from hybriddeid.classifiers import rule_prefilter
-from hybriddeid.classifiers.rules import RuleClassifier, RuleFileError, parse_rule_file
+from hybriddeid.classifiers.rules import RuleClassifier, RuleFileError, bundled_rules_text, parse_rule_file
 
 pytestmark = pytest.mark.skipif(rule_prefilter.hyperscan is None, reason="Hyperscan has no wheel for this platform")
 
@@ -285,3 +285,36 @@ def test_hyperscan_reads_every_held_character_as_regex_does() -> None:
     for char, hits in zip(held, reads(escaped, utf8 | hyperscan.HS_FLAG_CASELESS), strict=True):
         expected = {i for i, letter in enumerate(letters) if regex.fullmatch(regex.escape(letter), char, regex.I)}
         assert expected <= hits, (hex(ord(char)), [letters[i] for i in expected - hits])
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_a_bundled_rule_compiled_on_first_use_gives_the_prefilter_what_a_compiled_one_does(language: str) -> None:
+    """A model's bundled rules are compiled when first searched; the prefilter reads their flags off the
+    pattern text meanwhile: the same flags regex compiles them with, the same Hyperscan expressions."""
+    text = bundled_rules_text(language)
+    compiled = parse_rule_file(text, "bundled").rules
+    deferred = parse_rule_file(text, "bundled", deferred=True).rules
+    for now, later in zip(compiled, deferred, strict=True):
+        assert later.pattern_flags == now.compiled.flags, now.name
+        assert later.needs_flags == tuple(needs.flags for needs in now.needs_patterns), now.name
+        assert rule_prefilter.expression(later) == rule_prefilter.expression(now), now.name
+        assert rule_prefilter.needs_expressions(later) == rule_prefilter.needs_expressions(now), now.name
+    assert not any("_regex" in rule.__dict__ for rule in deferred)  # nothing above compiled them
+    for now, later in zip(compiled, deferred, strict=True):  # searched, they compile and find the same
+        assert [later.spans(example.text) for example in now.examples] == [
+            now.spans(example.text) for example in now.examples
+        ], now.name
+
+
+def test_a_deferred_rule_whose_pattern_does_not_compile_names_its_file_and_rule_when_first_searched() -> None:
+    text = """taxonomy = "i2b2-2014"
+[[rule]]
+name = "broken"
+label = "DATE"
+pattern = '(?P<phi>\\d+'
+"""
+    with pytest.raises(RuleFileError, match="does not compile"):
+        parse_rule_file(text, "mine.toml")
+    (rule,) = parse_rule_file(text, "mine.toml", deferred=True).rules
+    with pytest.raises(RuleFileError, match=r"mine\.toml: rule 'broken': pattern does not compile"):
+        rule.spans("12")

@@ -135,15 +135,15 @@ def expression(rule: Rule) -> tuple[bytes, int] | None:
     note (its ``prefilter = false``, flags or syntax the two engines read differently)."""
     if hyperscan is None or not rule.prefilter:
         return None
-    return _expression(rule.pattern, rule.compiled.flags, consume_lookaheads=True)
+    return _expression(rule.pattern, rule.pattern_flags, consume_lookaheads=True)
 
 
 def needs_expressions(rule: Rule) -> list[tuple[bytes, int]] | None:
     """The Hyperscan expressions of ``rule``'s ``needs`` patterns, or None when it has none or one of them
     is read otherwise by the two engines (its needs are then checked with ``regex``, as before)."""
-    if hyperscan is None or not rule.prefilter or not rule.needs_patterns:
+    if hyperscan is None or not rule.prefilter or not rule.needs:
         return None
-    found = [_expression(needs.pattern, needs.flags) for needs in rule.needs_patterns]
+    found = [_expression(needs, flags) for needs, flags in zip(rule.needs, rule.needs_flags)]
     return None if any(item is None for item in found) else cast("list[tuple[bytes, int]]", found)
 
 

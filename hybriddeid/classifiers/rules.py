@@ -201,6 +201,44 @@ def _in_kind(language: str, kind: str, key: str) -> bool:
     return kind in _COMPOUND_NAME_KINDS and "-" in key and all(part in entries for part in key.split("-"))
 
 
+_COMPILED_PARTS = frozenset({"_regex", "_needs", "_context_regex", "_has_phi_group"})
+# An inline flag group that sets flags for the whole pattern ("(?x)", "(?i)"; "(?i:...)" is scoped), and
+# regex's letter for each flag (its documented inline flags; "V0"/"V1" pick the version).
+_INLINE_FLAG_GROUP = regex.compile(r"\(\?([a-zA-Z01]+)\)")
+_FLAG_LETTERS = {
+    "a": regex.ASCII,
+    "b": regex.BESTMATCH,
+    "e": regex.ENHANCEMATCH,
+    "f": regex.FULLCASE,
+    "i": regex.IGNORECASE,
+    "L": regex.LOCALE,
+    "m": regex.MULTILINE,
+    "p": regex.POSIX,
+    "r": regex.REVERSE,
+    "s": regex.DOTALL,
+    "u": regex.UNICODE,
+    "w": regex.WORD,
+    "x": regex.VERBOSE,
+}
+
+
+def _flags_in(pattern: str, named: Sequence[str]) -> int:
+    """The flags ``regex`` compiles ``pattern`` with under the rule's ``named`` flags: those and every
+    inline flag group's, plus what a str pattern always has (UNICODE) and the version (V0 unless set).
+    Checked against the compiled flags for every bundled rule (tests/test_rule_prefilter.py)."""
+    flags = regex.UNICODE
+    for name in named:
+        flags |= FLAGS[name]
+    for letters in _INLINE_FLAG_GROUP.findall(pattern):
+        rest = letters.replace("V1", "").replace("V0", "")
+        if "V1" in letters:
+            flags |= regex.V1
+        flags |= sum(_FLAG_LETTERS.get(letter, 0) for letter in set(rest))
+    if not flags & regex.V1:
+        flags |= regex.V0
+    return flags
+
+
 @dataclass(frozen=True, eq=False)
 class Rule:
     """One compiled rule. ``spans(text)`` gives the (start, end) of its accepted PHI hits."""
@@ -220,6 +258,9 @@ class Rule:
     fallback: bool = False
     needs: tuple[str, ...] = ()
     prefilter: bool = True
+    # compile the patterns on first use (a bundled pack's rules, whose patterns its tests compile): a
+    # process pays only for the rules its notes reach
+    deferred: bool = False
     _regex: regex.Pattern[str] = field(init=False, repr=False)
     _needs: tuple[regex.Pattern[str], ...] = field(init=False, repr=False)
     _literals: tuple[tuple[str, bool] | None, ...] = field(init=False, repr=False)
@@ -228,20 +269,52 @@ class Rule:
     _has_phi_group: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_literals", tuple(_literal_needs(needs, self.flags) for needs in self.needs))
+        object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
+        if not self.deferred:
+            self._compile()
+
+    def _compile(self) -> None:
         flags = 0
         for flag in self.flags:
             flags |= FLAGS[flag]
-        compiled = regex.compile(self.pattern, flags)
+        try:
+            compiled = regex.compile(self.pattern, flags)
+            needs = tuple(regex.compile(item, flags) for item in self.needs)
+        except regex.error as exc:
+            if not self.deferred:
+                raise
+            raise RuleFileError(f"{self.origin}: rule {self.name!r}: pattern does not compile ({exc})") from None
         context = None
         if self.context:
             words = "|".join(regex.escape(word) for word in sorted(self.context, key=len, reverse=True))
             context = regex.compile(rf"(?<!\w)(?:{words})(?!\w)", regex.IGNORECASE)
-        object.__setattr__(self, "_regex", compiled)
-        object.__setattr__(self, "_needs", tuple(regex.compile(needs, flags) for needs in self.needs))
-        object.__setattr__(self, "_literals", tuple(_literal_needs(needs, self.flags) for needs in self.needs))
+        object.__setattr__(self, "_needs", needs)
         object.__setattr__(self, "_context_regex", context)
-        object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         object.__setattr__(self, "_has_phi_group", "phi" in compiled.groupindex)
+        object.__setattr__(self, "_regex", compiled)  # last: the mark that the rest is set
+
+    def __getattr__(self, name: str) -> Any:
+        # reached only when an attribute is missing: a deferred rule's compiled parts, made now
+        if name in _COMPILED_PARTS and self.deferred and "_regex" not in self.__dict__:
+            self._compile()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def pattern_flags(self) -> int:
+        """The flags of the compiled pattern (those set inside it included), read off its text while a
+        deferred rule is not compiled yet (what the prefilter needs of it)."""
+        if "_regex" in self.__dict__:
+            return self._regex.flags
+        return _flags_in(self.pattern, self.flags)
+
+    @property
+    def needs_flags(self) -> tuple[int, ...]:
+        """``pattern_flags`` of each ``needs`` pattern."""
+        if "_regex" in self.__dict__:
+            return tuple(needs.flags for needs in self._needs)
+        return tuple(_flags_in(needs, self.flags) for needs in self.needs)
 
     @property
     def compiled(self) -> regex.Pattern[str]:
@@ -444,8 +517,10 @@ class RuleFile:
     rules: tuple[Rule, ...]
 
 
-def parse_rule_file(text: str, origin: str) -> RuleFile:
-    """Parse and validate the TOML ``text`` of a rule file; ``origin`` names it in errors."""
+def parse_rule_file(text: str, origin: str, deferred: bool = False) -> RuleFile:
+    """Parse and validate the TOML ``text`` of a rule file; ``origin`` names it in errors. ``deferred``:
+    its patterns are compiled on first use (a bundled pack's, which its tests compile), so a bad one
+    is reported then."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -470,7 +545,7 @@ def parse_rule_file(text: str, origin: str) -> RuleFile:
     rules: list[Rule] = []
     seen: set[str] = set()
     for index, entry in enumerate(entries, start=1):
-        rule = _parse_rule(entry, index, origin, taxonomy.knows, taxonomy.name, defines, language)
+        rule = _parse_rule(entry, index, origin, taxonomy.knows, taxonomy.name, defines, language, deferred)
         if rule.name in seen:
             raise RuleFileError(f"{origin}: rule {rule.name!r}: the name is used twice")
         seen.add(rule.name)
@@ -570,6 +645,7 @@ def _parse_rule(
     taxonomy: str,
     defines: Mapping[str, str] | None = None,
     language: str | None = None,
+    deferred: bool = False,
 ) -> Rule:
     where = f"{origin}: rule #{index}"
     if not isinstance(entry, dict):
@@ -640,6 +716,7 @@ def _parse_rule(
             fallback,
             tuple(_with_defines(item, defines or {}, fail) for item in needs),
             prefilter,
+            deferred,
         )
     except regex.error as exc:
         raise fail(f"pattern does not compile ({exc})") from None
@@ -777,7 +854,9 @@ class RuleClassifier:
         files = []
         if self.language:
             files.append(
-                parse_rule_file(bundled_rules_text(self.language), language_pack(self.language).origin("regex"))
+                parse_rule_file(
+                    bundled_rules_text(self.language), language_pack(self.language).origin("regex"), deferred=True
+                )
             )
         files.extend(parse_rule_file(text, origin) for origin, text in self._user_rule_texts())
         rules: list[Rule] = []
