@@ -30,7 +30,10 @@ def test_warm_up_freezes_the_model_so_a_full_collection_skips_it() -> None:
     assert gc.get_freeze_count() == 0  # nothing frozen before (the test's own process)
     try:
         unfrozen = _best_of_three(gc.collect)
+        rules = pipeline.components["rule"].enabled_rules
+        assert not all("_regex" in rule.__dict__ for rule in rules)  # the bundled rules compile when needed...
         warm_up(pipeline)
+        assert all("_regex" in rule.__dict__ for rule in rules)  # ...and before the workers fork, in a server
         assert gc.get_freeze_count() > 10_000  # the model's objects, not a handful
         frozen = _best_of_three(gc.collect)
         assert frozen < unfrozen  # the collector no longer walks the model

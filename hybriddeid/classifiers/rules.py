@@ -829,6 +829,11 @@ class RuleClassifier:
         self._enabled_memo = (enabled, self.rules, rules)
         return rules
 
+    def prepare(self) -> None:
+        """Compile every enabled rule now (a bundled pack's compile on first search otherwise)."""
+        for rule in self.enabled_rules:
+            rule.compiled  # noqa: B018 - compiles a deferred rule
+
     def _prefilter(self) -> RulePrefilter | None:
         """The one-scan prefilter of the enabled rules (None where Hyperscan is not installed or is off)."""
         rules = self.enabled_rules

@@ -546,6 +546,13 @@ class Pipeline:
                     stack.enter_context(component.cpu_only())
             yield
 
+    def prepare(self) -> None:
+        """Build now what components otherwise build on first use (the bundled rules' patterns): for a
+        server, before it forks its workers, so that they share it and no request pays for it."""
+        for component in self.components.values():
+            if hasattr(component, "prepare"):
+                component.prepare()
+
     def threshold_for(self, threshold: float | None = None) -> float | None:
         """The P(O) threshold a call uses: ``threshold`` if given (0: none), else the config's
         ``phi_threshold``; None when there is none."""

@@ -103,13 +103,14 @@ def handle(kind: str, body: bytes, pipeline: Any, settings: WorkSettings, error_
 
 
 def warm_up(pipeline: Any) -> None:
-    """Run one made-up note through ``pipeline`` before the workers are forked, so that the caches built
+    """Prepare ``pipeline`` and run one made-up note through it before the workers are forked, so that the caches built
     on a first note are built once, shared by every worker (replacements included), and not charged to
     the first request of each; then move every object alive (the model) out of the cycle collector's
     reach (``gc.freeze``). The model never becomes garbage in a server, but each full collection walked
     all of it: 80-110 ms, once every ~150 requests in a worker, the p99 of small notes; and its walk
     wrote to every object, copying the forked workers' shared pages. A component on a GPU warms up on
     the CPU: CUDA started here could not be used by the forked workers."""
+    pipeline.prepare()  # every rule compiled, as a note that reaches it would
     with pipeline.cpu_only():  # CUDA, if a component uses it, starts in each worker, never here
         process_notes(
             pipeline,
