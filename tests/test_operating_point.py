@@ -163,6 +163,17 @@ def test_widen_joins_inside_a_token_and_adds_the_rest_as_spans():
     assert widen(text, [untouched], [_run(text, ".")], _source()) == [untouched]  # punctuation only: nothing
 
 
+def test_widen_joins_the_end_of_a_widened_run_that_holds_none_of_its_units():
+    """A character run is widened to the tokens it touches: a part past its last unit ("NºCol" of the one
+    token "MartínezNºCol", the name's characters below the threshold) joins the span it touches, scored
+    by its run's units (it once stopped a threshold sweep with a ValueError)."""
+    text = "Dra. Marta MartínezNºCol 0606"
+    name = Span(5, 19, "NOMBRE_PERSONAL_SANITARIO", "rule")
+    run = _run(text, "Marta", "Martínez", p_outside=0.3)
+    run.end = text.index(" 0606")  # widened to the whole token
+    assert widen(text, [name], [run], _source()) == [Span(5, 24, "NOMBRE_PERSONAL_SANITARIO", "rule", 0.7)]
+
+
 def test_sweep_table_json_and_choice(focused, notes, tmp_path):
     sweep = run_sweep(focused, notes, (0.99, 0.5, 0.9), model="tiny")
     assert [p.threshold for p in sweep.points] == [None, 0.5, 0.9, 0.99]

@@ -248,7 +248,13 @@ def widen(text: str, spans: Sequence[Span], runs: Sequence[Run], source: SourceC
         if len(group) == 1 and bases:
             out.append(bases[0])
             continue
-        parts = [(start, end, run.units_in(start, end)) for start, end, _, run in group if run is not None]
+        # a part of a character run widened to its token's end may hold none of the run's units
+        # ("Martínez" read as PHI, "NºCol" glued to it): it takes its run's
+        parts = [
+            (start, end, run.units_in(start, end) or list(run.units.values()))
+            for start, end, _, run in group
+            if run is not None
+        ]
         if not bases:
             span = source.new_span(group[0][0], group[-1][1], [unit for _, _, units in parts for unit in units])
             if span is not None:
