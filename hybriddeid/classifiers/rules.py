@@ -222,13 +222,19 @@ _FLAG_LETTERS = {
 }
 
 
+def _flag_bits(named: Sequence[str]) -> int:
+    """The ``regex`` flags a rule's ``flags`` names."""
+    bits = 0
+    for name in named:
+        bits |= FLAGS[name]
+    return bits
+
+
 def _flags_in(pattern: str, named: Sequence[str]) -> int:
     """The flags ``regex`` compiles ``pattern`` with under the rule's ``named`` flags: those and every
     inline flag group's, plus what a str pattern always has (UNICODE) and the version (V0 unless set).
     Checked against the compiled flags for every bundled rule (tests/test_rule_prefilter.py)."""
-    flags = regex.UNICODE
-    for name in named:
-        flags |= FLAGS[name]
+    flags = regex.UNICODE | _flag_bits(named)
     for letters in _INLINE_FLAG_GROUP.findall(pattern):
         rest = letters.replace("V1", "").replace("V0", "")
         if "V1" in letters:
@@ -275,9 +281,7 @@ class Rule:
             self._compile()
 
     def _compile(self) -> None:
-        flags = 0
-        for flag in self.flags:
-            flags |= FLAGS[flag]
+        flags = _flag_bits(self.flags)
         try:
             compiled = regex.compile(self.pattern, flags)
             needs = tuple(regex.compile(item, flags) for item in self.needs)
@@ -610,17 +614,19 @@ def dictionary_set(language: str, kind: str) -> frozenset[str]:
 
 
 def _parse_lookup(
-    value: Any, pattern: str, language: str | None, fail: Callable[[str], RuleFileError]
+    value: Any, pattern: str, language: str | None, fail: Callable[[str], RuleFileError], flags: int | None
 ) -> tuple[Lookup, ...]:
-    """The ``lookup`` table, checked: the groups exist, the kinds are the language's dictionaries."""
+    """The ``lookup`` table, checked: the groups exist, the kinds are the language's dictionaries.
+    The groups are read off the pattern compiled with the rule's ``flags`` (regex keeps it, so the
+    rule's own compile finds it made); ``flags`` None (a deferred rule): left to the pack's tests."""
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise fail("lookup must be a table of group = dictionary kind")
     if value and not language:
         raise fail("lookup needs the file's language (language = ...), whose dictionaries it reads")
-    groups = set(regex.compile(pattern).groupindex) if value else set()
+    groups = set(regex.compile(pattern, flags).groupindex) if value and flags is not None else set()
     lookups = tuple(Lookup.parse(group, spec) for group, spec in value.items())
     for lookup in lookups:
-        if lookup.group not in groups:
+        if flags is not None and lookup.group not in groups:
             raise fail(f"lookup names group {lookup.group!r}, which the pattern does not have")
         unknown = [
             kind
@@ -685,7 +691,9 @@ def _parse_rule(
     examples = tuple(_parse_example(item, fail) for item in _list(entry.get("examples", []), "examples", fail))
     counter = _string_list(entry.get("counter_examples", []), "counter_examples", fail)
     try:
-        lookup = _parse_lookup(entry.get("lookup", {}), pattern, language, fail)
+        lookup = _parse_lookup(
+            entry.get("lookup", {}), pattern, language, fail, None if deferred else _flag_bits(flags)
+        )
         fallback = entry.get("fallback", False)
         if not isinstance(fallback, bool):
             raise fail("fallback must be true or false")
