@@ -16,12 +16,14 @@ from hybriddeid.classifiers.rules import (
     RuleClassifier,
     RuleFileError,
     bundled_languages,
+    bundled_rules_text,
     map_rule_labels,
     measure_rules,
     parse_rule_file,
 )
 from hybriddeid.classifiers.validators import get_validator, register_validator, validator_names
 from hybriddeid.core.document import Document, Span
+from hybriddeid.io import read_corpus
 
 # Invented notes in the MEDDOCAN and i2b2 styles (no corpus text).
 NOTE_ES = """Datos del paciente.
@@ -1148,3 +1150,46 @@ def test_the_pipeline_drops_dates_cut_from_a_decimal_and_names_without_letters()
     assert kept == ["3/4/2021", "O'Brien 2nd", "3/4", "92", "93"]  # digits read as a name may be an age
     pipeline.config["pipeline"]["drop_impossible_dates"] = False
     assert len(pipeline.within_phi_set(Document("gas", text), found)) == 11
+
+
+ONE_LINE_TEXT = (
+    'Correo: ana.ruiz@hospital.es\nsin correo en esta línea\n"ana ruiz"@clinica.org y x@y.com\n'
+    "@sola al principio\nfin: ultimo@correo.net"
+)
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_a_one_line_rule_searches_only_the_lines_holding_its_needs_and_finds_what_a_whole_search_does(
+    language: str,
+) -> None:
+    """The e-mail rules say ``one_line``: only lines holding an "@" are searched (each with its line
+    break, which the look-ahead reads), and the hits are those of a search of the whole text."""
+    (rule,) = [rule for rule in parse_rule_file(bundled_rules_text(language), "bundled").rules if rule.name == "email"]
+    whole = dataclasses.replace(rule, one_line=False)
+    assert rule.one_line and rule._needle_lines(ONE_LINE_TEXT) == [(0, 29), (54, 87), (87, 106), (106, 128)]
+    texts = [ONE_LINE_TEXT, ONE_LINE_TEXT.replace("\n", "\r\n"), "no address here", "a@b", ONE_LINE_TEXT + "\n"]
+    texts += [note.text for note in _meddocan_notes()]
+    assert [rule.spans(text) for text in texts] == [whole.spans(text) for text in texts]
+    assert [ONE_LINE_TEXT[start:end] for start, end in rule.spans(ONE_LINE_TEXT)] == [
+        "ana.ruiz@hospital.es",
+        '"ana ruiz"@clinica.org',
+        "x@y.com",
+        "ultimo@correo.net",
+    ]
+
+
+def _meddocan_notes() -> list[Document]:
+    folder = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "meddocan" / "dev" / "brat"
+    return read_corpus(folder)[:100] if folder.is_dir() else []
+
+
+def test_one_line_is_checked_when_a_rule_file_is_read() -> None:
+    head = 'taxonomy = "meddocan"\n[[rule]]\nname = "r"\nlabel = "FECHAS"\npattern = "x@y"\n'
+    with pytest.raises(RuleFileError, match="one_line must be true or false"):
+        parse_rule_file(head + "needs = '@'\none_line = 'yes'\n", "mine.toml")
+    with pytest.raises(RuleFileError, match="one_line needs needs"):
+        parse_rule_file(head + "one_line = true\n", "mine.toml")
+    with pytest.raises(RuleFileError, match="plain words that match case"):
+        parse_rule_file(head + "needs = '(?i)correo'\none_line = true\n", "mine.toml")
+    (rule,) = parse_rule_file(head + "needs = '@'\none_line = true\n", "mine.toml").rules
+    assert rule.spans("a\nx@y\nb") == [(2, 5)]

@@ -110,6 +110,7 @@ _RULE_KEYS = frozenset(
         "fallback",
         "needs",
         "prefilter",
+        "one_line",
         "examples",
         "counter_examples",
     }
@@ -267,15 +268,24 @@ class Rule:
     # compile the patterns on first use (a bundled pack's rules, whose patterns its tests compile): a
     # process pays only for the rules its notes reach
     deferred: bool = False
+    # every match lies on one line that holds a match of ``needs`` (case-sensitive plain words), and
+    # its lookarounds read no further than the line breaks around it: only those lines are searched
+    one_line: bool = False
     _regex: regex.Pattern[str] = field(init=False, repr=False)
     _needs: tuple[regex.Pattern[str], ...] = field(init=False, repr=False)
     _literals: tuple[tuple[str, bool] | None, ...] = field(init=False, repr=False)
+    _line_needles: tuple[str, ...] = field(init=False, repr=False)
     _context_regex: regex.Pattern[str] | None = field(init=False, repr=False)
     _validate: Validator | None = field(init=False, repr=False)
     _has_phi_group: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_literals", tuple(_literal_needs(needs, self.flags) for needs in self.needs))
+        words = [literal[0] for literal in self._literals if literal is not None and not literal[1]]
+        # a rule file's one_line rule is checked to have such needs (_parse_rule); one changed since
+        # (dataclasses.replace) without them is searched whole
+        line_needles = tuple(words) if self.one_line and words and len(words) == len(self.needs) else ()
+        object.__setattr__(self, "_line_needles", line_needles)
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         if not self.deferred:
             self._compile()
@@ -399,7 +409,10 @@ class Rule:
         a bounded time per window rather than one search that must finish in ``timeout``. A text, or a
         window's reading, where ``needs`` does not match holds no match and is not searched."""
         if len(text) <= SEARCH_WINDOW + SEARCH_OVERLAP:
-            if needs_met or self._may_match(text, 0, 0, len(text), timeout, needs_seen):
+            if self._line_needles:
+                for start, end in self._needle_lines(text):
+                    yield from self._regex.finditer(text, start, end, timeout=timeout)
+            elif needs_met or self._may_match(text, 0, 0, len(text), timeout, needs_seen):
                 yield from self._regex.finditer(text, timeout=timeout)
             return
         resume = 0
@@ -420,6 +433,19 @@ class Rule:
                     match = longer
                 resume = max(match.end(), match.start() + 1)
                 yield match
+
+    def _needle_lines(self, text: str) -> list[tuple[int, int]]:
+        """The lines of ``text`` (each with its line break, so a lookahead reads it) holding one of a
+        ``one_line`` rule's needs, in order: str.find, not a regex scan of the whole note."""
+        lines = set()
+        for word in self._line_needles:
+            at = text.find(word)
+            while at >= 0:
+                end = text.find("\n", at)
+                end = len(text) if end < 0 else end + 1
+                lines.add((text.rfind("\n", 0, at) + 1, end))
+                at = text.find(word, end)
+        return sorted(lines)
 
     def _may_match(
         self, text: str, window_start: int, start: int, end: int, timeout: float | None, needs_seen: NeedsSeen | None
@@ -711,6 +737,13 @@ def _parse_rule(
         prefilter = entry.get("prefilter", True)
         if not isinstance(prefilter, bool):
             raise fail("prefilter must be true or false")
+        one_line = entry.get("one_line", False)
+        if not isinstance(one_line, bool):
+            raise fail("one_line must be true or false")
+        if one_line and not needs:
+            raise fail("one_line needs needs: the words whose lines are searched")
+        if one_line and any((_literal_needs(item, flags) or ("", True))[1] for item in needs):
+            raise fail("one_line needs its needs to be plain words that match case")
         return Rule(
             name,
             label,
@@ -728,6 +761,7 @@ def _parse_rule(
             tuple(_with_defines(item, defines or {}, fail) for item in needs),
             prefilter,
             deferred,
+            one_line,
         )
     except regex.error as exc:
         raise fail(f"pattern does not compile ({exc})") from None
