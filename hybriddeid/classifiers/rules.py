@@ -281,11 +281,9 @@ class Rule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_literals", tuple(_literal_needs(needs, self.flags) for needs in self.needs))
-        words = [literal[0] for literal in self._literals if literal is not None and not literal[1]]
         # a rule file's one_line rule is checked to have such needs (_parse_rule); one changed since
         # (dataclasses.replace) without them is searched whole
-        line_needles = tuple(words) if self.one_line and words and len(words) == len(self.needs) else ()
-        object.__setattr__(self, "_line_needles", line_needles)
+        object.__setattr__(self, "_line_needles", _case_sensitive_words(self._literals) if self.one_line else ())
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         if not self.deferred:
             self._compile()
@@ -490,6 +488,14 @@ def _literal_needs(needs: str, flags: Sequence[str]) -> tuple[str, bool] | None:
     ignore_case = bool(match.group("ci")) or "IGNORECASE" in flags
     word = match.group("word").replace("\\.", ".")
     return (word.lower() if ignore_case else word), ignore_case
+
+
+def _case_sensitive_words(literals: Sequence[tuple[str, bool] | None]) -> tuple[str, ...]:
+    """The words of ``_literal_needs`` readings when every one is a plain word that matches case (what a
+    ``one_line`` rule finds its lines by), else ()."""
+    if not literals or any(literal is None or literal[1] for literal in literals):
+        return ()
+    return tuple(literal[0] for literal in literals if literal is not None)
 
 
 # The last text case-folded for _literal_found and its folding: the rules of one note share it.
@@ -742,7 +748,7 @@ def _parse_rule(
             raise fail("one_line must be true or false")
         if one_line and not needs:
             raise fail("one_line needs needs: the words whose lines are searched")
-        if one_line and any((_literal_needs(item, flags) or ("", True))[1] for item in needs):
+        if one_line and not _case_sensitive_words([_literal_needs(item, flags) for item in needs]):
             raise fail("one_line needs its needs to be plain words that match case")
         return Rule(
             name,

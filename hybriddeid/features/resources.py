@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from hybriddeid.core.cache import read_once
 from hybriddeid.features.gazetteer import Gazetteer, keys_of_words
-from hybriddeid.knowledge.clusters import DEFAULT_PREFIX_LENGTHS, WordClusters, normalize_word
+from hybriddeid.knowledge.clusters import DEFAULT_PREFIX_LENGTHS, WordClusters, normalize_word, path_prefixes
 from hybriddeid.text.tokenize import Token
 
 NEIGHBOUR_PREFIX = 6  # the Brown prefix length neighbours and the character CRF see
@@ -65,8 +65,8 @@ class ClusterFeatures:
         """A Brown path's own prefix strings, the prefix a neighbour shows, and ``tbc=`` of it."""
         if path is None:
             return (), "none", "tbc=none"
-        prefixes = tuple(path[:n] for n in self.prefix_lengths)
         lengths = self.prefix_lengths
+        prefixes = path_prefixes(path, lengths)
         near = prefixes[lengths.index(NEIGHBOUR_PREFIX) if NEIGHBOUR_PREFIX in lengths else 0] if prefixes else "none"
         return tuple(f"bc{n}={p}" for n, p in zip(lengths, prefixes)), near, "tbc=" + near
 

@@ -40,6 +40,11 @@ def normalize_word(token: str) -> str:
     return lowered if lowered.isalpha() else _DIGIT.sub("0", lowered)
 
 
+def path_prefixes(path: str, lengths: Sequence[int]) -> tuple[str, ...]:
+    """A Brown path cut at each length (a shorter path whole): what a word's cluster features read."""
+    return tuple(path[:n] for n in lengths)
+
+
 def w2v_file(k: int) -> str:
     """The file name of the word2vec ids for k clusters."""
     return f"word2vec-k{k}.txt"
@@ -120,14 +125,11 @@ class WordClusters:
     def brown_prefixes(self, word: str, lengths: Sequence[int] = DEFAULT_PREFIX_LENGTHS) -> tuple[str, ...]:
         """The word's path cut at each length (a shorter path is returned whole); () if unknown."""
         entry = self.brown.get(normalize_word(word))
-        if entry is None:
-            return ()
-        path = entry[0]
-        return tuple(path[:n] for n in lengths)
+        return () if entry is None else path_prefixes(entry[0], lengths)
 
     def w2v_ids(self, word: str) -> tuple[tuple[int, int], ...]:
         """The word's (k, cluster id) for each k it has an id for, in increasing k; () if unknown."""
-        return self._w2v_by_word.get(normalize_word(word), ())
+        return self.w2v_ids_of_key(normalize_word(word))
 
     def w2v_ids_of_key(self, key: str) -> tuple[tuple[int, int], ...]:
         """``w2v_ids`` of a word already normalised (``normalize_word``)."""
