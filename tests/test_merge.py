@@ -119,6 +119,29 @@ def test_filter_scores_drops_only_the_named_sources_low_spans():
     assert out == {"char": [Span(5, 8, "A", "char", 0.95)], "token": [Span(0, 3, "A", "token", 0.1)]}
 
 
+def test_filter_scores_keeps_a_low_span_another_source_found_exactly():
+    """Two sources agreeing on a stretch, each at least the agreement score, keep it below their floors;
+    a partial overlap, a partner below the agreement score or one source alone does not."""
+    spans = {
+        "char": [
+            Span(0, 14, "NAME", "char", 0.69),
+            Span(20, 26, "NAME", "char", 0.6),
+            Span(30, 35, "NAME", "char", 0.5),
+        ],
+        "token": [
+            Span(0, 14, "NAME", "token", 0.42),
+            Span(20, 28, "NAME", "token", 0.45),
+            Span(30, 35, "NAME", "token", 0.2),
+        ],
+        "rule": [],
+    }
+    floors = {"char": 0.9, "token": 0.5}
+    assert filter_scores(spans, floors) == {"char": [], "token": [], "rule": []}
+    out = filter_scores(spans, floors, agreement_score=0.3)
+    assert out == {"char": [spans["char"][0]], "token": [spans["token"][0]], "rule": []}
+    assert filter_scores(spans, floors, agreement_score=0.5) == {"char": [], "token": [], "rule": []}
+
+
 def test_propagate_marks_whole_word_repeats_and_respects_existing_spans():
     text = "Ana Ruiz vino. Ana Ruiz volvió con Anastasia y Ana Ruizz. Ruiz."
     found = [Span(0, 8, "NAME", "token")]

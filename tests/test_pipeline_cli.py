@@ -94,6 +94,20 @@ def test_config_rejects_unknown_keys_and_components():
         build_config({"token": {"windw": 3}})
     with pytest.raises(ConfigError, match="components"):
         build_config({"pipeline": {"components": ["crf9000"]}})
+    for bad in (1.5, -0.1, "0.3", True):
+        with pytest.raises(ConfigError, match="agreement_score"):
+            build_config({"pipeline": {"agreement_score": bad}})
+
+
+def test_agreement_score_is_saved_with_the_model_and_unset_is_left_out(trained, tmp_path):
+    trained.to_disk(tmp_path / "plain")
+    assert "agreement_score" not in (tmp_path / "plain" / "config.toml").read_text()
+    trained.config["pipeline"]["agreement_score"] = 0.3  # the fixture is shared: set back below
+    try:
+        trained.to_disk(tmp_path / "agreeing")
+    finally:
+        trained.config["pipeline"]["agreement_score"] = None
+    assert Pipeline.load(tmp_path / "agreeing").config["pipeline"]["agreement_score"] == 0.3
 
 
 def test_focus_runs_the_char_crf_only_where_the_token_crf_is_unsure(trained):

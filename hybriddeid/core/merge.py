@@ -156,13 +156,30 @@ def _fill_with_fallbacks(kept: list[Span], fallbacks: Sequence[Span], taken: _Ta
 
 
 def filter_scores(
-    spans_by_source: Mapping[str, Sequence[Span]], min_score: Mapping[str, float]
+    spans_by_source: Mapping[str, Sequence[Span]],
+    min_score: Mapping[str, float],
+    agreement_score: float | None = None,
 ) -> dict[str, list[Span]]:
-    """Drop each source's spans scored below that source's threshold (sources not named keep all)."""
-    return {
-        source: [span for span in spans if span.score >= min_score.get(source, 0.0)]
-        for source, spans in spans_by_source.items()
-    }
+    """Drop each source's spans scored below that source's threshold (sources not named keep all).
+
+    With ``agreement_score``, a span below its floor stays when another source found exactly its
+    stretch and both scored at least ``agreement_score``: the two CRFs read different evidence (words,
+    characters), so their agreeing on a stretch that neither is sure of is evidence of its own."""
+    agreed: dict[str, set[tuple[int, int]]] = {}
+    if agreement_score is not None:
+        agreed = {
+            source: {(span.start, span.end) for span in spans if span.score >= agreement_score}
+            for source, spans in spans_by_source.items()
+        }
+
+    def kept(source: str, span: Span) -> bool:
+        if span.score >= min_score.get(source, 0.0):
+            return True
+        if agreement_score is None or span.score < agreement_score:
+            return False
+        return any((span.start, span.end) in stretches for other, stretches in agreed.items() if other != source)
+
+    return {source: [span for span in spans if kept(source, span)] for source, spans in spans_by_source.items()}
 
 
 # An alphanumeric run: re's [^\W_] is exactly str.isalnum, character by character.

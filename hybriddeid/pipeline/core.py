@@ -91,6 +91,11 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     "precedence": list(DEFAULT_PRECEDENCE),
     # Per-source confidence floor, e.g. {char = 0.95}: spans scored lower are dropped before merging.
     "min_score": {"char": 0.9, "token": 0.5},
+    # Agreement between sources: a span scored below its source's floor is kept when another source
+    # found exactly the same stretch and both scored at least this (two CRFs reading different evidence,
+    # words and characters, that agree on a name neither is sure of: merge.filter_scores). None (not
+    # written to config.toml): each source's floor alone.
+    "agreement_score": None,
     # Mark further occurrences, in the same note, of strings already found as PHI.
     "propagate": False,
     # Drop merged spans made only of clinical safe-list entries (hybriddeid.classifiers.safelist):
@@ -208,6 +213,11 @@ def _validate(config: dict[str, Any], origin: str) -> None:
         raise ConfigError(
             f"{origin}: phi_set must be one of {', '.join(PHI_SETS)}, not {config['pipeline']['phi_set']!r}"
         )
+    agreement = config["pipeline"]["agreement_score"]
+    if agreement is not None and (
+        isinstance(agreement, bool) or not isinstance(agreement, int | float) or not 0.0 <= agreement <= 1.0
+    ):
+        raise ConfigError(f"{origin}: agreement_score must be a number in [0, 1]")
     if config["pipeline"]["phi_threshold"] is not None:
         try:
             check_threshold(config["pipeline"]["phi_threshold"], "phi_threshold")
@@ -762,7 +772,7 @@ class Pipeline:
         span that loses an overlap keeps what lies outside the winner (``merge.merge``)."""
         settings = self.config["pipeline"]
         spans = merge(
-            filter_scores(by_source, settings["min_score"]),
+            filter_scores(by_source, settings["min_score"], settings["agreement_score"]),
             self.precedence if precedence is None else precedence,
             doc.text,
             label_words(self.language),
@@ -833,8 +843,9 @@ class Pipeline:
         saves (relative, so a moved or bundled model names folders that exist; components read
         their own copy) rather than the folder they were built in."""
         config = copy.deepcopy(self.config)
-        if config["pipeline"]["phi_threshold"] is None:  # TOML has no null: unset is left out
-            del config["pipeline"]["phi_threshold"]
+        for key in ("phi_threshold", "agreement_score"):
+            if config["pipeline"][key] is None:  # TOML has no null: unset is left out
+                del config["pipeline"][key]
         for name in self.components:
             if config.get(name, {}).get("clusters"):
                 config[name]["clusters"] = f"{name}/{CLUSTERS_DIR}"
