@@ -140,6 +140,19 @@ def test_filter_scores_keeps_a_low_span_another_source_found_exactly():
     out = filter_scores(spans, floors, agreement_score=0.3)
     assert out == {"char": [spans["char"][0]], "token": [spans["token"][0]], "rule": []}
     assert filter_scores(spans, floors, agreement_score=0.5) == {"char": [], "token": [], "rule": []}
+    # pieces of the other source tiling the stretch, only spaces between them, agree with it too
+    text = "Acompaña a Lucía Castro Souto su hija."
+    whole = Span(11, 29, "NOMBRE", "token", 0.47)
+    pieces = [Span(11, 16, "NOMBRE", "char", 0.57), Span(17, 29, "FAMILIARES", "char", 0.53)]
+    tiled = filter_scores({"token": [whole], "char": pieces}, floors, 0.3, text)
+    assert tiled == {"token": [whole], "char": []}
+    gap = [pieces[0], Span(24, 29, "NOMBRE", "char", 0.6)]  # "Castro" left out
+    assert filter_scores({"token": [whole], "char": gap}, floors, 0.3, text) == {"token": [], "char": []}
+    crossing = [pieces[0], Span(17, 32, "NOMBRE", "char", 0.6)]  # past the stretch's end
+    assert filter_scores({"token": [whole], "char": crossing}, floors, 0.3, text) == {"token": [], "char": []}
+    # where one source already kept the stretch, the other's low span is not added beside it
+    sure = {"char": [Span(0, 14, "NAME", "char", 0.6)], "token": [Span(0, 14, "DOCTOR", "token", 0.7)]}
+    assert filter_scores(sure, floors, agreement_score=0.3) == {"char": [], "token": sure["token"]}
 
 
 def test_propagate_marks_whole_word_repeats_and_respects_existing_spans():

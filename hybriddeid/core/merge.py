@@ -159,27 +159,60 @@ def filter_scores(
     spans_by_source: Mapping[str, Sequence[Span]],
     min_score: Mapping[str, float],
     agreement_score: float | None = None,
+    text: str | None = None,
 ) -> dict[str, list[Span]]:
     """Drop each source's spans scored below that source's threshold (sources not named keep all).
 
-    With ``agreement_score``, a span below its floor stays when another source found exactly its
-    stretch and both scored at least ``agreement_score``: the two CRFs read different evidence (words,
-    characters), so their agreeing on a stretch that neither is sure of is evidence of its own."""
-    agreed: dict[str, set[tuple[int, int]]] = {}
-    if agreement_score is not None:
-        agreed = {
-            source: {(span.start, span.end) for span in spans if span.score >= agreement_score}
-            for source, spans in spans_by_source.items()
-        }
+    With ``agreement_score``, a span below its floor over a stretch no source kept is kept where
+    another source's spans tile the same stretch (one span of exactly its extent, or, given the
+    note's ``text``, pieces that start and end with it and leave only spaces between them, "Lucía" and
+    "Castro Souto" of "Lucía Castro Souto"), all scoring at least ``agreement_score``. The two CRFs
+    read different evidence (words, characters): their agreeing that a stretch is PHI, whatever the
+    label, is evidence that neither's score holds alone. A stretch some source kept is left as it
+    was (the agreement adds spans, it changes none)."""
 
-    def kept(source: str, span: Span) -> bool:
-        if span.score >= min_score.get(source, 0.0):
-            return True
-        if agreement_score is None or span.score < agreement_score:
-            return False
-        return any((span.start, span.end) in stretches for other, stretches in agreed.items() if other != source)
+    def passes(source: str, span: Span) -> bool:
+        return span.score >= min_score.get(source, 0.0)
 
-    return {source: [span for span in spans if kept(source, span)] for source, spans in spans_by_source.items()}
+    kept = {source: [span for span in spans if passes(source, span)] for source, spans in spans_by_source.items()}
+    if agreement_score is None:
+        return kept
+    sure = [span for spans in kept.values() for span in spans]
+    candidates = {
+        source: [span for span in spans if span.score >= agreement_score] for source, spans in spans_by_source.items()
+    }
+    for source, spans in spans_by_source.items():
+        rescued = [
+            span
+            for span in spans
+            if not passes(source, span)
+            and span.score >= agreement_score
+            and not any(other.start < span.end and span.start < other.end for other in sure)
+            and any(_tiles(text, span, pieces) for other, pieces in candidates.items() if other != source)
+        ]
+        if rescued:
+            kept[source] = sorted([*kept[source], *rescued], key=lambda span: (span.start, span.end))
+    return kept
+
+
+def _tiles(text: str | None, span: Span, pieces: Sequence[Span]) -> bool:
+    """Whether ``pieces`` (in order) cover ``span`` exactly: one of the same extent, or (with the text)
+    several inside it, the first starting and the last ending with it, only spaces between them."""
+    inside = [piece for piece in pieces if span.start <= piece.start and piece.end <= span.end]
+    if any(piece.start == span.start and piece.end == span.end for piece in inside):
+        return True
+    if (
+        text is None
+        or not inside
+        or any(piece.start < span.start < piece.end or piece.start < span.end < piece.end for piece in pieces)
+    ):
+        return False
+    inside.sort(key=lambda piece: piece.start)
+    if inside[0].start != span.start or inside[-1].end != span.end:
+        return False
+    return all(
+        left.end <= right.start and text[left.end : right.start].isspace() for left, right in zip(inside, inside[1:])
+    )
 
 
 # An alphanumeric run: re's [^\W_] is exactly str.isalnum, character by character.

@@ -772,7 +772,7 @@ class Pipeline:
         span that loses an overlap keeps what lies outside the winner (``merge.merge``)."""
         settings = self.config["pipeline"]
         spans = merge(
-            filter_scores(by_source, settings["min_score"], settings["agreement_score"]),
+            filter_scores(by_source, settings["min_score"], settings["agreement_score"], doc.text),
             self.precedence if precedence is None else precedence,
             doc.text,
             label_words(self.language),
