@@ -177,42 +177,72 @@ def filter_scores(
     kept = {source: [span for span in spans if passes(source, span)] for source, spans in spans_by_source.items()}
     if agreement_score is None:
         return kept
-    sure = [span for spans in kept.values() for span in spans]
-    candidates = {
-        source: [span for span in spans if span.score >= agreement_score] for source, spans in spans_by_source.items()
+    low = {
+        source: [span for span in spans if not passes(source, span) and span.score >= agreement_score]
+        for source, spans in spans_by_source.items()
     }
-    for source, spans in spans_by_source.items():
+    if not any(low.values()):
+        return kept
+    sure = _Coverage(span for spans in kept.values() for span in spans)
+    pieces = {
+        source: _Tiling([span for span in spans if span.score >= agreement_score])
+        for source, spans in spans_by_source.items()
+    }
+    for source, spans in low.items():
         rescued = [
             span
             for span in spans
-            if not passes(source, span)
-            and span.score >= agreement_score
-            and not any(other.start < span.end and span.start < other.end for other in sure)
-            and any(_tiles(text, span, pieces) for other, pieces in candidates.items() if other != source)
+            if not sure.overlaps(span.start, span.end)
+            and any(tiling.tiles(text, span.start, span.end) for other, tiling in pieces.items() if other != source)
         ]
         if rescued:
             kept[source] = sorted([*kept[source], *rescued], key=lambda span: (span.start, span.end))
     return kept
 
 
-def _tiles(text: str | None, span: Span, pieces: Sequence[Span]) -> bool:
-    """Whether ``pieces`` (in order) cover ``span`` exactly: one of the same extent, or (with the text)
-    several inside it, the first starting and the last ending with it, only spaces between them."""
-    inside = [piece for piece in pieces if span.start <= piece.start and piece.end <= span.end]
-    if any(piece.start == span.start and piece.end == span.end for piece in inside):
-        return True
-    if (
-        text is None
-        or not inside
-        or any(piece.start < span.start < piece.end or piece.start < span.end < piece.end for piece in pieces)
-    ):
-        return False
-    inside.sort(key=lambda piece: piece.start)
-    if inside[0].start != span.start or inside[-1].end != span.end:
-        return False
-    return all(
-        left.end <= right.start and text[left.end : right.start].isspace() for left, right in zip(inside, inside[1:])
-    )
+class _Coverage:
+    """The characters some spans cover, as sorted disjoint runs: does a stretch touch any?"""
+
+    def __init__(self, spans: Iterable[Span]) -> None:
+        runs: list[list[int]] = []
+        for span in sorted(spans, key=lambda span: span.start):
+            if runs and span.start <= runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], span.end)
+            else:
+                runs.append([span.start, span.end])
+        self.starts = [run[0] for run in runs]
+        self.ends = [run[1] for run in runs]
+
+    def overlaps(self, start: int, end: int) -> bool:
+        index = bisect.bisect_left(self.starts, end) - 1  # the last run starting before the stretch ends
+        return index >= 0 and self.ends[index] > start
+
+
+class _Tiling:
+    """One source's spans, sorted, asked whether some of them tile a stretch exactly."""
+
+    def __init__(self, spans: Sequence[Span]) -> None:
+        self.spans = sorted(spans, key=lambda span: (span.start, span.end))
+        self.starts = [span.start for span in self.spans]
+        self.reach: list[int] = []  # the furthest end of the spans up to each one
+        for span in self.spans:
+            self.reach.append(max(span.end, self.reach[-1]) if self.reach else span.end)
+
+    def tiles(self, text: str | None, start: int, end: int) -> bool:
+        """One span of exactly ``start``-``end``, or (with the text) several inside it, the first starting
+        and the last ending with it, only spaces between them, none crossing its edges."""
+        first = bisect.bisect_left(self.starts, start)
+        if first and self.reach[first - 1] > start:  # a span crosses the stretch's start
+            return False
+        inside = self.spans[first : bisect.bisect_left(self.starts, end)]
+        if not inside or inside[0].start != start or max(span.end for span in inside) != end:
+            return False
+        if len(inside) == 1:
+            return True
+        return text is not None and all(
+            left.end <= right.start and text[left.end : right.start].isspace()
+            for left, right in zip(inside, inside[1:])
+        )
 
 
 # An alphanumeric run: re's [^\W_] is exactly str.isalnum, character by character.
