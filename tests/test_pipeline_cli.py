@@ -110,6 +110,24 @@ def test_agreement_score_is_saved_with_the_model_and_unset_is_left_out(trained, 
     assert Pipeline.load(tmp_path / "agreeing").config["pipeline"]["agreement_score"] == 0.3
 
 
+def test_combine_keeps_what_both_crfs_found_below_their_floors_only_with_agreement(trained):
+    """Pipeline.combine hands the note's text and the setting to the filter: pieces of the character CRF
+    tiling the token CRF's low span keep it; without the setting the floors alone decide."""
+    doc = Document("n", "Seen with Lucia Castro Souto today.")
+    by_source = {
+        "rule": [],
+        "token": [Span(10, 27, "PATIENT", "token", 0.45)],
+        "char": [Span(10, 15, "PATIENT", "char", 0.6), Span(16, 27, "DOCTOR", "char", 0.5)],
+    }
+    assert trained.combine(doc, by_source) == []
+    trained.config["pipeline"]["agreement_score"] = 0.3  # the fixture is shared: set back below
+    try:
+        kept = trained.combine(doc, by_source)
+    finally:
+        trained.config["pipeline"]["agreement_score"] = None
+    assert [(span.start, span.end, span.source) for span in kept] == [(10, 27, "token")]
+
+
 def test_focus_runs_the_char_crf_only_where_the_token_crf_is_unsure(trained):
     doc = make_corpus()[7]
     char, token = trained.components["char"], trained.components["token"]
