@@ -27,8 +27,8 @@ def cache_dir() -> Path:
 
 def read_once(kind: type[T], digest: bytes, read: Callable[[], T]) -> T:
     """The ``kind`` object already read from files of this ``digest``, while something still holds it, else
-        ``read()``'s: a model's components often save one resource several times (the token CRF, character CRF
-        and span typer their lexicon; both CRFs their word clusters). For objects whose answers never change once
+    ``read()``'s: a model's components often save one resource several times (the token CRF, character CRF
+    and span typer their lexicon; both CRFs their word clusters). For objects whose answers never change once
     made (a memo inside one only saves work); ``digest`` may name an object in use rather than files, as long
     as the object read holds what it names (``ClusterFeatures.of``: the clusters object, so its id stays
     taken)."""

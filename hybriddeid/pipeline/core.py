@@ -91,10 +91,10 @@ PIPELINE_DEFAULTS: dict[str, Any] = {
     "precedence": list(DEFAULT_PRECEDENCE),
     # Per-source confidence floor, e.g. {char = 0.95}: spans scored lower are dropped before merging.
     "min_score": {"char": 0.9, "token": 0.5},
-    # Agreement between sources: a span scored below its source's floor is kept when another source
-    # found exactly the same stretch and both scored at least this (two CRFs reading different evidence,
-    # words and characters, that agree on a name neither is sure of: merge.filter_scores). None (not
-    # written to config.toml): each source's floor alone.
+    # Agreement between sources: a stretch no source kept is kept where two sources found it (one span
+    # of its extent, or pieces tiling it), each scoring at least this: two CRFs reading different
+    # evidence, words and characters, that agree on a name neither is sure of (merge.filter_scores).
+    # None (not written to config.toml): each source's floor alone.
     "agreement_score": None,
     # Mark further occurrences, in the same note, of strings already found as PHI.
     "propagate": False,
@@ -213,16 +213,12 @@ def _validate(config: dict[str, Any], origin: str) -> None:
         raise ConfigError(
             f"{origin}: phi_set must be one of {', '.join(PHI_SETS)}, not {config['pipeline']['phi_set']!r}"
         )
-    agreement = config["pipeline"]["agreement_score"]
-    if agreement is not None and (
-        isinstance(agreement, bool) or not isinstance(agreement, int | float) or not 0.0 <= agreement <= 1.0
-    ):
-        raise ConfigError(f"{origin}: agreement_score must be a number in [0, 1]")
-    if config["pipeline"]["phi_threshold"] is not None:
-        try:
-            check_threshold(config["pipeline"]["phi_threshold"], "phi_threshold")
-        except ValueError as exc:
-            raise ConfigError(f"{origin}: {exc}") from None
+    for key in ("phi_threshold", "agreement_score"):  # probabilities in (0, 1], or unset
+        if config["pipeline"][key] is not None:
+            try:
+                check_threshold(config["pipeline"][key], key)
+            except ValueError as exc:
+                raise ConfigError(f"{origin}: {exc}") from None
     for name, section in config.items():
         check = get_component(name).check if name != "pipeline" else None
         for problem in check(section) if check else ():
