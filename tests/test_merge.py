@@ -9,6 +9,7 @@ from hybriddeid.core.merge import (
     DEFAULT_PRECEDENCE,
     SHORT_NAME_WORD,
     filter_scores,
+    given_names_before,
     link_name_words,
     merge,
     propagate,
@@ -531,3 +532,40 @@ def test_whole_name_words_never_widens_into_another_span():
     text = "Stoke-on-Trent"
     first, other = Span(0, 5, "CITY", "token"), Span(9, 14, "PATIENT", "rule")
     assert whole_name_words(text, [first, other], {"CITY", "PATIENT"}) == [first, other]
+
+
+GIVEN = frozenset({"nadia", "teodoro", "yusuf"})
+
+
+@pytest.mark.parametrize(
+    ("text", "found", "expected"),
+    [
+        ("Seen with Nadia Whitcombe today.", "Whitcombe", "Nadia Whitcombe"),
+        ("Seen with Teodoro Nadia Whitcombe.", "Whitcombe", "Teodoro Nadia Whitcombe"),  # two given names
+        ("Seen with Nadia  Whitcombe.", "Whitcombe", "Nadia  Whitcombe"),  # blanks between them
+        ("Seen with NADIA Whitcombe.", "Whitcombe", "Whitcombe"),  # capitals: an abbreviation as often
+        ("Seen with nadia Whitcombe.", "Whitcombe", "Whitcombe"),  # lower case: no name written as one
+        ("Seen with Nadia\nWhitcombe.", "Whitcombe", "Whitcombe"),  # another line
+        ("Seen with Nadia, Whitcombe.", "Whitcombe", "Whitcombe"),  # a comma parts them
+        ("Seen with Al-Nadia Whitcombe.", "Whitcombe", "Whitcombe"),  # part of a longer word
+        ("Seen with Gregor Whitcombe.", "Whitcombe", "Whitcombe"),  # not among the given names
+        ("Seen with Nadia Whitcombe.", "ID:Whitcombe", "Whitcombe"),  # a label of no person
+    ],
+)
+def test_given_names_before_widens_a_person_over_the_given_names_before_it(text: str, found: str, expected: str):
+    label = "PATIENT"
+    if found.startswith("ID:"):
+        found, label = found.removeprefix("ID:"), "MEDICALRECORD"
+    start = text.index(found)
+    span = Span(start, start + len(found), label, "token", 0.8)
+    (widened,) = given_names_before(text, [span], {"PATIENT", "FAMILIARES_SUJETO_ASISTENCIA"}, GIVEN)
+    assert text[widened.start : widened.end] == expected
+    assert (widened.end, widened.label, widened.source, widened.score) == (span.end, label, "token", 0.8)
+
+
+def test_given_names_before_never_takes_a_word_another_span_holds():
+    text = "Dr Nadia Whitcombe"
+    doctor, patient = Span(3, 8, "DOCTOR", "rule"), Span(9, 18, "PATIENT", "token")
+    assert given_names_before(text, [doctor, patient], {"PATIENT", "DOCTOR"}, GIVEN) == [doctor, patient]
+    partly = Span(0, 5, "DOCTOR", "rule")  # "Dr Na": it reaches into the given name
+    assert given_names_before(text, [partly, patient], {"PATIENT"}, GIVEN) == [partly, patient]

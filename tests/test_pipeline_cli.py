@@ -13,7 +13,7 @@ from hybriddeid import Pipeline
 from hybriddeid.cli import main
 from hybriddeid.core.document import Document, Span
 from hybriddeid.io import read_corpus, write_document
-from hybriddeid.pipeline.core import ConfigError, build_config
+from hybriddeid.pipeline.core import ConfigError, _name_and_place_labels, _person_labels, build_config
 
 NAMES = ["Ana Ruiz", "Pedro Gil", "Marta Sanz", "Luis Vega", "Eva Mora", "Juan Ortiz", "Rosa Prieto", "Hugo Lara"]
 FAST = {
@@ -126,6 +126,22 @@ def test_combine_keeps_what_both_crfs_found_below_their_floors_only_with_agreeme
     finally:
         trained.config["pipeline"]["agreement_score"] = None
     assert [(span.start, span.end, span.source) for span in kept] == [(10, 27, "token")]
+
+
+def test_combine_widens_a_person_over_a_given_name_the_crfs_left_out(trained):
+    """The surname found alone takes the given name before it (merge.given_names_before, with the
+    language's first names less its ordinary words): "Nadia" would stay in the output."""
+    doc = Document("n", "Acude con Nadia Whitcombe hoy.")
+    by_source = {"rule": [], "token": [Span(16, 25, "NOMBRE_SUJETO_ASISTENCIA", "token", 0.9)], "char": []}
+    assert [(span.start, span.end) for span in trained.combine(doc, by_source)] == [(10, 25)]
+
+
+def test_relatives_are_widened_to_their_whole_names_as_people_are():
+    """MEDDOCAN's relatives' label holds their names too: a span cut inside a hyphenated given name is
+    widened (merge.whole_name_words) as a patient's is; a profession is not."""
+    labels = ("FAMILIARES_SUJETO_ASISTENCIA", "NOMBRE_SUJETO_ASISTENCIA", "PROFESION", "CALLE")
+    assert _name_and_place_labels(labels) == {"FAMILIARES_SUJETO_ASISTENCIA", "NOMBRE_SUJETO_ASISTENCIA", "CALLE"}
+    assert _person_labels(labels) == {"FAMILIARES_SUJETO_ASISTENCIA", "NOMBRE_SUJETO_ASISTENCIA"}
 
 
 def test_focus_runs_the_char_crf_only_where_the_token_crf_is_unsure(trained):

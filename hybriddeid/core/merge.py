@@ -355,6 +355,43 @@ def whole_name_words(text: str, spans: Sequence[Span], widened: Container[str]) 
     return out
 
 
+# The word before a name span, and what stands between them: blanks on the line.
+_WORD_BEFORE = re.compile(r"(?<![\w'’-])([^\W\d_]+)[ \t]+$")
+# How far back a given name is looked for (a word and its blanks).
+_GIVEN_NAME_REACH = 40
+
+
+def given_names_before(
+    text: str, spans: Sequence[Span], named: Container[str], given_names: Container[str]
+) -> list[Span]:
+    """Spans of the ``named`` labels (people, relatives) widened over the given names written just before
+    them on their line: "Eva" of "Eva O'Sullivan", where a model found the surname alone and the given
+    name stays in the output. A given name is a word of ``given_names`` (case-folded: the language's
+    first-name dictionary less its ordinary words) written capitalised ("Eva", not "EVA", a pain scale),
+    that no other span touches; several are taken in turn ("María José")."""
+    out = list(spans)
+    taken = sorted((span.start, span.end) for span in spans)
+    for index, span in enumerate(spans):
+        if span.label not in named:
+            continue
+        start = span.start
+        while True:
+            before = _WORD_BEFORE.search(text, max(0, start - _GIVEN_NAME_REACH), start)
+            if before is None:
+                break
+            word = before.group(1)
+            if not (len(word) > 1 and word[0].isupper() and word[1:].islower() and word.casefold() in given_names):
+                break
+            word_start = before.start(1)
+            position = bisect.bisect_left(taken, (start,))
+            if position > 0 and taken[position - 1][1] > word_start:
+                break  # another span holds it
+            start = word_start
+        if start != span.start:
+            out[index] = replace(span, start=start)
+    return out
+
+
 def _word_around(text: str, position: int) -> tuple[int, int] | None:
     """The hyphenated word holding ``position``, if it holds one."""
     if not 0 <= position < len(text) or not (text[position].isalpha() or text[position] == "-"):

@@ -111,6 +111,22 @@ def name_words(language: str) -> frozenset[str]:
 
 @register_cache
 @cache
+def given_names(language: str) -> frozenset[str]:
+    """The words of ``language``'s bundled first-name dictionary that are no ordinary word of it
+    (``lower_words``), case-folded: "eva", not "rosa" (a colour in Spanish). Empty without one."""
+    if "first_names" not in bundled_kinds(language):
+        return frozenset()
+    ordinary = lower_words(language)
+    return frozenset(
+        folded
+        for entry in bundled_entries(language, "first_names")
+        for word in entry.split()
+        if (folded := word.casefold()) not in ordinary
+    )
+
+
+@register_cache
+@cache
 def lower_words(language: str) -> frozenset[str]:
     """The ordinary words of ``language``: the entries its common-word list (``words.txt``) writes in
     lower case ("bill", "will"; not "Bernini"), and its stop words. Empty without a ``words.txt``."""

@@ -51,6 +51,7 @@ from hybriddeid.core.languages import register_cache, stop_words, unread_letters
 from hybriddeid.core.merge import (
     DEFAULT_PRECEDENCE,
     filter_scores,
+    given_names_before,
     link_name_words,
     merge,
     propagate,
@@ -61,7 +62,7 @@ from hybriddeid.core.registry import component_names, find_component, get_compon
 from hybriddeid.core.taxonomy import Taxonomy, guess_taxonomy
 from hybriddeid.features.analysis import AnalysedNote, Piece, analyse, analysed_pieces
 from hybriddeid.features.context import field_labels
-from hybriddeid.knowledge.dictionaries import lower_words, measurement_labels, name_words, rating_words
+from hybriddeid.knowledge.dictionaries import given_names, lower_words, measurement_labels, name_words, rating_words
 from hybriddeid.pipeline.operating_point import (
     NO_THRESHOLD,
     NoteReading,
@@ -352,10 +353,20 @@ def _taxonomy_of(labels: tuple[str, ...]) -> Taxonomy:
 
 
 @lru_cache(maxsize=16)
+def _person_labels(labels: tuple[str, ...]) -> frozenset[str]:
+    """The labels among ``labels`` of people and relatives (``merge.given_names_before``)."""
+    kinds = load_kinds()
+    return frozenset(label for label in labels if kinds.kind(label) in ("person", "relative"))
+
+
+@lru_cache(maxsize=16)
 def _name_and_place_labels(labels: tuple[str, ...]) -> frozenset[str]:
-    """The labels among ``labels`` whose category is a name or a place (``merge.whole_name_words``)."""
-    taxonomy = _taxonomy_of(labels)
-    return frozenset(label for label in labels if taxonomy.category(label) in ("NAME", "LOCATION"))
+    """The labels among ``labels`` whose category is a name or a place, and those of relatives, whose
+    spans hold their names too (MEDDOCAN's FAMILIARES_SUJETO_ASISTENCIA): ``merge.whole_name_words``."""
+    taxonomy, kinds = _taxonomy_of(labels), load_kinds()
+    return frozenset(
+        label for label in labels if taxonomy.category(label) in ("NAME", "LOCATION") or kinds.kind(label) == "relative"
+    )
 
 
 def component_params(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -775,6 +786,7 @@ class Pipeline:
         )
         spans = propagate(doc.text, spans) if settings["propagate"] else spans
         spans = whole_name_words(doc.text, spans, _name_and_place_labels(tuple(self.labels)))
+        spans = given_names_before(doc.text, spans, _person_labels(tuple(self.labels)), given_names(self.language))
         if settings["safelist"]:
             spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]
         if settings["trim_relation_words"]:
