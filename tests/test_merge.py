@@ -569,3 +569,18 @@ def test_given_names_before_never_takes_a_word_another_span_holds():
     assert given_names_before(text, [doctor, patient], {"PATIENT", "DOCTOR"}, GIVEN) == [doctor, patient]
     partly = Span(0, 5, "DOCTOR", "rule")  # "Dr Na": it reaches into the given name
     assert given_names_before(text, [partly, patient], {"PATIENT"}, GIVEN) == [partly, patient]
+
+
+def test_agreement_asks_for_the_same_kind_when_given_one():
+    """With ``kind``, the other source's pieces must be of the low span's kind: a person read as a
+    person and a doctor agree, a person and a hospital do not."""
+    text = "Seen with Lucia Castro today."
+    token = Span(10, 22, "PATIENT", "token", 0.45)
+    kinds = {"PATIENT": "person", "DOCTOR": "person", "HOSPITAL": "hospital"}.__getitem__
+    for other, kept in (("DOCTOR", True), ("HOSPITAL", False)):
+        char = Span(10, 22, other, "char", 0.6)
+        out = filter_scores({"token": [token], "char": [char]}, {"token": 0.5, "char": 0.95}, 0.3, text, kinds)
+        assert out["token"] == ([token] if kept else [])
+        assert filter_scores({"token": [token], "char": [char]}, {"token": 0.5, "char": 0.95}, 0.3, text)["token"] == [
+            token
+        ]  # without kinds any label agrees

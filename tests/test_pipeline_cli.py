@@ -97,6 +97,8 @@ def test_config_rejects_unknown_keys_and_components():
     for bad in (1.5, -0.1, "0.3", True):
         with pytest.raises(ConfigError, match="agreement_score"):
             build_config({"pipeline": {"agreement_score": bad}})
+    with pytest.raises(ConfigError, match="agreement_same_kind must be true or false"):
+        build_config({"pipeline": {"agreement_same_kind": "yes"}})
 
 
 def test_agreement_score_is_saved_with_the_model_and_unset_is_left_out(trained, tmp_path):
@@ -126,6 +128,31 @@ def test_combine_keeps_what_both_crfs_found_below_their_floors_only_with_agreeme
     finally:
         trained.config["pipeline"]["agreement_score"] = None
     assert [(span.start, span.end, span.source) for span in kept] == [(10, 27, "token")]
+
+
+def test_combine_asks_the_crfs_to_agree_on_the_kind_with_agreement_same_kind(trained):
+    """With ``agreement_same_kind`` the pieces must be of the low span's kind (by the surrogate kinds):
+    a patient and a doctor are both people, a hospital is not."""
+    doc = Document("n", "Seen with Lucia Castro Souto today.")
+    token = Span(10, 27, "PATIENT", "token", 0.45)
+    settings = trained.config["pipeline"]
+    settings["agreement_score"], settings["agreement_same_kind"] = 0.3, True  # the fixture is shared: set back below
+    try:
+        kept = {
+            other: trained.combine(
+                doc,
+                {
+                    "rule": [],
+                    "token": [token],
+                    "char": [Span(10, 15, "PATIENT", "char", 0.6), Span(16, 27, other, "char", 0.5)],
+                },
+            )
+            for other in ("DOCTOR", "HOSPITAL")
+        }
+    finally:
+        settings["agreement_score"], settings["agreement_same_kind"] = None, False
+    assert [(span.start, span.end) for span in kept["DOCTOR"]] == [(10, 27)]
+    assert kept["HOSPITAL"] == []
 
 
 def test_combine_widens_a_person_over_a_given_name_the_crfs_left_out(trained):

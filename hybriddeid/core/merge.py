@@ -160,15 +160,18 @@ def filter_scores(
     min_score: Mapping[str, float],
     agreement_score: float | None = None,
     text: str | None = None,
+    kind: Callable[[str], str] | None = None,
 ) -> dict[str, list[Span]]:
     """Drop each source's spans scored below that source's threshold (sources not named keep all).
 
     With ``agreement_score``, a span below its floor over a stretch no source kept is kept where
     another source's spans tile the same stretch (one span of exactly its extent, or, given the
     note's ``text``, pieces that start and end with it and leave only spaces between them, "Lucía" and
-    "Castro Souto" of "Lucía Castro Souto"), all scoring at least ``agreement_score``. The two CRFs
-    read different evidence (words, characters): their agreeing that a stretch is PHI, whatever the
-    label, is evidence that neither's score holds alone. A stretch some source kept is left as it
+    "Castro Souto" of "Lucía Castro Souto"), all scoring at least ``agreement_score`` and, given ``kind``
+    (a label's surrogate kind: person, date, city...), all of the span's kind. The two CRFs read
+    different evidence (words, characters): their agreeing on what a stretch is (a person, whichever of
+    patient or doctor) is evidence that neither's score holds alone; agreeing only that it is PHI, one
+    reading a person and the other a hospital, is weaker. A stretch some source kept is left as it
     was (the agreement adds spans, it changes none)."""
 
     def passes(source: str, span: Span) -> bool:
@@ -184,16 +187,29 @@ def filter_scores(
     if not any(low.values()):
         return kept
     sure = _Coverage(span for spans in kept.values() for span in spans)
-    pieces = {
-        source: _Tiling([span for span in spans if span.score >= agreement_score])
-        for source, spans in spans_by_source.items()
-    }
+    tilings: dict[tuple[str, str | None], _Tiling] = {}
+
+    def tiling(source: str, of_kind: str | None) -> _Tiling:
+        if (source, of_kind) not in tilings:
+            tilings[source, of_kind] = _Tiling(
+                [
+                    span
+                    for span in spans_by_source[source]
+                    if span.score >= agreement_score and (kind is None or kind(span.label) == of_kind)
+                ]
+            )
+        return tilings[source, of_kind]
+
     for source, spans in low.items():
         rescued = [
             span
             for span in spans
             if not sure.overlaps(span.start, span.end)
-            and any(tiling.tiles(text, span.start, span.end) for other, tiling in pieces.items() if other != source)
+            and any(
+                tiling(other, None if kind is None else kind(span.label)).tiles(text, span.start, span.end)
+                for other in spans_by_source
+                if other != source
+            )
         ]
         if rescued:
             kept[source] = sorted([*kept[source], *rescued], key=lambda span: (span.start, span.end))
@@ -365,10 +381,10 @@ def given_names_before(
     text: str, spans: Sequence[Span], named: Container[str], given_names: Container[str]
 ) -> list[Span]:
     """Spans of the ``named`` labels (people, relatives) widened over the given names written just before
-    them on their line: "Eva" of "Eva O'Sullivan", where a model found the surname alone and the given
-    name stays in the output. A given name is a word of ``given_names`` (case-folded: the language's
+    them on their line: "Nadia" of "Nadia Whitcombe", where a model found the surname alone and the given
+    name would stay in the output. A given name is a word of ``given_names`` (case-folded: the language's
     first-name dictionary less its ordinary words) written capitalised ("Eva", not "EVA", a pain scale),
-    that no other span touches; several are taken in turn ("María José")."""
+    that no other span touches; several are taken in turn ("Teodoro Luis")."""
     out = list(spans)
     taken = sorted((span.start, span.end) for span in spans)
     for index, span in enumerate(spans):
