@@ -115,7 +115,7 @@ def test_agreement_score_is_saved_with_the_model_and_unset_is_left_out(trained, 
 def test_combine_keeps_what_both_crfs_found_below_their_floors_only_with_agreement(trained):
     """Pipeline.combine hands the note's text and the setting to the filter: pieces of the character CRF
     tiling the token CRF's low span keep it; without the setting the floors alone decide."""
-    doc = Document("n", "Seen with Lucia Castro Souto today.")
+    doc = Document("n", "Seen with Nadia Robles Pardo today.")
     by_source = {
         "rule": [],
         "token": [Span(10, 27, "PATIENT", "token", 0.45)],
@@ -133,7 +133,7 @@ def test_combine_keeps_what_both_crfs_found_below_their_floors_only_with_agreeme
 def test_combine_asks_the_crfs_to_agree_on_the_kind_with_agreement_same_kind(trained):
     """With ``agreement_same_kind`` the pieces must be of the low span's kind (by the surrogate kinds):
     a patient and a doctor are both people, a hospital is not."""
-    doc = Document("n", "Seen with Lucia Castro Souto today.")
+    doc = Document("n", "Seen with Nadia Robles Pardo today.")
     token = Span(10, 27, "PATIENT", "token", 0.45)
     settings = trained.config["pipeline"]
     settings["agreement_score"], settings["agreement_same_kind"] = 0.3, True  # the fixture is shared: set back below

@@ -12,7 +12,7 @@ holds every word the pack's common-word list (``words.txt``), safe-list and stop
 "first_names,unknown" takes "grace" and "dudak" but not "aware"; a hit whose group
 fails is dropped, or, for a spec ending in "?", ends before that group, so an optional surname that
 is no name is left out; for a spec ending in "<", the group's longest run of leading words (split at
-blanks and hyphens) that passes ends the span, so "Moose Jaw with" and "Stoke-on-Trent" take a town of
+blanks and hyphens) that passes ends the span, so "Medicine Hat with" and "Southend-on-Sea" take a town of
 several words and "Boston with" the one), ``fallback = true`` for a rule whose spans only fill gaps (they rank after
 every classifier in the merger, ``merge.FALLBACK_SUFFIX``, so a CRF's longer span of the same name
 wins over a rule that found its first word), ``needs``: a pattern, or a list of patterns one of

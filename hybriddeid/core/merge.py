@@ -166,8 +166,8 @@ def filter_scores(
 
     With ``agreement_score``, a span below its floor over a stretch no source kept is kept where
     another source's spans tile the same stretch (one span of exactly its extent, or, given the
-    note's ``text``, pieces that start and end with it and leave only spaces between them, "Lucía" and
-    "Castro Souto" of "Lucía Castro Souto"), all scoring at least ``agreement_score`` and, given ``kind``
+    note's ``text``, pieces that start and end with it and leave only spaces between them, "Nadia" and
+    "Robles Pardo" of "Nadia Robles Pardo"), all scoring at least ``agreement_score`` and, given ``kind``
     (a label's surrogate kind: person, date, city...), all of the span's kind. The two CRFs read
     different evidence (words, characters): their agreeing on what a stretch is (a person, whichever of
     patient or doctor) is evidence that neither's score holds alone; agreeing only that it is PHI, one
@@ -300,7 +300,7 @@ _NAME_RUN = re.compile(r"[\w'’-]+")
 # A linked name word this short is not also marked in capitals unless it was found so: in a clinical
 # note a short word in capitals is mostly an abbreviation ("LUE", "PEG", "CAM" are surnames too).
 SHORT_NAME_WORD = 3
-# A word whose parts are joined by hyphens: "Stoke-on-Trent", "Jean-Pierre", "SAINT-JEAN-DE-LUZ".
+# A word whose parts are joined by hyphens: "Southend-on-Sea", "Jean-Pierre", "SAINT-JEAN-DE-LUZ".
 _HYPHENATED = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*(?:-[^\W\d_]+(?:['’][^\W\d_]+)*)+")
 
 
@@ -318,7 +318,7 @@ def _name_parts(word: str) -> bool:
 
 def _hyphenated_given_name(word: str) -> bool:
     """A given name written as two hyphenated syllables, the second in lower case, as romanised Korean
-    and Chinese names are ("Min-jun", "Seo-yeon", "Xiao-ming"): widened only when a span starts at its
+    and Chinese names are ("Hyun-woo", "Seo-yeon", "Xiao-ming"): widened only when a span starts at its
     second part, since "Boston-based" has the same form."""
     parts = word.split("-")
     return (
@@ -331,7 +331,7 @@ def _hyphenated_given_name(word: str) -> bool:
 
 
 def _elided_particle_start(text: str, start: int) -> int:
-    """Where a name starting at ``start`` begins with its elided particle: "O'" of "O'Sullivan", "D'" of
+    """Where a name starting at ``start`` begins with its elided particle: "O'" of "O'Rourke", "D'" of
     "D'Angelo" (one capital and an apostrophe glued to a capitalised word of two letters or more);
     ``start`` otherwise."""
     if (
@@ -349,8 +349,8 @@ def _elided_particle_start(text: str, start: int) -> int:
 def whole_name_words(text: str, spans: Sequence[Span], widened: Container[str]) -> list[Span]:
     """Spans of the ``widened`` labels (names, places) that end or start inside a name's word widened to
     the whole word, where that overlaps no other span: the part left out would name the person or
-    place in the output. The words: hyphenated names ("Stoke" of "Stoke-on-Trent", "Pierre" of
-    "Jean-Pierre", "jun" of "Min-jun") and names with an elided particle ("Sullivan" of "O'Sullivan")."""
+    place in the output. The words: hyphenated names ("Southend" of "Southend-on-Sea", "Pierre" of
+    "Jean-Pierre", "woo" of "Hyun-woo") and names with an elided particle ("Rourke" of "O'Rourke")."""
     out = list(spans)
     for index, span in enumerate(spans):
         if span.label not in widened:
