@@ -546,6 +546,7 @@ GIVEN = frozenset({"nadia", "teodoro", "yusuf"})
         ("Seen with NADIA Whitcombe.", "Whitcombe", "Whitcombe"),  # capitals: an abbreviation as often
         ("Seen with nadia Whitcombe.", "Whitcombe", "Whitcombe"),  # lower case: no name written as one
         ("Seen with Nadia\nWhitcombe.", "Whitcombe", "Whitcombe"),  # another line
+        ("Seen with Nadia \nWhitcombe.", "Whitcombe", "Whitcombe"),  # another line, a blank before its break
         ("Seen with Nadia, Whitcombe.", "Whitcombe", "Whitcombe"),  # a comma parts them
         ("Seen with Al-Nadia Whitcombe.", "Whitcombe", "Whitcombe"),  # part of a longer word
         ("Seen with Gregor Whitcombe.", "Whitcombe", "Whitcombe"),  # not among the given names

@@ -372,7 +372,7 @@ def whole_name_words(text: str, spans: Sequence[Span], widened: Container[str]) 
 
 
 # The word before a name span, and what stands between them: blanks on the line.
-_WORD_BEFORE = re.compile(r"(?<![\w'’-])([^\W\d_]+)[ \t]+$")
+_WORD_BEFORE = re.compile(r"(?<![\w'’-])([^\W\d_]+)[ \t]+\Z")
 # How far back a given name is looked for (a word and its blanks).
 _GIVEN_NAME_REACH = 40
 
