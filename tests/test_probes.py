@@ -65,6 +65,19 @@ def test_generated_values_carry_valid_check_letters_and_digits() -> None:
         assert len(compact) == 24 and iban_check_digits("ES", compact[4:]) == compact[2:4]
 
 
+def test_names_redrawn_from_other_locales_replace_the_listed_names() -> None:
+    listed = probes.load_fillers()
+    drawn = probes.load_fillers(("fi_FI", "ja_JP"))
+    assert drawn == probes.load_fillers(("fi_FI", "ja_JP"))  # seeded
+    for key in ("first_names", "last_names"):
+        assert len(set(drawn[key])) == len(drawn[key]) >= 30
+        assert not set(drawn[key]) & set(listed[key])
+    assert drawn["towns_es"] == listed["towns_es"]  # only names are redrawn
+    suite = probes.load_probes("es", per_context=1, names_from=("fi_FI", "ja_JP"))
+    names = {p.value for p in suite if p.kind == "nombre_paciente"}
+    assert names and names <= set(drawn["full_names"]) | {n.lower() for n in drawn["full_names"]}
+
+
 def test_coverage_counts_letters_and_digits_only() -> None:
     text = "IBAN: ES91 2100 0418"
     assert probes.covered(text, 6, 20, [(6, 10), (11, 20)])  # the blank between spans is no identifier

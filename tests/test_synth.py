@@ -105,6 +105,22 @@ def test_the_test_mix_holds_out_note_types_layouts_and_name_locales() -> None:
     assert held_out <= {doc.meta["note_type"] for doc in generate_corpus(300, seed=1, mix="test")}
 
 
+def test_names_of_locales_written_in_another_script_come_romanized() -> None:
+    from hybriddeid.surrogates.generator import faker_for, name_word
+
+    latin = re.compile(r"[A-Za-z][A-Za-z' -]*")
+    for locale in ("ja_JP", "zh_CN"):
+        faker = faker_for(locale)
+        faker.seed_instance(7)
+        words = [name_word(faker, kind, sex) for kind in ("first", "last") for sex in ("female", "male")]
+        assert all(latin.fullmatch(word) for word in words), words
+    faker = faker_for("en_US")
+    faker.seed_instance(7)
+    assert (
+        name_word(faker, "first", "female") in faker_for("en_US").provider("faker.providers.person").first_names_female
+    )
+
+
 def test_i2b2_xml_round_trip_keeps_text_and_spans(tmp_path: Path) -> None:
     docs = list(generate_corpus(40, seed=9, mix="test"))
     write_documents(docs, tmp_path, "i2b2")

@@ -69,6 +69,20 @@ def faker_for(locale: str) -> Faker:
     return Faker(locale)
 
 
+def name_word(faker: Faker, kind: str, sex: str) -> str:
+    """A first (``kind`` "first", of ``sex`` "female" or "male") or last name of ``faker``'s locale in
+    Latin letters: the romanized list where the locale writes names in another script and Faker has
+    one (ja_JP, zh_CN), so notes in English or Spanish can name people of those origins."""
+    if hasattr(faker, "last_romanized_name"):
+        if kind != "first":
+            return faker.last_romanized_name()
+        gendered = f"first_romanized_name_{sex}"
+        return getattr(faker, gendered)() if hasattr(faker, gendered) else faker.first_romanized_name()
+    if kind == "first":
+        return faker.first_name_female() if sex == "female" else faker.first_name_male()
+    return faker.last_name()
+
+
 # Faker locales whose gendered first-name lists tell a given name's gender beside the note's own
 # locale's: a note names people of many origins ("Miriam", "Olga" are in no en_US list).
 GENDER_LOCALES = ("en_US", "en_GB", "es_ES", "es_MX", "de_DE", "fr_FR", "it_IT", "pt_BR", "pl_PL", "nl_NL")

@@ -29,7 +29,7 @@ from faker import Faker
 from hybriddeid.core.document import Document, Span
 from hybriddeid.core.languages import language_pack, register_cache
 from hybriddeid.knowledge.dictionaries import bundled_entries
-from hybriddeid.surrogates.generator import faker_for, fill_template
+from hybriddeid.surrogates.generator import faker_for, fill_template, name_word
 from hybriddeid.surrogates.language import LanguageResources, load_language
 from hybriddeid.synth.template import NoteWriter, TemplateError, render
 
@@ -177,10 +177,7 @@ class Note:
             return self.rng.choice(names[f"common_word_{kind}"])
         if locale == "dictionary":  # the pack's own name lists (dictionaries/first_names.txt, last_names.txt)
             return self.rng.choice(bundled_entries(self.res.language, f"{kind}_names"))
-        faker = self.faker(locale)
-        if kind == "first":
-            return faker.first_name_female() if sex == "female" else faker.first_name_male()
-        return faker.last_name()
+        return name_word(self.faker(locale), kind, sex)
 
     def _person(self, last: str | None = None) -> Person:
         locale = _weighted(self.rng, self.mix["name_locales"])
