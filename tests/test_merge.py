@@ -12,6 +12,7 @@ from hybriddeid.core.merge import (
     given_names_before,
     link_name_words,
     merge,
+    names_widened_by_readings,
     propagate,
     whole_name_words,
 )
@@ -570,6 +571,65 @@ def test_given_names_before_never_takes_a_word_another_span_holds():
     assert given_names_before(text, [doctor, patient], {"PATIENT", "DOCTOR"}, GIVEN) == [doctor, patient]
     partly = Span(0, 5, "DOCTOR", "rule")  # "Dr Na": it reaches into the given name
     assert given_names_before(text, [partly, patient], {"PATIENT"}, GIVEN) == [partly, patient]
+
+
+def _span_of(text: str, words: str, label: str, source: str, score: float) -> Span:
+    start = text.index(words)
+    return Span(start, start + len(words), label, source, score)
+
+
+@pytest.mark.parametrize(
+    ("text", "kept", "reading", "score", "expected"),
+    [
+        # another source read the given name (a word too) as part of the name, with another label
+        (
+            "Pt Journey Lindgren Okafor seen.",
+            "Lindgren Okafor",
+            "Journey Lindgren Okafor",
+            0.35,
+            "Journey Lindgren Okafor",
+        ),
+        ("Saw Idris Al-Amin Ferro today.", "Idris", "Idris Al-Amin Ferro", 0.6, "Idris Al-Amin Ferro"),
+        ("Saw Eamon O'Reilly today.", "Eamon", "Eamon O'Reilly", 0.6, "Eamon O'Reilly"),
+        # below the floor, a word in lower case, another line, a comma, a digit: the span as it was
+        ("Pt Journey Lindgren Okafor seen.", "Lindgren Okafor", "Journey Lindgren Okafor", 0.2, "Lindgren Okafor"),
+        ("Called wife Lindgren Okafor today.", "Lindgren Okafor", "wife Lindgren Okafor", 0.9, "Lindgren Okafor"),
+        ("Journey\nLindgren Okafor seen.", "Lindgren Okafor", "Journey\nLindgren Okafor", 0.9, "Lindgren Okafor"),
+        ("Lindgren Okafor, Bergen seen.", "Lindgren Okafor", "Lindgren Okafor, Bergen", 0.9, "Lindgren Okafor"),
+        ("Lindgren Okafor Room 4B.", "Lindgren Okafor", "Lindgren Okafor Room 4B", 0.9, "Lindgren Okafor"),
+        # a reading that does not hold the whole span widens nothing, nor one reaching far past it
+        ("Pt Journey Lindgren Okafor seen.", "Lindgren Okafor", "Journey Lindgren", 0.9, "Lindgren Okafor"),
+        ("Lindgren Okafor" + " Ward" * 20, "Lindgren Okafor", "Lindgren Okafor" + " Ward" * 20, 0.9, "Lindgren Okafor"),
+    ],
+)
+def test_a_person_takes_a_longer_reading_of_the_same_name(
+    text: str, kept: str, reading: str, score: float, expected: str
+) -> None:
+    span = _span_of(text, kept, "PATIENT", "token", 0.8)
+    other = _span_of(text, reading, "CITY", "char", score)
+    (widened,) = names_widened_by_readings(text, [span], [span, other], {"PATIENT"}, 0.3)
+    assert text[widened.start : widened.end] == expected
+    assert (widened.label, widened.source, widened.score) == ("PATIENT", "token", 0.8)
+
+
+def test_a_longer_reading_adds_no_stop_word_or_title() -> None:
+    text = "Called Lindgren Okafor And Dr Rhee."
+    span = _span_of(text, "Lindgren Okafor", "DOCTOR", "token", 0.8)
+    reading = _span_of(text, "Lindgren Okafor And Dr", "DOCTOR", "char", 0.6)
+    assert names_widened_by_readings(text, [span], [reading], {"DOCTOR"}, 0.3, {"and", "dr"}) == [span]
+    (widened,) = names_widened_by_readings(text, [span], [reading], {"DOCTOR"}, 0.3)
+    assert text[widened.start : widened.end] == "Lindgren Okafor And Dr"  # without the words, any capital goes
+
+
+def test_a_longer_reading_never_takes_another_span_or_widens_other_labels() -> None:
+    text = "Dr Journey Lindgren Okafor, Boston General"
+    doctor = _span_of(text, "Lindgren Okafor", "DOCTOR", "token", 0.8)
+    given = _span_of(text, "Journey", "CITY", "char", 0.99)
+    reading = _span_of(text, "Journey Lindgren Okafor", "DOCTOR", "char", 0.5)
+    assert names_widened_by_readings(text, [given, doctor], [reading], {"DOCTOR"}, 0.3) == [given, doctor]
+    hospital = _span_of(text, "Boston", "HOSPITAL", "token", 0.8)
+    wider = _span_of(text, "Boston General", "HOSPITAL", "char", 0.9)
+    assert names_widened_by_readings(text, [hospital], [wider], {"DOCTOR"}, 0.3) == [hospital]
 
 
 def test_agreement_asks_for_the_same_kind_when_given_one():

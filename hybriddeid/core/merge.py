@@ -408,6 +408,77 @@ def given_names_before(
     return out
 
 
+# Words ("Journey", "O'Sullivan", "Núñez") with blanks between them, on one line: what a wider reading of a name
+# may add on either side (each word capitalised, ``_capitalised``).
+_NAME_WORDS_BEFORE = re.compile(r"(?:[^\W\d_]+(?:['’-][^\W\d_]+)*[ \t]+)+\Z")
+_NAME_WORDS_AFTER = re.compile(r"(?:[ \t]+[^\W\d_]+(?:['’-][^\W\d_]+)*)+\Z")
+
+
+_NAME_REACH = 60  # characters a longer reading may add on either side of a name
+
+
+def _capitalised(words: str) -> bool:
+    return all(word[0].isupper() for word in words.split())
+
+
+def names_widened_by_readings(
+    text: str,
+    spans: Sequence[Span],
+    readings: Iterable[Span],
+    named: Container[str],
+    min_score: float,
+    no_name_words: Container[str] = frozenset(),
+) -> list[Span]:
+    """Spans of the ``named`` labels (people, relatives) widened to a longer reading of the same name: where
+    a source's span scoring at least ``min_score`` (kept or not, of any label) holds a person's span and
+    adds only capitalised words beside it on its line ("Journey Lindgren Okafor" around "Lindgren Okafor": a
+    given name that is also a word, which one model read as part of the name and the other not), none of
+    them in ``no_name_words`` (lower case, without a final full stop: the language's stop words and titles,
+    so "Halpern And Dr" is no name). The span keeps its label and takes the widest such reading
+    (``_NAME_REACH`` characters more on either side at most) that touches no other of ``spans`` (merged
+    spans: they do not overlap)."""
+    people = [index for index, span in enumerate(spans) if span.label in named]
+    if not people:
+        return list(spans)
+    wider = sorted((reading.start, reading.end) for reading in readings if reading.score >= min_score)
+    out = list(spans)
+    taken = sorted((span.start, span.end) for span in spans)
+    for index in people:
+        span = spans[index]
+        best: tuple[int, int] | None = None
+        first = bisect.bisect_left(wider, (span.start - _NAME_REACH,))
+        for start, end in wider[first : bisect.bisect_right(wider, (span.start, len(text) + 1))]:
+            if end < span.end or end > span.end + _NAME_REACH or (start, end) == (span.start, span.end):
+                continue
+            before, after = text[start : span.start], text[span.end : end]
+            if before and not (_NAME_WORDS_BEFORE.match(before) and _capitalised(before)):
+                continue
+            if after and not (_NAME_WORDS_AFTER.match(after) and _capitalised(after)):
+                continue
+            if any(word.lower() in no_name_words for word in (before + " " + after).split()):
+                continue
+            if _touches_other(taken, span, start, end):
+                continue
+            if best is None or end - start > best[1] - best[0]:
+                best = (start, end)
+        if best is not None:
+            out[index] = replace(span, start=best[0], end=best[1])
+    return out
+
+
+def _touches_other(taken: Sequence[tuple[int, int]], span: Span, start: int, end: int) -> bool:
+    """Whether a stretch touches a span of ``taken`` (sorted, non-overlapping extents) other than ``span``'s own."""
+    own = (span.start, span.end)
+    position = bisect.bisect_left(taken, (start,))
+    if position > 0 and taken[position - 1][1] > start and taken[position - 1] != own:
+        return True
+    while position < len(taken) and taken[position][0] < end:
+        if taken[position] != own:
+            return True
+        position += 1
+    return False
+
+
 def _word_around(text: str, position: int) -> tuple[int, int] | None:
     """The hyphenated word holding ``position``, if it holds one."""
     if not 0 <= position < len(text) or not (text[position].isalpha() or text[position] == "-"):

@@ -54,6 +54,7 @@ from hybriddeid.core.merge import (
     given_names_before,
     link_name_words,
     merge,
+    names_widened_by_readings,
     propagate,
     whole_name_words,
 )
@@ -356,6 +357,14 @@ def label_words(language: str) -> frozenset[str]:
 def _taxonomy_of(labels: tuple[str, ...]) -> Taxonomy:
     """``guess_taxonomy`` of a model's labels, once per label set (``within_phi_set`` asks per note)."""
     return guess_taxonomy(labels)
+
+
+@register_cache
+@cache
+def _no_name_words(language: str) -> frozenset[str]:
+    """Words a longer reading of a name may not add (``merge.names_widened_by_readings``): the language's
+    stop words and titles ("And", "Dr")."""
+    return stop_words(language) | load_language(language).titles
 
 
 @lru_cache(maxsize=16)
@@ -793,7 +802,13 @@ class Pipeline:
         )
         spans = propagate(doc.text, spans) if settings["propagate"] else spans
         spans = whole_name_words(doc.text, spans, _name_and_place_labels(tuple(self.labels)))
-        spans = given_names_before(doc.text, spans, _person_labels(tuple(self.labels)), given_names(self.language))
+        people = _person_labels(tuple(self.labels))
+        if settings["agreement_score"] is not None:
+            readings = (span for spans_of_source in by_source.values() for span in spans_of_source)
+            spans = names_widened_by_readings(
+                doc.text, spans, readings, people, settings["agreement_score"], _no_name_words(self.language)
+            )
+        spans = given_names_before(doc.text, spans, people, given_names(self.language))
         if settings["safelist"]:
             spans = load_safelist(settings["safelist"]).split(doc.text, spans)[0]
         if settings["trim_relation_words"]:
