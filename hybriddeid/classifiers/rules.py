@@ -71,7 +71,13 @@ from hybriddeid.core.taxonomy import load_taxonomy
 from hybriddeid.features.analysis import AnalysedNote
 from hybriddeid.features.context import layout_lines, with_line_breaks
 from hybriddeid.io import atomic_write_text
-from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds, known_words
+from hybriddeid.knowledge.dictionaries import (
+    FIRST_NAME_KINDS,
+    LAST_NAME_KINDS,
+    bundled_entries,
+    bundled_kinds,
+    known_words,
+)
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +191,7 @@ UNKNOWN_KIND = "unknown"  # the lookup kind of words no word list of the languag
 _LEADING_BREAK = regex.compile(r"[ \t]+|-")  # where a "<" lookup may end a group early
 _WORD_BREAK = regex.compile(r"[\s'’-]+")
 _APOSTROPHES = regex.compile(r"['’]")
-_COMPOUND_NAME_KINDS = ("first_names", "last_names")  # kinds whose hyphenated keys pass part by part
+_COMPOUND_NAME_KINDS = (*FIRST_NAME_KINDS, *LAST_NAME_KINDS)  # kinds whose hyphenated keys pass part by part
 
 
 def _in_kind(language: str, kind: str, key: str) -> bool:

@@ -98,12 +98,18 @@ def known_words(language: str) -> frozenset[str]:
     return frozenset(joined.casefold().split("\n")) if joined else frozenset()
 
 
+# A pack's first- and last-name dictionaries: its own lists (CRF features too) and the rules-only lists of
+# names of other origins (English: the largest US foreign-born groups', tools/build_gazetteers.py).
+FIRST_NAME_KINDS = ("first_names", "resident_first_names")
+LAST_NAME_KINDS = ("last_names", "resident_last_names")
+
+
 @register_cache
 @cache
 def name_words(language: str) -> frozenset[str]:
     """The words of ``language``'s bundled first- and last-name dictionaries, case-folded (empty for a
     pack without them). The build tool already dropped names that are mostly common words ("Will")."""
-    kinds = [kind for kind in ("first_names", "last_names") if kind in bundled_kinds(language)]
+    kinds = [kind for kind in (*FIRST_NAME_KINDS, *LAST_NAME_KINDS) if kind in bundled_kinds(language)]
     return frozenset(
         word.casefold() for kind in kinds for entry in bundled_entries(language, kind) for word in entry.split()
     )
@@ -112,14 +118,14 @@ def name_words(language: str) -> frozenset[str]:
 @register_cache
 @cache
 def given_names(language: str) -> frozenset[str]:
-    """The words of ``language``'s bundled first-name dictionary that are no ordinary word of it
+    """The words of ``language``'s bundled first-name dictionaries that are no ordinary word of it
     (``lower_words``), case-folded: "eva", not "rosa" (a colour in Spanish). Empty without one."""
-    if "first_names" not in bundled_kinds(language):
-        return frozenset()
+    kinds = [kind for kind in FIRST_NAME_KINDS if kind in bundled_kinds(language)]
     ordinary = lower_words(language)
     return frozenset(
         folded
-        for entry in bundled_entries(language, "first_names")
+        for kind in kinds
+        for entry in bundled_entries(language, kind)
         for word in entry.split()
         if (folded := word.casefold()) not in ordinary
     )
