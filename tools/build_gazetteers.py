@@ -76,6 +76,8 @@ HISPANIC = (
 # zh_CN, vi_VN, pt_BR, fr_FR, de_DE, en_PK, the Nigerian ones, tw_GH) helped the rules on dev CV by two PHI
 # tokens, and would belong in a rules-only kind, as towns.txt is: they are `resident_first_names.txt` and
 # `resident_last_names.txt` (US_RESIDENT_NAME_LOCALES), which the rules read and the English recipe does not.
+# Pakistan, Nigeria and Ghana, in both countries' lists.
+_PAKISTAN_NIGERIA_GHANA = ("en_PK", "en_NG", "yo_NG", "ig_NG", "ha_NG", "tw_GH")
 RESIDENT_NAME_LOCALES: dict[str, tuple[str, ...]] = {
     "en": (),
     "es": (
@@ -94,12 +96,7 @@ RESIDENT_NAME_LOCALES: dict[str, tuple[str, ...]] = {
         "pt_PT",
         "pt_BR",
         "zh_CN",
-        "en_PK",
-        "en_NG",
-        "yo_NG",
-        "ig_NG",
-        "ha_NG",
-        "tw_GH",
+        *_PAKISTAN_NIGERIA_GHANA,
     ),
 }
 # English rules-only name lists: the Latin-script names of the largest foreign-born groups of the United States
@@ -114,12 +111,7 @@ US_RESIDENT_NAME_LOCALES = (
     "pt_BR",
     "fr_FR",
     "de_DE",
-    "en_PK",
-    "en_NG",
-    "yo_NG",
-    "ig_NG",
-    "ha_NG",
-    "tw_GH",
+    *_PAKISTAN_NIGERIA_GHANA,
 )
 # The Provider attributes read per kind (zh_CN's Latin names are its *_romanized_names).
 _NAME_ATTRIBUTES = {
