@@ -409,16 +409,18 @@ def given_names_before(
 
 
 # Words ("Journey", "O'Sullivan", "Núñez") with blanks between them, on one line: what a wider reading of a name
-# may add on either side (each word capitalised, ``_capitalised``).
-_NAME_WORDS_BEFORE = re.compile(r"(?:[^\W\d_]+(?:['’-][^\W\d_]+)*[ \t]+)+\Z")
-_NAME_WORDS_AFTER = re.compile(r"(?:[ \t]+[^\W\d_]+(?:['’-][^\W\d_]+)*)+\Z")
-
-
+# may add on either side (``_name_words``).
+_NAME_WORDS = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*(?:[ \t]+[^\W\d_]+(?:['’-][^\W\d_]+)*)*")
 _NAME_REACH = 60  # characters a longer reading may add on either side of a name
 
 
-def _capitalised(words: str) -> bool:
-    return all(word[0].isupper() for word in words.split())
+def _name_words(added: str, no_name_words: Container[str]) -> bool:
+    """Whether ``added`` (blanks and words, from a name's edge) is capitalised name words only, none of
+    ``no_name_words``."""
+    words = added.strip(" \t")
+    return _NAME_WORDS.fullmatch(words) is not None and all(
+        word[0].isupper() and word.lower() not in no_name_words for word in words.split()
+    )
 
 
 def names_widened_by_readings(
@@ -451,11 +453,9 @@ def names_widened_by_readings(
             if end < span.end or end > span.end + _NAME_REACH or (start, end) == (span.start, span.end):
                 continue
             before, after = text[start : span.start], text[span.end : end]
-            if before and not (_NAME_WORDS_BEFORE.match(before) and _capitalised(before)):
+            if before and not (before[-1] in " \t" and _name_words(before, no_name_words)):
                 continue
-            if after and not (_NAME_WORDS_AFTER.match(after) and _capitalised(after)):
-                continue
-            if any(word.lower() in no_name_words for word in (before + " " + after).split()):
+            if after and not (after[0] in " \t" and _name_words(after, no_name_words)):
                 continue
             if _touches_other(taken, span, start, end):
                 continue
