@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hybriddeid import Pipeline
+from hybriddeid.core.document import APOSTROPHE_LOOKALIKES
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -97,3 +98,24 @@ def test_relation_words_are_trimmed_from_english_spans_and_kept_in_spanish_ones(
     english = Pipeline.load("en").annotate(Document("n", "Contact: daughter Rosa, 555-201-4410."))
     assert "daughter" not in " ".join(english.text[s.start : s.end] for s in english.spans)
     assert not Pipeline.load("es").config["pipeline"]["trim_relation_words"]  # MEDDOCAN marks relatives' mentions
+
+
+def test_apostrophe_look_alikes_are_read_as_an_apostrophe_offsets_kept():
+    """A name written with a left quotation mark, a modifier letter, a grave or an acute accent for its
+    apostrophe ("O‘Brien", autocorrected) is found as the same name with "'", at the same offsets: the
+    note is read with them folded (``Document.apostrophes_folded``) and written as it came."""
+    for language, text in (
+        ("en", "Seen by Dr. O'Brien today. Pt Ulug'bek Karimov seen, MRN 4431200."),
+        ("es", "Paciente: Ulug'bek Karimov. Médico: Dra. O'Sullivan. NHC 4431200."),
+    ):
+        pipeline = Pipeline.load(language)
+        expected = [(s.start, s.end, s.label) for s in pipeline.predict(text)]
+        assert len(expected) >= 3
+        for look_alike in APOSTROPHE_LOOKALIKES:
+            variant = text.replace("'", look_alike)
+            assert [(s.start, s.end, s.label) for s in pipeline.predict(variant)] == expected, hex(ord(look_alike))
+
+
+def test_a_name_going_on_after_an_inner_apostrophe_is_taken_whole():
+    """ "Keali'i" of a Hawaiian name: a span ending at its apostrophe would leave "'i" in the output."""
+    assert ("Keali'i Kahale", "PATIENT") in found(Pipeline.load("en"), "Pt Keali'i Kahale seen. BP 120/80.")

@@ -516,6 +516,10 @@ def test_a_fallback_still_widens_a_remainder_inside_it():
         ("D’Angelo seen", "Angelo", "D’Angelo"),
         ("Pt's Smith seen", "Smith", "Smith"),  # no particle: a word before the apostrophe
         ("I'M SMITH", "M SMITH", "M SMITH"),  # a capital before the apostrophe that is a word's end
+        ("Pt Keali'i Kahale", "Keali", "Keali'i"),  # a name going on after an inner apostrophe
+        ("Ulug’bek seen", "Ulug", "Ulug’bek"),
+        ("Smith's wife", "Smith", "Smith"),  # a possessive
+        ("Ruiz'Lopez", "Ruiz", "Ruiz"),  # a capitalised rest is another word
     ],
 )
 def test_whole_name_words_widens_a_name_cut_inside_its_word(text: str, found: str, expected: str):

@@ -11,6 +11,14 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+# Characters written for an apostrophe inside names ("O‘Brien", "Ulugʻbek", "O´Donnell"): the left
+# quotation mark (autocorrect), the modifier letters (U+02BC, U+02BB: Uzbek and Hawaiian romanization), the
+# grave and acute accents (typewriter habits; a Spanish keyboard's dead key). The classifiers and rule packs read
+# "'" and "’" (U+2019); these are read as "'" (``Document.apostrophes_folded``), one character for one, so
+# offsets hold.
+APOSTROPHE_LOOKALIKES = "\u2018\u02bc\u02bb\u0060\u00b4"
+_FOLD_APOSTROPHES = str.maketrans(dict.fromkeys(APOSTROPHE_LOOKALIKES, "'"))
+
 
 @dataclass(frozen=True, order=True, slots=True)
 class Span:
@@ -94,6 +102,14 @@ class Document:
         would move the offsets."""
         text = {"upper": str.upper, "lower": str.lower, "title": str.title}[case](self.text)
         return Document(self.name, text, self.spans, self.meta) if len(text) == len(self.text) else None
+
+    def apostrophes_folded(self) -> Document:
+        """This note with each apostrophe look-alike (``APOSTROPHE_LOOKALIKES``) written "'", as the classifiers
+        read it, offsets and spans kept; itself when it has none (most notes: one scan, no copy)."""
+        text = self.text
+        if not any(char in text for char in APOSTROPHE_LOOKALIKES):
+            return self
+        return Document(self.name, text.translate(_FOLD_APOSTROPHES), self.spans, self.meta)
 
     def span_text(self, span: Span) -> str:
         return self.text[span.start : span.end]

@@ -346,16 +346,32 @@ def _elided_particle_start(text: str, start: int) -> int:
     return start
 
 
+# The rest of a name's word after an inner apostrophe: "'i" of "Keali'i", "'bek" of "Ulug'bek".
+_AFTER_INNER_APOSTROPHE = re.compile(r"['’]([^\W\d_]+)(?![\w'’])")
+
+
+def _inner_apostrophe_end(text: str, end: int) -> int:
+    """Where a name ending at ``end`` ends when its word goes on after an apostrophe ("Keali" of "Keali'i",
+    "Ulug" of "Ulug'bek"): the rest in lower case, not a possessive "'s"; ``end`` otherwise."""
+    if not (0 < end < len(text) and text[end - 1].isalpha()):
+        return end
+    match = _AFTER_INNER_APOSTROPHE.match(text, end)
+    if match is None or not match.group(1).islower() or match.group(1) == "s":
+        return end
+    return match.end()
+
+
 def whole_name_words(text: str, spans: Sequence[Span], widened: Container[str]) -> list[Span]:
     """Spans of the ``widened`` labels (names, places) that end or start inside a name's word widened to
     the whole word, where that overlaps no other span: the part left out would name the person or
     place in the output. The words: hyphenated names ("Southend" of "Southend-on-Sea", "Pierre" of
-    "Jean-Pierre", "woo" of "Hyun-woo") and names with an elided particle ("Rourke" of "O'Rourke")."""
+    "Jean-Pierre", "woo" of "Hyun-woo"), names with an elided particle ("Rourke" of "O'Rourke") and names
+    going on after an inner apostrophe ("Keali" of "Keali'i")."""
     out = list(spans)
     for index, span in enumerate(spans):
         if span.label not in widened:
             continue
-        start, end = _elided_particle_start(text, span.start), span.end
+        start, end = _elided_particle_start(text, span.start), _inner_apostrophe_end(text, span.end)
         for edge in (span.start, span.end - 1):
             word = _word_around(text, edge)
             if word is None:

@@ -45,7 +45,10 @@ class AnalysedNote:
 
     def __init__(self, doc: Document, language: str, contexts: Iterable[LineContext] | None = None) -> None:
         """``contexts``: the lines' facts when they come from elsewhere (a piece of a long note
-        gets its lines' facts from the whole note: ``analysed_pieces``); else computed here."""
+        gets its lines' facts from the whole note: ``analysed_pieces``); else computed here. The note is read
+        with its apostrophe look-alikes folded (``Document.apostrophes_folded``: "O‘Brien" as "O'Brien"),
+        in training and tagging alike."""
+        doc = doc.apostrophes_folded()
         self.doc = doc
         self.language = language
         text = doc.text

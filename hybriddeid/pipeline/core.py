@@ -487,12 +487,14 @@ class Pipeline:
 
     # -- prediction -----------------------------------------------------------------------
     def _as_document(self, doc_or_text: AnalysedNote | Document | str) -> Document:
+        """The note as every step of a prediction reads it: apostrophe look-alikes folded
+        (``Document.apostrophes_folded``), so the merge steps see the text the components saw."""
         if isinstance(doc_or_text, AnalysedNote):
             return doc_or_text.doc
         if isinstance(doc_or_text, Document):
-            return doc_or_text
+            return doc_or_text.apostrophes_folded()
         if isinstance(doc_or_text, str):
-            return Document("text", doc_or_text)
+            return Document("text", doc_or_text).apostrophes_folded()
         raise TypeError("predict() takes a Document or a str")
 
     def analyse(self, doc_or_text: AnalysedNote | Document | str) -> AnalysedNote:
