@@ -119,3 +119,21 @@ def test_apostrophe_look_alikes_are_read_as_an_apostrophe_offsets_kept():
 def test_a_name_going_on_after_an_inner_apostrophe_is_taken_whole():
     """ "Keali'i" of a Hawaiian name: a span ending at its apostrophe would leave "'i" in the output."""
     assert ("Keali'i Kahale", "PATIENT") in found(Pipeline.load("en"), "Pt Keali'i Kahale seen. BP 120/80.")
+
+
+def test_invisible_format_characters_inside_phi_do_not_hide_it():
+    """A soft hyphen, a zero-width space or joiner or a byte order mark inside a name or a number (text copied
+    from PDFs and web pages): the note is read without them, the spans come back on its own offsets, the same
+    as for the note without them."""
+    for language, text in (
+        ("en", "Patient: Margaret Hollis, MRN 4431200. Call (413) 555-0186."),
+        ("es", "Paciente: María López García. DNI 45123987Z. NHC 4431200."),
+    ):
+        pipeline = Pipeline.load(language)
+        expected = [(text[s.start : s.end], s.label) for s in pipeline.predict(text)]
+        assert len(expected) >= 3
+        for invisible in ("\u00ad", "\u200b", "\u200d", "\ufeff", "\u2060"):
+            # inside the name's first word and the second number, and once at the end of the first number
+            variant = text.replace("ar", "a" + invisible + "r", 1).replace("31", "3" + invisible + "1", 1)
+            found = [(variant[s.start : s.end].replace(invisible, ""), s.label) for s in pipeline.predict(variant)]
+            assert found == expected, (language, hex(ord(invisible)))

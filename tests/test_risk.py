@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybriddeid.core.document import Span
+from hybriddeid.core.document import Document, Span
 from hybriddeid.evaluation.risk import (
     Calibrator,
     Reviewed,
@@ -111,6 +111,22 @@ def test_chances_leave_the_spans_unchanged(english):
         ]
         # tokens inside the token CRF's own spans are the ones it believed PHI
         assert all(c.p_phi > 0.5 for c in tagged)
+
+
+def test_chances_of_a_note_with_invisible_characters_are_on_its_own_offsets(english):
+    """A soft hyphen and a zero-width space inside PHI: the note is read without them
+    (``core.document.compacted``) and its spans and token chances come back on its own offsets."""
+    text = "Patient: Mar\u00adgaret Hollis, MRN 44\u200b31200.\n"
+    plain = text.replace("\u00ad", "").replace("\u200b", "")
+    (note,) = process_notes(english, [Document("n", text)], NoteSettings(chances=True))
+    (clean,) = process_notes(english, [Document("n", plain)], NoteSettings(chances=True))
+    assert [text[s.start : s.end] for s in note.document.spans] == ["Mar\u00adgaret Hollis", "44\u200b31200"]
+    assert [s.label for s in note.document.spans] == [s.label for s in clean.document.spans]
+    assert note.chances is not None and clean.chances is not None
+    assert [text[c.start : c.end].replace("\u00ad", "").replace("\u200b", "") for c in note.chances] == [
+        plain[c.start : c.end] for c in clean.chances
+    ]
+    assert [c.p_phi for c in note.chances] == [c.p_phi for c in clean.chances]
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

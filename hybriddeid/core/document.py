@@ -6,10 +6,13 @@ Token and character label schemes (BIO, BIOES) stay private to the taggers that 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
+
+import regex
 
 # Characters written for an apostrophe inside names ("O‘Brien", "Ulugʻbek", "O´Donnell"): the left
 # quotation mark (autocorrect), the modifier letters (U+02BC, U+02BB: Uzbek and Hawaiian romanization), the
@@ -18,6 +21,11 @@ from typing import Any
 # offsets hold.
 APOSTROPHE_LOOKALIKES = "\u2018\u02bc\u02bb\u0060\u00b4"
 _FOLD_APOSTROPHES = str.maketrans(dict.fromkeys(APOSTROPHE_LOOKALIKES, "'"))
+# Invisible format characters (Unicode category Cf: soft hyphen, zero-width space and joiners, direction marks,
+# word joiner, byte order mark), as text copied from PDFs, web pages and word processors carries them inside words
+# and numbers: "Mar\u00adgaret", "4512\u200b3987Z" read as two tokens each, which no rule pattern and no model
+# feature expects.
+_INVISIBLE = regex.compile(r"\p{Cf}+")
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -113,3 +121,46 @@ class Document:
 
     def span_text(self, span: Span) -> str:
         return self.text[span.start : span.end]
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """A note read without its invisible format characters (``compacted``): ``doc`` is what the classifiers
+    read, ``spans_back`` puts spans found in it back on the note's own offsets."""
+
+    doc: Document
+    # where each removed character would stand in ``doc.text`` (non-decreasing): a character of ``doc.text`` at
+    # index i stands at i + (the number of cuts <= i) in the note
+    cuts: tuple[int, ...]
+
+    def offset_back(self, index: int) -> int:
+        """The note's offset of character ``index`` of ``doc.text``."""
+        return index + bisect.bisect_right(self.cuts, index)
+
+    def spans_back(self, spans: Iterable[Span]) -> list[Span]:
+        """``spans`` on the note's offsets: from its first character to its last, so an invisible character
+        inside a span stays inside it and one at its edge stays out."""
+        back = self.offset_back
+        return [Span(back(span.start), back(span.end - 1) + 1, span.label, span.source, span.score) for span in spans]
+
+
+def compacted(doc: Document) -> Compacted | None:
+    """``doc`` without its invisible format characters (``_INVISIBLE``), spans left out (they would be on the
+    wrong offsets); None when it has none (most notes: one scan)."""
+    text = doc.text
+    found = _INVISIBLE.search(text)
+    if found is None:
+        return None
+    cuts: list[int] = []
+    pieces: list[str] = []
+    kept = 0  # characters of the note before the current match
+    removed = 0
+    while found is not None:
+        start, end = found.span()
+        pieces.append(text[kept:start])
+        cuts.extend([start - removed] * (end - start))
+        removed += end - start
+        kept = end
+        found = _INVISIBLE.search(text, end)
+    pieces.append(text[kept:])
+    return Compacted(Document(doc.name, "".join(pieces), (), doc.meta), tuple(cuts))

@@ -9,10 +9,10 @@ writing results stay with the callers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from hybriddeid.core.document import Document
+from hybriddeid.core.document import Document, compacted
 from hybriddeid.core.profiles import check_phi_set, filter_document
 from hybriddeid.evaluation.risk import TokenChance
 from hybriddeid.surrogates import DeidOptions, DeidResult, deidentify_patient
@@ -103,6 +103,13 @@ def token_chances(
 
     if pipeline is None or not hasattr(pipeline, "read"):
         raise ConfigError("token chances need a loaded model (hybriddeid.pipeline.Pipeline)")
+    short = compacted(doc)  # read without invisible format characters, as ``Pipeline.predict`` reads it
+    if short is not None:
+        spans, chances = token_chances(pipeline, short.doc, settings)
+        back = short.offset_back
+        return short.spans_back(spans), tuple(
+            replace(chance, start=back(chance.start), end=back(chance.end - 1) + 1) for chance in chances
+        )
     threshold = pipeline.threshold_for(settings.threshold)
     reading = pipeline.read(doc, threshold if threshold is not None else MIN_READ_THRESHOLD, keep_below=1.0)
     spans = pipeline.within_phi_set(reading.doc, reading.spans(threshold), settings.phi_set)
