@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 from hybriddeid import Pipeline
@@ -137,3 +138,20 @@ def test_invisible_format_characters_inside_phi_do_not_hide_it():
             variant = text.replace("ar", "a" + invisible + "r", 1).replace("31", "3" + invisible + "1", 1)
             found = [(variant[s.start : s.end].replace(invisible, ""), s.label) for s in pipeline.predict(variant)]
             assert found == expected, (language, hex(ord(invisible)))
+
+
+def test_decomposed_accents_are_read_as_composed_letters():
+    """Text whose accented letters are a letter and a combining mark (NFD, as PDFs and some systems write it):
+    read as the composed letters word lists and rules know, the spans covering each letter's marks."""
+    for language, text in (
+        ("es", "Se trata de Begoña Ibáñez, de 54 años. Domicilio: Calle Rodríguez Peñalver 12, 28016 Móstoles."),
+        ("en", "Seen by Dr. Zoë Brontë today. Pt lives in Bogotá, MRN 4431200."),
+    ):
+        pipeline = Pipeline.load(language)
+        expected = [(text[s.start : s.end], s.label) for s in pipeline.predict(text)]
+        assert len(expected) >= 3
+        decomposed = unicodedata.normalize("NFD", text)
+        assert len(decomposed) > len(text)
+        found = [(decomposed[s.start : s.end], s.label) for s in pipeline.predict(decomposed)]
+        assert [(unicodedata.normalize("NFC", surface), label) for surface, label in found] == expected
+        assert all(surface == unicodedata.normalize("NFD", surface) for surface, _ in found)  # marks kept inside

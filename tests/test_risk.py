@@ -115,7 +115,7 @@ def test_chances_leave_the_spans_unchanged(english):
 
 def test_chances_of_a_note_with_invisible_characters_are_on_its_own_offsets(english):
     """A soft hyphen and a zero-width space inside PHI: the note is read without them
-    (``core.document.compacted``) and its spans and token chances come back on its own offsets."""
+    (``core.document.reading_copy``) and its spans and token chances come back on its own offsets."""
     text = "Patient: Mar\u00adgaret Hollis, MRN 44\u200b31200.\n"
     plain = text.replace("\u00ad", "").replace("\u200b", "")
     (note,) = process_notes(english, [Document("n", text)], NoteSettings(chances=True))

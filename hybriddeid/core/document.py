@@ -7,6 +7,7 @@ Token and character label schemes (BIO, BIOES) stay private to the taggers that 
 from __future__ import annotations
 
 import bisect
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -21,11 +22,11 @@ import regex
 # offsets hold.
 APOSTROPHE_LOOKALIKES = "\u2018\u02bc\u02bb\u0060\u00b4"
 _FOLD_APOSTROPHES = str.maketrans(dict.fromkeys(APOSTROPHE_LOOKALIKES, "'"))
-# Invisible format characters (Unicode category Cf: soft hyphen, zero-width space and joiners, direction marks,
-# word joiner, byte order mark), as text copied from PDFs, web pages and word processors carries them inside words
-# and numbers: "Mar\u00adgaret", "4512\u200b3987Z" read as two tokens each, which no rule pattern and no model
-# feature expects.
-_INVISIBLE = regex.compile(r"\p{Cf}+")
+# What typed text does not hold: invisible format characters (Unicode category Cf: soft hyphen, zero-width space
+# and joiners, direction marks, word joiner, byte order mark), as text copied from PDFs, web pages and word
+# processors carries them inside words and numbers ("Mar\u00adgaret", "4512\u200b3987Z" read as two tokens each),
+# and letters followed by combining marks (decomposed text: "Bogota\u0301").
+_UNTYPED = regex.compile(r"(?P<invisible>\p{Cf}+)|\P{M}\p{M}+")
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -124,43 +125,65 @@ class Document:
 
 
 @dataclass(frozen=True, slots=True)
-class Compacted:
-    """A note read without its invisible format characters (``compacted``): ``doc`` is what the classifiers
-    read, ``spans_back`` puts spans found in it back on the note's own offsets."""
+class ReadingCopy:
+    """A note as the classifiers read it when its characters differ from typed text (``reading_copy``): ``doc``
+    is what they read, ``spans_back`` puts spans found in it back on the note's own offsets."""
 
     doc: Document
-    # where each removed character would stand in ``doc.text`` (non-decreasing): a character of ``doc.text`` at
+    # where each character left out would stand in ``doc.text`` (non-decreasing): the character of ``doc.text`` at
     # index i stands at i + (the number of cuts <= i) in the note
     cuts: tuple[int, ...]
+    # the cuts that belong to the character before them (combining marks composed into their letter)
+    attached: tuple[int, ...] = ()
 
     def offset_back(self, index: int) -> int:
         """The note's offset of character ``index`` of ``doc.text``."""
         return index + bisect.bisect_right(self.cuts, index)
 
+    def end_back(self, end: int) -> int:
+        """The note's offset of the end of ``doc.text[:end]``: after the marks composed into its last letter."""
+        attached = self.attached
+        return self.offset_back(end - 1) + 1 + bisect.bisect_right(attached, end) - bisect.bisect_left(attached, end)
+
     def spans_back(self, spans: Iterable[Span]) -> list[Span]:
-        """``spans`` on the note's offsets: from its first character to its last, so an invisible character
-        inside a span stays inside it and one at its edge stays out."""
-        back = self.offset_back
-        return [Span(back(span.start), back(span.end - 1) + 1, span.label, span.source, span.score) for span in spans]
+        """``spans`` on the note's offsets: an invisible character inside a span stays inside it and one at its
+        edge stays out; a letter's combining marks go with it."""
+        back, end_back = self.offset_back, self.end_back
+        return [Span(back(span.start), end_back(span.end), span.label, span.source, span.score) for span in spans]
 
 
-def compacted(doc: Document) -> Compacted | None:
-    """``doc`` without its invisible format characters (``_INVISIBLE``), spans left out (they would be on the
-    wrong offsets); None when it has none (most notes: one scan)."""
+def reading_copy(doc: Document) -> ReadingCopy | None:
+    """``doc`` as typed text, spans left out (they would be on the wrong offsets): without its invisible format
+    characters (``_UNTYPED``: soft hyphens, zero-width spaces) and with each letter and its combining marks
+    composed where Unicode has one character for them (NFC: "i" + U+0301 as "í", as decomposed text from PDFs
+    and some systems writes it; word lists, rules and features know the composed forms). None when nothing
+    differs (most notes: one scan)."""
     text = doc.text
-    found = _INVISIBLE.search(text)
+    found = _UNTYPED.search(text)
     if found is None:
         return None
     cuts: list[int] = []
+    attached: list[int] = []
     pieces: list[str] = []
-    kept = 0  # characters of the note before the current match
-    removed = 0
+    kept = 0  # characters of the note already taken into ``pieces``
+    length = 0  # characters of the copy so far
     while found is not None:
         start, end = found.span()
         pieces.append(text[kept:start])
-        cuts.extend([start - removed] * (end - start))
-        removed += end - start
+        length += start - kept
+        if found.group("invisible") is not None:
+            cuts.extend([length] * (end - start))
+        else:
+            composed = unicodedata.normalize("NFC", found.group())
+            if len(composed) >= end - start:  # nothing composes (or NFC would grow it): read as written
+                composed = found.group()
+            pieces.append(composed)
+            length += len(composed)
+            cuts.extend([length] * (end - start - len(composed)))
+            attached.extend([length] * (end - start - len(composed)))
         kept = end
-        found = _INVISIBLE.search(text, end)
+        found = _UNTYPED.search(text, end)
     pieces.append(text[kept:])
-    return Compacted(Document(doc.name, "".join(pieces), (), doc.meta), tuple(cuts))
+    if not cuts:
+        return None
+    return ReadingCopy(Document(doc.name, "".join(pieces), (), doc.meta), tuple(cuts), tuple(attached))

@@ -46,7 +46,7 @@ from hybriddeid.classifiers.validators import (
     series_piece,
     street_possible,
 )
-from hybriddeid.core.document import Document, Span, compacted
+from hybriddeid.core.document import Document, Span, reading_copy
 from hybriddeid.core.languages import register_cache, stop_words, unread_letters
 from hybriddeid.core.merge import (
     DEFAULT_PRECEDENCE,
@@ -604,12 +604,13 @@ class Pipeline:
         the config's). ``threshold`` (default: the config's ``phi_threshold``, usually none; 0: none)
         also makes PHI every CRF unit whose P(O) is below it (``hybriddeid.pipeline.operating_point``); the
         PHI set applies last, to those too. A long note is read piece by piece (``pieces``). A note holding
-        invisible format characters (a soft hyphen or zero-width space inside a word or number) is read without
-        them and its spans put back on its own offsets (``core.document.compacted``)."""
+        characters typed text does not (a soft hyphen or zero-width space inside a word or number, letters with
+        their accents as combining marks) is read as typed text and its spans put back on its own offsets
+        (``core.document.reading_copy``)."""
         doc = self._as_document(doc_or_text)
-        short = compacted(doc)
-        if short is not None:
-            return short.spans_back(self.predict(short.doc, precedence, phi_set, threshold))
+        typed = reading_copy(doc)
+        if typed is not None:
+            return typed.spans_back(self.predict(typed.doc, precedence, phi_set, threshold))
         threshold = self.threshold_for(threshold)
         if threshold is None:
             return self.combine(doc, self.predict_by_source(doc_or_text, precedence), precedence, phi_set)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from hybriddeid.core.document import Document, compacted
+from hybriddeid.core.document import Document, reading_copy
 from hybriddeid.core.profiles import check_phi_set, filter_document
 from hybriddeid.evaluation.risk import TokenChance
 from hybriddeid.surrogates import DeidOptions, DeidResult, deidentify_patient
@@ -103,12 +103,12 @@ def token_chances(
 
     if pipeline is None or not hasattr(pipeline, "read"):
         raise ConfigError("token chances need a loaded model (hybriddeid.pipeline.Pipeline)")
-    short = compacted(doc)  # read without invisible format characters, as ``Pipeline.predict`` reads it
-    if short is not None:
-        spans, chances = token_chances(pipeline, short.doc, settings)
-        back = short.offset_back
-        return short.spans_back(spans), tuple(
-            replace(chance, start=back(chance.start), end=back(chance.end - 1) + 1) for chance in chances
+    typed = reading_copy(doc)  # read as typed text, as ``Pipeline.predict`` reads it
+    if typed is not None:
+        spans, chances = token_chances(pipeline, typed.doc, settings)
+        back, end_back = typed.offset_back, typed.end_back
+        return typed.spans_back(spans), tuple(
+            replace(chance, start=back(chance.start), end=end_back(chance.end)) for chance in chances
         )
     threshold = pipeline.threshold_for(settings.threshold)
     reading = pipeline.read(doc, threshold if threshold is not None else MIN_READ_THRESHOLD, keep_below=1.0)
