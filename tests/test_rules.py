@@ -1101,6 +1101,19 @@ def test_the_pipeline_drops_numbers_with_a_unit_and_impossible_ages():
     assert kept == [("10/5/50", True), ("92", True), ("3", True), ("1990", True)]
 
 
+def test_an_iso_date_before_its_time_is_kept_in_both_languages():
+    """ISO 8601 writes a date and its time with a "T" between them ("2024-03-14T14:35"): a date, not a
+    reading whose unit is "T" (the check that drops "5/12PEEP" dropped it after every source found it)."""
+    from hybriddeid import Pipeline
+
+    for language, text in (
+        ("en", "Imaging at 2023-03-02T10:15 showed no change."),
+        ("es", "Extracción: 2023-03-02T10:15:00"),
+    ):
+        found = [text[s.start : s.end] for s in Pipeline.load(language).predict(text)]
+        assert "2023-03-02" in found, language
+
+
 def test_the_pipeline_drops_a_street_that_is_a_number_glued_to_a_word():
     """ "sats 99% on 2lnc.Lungsounds" (2 litres by nasal cannula) read as a street: an address writes its
     number apart from the street's name, so one run of a number glued to a word is none, and surrogate

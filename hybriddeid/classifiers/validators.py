@@ -191,13 +191,15 @@ def series_piece(text: str, start: int, end: int) -> bool:
 
 
 _NUMBERS_ONLY = regex.compile(r"[\d\s./-]*\d[\d\s./-]*")
-_UNIT_AFTER = regex.compile(r"%|(?!(?i:st|nd|rd|th|s)\b)\p{L}")  # not an ordinal's or a decade's ending
+# not an ordinal's or a decade's ending, nor ISO 8601's "T" between a date and its time ("2024-03-14T14:35")
+_UNIT_AFTER = regex.compile(r"%|(?!(?i:st|nd|rd|th|s)\b|T\d)\p{L}")
 
 
 def reading_with_unit(text: str, start: int, end: int) -> bool:
     """Whether the numbers ``text[start:end]`` carry a unit glued right after them ("10/5/50%",
     "5/12PEEP"): a reading. A date written in numbers ends before a blank or a sign, never a percent
-    or a letter (but an ordinal's or a decade's: "3rd", "1990s"). Not for ages, which take theirs ("59yo")."""
+    or a letter (but an ordinal's or a decade's: "3rd", "1990s"; ISO 8601's time separator: "2024-03-14T14:35").
+    Not for ages, which take theirs ("59yo")."""
     return bool(_NUMBERS_ONLY.fullmatch(text[start:end])) and _UNIT_AFTER.match(text, end) is not None
 
 
