@@ -390,6 +390,20 @@ def valid_nss(match: regex.Match[str]) -> bool:
     return base % 97 == control
 
 
+def gs1_check_digit(digits: str) -> str:
+    """The check digit GS1 keys end with (GTIN, GS1 General Specifications 7.9.1): the digits before it
+    weighted 3 and 1 alternately from the right, the sum's complement to a multiple of ten."""
+    total = sum(int(digit) * (3 if i % 2 == 0 else 1) for i, digit in enumerate(reversed(digits)))
+    return str(-total % 10)
+
+
+@register_validator("gs1")
+def valid_gs1(match: regex.Match[str]) -> bool:
+    """A GS1 unique device identifier whose GTIN (group ``gtin``) ends with its check digit."""
+    gtin = match.group("gtin")
+    return len(gtin) == 14 and gtin.isdigit() and gs1_check_digit(gtin[:-1]) == gtin[-1]
+
+
 _VIN_VALUES = {
     **{str(d): d for d in range(10)},
     **dict(zip("ABCDEFGH", range(1, 9))),
