@@ -559,6 +559,33 @@ def test_relation_words_stay_while_the_names_beside_them_are_replaced(language, 
             assert not re.search(rf"\b{word}\b", out), (word, out)
 
 
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_every_relation_word_the_rules_read_is_kept_by_surrogates(language):
+    """One class, two readers: the rules find a relative's name after the pack's ``relation_word``, the surrogates
+    keep relation words as written (``[relatives] terms``). Every word of the language's word list (and the
+    compounds the pattern spells out) that the pattern reads whole must be a kept term, or surrogate mode would
+    rewrite "bisnieta" while the rule found the name beside it."""
+    import tomllib
+
+    import regex
+
+    from hybriddeid.classifiers.rules import _parse_defines, bundled_rules_text
+    from hybriddeid.core.languages import language_pack
+    from hybriddeid.surrogates.language import fold
+    from hybriddeid.surrogates.names import is_relation_word
+
+    pattern = regex.compile(
+        _parse_defines(tomllib.loads(bundled_rules_text(language))["define"], language)["relation_word"]
+    )
+    terms = load_language(language).relative_terms
+    words = {word.lower() for word in language_pack(language).read_text("words").split()}
+    words |= {"brother-in-law", "daughters-in-law", "half-sister", "dtr", "hcp"}
+    read = sorted(word for word in words if pattern.fullmatch(word))
+    assert len(read) >= 20
+    clergy = {"rabbi", "chaplain", "pastor", "imam"}  # the rules' context for a name, but professions (i2b2 PROFESSION)
+    assert [word for word in read if not is_relation_word(fold(word), terms) and word not in clergy] == []
+
+
 @pytest.mark.parametrize(
     "language, text, value, label, relation",
     [
