@@ -20,7 +20,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from hybriddeid.core.profiles import hipaa_age_rule
-from hybriddeid.knowledge.dictionaries import bundled_entries, bundled_kinds
+from hybriddeid.knowledge.dictionaries import FIRST_NAME_KINDS, LAST_NAME_KINDS, bundled_entries, bundled_kinds
 from hybriddeid.surrogates.dates import DateShifter
 from hybriddeid.surrogates.identifiers import valid_identifier
 from hybriddeid.surrogates.keys import Keyed
@@ -110,18 +110,19 @@ def given_names(locale: str) -> tuple[frozenset[str], frozenset[str]]:
 
 @cache
 def name_lists(language: str, locale: str) -> tuple[frozenset[str], frozenset[str]]:
-    """Folded given names and surnames of any list: the Faker locale's and the language pack's
-    dictionaries (``first_names``, ``last_names``), to tell a name word's part."""
+    """Folded given names and surnames of any list: the Faker locale's and the language pack's first- and
+    last-name dictionaries (``FIRST_NAME_KINDS``, ``LAST_NAME_KINDS``: the rules' lists too), to tell a name
+    word's part."""
     person = _person_provider(locale)
     given = {
         fold(n) for attr in ("first_names_female", "first_names_male", "first_names") for n in getattr(person, attr, ())
     }
     surnames = {fold(n) for n in getattr(person, "last_names", ())}
     kinds = bundled_kinds(language)
-    if "first_names" in kinds:
-        given.update(fold(n) for n in bundled_entries(language, "first_names"))
-    if "last_names" in kinds:
-        surnames.update(fold(n) for n in bundled_entries(language, "last_names"))
+    for found, dictionary_kinds in ((given, FIRST_NAME_KINDS), (surnames, LAST_NAME_KINDS)):
+        for kind in dictionary_kinds:
+            if kind in kinds:
+                found.update(fold(n) for n in bundled_entries(language, kind))
     return frozenset(given), frozenset(surnames)
 
 
