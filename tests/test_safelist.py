@@ -35,6 +35,8 @@ def spans_of(text: str, *surfaces: str) -> list[Span]:
         ("es", "Índice de Barthel 60.", "Barthel"),
         ("es", "escala de Glasgow de 15 puntos", "Glasgow"),
         ("es", "Antecedente de enfermedad de Graves.", "Graves"),
+        ("en", "Reed-Sternberg cells are seen.", "Reed-Sternberg"),  # a hyphenated eponym is one word
+        ("en", "PMH: TIA NG", "TIA NG"),  # two safe words in capitals: abbreviations, not a name in mixed case
     ],
 )
 def test_safe_spans_are_dropped(language: str, text: str, surface: str) -> None:
@@ -56,6 +58,9 @@ def test_safe_spans_are_dropped(language: str, text: str, surface: str) -> None:
         ("es", "Paciente: Eva Turner.", ("Eva Turner",)),  # a given name, and Turner only in "síndrome de Turner"
         ("es", "Vive en Glasgow desde 2010.", ("Glasgow",)),
         ("es", "síndrome de Down", ("síndrome de Down",)),  # MEDDOCAN marks it (OTROS_SUJETO_ASISTENCIA)
+        ("en", "Patient: Tia Ng", ("Tia Ng",)),  # a name of safe words: two capitalised words in mixed case
+        ("en", "Attending: Peg Cushing, MD", ("Peg Cushing",)),
+        ("es", "Paciente: Tia Foley.", ("Tia Foley",)),
     ],
 )
 def test_names_are_never_dropped(language: str, text: str, surfaces: tuple[str, ...]) -> None:

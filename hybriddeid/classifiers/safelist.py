@@ -9,7 +9,10 @@ the over-redaction that hurts a note's clinical value most, without touching rea
 - a span holding a digit is never dropped (dates, IDs, addresses);
 - nor one right after a title ("Dr. Foley", "Mr. Parkinson"; the titles of the language's
   surrogate resources);
-- nor one touching another span ("FOLEY, JOHN" found as two names).
+- nor one touching another span ("FOLEY, JOHN" found as two names);
+- nor a name of two or more words each written capitalised in mixed case ("Tia Ng", "Peg Foley": a patient's
+  name made of safe words; an eponym or abbreviation that the list holds is one word, in capitals or in a
+  phrase with words the list does not hold).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from hybriddeid.surrogates.language import fold, load_language
 _WORD = regex.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
 _POSSESSIVE = regex.compile(r"['’]s?$")
 _TITLE_BEFORE = regex.compile(r"([^\W\d_]+)\.?\s*$")
+# A word written capitalised in mixed case: a capital, then letters holding a lower-case one ("Ng", "Foley", "McKay");
+# a hyphenated eponym ("Reed-Sternberg") is one word.
+_CAPITALISED = regex.compile(r"\p{Lu}(?=[\p{L}'’-]*\p{Ll})[\p{L}'’-]*")
 ADJACENT = 2  # characters between two spans that still make them one mention ("FOLEY, JOHN")
 
 
@@ -128,6 +134,9 @@ class SafeList:
 
     def _protected(self, text: str, spans: Sequence[Span], i: int) -> bool:
         span = spans[i]
+        words = text[span.start : span.end].split()
+        if len(words) > 1 and all(_CAPITALISED.fullmatch(word.rstrip(".,;:")) for word in words):
+            return True
         title = _TITLE_BEFORE.search(text, max(0, span.start - 12), span.start)
         if title and fold(title.group(1)) in self.titles:
             return True
