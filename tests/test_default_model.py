@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 
 from hybriddeid import Pipeline
@@ -13,6 +14,20 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def found(pipeline: Pipeline, text: str) -> set[tuple[str, str]]:
     return {(text[s.start : s.end], s.label) for s in pipeline.predict(text)}
+
+
+def surfaces(pipeline: Pipeline, text: str) -> list[tuple[str, str]]:
+    """Each predicted span's text and label, in order."""
+    return [(text[s.start : s.end], s.label) for s in pipeline.predict(text)]
+
+
+def plain_readings(texts: tuple[tuple[str, str], ...]) -> Iterator[tuple[Pipeline, str, list[tuple[str, str]]]]:
+    """Each (language, text) with its bundled model and what it finds in the text as written (three spans or more)."""
+    for language, text in texts:
+        pipeline = Pipeline.load(language)
+        expected = surfaces(pipeline, text)
+        assert len(expected) >= 3, language
+        yield pipeline, text, expected
 
 
 def test_default_is_the_english_model_and_finds_header_and_narrative_phi():
@@ -126,32 +141,30 @@ def test_invisible_format_characters_inside_phi_do_not_hide_it():
     """A soft hyphen, a zero-width space or joiner or a byte order mark inside a name or a number (text copied
     from PDFs and web pages): the note is read without them, the spans come back on its own offsets, the same
     as for the note without them."""
-    for language, text in (
-        ("en", "Patient: Margaret Hollis, MRN 4431200. Call (413) 555-0186."),
-        ("es", "Paciente: María López García. DNI 45123987Z. NHC 4431200."),
+    for pipeline, text, expected in plain_readings(
+        (
+            ("en", "Patient: Margaret Hollis, MRN 4431200. Call (413) 555-0186."),
+            ("es", "Paciente: María López García. DNI 45123987Z. NHC 4431200."),
+        )
     ):
-        pipeline = Pipeline.load(language)
-        expected = [(text[s.start : s.end], s.label) for s in pipeline.predict(text)]
-        assert len(expected) >= 3
         for invisible in ("\u00ad", "\u200b", "\u200d", "\ufeff", "\u2060"):
-            # inside the name's first word and the second number, and once at the end of the first number
+            # inside the name's first word and inside the record number
             variant = text.replace("ar", "a" + invisible + "r", 1).replace("31", "3" + invisible + "1", 1)
-            found = [(variant[s.start : s.end].replace(invisible, ""), s.label) for s in pipeline.predict(variant)]
-            assert found == expected, (language, hex(ord(invisible)))
+            read = [(surface.replace(invisible, ""), label) for surface, label in surfaces(pipeline, variant)]
+            assert read == expected, (pipeline.language, hex(ord(invisible)))
 
 
 def test_decomposed_accents_are_read_as_composed_letters():
     """Text whose accented letters are a letter and a combining mark (NFD, as PDFs and some systems write it):
     read as the composed letters word lists and rules know, the spans covering each letter's marks."""
-    for language, text in (
-        ("es", "Se trata de Begoña Ibáñez, de 54 años. Domicilio: Calle Rodríguez Peñalver 12, 28016 Móstoles."),
-        ("en", "Seen by Dr. Zoë Brontë today. Pt lives in Bogotá, MRN 4431200."),
+    for pipeline, text, expected in plain_readings(
+        (
+            ("es", "Se trata de Begoña Ibáñez, de 54 años. Domicilio: Calle Rodríguez Peñalver 12, 28016 Móstoles."),
+            ("en", "Seen by Dr. Zoë Brontë today. Pt lives in Bogotá, MRN 4431200."),
+        )
     ):
-        pipeline = Pipeline.load(language)
-        expected = [(text[s.start : s.end], s.label) for s in pipeline.predict(text)]
-        assert len(expected) >= 3
         decomposed = unicodedata.normalize("NFD", text)
         assert len(decomposed) > len(text)
-        found = [(decomposed[s.start : s.end], s.label) for s in pipeline.predict(decomposed)]
-        assert [(unicodedata.normalize("NFC", surface), label) for surface, label in found] == expected
-        assert all(surface == unicodedata.normalize("NFD", surface) for surface, _ in found)  # marks kept inside
+        read = surfaces(pipeline, decomposed)
+        assert [(unicodedata.normalize("NFC", surface), label) for surface, label in read] == expected
+        assert all(surface == unicodedata.normalize("NFD", surface) for surface, _ in read)  # marks kept inside
