@@ -37,6 +37,7 @@ def spans_of(text: str, *surfaces: str) -> list[Span]:
         ("es", "Antecedente de enfermedad de Graves.", "Graves"),
         ("en", "Reed-Sternberg cells are seen.", "Reed-Sternberg"),  # a hyphenated eponym is one word
         ("en", "PMH: TIA NG", "TIA NG"),  # two safe words in capitals: abbreviations, not a name in mixed case
+        ("en", "Passy Muir valve tolerated.", "Passy Muir"),  # a two-name eponym is listed as a phrase
     ],
 )
 def test_safe_spans_are_dropped(language: str, text: str, surface: str) -> None:

@@ -10,9 +10,9 @@ the over-redaction that hurts a note's clinical value most, without touching rea
 - nor one right after a title ("Dr. Foley", "Mr. Parkinson"; the titles of the language's
   surrogate resources);
 - nor one touching another span ("FOLEY, JOHN" found as two names);
-- nor a name of two or more words each written capitalised in mixed case ("Tia Ng", "Peg Foley": a patient's
-  name made of safe words; an eponym or abbreviation that the list holds is one word, in capitals or in a
-  phrase with words the list does not hold).
+- nor, made of single safe words, a name of two or more words each written capitalised in mixed case ("Tia Ng",
+  "Peg Foley": a patient's name made of safe terms; an eponym of two names is listed as a phrase, "Passy Muir",
+  and a span inside a listed phrase is dropped as before).
 """
 
 from __future__ import annotations
@@ -125,7 +125,9 @@ class SafeList:
             if surface not in facts:
                 facts[surface] = (self.is_safe_text(surface), any(c.isdigit() for c in surface))
             safe_words, has_digit = facts[surface]
-            safe = safe_words or (not has_digit and _inside_one(phrase_ranges, span.start, span.end))
+            in_phrase = not has_digit and _inside_one(phrase_ranges, span.start, span.end)
+            # a name of safe words ("Tia Ng") is kept, an eponym the list holds as a phrase ("Passy Muir") is not
+            safe = in_phrase or (safe_words and not _capitalised_name(surface))
             if safe and not self._protected(text, ordered, i):
                 dropped.append(span)
             else:
@@ -134,9 +136,6 @@ class SafeList:
 
     def _protected(self, text: str, spans: Sequence[Span], i: int) -> bool:
         span = spans[i]
-        words = text[span.start : span.end].split()
-        if len(words) > 1 and all(_CAPITALISED.fullmatch(word.rstrip(".,;:")) for word in words):
-            return True
         title = _TITLE_BEFORE.search(text, max(0, span.start - 12), span.start)
         if title and fold(title.group(1)) in self.titles:
             return True
@@ -145,6 +144,13 @@ class SafeList:
         return (before is not None and span.start - before.end <= ADJACENT) or (
             after is not None and after.start - span.end <= ADJACENT
         )
+
+
+def _capitalised_name(surface: str) -> bool:
+    """Two or more words, each capitalised in mixed case ("Tia Ng", "Peg Foley"): a person's name, though each
+    word is a safe term (TIA, NG, PEG, Foley)."""
+    words = surface.split()
+    return len(words) > 1 and all(_CAPITALISED.fullmatch(word.rstrip(".,;:")) for word in words)
 
 
 @lru_cache(maxsize=1024)
