@@ -123,11 +123,11 @@ class SafeList:
         for i, span in enumerate(ordered):
             surface = text[span.start : span.end]
             if surface not in facts:
-                facts[surface] = (self.is_safe_text(surface), any(c.isdigit() for c in surface))
+                # a name of safe words ("Tia Ng") is kept, an eponym the list holds as a phrase ("Passy Muir") is not
+                safe_name = self.is_safe_text(surface) and not _capitalised_name(surface)
+                facts[surface] = (safe_name, any(c.isdigit() for c in surface))
             safe_words, has_digit = facts[surface]
-            in_phrase = not has_digit and _inside_one(phrase_ranges, span.start, span.end)
-            # a name of safe words ("Tia Ng") is kept, an eponym the list holds as a phrase ("Passy Muir") is not
-            safe = in_phrase or (safe_words and not _capitalised_name(surface))
+            safe = safe_words or (not has_digit and _inside_one(phrase_ranges, span.start, span.end))
             if safe and not self._protected(text, ordered, i):
                 dropped.append(span)
             else:

@@ -145,23 +145,27 @@ class ReadingCopy:
         attached = self.attached
         return self.offset_back(end - 1) + 1 + bisect.bisect_right(attached, end) - bisect.bisect_left(attached, end)
 
-    def spans_back(self, spans: Iterable[Span]) -> list[Span]:
-        """``spans`` on the note's offsets: an invisible character inside a span stays inside it and one at its
+    def bounds_back(self, start: int, end: int) -> tuple[int, int]:
+        """``doc.text[start:end]``'s bounds in the note: an invisible character inside stays inside and one at an
         edge stays out; a letter's combining marks go with it."""
-        back, end_back = self.offset_back, self.end_back
-        return [Span(back(span.start), end_back(span.end), span.label, span.source, span.score) for span in spans]
+        return self.offset_back(start), self.end_back(end)
+
+    def spans_back(self, spans: Iterable[Span]) -> list[Span]:
+        """``spans`` on the note's offsets (``bounds_back``)."""
+        return [Span(*self.bounds_back(span.start, span.end), span.label, span.source, span.score) for span in spans]
 
 
 def reading_copy(doc: Document) -> ReadingCopy | None:
-    """``doc`` as typed text, spans left out (they would be on the wrong offsets): without its invisible format
-    characters (``_UNTYPED``: soft hyphens, zero-width spaces) and with each letter and its combining marks
-    composed where Unicode has one character for them (NFC: "i" + U+0301 as "í", as decomposed text from PDFs
-    and some systems writes it; word lists, rules and features know the composed forms). None when nothing
-    differs (most notes: one scan)."""
-    text = doc.text
+    """``doc`` as typed text, spans left out (they would be on the wrong offsets): its apostrophe look-alikes
+    written "'" (``Document.apostrophes_folded``), without its invisible format characters (``_UNTYPED``: soft
+    hyphens, zero-width spaces) and with each letter and its combining marks composed where Unicode has one
+    character for them (NFC: "i" + U+0301 as "í", as decomposed text from PDFs and some systems writes it; word
+    lists, rules and features know the composed forms). None when nothing differs (most notes: one scan)."""
+    folded = doc.apostrophes_folded()
+    text = folded.text
     found = _UNTYPED.search(text)
     if found is None:
-        return None
+        return None if folded is doc else ReadingCopy(Document(doc.name, text, (), doc.meta), ())
     cuts: list[int] = []
     attached: list[int] = []
     pieces: list[str] = []
@@ -184,6 +188,6 @@ def reading_copy(doc: Document) -> ReadingCopy | None:
         kept = end
         found = _UNTYPED.search(text, end)
     pieces.append(text[kept:])
-    if not cuts:
+    if not cuts and folded is doc:
         return None
     return ReadingCopy(Document(doc.name, "".join(pieces), (), doc.meta), tuple(cuts), tuple(attached))

@@ -487,14 +487,12 @@ class Pipeline:
 
     # -- prediction -----------------------------------------------------------------------
     def _as_document(self, doc_or_text: AnalysedNote | Document | str) -> Document:
-        """The note as every step of a prediction reads it: apostrophe look-alikes folded
-        (``Document.apostrophes_folded``), so the merge steps see the text the components saw."""
         if isinstance(doc_or_text, AnalysedNote):
             return doc_or_text.doc
         if isinstance(doc_or_text, Document):
-            return doc_or_text.apostrophes_folded()
+            return doc_or_text
         if isinstance(doc_or_text, str):
-            return Document("text", doc_or_text).apostrophes_folded()
+            return Document("text", doc_or_text)
         raise TypeError("predict() takes a Document or a str")
 
     def analyse(self, doc_or_text: AnalysedNote | Document | str) -> AnalysedNote:
@@ -604,9 +602,9 @@ class Pipeline:
         the config's). ``threshold`` (default: the config's ``phi_threshold``, usually none; 0: none)
         also makes PHI every CRF unit whose P(O) is below it (``hybriddeid.pipeline.operating_point``); the
         PHI set applies last, to those too. A long note is read piece by piece (``pieces``). A note holding
-        characters typed text does not (a soft hyphen or zero-width space inside a word or number, letters with
-        their accents as combining marks) is read as typed text and its spans put back on its own offsets
-        (``core.document.reading_copy``)."""
+        characters typed text does not (an apostrophe look-alike, a soft hyphen or zero-width space inside a word
+        or number, letters with their accents as combining marks) is read as typed text, merge steps included, and
+        its spans put back on its own offsets (``core.document.reading_copy``)."""
         doc = self._as_document(doc_or_text)
         typed = reading_copy(doc)
         if typed is not None:

@@ -106,10 +106,11 @@ def token_chances(
     typed = reading_copy(doc)  # read as typed text, as ``Pipeline.predict`` reads it
     if typed is not None:
         spans, chances = token_chances(pipeline, typed.doc, settings)
-        back, end_back = typed.offset_back, typed.end_back
-        return typed.spans_back(spans), tuple(
-            replace(chance, start=back(chance.start), end=end_back(chance.end)) for chance in chances
-        )
+        moved = []
+        for chance in chances:
+            start, end = typed.bounds_back(chance.start, chance.end)
+            moved.append(replace(chance, start=start, end=end))
+        return typed.spans_back(spans), tuple(moved)
     threshold = pipeline.threshold_for(settings.threshold)
     reading = pipeline.read(doc, threshold if threshold is not None else MIN_READ_THRESHOLD, keep_below=1.0)
     spans = pipeline.within_phi_set(reading.doc, reading.spans(threshold), settings.phi_set)
