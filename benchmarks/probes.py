@@ -246,6 +246,34 @@ def _vehicle(rng: random.Random, i: int) -> str:
     ][i % 3]
 
 
+_PLATE_CONSONANTS = "BCDFGHJKLMNPRSTVWXYZ"  # Spain's plates since 2000: no vowels, no Ñ, no Q
+_PROVINCES = ["M", "B", "GC", "V", "SE", "BI", "MU", "TF", "Z", "AL", "PM", "O"]
+
+
+def _plate_es(rng: random.Random, i: int) -> str:
+    digits = f"{rng.randrange(10000):04d}"
+    letters = "".join(rng.choice(_PLATE_CONSONANTS) for _ in range(3))
+    province = rng.choice(_PROVINCES)
+    pair = "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(rng.randint(1, 2)))
+    return [
+        f"{digits} {letters}",
+        f"{digits}-{letters}",
+        f"{digits}{letters}",
+        f"{province}-{digits}-{pair}",
+        f"{province} {digits} {pair}",
+        f"E {digits} {letters}",
+    ][i % 6]
+
+
+def _vin_es(rng: random.Random, i: int) -> str:
+    """VINs of European makers (no check digit: its ninth character is any) and checked ones."""
+    if i % 3 == 2:
+        return _vin(rng)
+    maker = rng.choice(["VSS", "WVW", "VF1", "ZFA", "WBA", "VF3", "TMB", "SJN"])
+    middle = "".join(rng.choice(_VIN_CHARS) for _ in range(6))
+    return maker + middle + rng.choice(_VIN_CHARS) + rng.choice(_VIN_CHARS) + f"{rng.randrange(10**6):06d}"
+
+
 def _device(rng: random.Random, i: int) -> str:
     letters = "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(3))
     return [
@@ -427,6 +455,8 @@ GENERATORS: dict[str, Callable[..., str]] = {
     "account": _account,
     "license": _license,
     "vehicle": _vehicle,
+    "plate_es": _plate_es,
+    "vin_es": _vin_es,
     "device": _device,
     "date_en": _date_en,
     "date_es": _date_es,
