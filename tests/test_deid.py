@@ -851,3 +851,48 @@ def test_a_hospital_surrogate_repeats_no_word_of_the_original():
     for rep in result.replacements:
         original = doc.text[rep.start : rep.end]
         assert not shares_a_word(rep.replacement, original), (original, rep.replacement)
+
+
+@pytest.mark.parametrize("value", ["1HGCM82633A004352", "VSSZZZ6JZ9R123456"])
+def test_a_vin_becomes_another_vin_checked_where_the_original_was(value):
+    from hybriddeid.classifiers.validators import vin_check_digit
+
+    doc = note("v", f"VIN {value}.", [(value, "VEHICLE")])
+    for key in (KEY, OTHER_KEY):
+        new = (
+            deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=key)).replacements[0].replacement
+        )
+        assert re.fullmatch(r"[A-HJ-NPR-Z0-9]{17}", new) and new != value, new
+        assert (vin_check_digit(new) == new[8]) == (vin_check_digit(value) == value[8]), new
+
+
+@pytest.mark.parametrize("value", ["1234 BCD", "4821-HJK", "E 7712 BBC"])
+def test_a_spanish_plate_becomes_another_plate(value):
+    doc = note("p", f"Matrícula {value}.", [(value, "IDENTIF_VEHICULOS_NRSERIE_PLACAS")])
+    new = deidentify_document(doc, DeidOptions(mode="surrogate", language="es", key=KEY)).replacements[0].replacement
+    shape = r"(?:[ECR][ -]?)?\d{4}[ -]?[BCDFGHJKLMNPRSTVWXYZ]{3}"
+    assert re.fullmatch(shape, new) and new != value, new
+    assert re.sub(r"[A-Z\d]", "x", new) == re.sub(r"[A-Z\d]", "x", value)  # separators kept
+
+
+@pytest.mark.parametrize(
+    "language, label, value, extension",
+    [
+        ("en", "BIOID", "IMG_2093.JPG", ".JPG"),
+        ("en", "BIOID", "fingerprint_L_thumb_3307.wsq", ".wsq"),
+        ("es", "IDENTIF_BIOMETRICOS", "huella_dactilar_5521.wsq", ".wsq"),
+    ],
+)
+def test_a_file_name_keeps_its_extension(language, label, value, extension):
+    doc = note("f", f"Archivo {value} adjunto.", [(value, label)])
+    new = (
+        deidentify_document(doc, DeidOptions(mode="surrogate", language=language, key=KEY)).replacements[0].replacement
+    )
+    assert new.endswith(extension) and new[: -len(extension)] != value[: -len(extension)], new
+    assert len(new) == len(value)
+
+
+def test_an_identifier_ending_in_other_letters_is_replaced_whole():
+    doc = note("i", "Ref AB12.CD34.", [("AB12.CD34", "IDNUM")])
+    new = deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=KEY)).replacements[0].replacement
+    assert not new.endswith("CD34"), new
