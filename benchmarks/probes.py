@@ -274,6 +274,18 @@ def _vin_es(rng: random.Random, i: int) -> str:
     return maker + middle + rng.choice(_VIN_CHARS) + rng.choice(_VIN_CHARS) + f"{rng.randrange(10**6):06d}"
 
 
+def _room(rng: random.Random, i: int) -> str:
+    letter = rng.choice("ABCDEFGHJKLMNPRSTUVW")
+    return [
+        str(rng.randint(100, 999)),
+        f"{rng.randint(1, 40)}",
+        f"{rng.randint(1, 9)}{letter}",
+        f"{rng.randint(100, 999)}{letter}",
+        f"{rng.randint(1, 30)}-{letter}",
+        f"{rng.randint(1, 9)}{letter}-{rng.randint(100, 999)}",
+    ][i % 6]
+
+
 def _device(rng: random.Random, i: int) -> str:
     letters = "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(3))
     return [
@@ -458,6 +470,7 @@ GENERATORS: dict[str, Callable[..., str]] = {
     "plate_es": _plate_es,
     "vin_es": _vin_es,
     "device": _device,
+    "room": _room,
     "date_en": _date_en,
     "date_es": _date_es,
     "age_en": _age_en,
