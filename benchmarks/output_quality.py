@@ -298,6 +298,9 @@ def name_probes(pipeline: Pipeline, n: int, seed: int) -> dict:
 PERSON_LABEL = {"en": "PATIENT", "es": "NOMBRE_SUJETO_ASISTENCIA"}
 RELATIVE_LABEL = {"en": "PATIENT", "es": "FAMILIARES_SUJETO_ASISTENCIA"}  # i2b2 has no label of its own for them
 ID_LABEL = {"en": "IDNUM", "es": "ID_SUJETO_ASISTENCIA"}
+VEHICLE_LABEL = {"en": "VEHICLE", "es": "IDENTIF_VEHICULOS_NRSERIE_PLACAS"}
+BIOMETRIC_LABEL = {"en": "BIOID", "es": "IDENTIF_BIOMETRICOS"}
+_PLATE_ES = re.compile(r"(?:[ECR][ -]?)?\d{4}[ -]?[BCDFGHJKLMNPRSTVWXYZ]{3}")
 RELATIVE_NOTES = {
     "en": ["Her {rel}, {first} {last}, is at bedside.", "{Rel} {first} called."],
     "es": ["Su {rel}, {first} {last}, la acompaña.", "{Rel} {first} llama por teléfono."],
@@ -335,8 +338,8 @@ def _every_part_in(word: str, names: frozenset[str]) -> bool:
 
 
 def meaning_checks(language: str, n: int) -> dict:
-    """Surrogates of made-up gold spans that must keep a meaning: valid DNI/NIE/IBAN, relation words
-    kept beside replaced names, name parts of the right kind."""
+    """Surrogates of made-up gold spans that must keep a meaning: valid DNI/NIE/IBAN, VINs and Spanish plates,
+    file names with their extension, relation words kept beside replaced names, name parts of the right kind."""
     import probes
     from hybriddeid.surrogates.generator import name_lists
     from hybriddeid.surrogates.language import fold
@@ -376,6 +379,44 @@ def meaning_checks(language: str, n: int) -> dict:
                 _valid_id(kind, new) and re.sub(r"\W", "", new) != re.sub(r"\W", "", original),
                 f"{original} -> {new}",
             )
+    from hybriddeid.classifiers.validators import vin_check_digit
+
+    def vin_kept(original: str, new: str) -> bool:
+        checked = vin_check_digit(original) == original[8]
+        return bool(re.fullmatch(r"[A-HJ-NPR-Z0-9]{17}", new)) and (not checked or vin_check_digit(new) == new[8])
+
+    forms = [
+        (
+            "VIN (alphabet; check digit where the original's held)",
+            probes.fillers_for("gen:vin_es", "quality-vin", lists),
+            VEHICLE_LABEL[language],
+            vin_kept,
+        ),
+        (
+            "file name keeps its extension",
+            lists["biometric_en" if language == "en" else "biometric_es"],
+            BIOMETRIC_LABEL[language],
+            lambda original, new: new.rsplit(".", 1)[-1] == original.rsplit(".", 1)[-1],
+        ),
+    ]
+    if language == "es":
+        plates = [
+            value for value in probes.fillers_for("gen:plate_es", "quality-plate", lists) if _PLATE_ES.fullmatch(value)
+        ]
+        forms.append(
+            (
+                "Spanish plate stays a plate",
+                plates,
+                VEHICLE_LABEL[language],
+                lambda original, new: bool(_PLATE_ES.fullmatch(new)),
+            )
+        )
+    for name, values, label, kept in forms:
+        for index, value in enumerate((values * (n // max(len(values), 1) + 1))[:n]):
+            if "." not in value and "file" in name:
+                continue  # a biometric record code, not a file name
+            (new,), _ = surrogate_of(f"ID {value} ok", [(value, label)], f"form{index}")
+            check(name, kept(value, new) and new != value, f"{value} -> {new}")
     given, surnames = name_lists(language, lang.faker_locale)
     firsts, lasts = lists["first_names"], lists["last_names"]
     relation_words = sorted(lang.relative_terms)

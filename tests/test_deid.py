@@ -863,7 +863,7 @@ def test_a_vin_becomes_another_vin_checked_where_the_original_was(value):
             deidentify_document(doc, DeidOptions(mode="surrogate", language="en", key=key)).replacements[0].replacement
         )
         assert re.fullmatch(r"[A-HJ-NPR-Z0-9]{17}", new) and new != value, new
-        assert (vin_check_digit(new) == new[8]) == (vin_check_digit(value) == value[8]), new
+        assert vin_check_digit(new) == new[8] or vin_check_digit(value) != value[8], new
 
 
 @pytest.mark.parametrize("value", ["1234 BCD", "4821-HJK", "E 7712 BBC"])
