@@ -527,6 +527,34 @@ CRASHES = {
 }
 
 
+def test_a_time_limit_per_note_does_not_count_a_first_run_of_the_rules(tmp_path):
+    """With no cached rule prefilter (a fresh machine, a rule set changed) each worker compiled it on its first note,
+    seconds against --timeout-per-note, was killed, and the next worker began again: every note failed. The run
+    now builds it once before its workers fork."""
+    notes = write(tmp_path / "in", {f"good{i}.txt": GOOD for i in range(4)})
+    env = {**os.environ, "HYBRIDDEID_CACHE_DIR": str(tmp_path / "empty-cache")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hybriddeid.cli",
+            "annotate",
+            str(notes),
+            str(tmp_path / "out"),
+            "--jobs",
+            "2",
+            "--timeout-per-note",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(path.name for path in (tmp_path / "out").glob("*.ann")) == [f"good{i}.ann" for i in range(4)]
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 @pytest.mark.parametrize("kind", list(CRASHES))
 def test_a_note_that_kills_its_worker_fails_alone(kind, jobs, tmp_path, capsys, caplog, monkeypatch):

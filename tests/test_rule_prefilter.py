@@ -318,3 +318,14 @@ pattern = '(?P<phi>\\d+'
     (rule,) = parse_rule_file(text, "mine.toml", deferred=True).rules
     with pytest.raises(RuleFileError, match=r"mine\.toml: rule 'broken': pattern does not compile"):
         rule.spans("12")
+
+
+def test_a_run_builds_the_scan_before_it_forks_its_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an empty cache each worker compiled the prefilter on its first note (seconds), against the note's
+    time limit, and again in each worker started after a kill: every note of a run timed out."""
+    from hybriddeid.runs.processing import load_model
+
+    monkeypatch.setenv("HYBRIDDEID_CACHE_DIR", str(tmp_path))
+    load_model("es")
+    cached = list((tmp_path / "rule-prefilter").glob("*"))
+    assert cached and all(path.stat().st_size > 0 for path in cached)

@@ -395,6 +395,10 @@ class RulePrefilter:
         may_match = self._outside | found
         return frozenset(i for i in may_match if i in self._all and (i in needs_met or i not in self.needs_held))
 
+    def build(self) -> None:
+        """Read or compile the database now rather than on the first scan (before a run forks its workers)."""
+        self._ready()
+
     def _ready(self) -> bool:
         if self._database is None:
             with self._lock:

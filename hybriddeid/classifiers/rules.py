@@ -886,10 +886,16 @@ class RuleClassifier:
         self._enabled_memo = (enabled, self.rules, rules)
         return rules
 
-    def prepare(self) -> None:
-        """Compile every enabled rule now (a bundled pack's compile on first search otherwise)."""
-        for rule in self.enabled_rules:
-            rule.compiled  # noqa: B018 - compiles a deferred rule
+    def prepare(self, patterns: bool = True) -> None:
+        """Build now what the first note would: the one-scan prefilter (compiled, or read from the cache)
+        and, with ``patterns``, every enabled rule's pattern (a bundled pack's compile on first search
+        otherwise)."""
+        prefilter = self._prefilter()
+        if prefilter is not None:
+            prefilter.build()
+        if patterns:
+            for rule in self.enabled_rules:
+                rule.compiled  # noqa: B018 - compiles a deferred rule
 
     def _prefilter(self) -> RulePrefilter | None:
         """The one-scan prefilter of the enabled rules (None where Hyperscan is not installed or is off)."""

@@ -578,12 +578,13 @@ class Pipeline:
                     stack.enter_context(component.cpu_only())
             yield
 
-    def prepare(self) -> None:
-        """Build now what components otherwise build on first use (the bundled rules' patterns): for a
-        server, before it forks its workers, so that they share it and no request pays for it."""
+    def prepare(self, patterns: bool = True) -> None:
+        """Build now what components otherwise build on first use (the rules' one-scan prefilter and, with
+        ``patterns``, the bundled rules' patterns): for a server or a batch run, before it forks its
+        workers, so that they share it and no request or note pays for it."""
         for component in self.components.values():
             if hasattr(component, "prepare"):
-                component.prepare()
+                component.prepare(patterns=patterns)
 
     def threshold_for(self, threshold: float | None = None) -> float | None:
         """The P(O) threshold a call uses: ``threshold`` if given (0: none), else the config's

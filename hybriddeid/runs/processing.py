@@ -142,9 +142,13 @@ def load_model(model: str | Path, engine: str | None = None, device: str | None 
     """The saved or bundled model ``model`` (``Pipeline.load``): the one place runs load a model.
     ``engine`` ("fast" or "crfsuite") overrides how its CRFs tag, ``device`` ("auto", "cpu",
     "cuda[:N]") where its neural components run (None: the model's config). The word lists name
-    linking reads are loaded here too, once, so that the workers a batch forks share them."""
+    linking reads, and the rules' one-scan prefilter, are built here too, once, so that the workers a
+    batch forks share them: a prefilter not yet in the cache takes seconds to compile, which each
+    worker's first note would pay, against ``--timeout-per-note``, and again in each worker started
+    after a kill. The rules' own patterns still compile on their first search."""
     from hybriddeid.pipeline.core import Pipeline
 
     pipeline = Pipeline.load(model, engine=engine, device=device)
     pipeline.link_names([])
+    pipeline.prepare(patterns=False)
     return pipeline
