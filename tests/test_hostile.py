@@ -550,6 +550,7 @@ def test_a_time_limit_per_note_does_not_count_a_first_run_of_the_rules(tmp_path)
         text=True,
         timeout=300,
         env=env,
+        cwd=tmp_path,  # the installed package, not the checkout's sources
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(path.name for path in (tmp_path / "out").glob("*.ann")) == [f"good{i}.ann" for i in range(4)]
