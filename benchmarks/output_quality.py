@@ -300,7 +300,6 @@ RELATIVE_LABEL = {"en": "PATIENT", "es": "FAMILIARES_SUJETO_ASISTENCIA"}  # i2b2
 ID_LABEL = {"en": "IDNUM", "es": "ID_SUJETO_ASISTENCIA"}
 VEHICLE_LABEL = {"en": "VEHICLE", "es": "IDENTIF_VEHICULOS_NRSERIE_PLACAS"}
 BIOMETRIC_LABEL = {"en": "BIOID", "es": "IDENTIF_BIOMETRICOS"}
-_PLATE_ES = re.compile(r"(?:[ECR][ -]?)?\d{4}[ -]?[BCDFGHJKLMNPRSTVWXYZ]{3}")
 RELATIVE_NOTES = {
     "en": ["Her {rel}, {first} {last}, is at bedside.", "{Rel} {first} called."],
     "es": ["Su {rel}, {first} {last}, la acompaña.", "{Rel} {first} llama por teléfono."],
@@ -380,10 +379,11 @@ def meaning_checks(language: str, n: int) -> dict:
                 f"{original} -> {new}",
             )
     from hybriddeid.classifiers.validators import vin_check_digit
+    from hybriddeid.surrogates.identifiers import identifier_format
 
     def vin_kept(original: str, new: str) -> bool:
         checked = vin_check_digit(original) == original[8]
-        return bool(re.fullmatch(r"[A-HJ-NPR-Z0-9]{17}", new)) and (not checked or vin_check_digit(new) == new[8])
+        return identifier_format(new) == "vin" and (not checked or vin_check_digit(new) == new[8])
 
     forms = [
         (
@@ -401,14 +401,16 @@ def meaning_checks(language: str, n: int) -> dict:
     ]
     if language == "es":
         plates = [
-            value for value in probes.fillers_for("gen:plate_es", "quality-plate", lists) if _PLATE_ES.fullmatch(value)
+            value
+            for value in probes.fillers_for("gen:plate_es", "quality-plate", lists)
+            if identifier_format(value) == "plate_es"
         ]
         forms.append(
             (
                 "Spanish plate stays a plate",
                 plates,
                 VEHICLE_LABEL[language],
-                lambda original, new: bool(_PLATE_ES.fullmatch(new)),
+                lambda original, new: identifier_format(new) == "plate_es",
             )
         )
     for name, values, label, kept in forms:

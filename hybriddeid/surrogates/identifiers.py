@@ -28,7 +28,9 @@ _VIN_LETTERS = "ABCDEFGHJKLMNPRSTUVWXYZ"
 _VIN = re.compile(r"(?=[A-HJ-NPR-Z0-9]*[A-HJ-NPR-Z])(?=[A-HJ-NPR-Z0-9]*\d)[A-HJ-NPR-Z0-9]{17}")
 # A Spanish plate since 2000 (RD 2822/1998, annex XVIII): four digits and three consonants, no Ñ or Q.
 _PLATE_CONSONANTS = "BCDFGHJKLMNPRSTVWXYZ"
-_PLATE_ES = re.compile(r"(?P<prefix>[ECR][ -]?)?(?P<digits>\d{4})(?P<sep>[ -]?)(?P<letters>[BCDFGHJKLMNPRSTVWXYZ]{3})")
+_PLATE_ES = re.compile(
+    rf"(?P<prefix>[ECR][ -]?)?(?P<digits>\d{{4}})(?P<sep>[ -]?)(?P<letters>[{_PLATE_CONSONANTS}]{{3}})"
+)
 # A file name: a stem holding a digit, "_" or "-", and the extension of an image, a recording, a biometric
 # template or a document (any other ending may be part of the identifier, and is replaced with it).
 _FILE = re.compile(
