@@ -605,16 +605,22 @@ def load_probes(language: str, per_context: int | None = None, names_from: Seque
 # Label words a value may hold that identify nobody, so need not be covered: "CP" (código postal) in
 # "C/ Mayor 12, 3º izq., CP 28013, Madrid" (MEDDOCAN marks the street, the postcode and the town, not it).
 _LABEL_IN_VALUE = re.compile(r"(?<!\w)(?i:CP|C\.P\.)(?!\w)")
+# An article opening a value that English grammar asks for ("the Philippines", "the Salvation Army"):
+# i2b2-2014 marks the name without it, as the models learn, so it need not be covered either.
+_ARTICLE_OPENING_VALUE = re.compile(r"(?i:the)\s+")
 
 
 def covered(text: str, start: int, end: int, spans: Iterable[tuple[int, int]]) -> bool:
     """Whether every letter and digit of ``text[start:end]`` lies inside one of ``spans`` (label words
-    inside the value, ``_LABEL_IN_VALUE``, excepted)."""
+    inside the value, ``_LABEL_IN_VALUE``, and an opening "the", ``_ARTICLE_OPENING_VALUE``, excepted)."""
     inside = set()
     for s, e in spans:
         inside.update(range(max(s, start), min(e, end)))
     for label in _LABEL_IN_VALUE.finditer(text, start, end):
         inside.update(range(label.start(), label.end()))
+    article = _ARTICLE_OPENING_VALUE.match(text, start, end)
+    if article:
+        inside.update(range(article.start(), article.end()))
     return all(i in inside for i in range(start, end) if _ALNUM.match(text[i]))
 
 

@@ -85,6 +85,13 @@ def test_coverage_counts_letters_and_digits_only() -> None:
     assert probes.touched(3, 6, [(5, 9)]) and not probes.touched(3, 6, [(6, 9)])
 
 
+def test_an_opening_article_need_not_be_covered() -> None:
+    text = "Born in the Philippines."
+    start, end = text.index("the"), text.index(".")
+    assert probes.covered(text, start, end, [(text.index("Phil"), end)])  # i2b2 marks the name alone
+    assert not probes.covered(text, start, end, [(start, end - 1)])  # the name itself still counts
+
+
 # ---- the bundled models on the fast subset ----------------------------------------------------------
 
 # One value per context (each value in turn): 518 English and 394 Spanish identifier probes. The
