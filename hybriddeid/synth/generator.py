@@ -227,15 +227,6 @@ class Note:
             return self.rng.choice(bundled_entries(self.res.language, kind))
         return invented()
 
-    def _country(self) -> str:
-        """A country of the resource's ``[vocab] country`` (the origins its notes name most) or, as often
-        as ``real_country_rate`` says, any of the bundled country dictionary's names: a model that saw
-        only the vocabulary's few countries learns those words, not what a country is."""
-        rate = float(self.data["layout"].get("real_country_rate", 0.0))
-        if rate and self.rng.random() < rate:  # no draw at 0: a pack without it generates what it did
-            return self.rng.choice(bundled_entries(self.res.language, "countries"))
-        return self.rng.choice(self.data["vocab"]["country"])
-
     def _templates(self, kind: str) -> tuple[str, ...]:
         """The resource's ``[templates]`` of ``kind`` and those of the mix's ``extra_templates`` sets."""
         sets = self.mix.get("extra_templates", ())
@@ -366,7 +357,7 @@ class Note:
             "county": lambda: (fill_template(self.faker(), rng.choice(data["templates"]["county"]), lang), "CITY"),
             "postcode": lambda: (self.faker().postcode(), "ZIP"),
             "zip": lambda: (self.faker().zipcode() if rng.random() < 0.85 else self.faker().zipcode_plus4(), "ZIP"),
-            "country": lambda: (self._country(), "COUNTRY"),
+            "country": lambda: (rng.choice(data["vocab"]["country"]), "COUNTRY"),
             "location_other": lambda: (rng.choice(data["vocab"]["location_other"]), "LOCATION-OTHER"),
             "phone": lambda: (self._phone(), "PHONE"),
             "phone2": lambda: (self._phone(), "PHONE"),
