@@ -38,6 +38,65 @@ def pipelines() -> dict[str, Pipeline]:
 # ---- the suite ------------------------------------------------------------------------------------
 
 
+# Lines of the generators worded as a probe context (three words or more, 80% of their words in the same order),
+# written before test_no_generator_line_repeats_a_probe_context existed and learned by the bundled models as they
+# are: the probes in these contexts measure what the generator wrote, not what the models generalised.
+KNOWN_PROBE_ECHOES: dict[str, set[tuple[str, str]]] = {
+    "en": {
+        ("This is a {age} year old {{^gentleman}|{^man}} {referred by Dr. {docto", "This is a {v} year old widow."),
+        ("Recently traveled to {location_other} in {month_year}.", "Recently traveled to {v}."),
+        ("Recently traveled to {country} in {month_year}.", "Recently traveled to {v}."),
+        ("No family history of {~diagnosis}.", "Family history of {w}."),
+        ("Admitted to {department}, room {room}.", "Admitted to 7 North, room {v}."),
+        ("Electronically signed by {doctor}, MD on {date}", "Electronically signed by {v}, MD on 3/4/2021"),
+        ("Reported to the {county} Health Department on {date_short}.", "Reported to the {v} health department."),
+        ("{patient_first} lives on a farm in rural {county}.", "Lives on a farm in {v}."),
+    },
+    "es": {
+        ("{hospital}\nINFORME DE ALTA", "Informe de alta de {v}."),
+        ("Vive en {city}{ ({province})|, {province}|} con su {relation}.", "Vive en {v} con su familia."),
+        ("Vive en {city}{ ({province})|, {province}|} con su {relation}.", "Vive en {v} con su marido."),
+        ("Dr {doctor_last} de acuerdo con {~plan}.", "Dr. {v}: de acuerdo con el plan."),
+        (
+            "NATURAL DE {city:upper}{ ({province:upper})|}. RESIDE EN {city2:upper}",
+            "Natural de {v}, reside en Madrid desde 2010.",
+        ),
+        ("{patient} vive en {street}, {city}, con su {relation} {relative}.", "Vive en {v} con su familia."),
+        ("{patient} vive en {street}, {city}, con su {relation} {relative}.", "Vive en {v} con su marido."),
+    },
+}
+
+
+def _words(template: str) -> list[str]:
+    """A template's or a context's own words, lower case, without its fields."""
+    for _ in range(4):  # fields nest
+        template = regex.sub(r"\{[^{}]*\}", " ", template)
+    return regex.findall(r"[^\W\d_]+", template.lower())
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_no_generator_line_repeats_a_probe_context(language: str) -> None:
+    """A training line worded as a probe would make the probe measure the generator's memory: generator lines
+    are written from how notes are laid out, never from the probes (a draft of issue 43's work-history lines echoed
+    three probe contexts, and was rewritten before any model learned it)."""
+    from difflib import SequenceMatcher
+
+    from hybriddeid.synth import load_synth_resources
+    from test_synth import _templates_of
+
+    contexts = {probe.context for probe in probes.load_probes(language, per_context=1)}
+    context_words = [(context, _words(context)) for context in contexts]
+    echoes = {
+        (template[:70], context)
+        for template in _templates_of(load_synth_resources(language).data)
+        if len(words := _words(template)) >= 3
+        for context, theirs in context_words
+        if len(theirs) >= 3 and SequenceMatcher(None, words, theirs).ratio() >= 0.8
+    }
+    assert echoes - KNOWN_PROBE_ECHOES[language] == set()
+    assert KNOWN_PROBE_ECHOES[language] - echoes == set()  # reworded: drop it here
+
+
 @pytest.mark.parametrize("language", ["en", "es"])
 def test_every_kind_has_twenty_contexts_and_thirty_values(language: str) -> None:
     suite = probes.load_probes(language)

@@ -227,9 +227,8 @@ def _templates_of(data: object) -> list[str]:
     return []
 
 
-# The one slip left, as the bundled English model learned it: fixing it redraws every training and
-# test-mix note after it, and the fix measured together with new travel and residence lines gained nothing
-# on real notes at two draws (docs/explanation/english-model.md, "Tried and not shipped"); to be judged alone.
+# Slips the bundled models learned, kept until a retraining fixes them (fixing one redraws every note after it).
+# The last, "traveled to {location_other|country}", was fixed with issue 43's work-history lines.
 KNOWN_SLOT_SLIPS: dict[str, list[tuple[str, str]]] = {
     "en": [],
     "es": [],
