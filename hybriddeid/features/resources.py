@@ -120,7 +120,7 @@ def dictionary_tags(
 GAZETTEER_GROUPS: dict[str, tuple[str, ...]] = {
     "names": ("first_names", "last_names"),
     "places": ("cities", "towns", "states", "countries", "postal_codes"),
-    "organizations": ("hospitals", "health_organizations"),
+    "organizations": ("hospitals", "health_organizations", "employers"),
     "professions": ("professions",),
 }
 ALL_KINDS = "*"
