@@ -181,6 +181,8 @@ TINY_CONFIGS = {
     "vocabulary": dict(features=[*DEFAULT_TOKEN_FEATURES, "vocabulary"], window=2),
     # with the proper-noun feature (words the word list writes only capitalised)
     "proper": dict(features=[*DEFAULT_TOKEN_FEATURES, "vocabulary", "proper"], window=2),
+    # the user-name shape of the bundled English recipe (initials and a surname)
+    "usernames": dict(features=[*DEFAULT_TOKEN_FEATURES, "vocabulary", "usernames"], window=2),
 }
 
 

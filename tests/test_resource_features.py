@@ -163,3 +163,19 @@ def test_ensure_clusters_builds_only_missing_folders(tmp_path):
     built = WordClusters.from_disk(tmp_path / "new")
     assert built.brown_prefixes("madrid") and built.w2v_ids("soria")
     assert ensure_clusters(config, [notes], "es") == []
+
+
+def test_user_names_made_of_initials_and_a_surname_are_marked_and_words_and_names_are_not():
+    from hybriddeid.features.token import username_features
+    from hybriddeid.knowledge.dictionaries import known_words, surnames
+
+    last, known = surnames("en"), known_words("en")
+    assert {"kowalski", "fitzgerald", "hernandez"} <= last
+    assert username_features("jkowalski", last, known) == ["user=i+last", "user=i+last|lower"]
+    assert username_features("TFITZGERALD", last, known) == ["user=i+last", "user=i+last|upper"]
+    assert username_features("hernandezm", last, known)[0] == "user=last+i"
+    assert username_features("abhernandez", last, known)[0] == "user=ii+last"
+    # a surname itself, a capitalised word, an English word that is a letter and a surname, short words
+    for word in ("kowalski", "Jkowalski", "aware", "arose", "levo", "j2smith"):
+        assert username_features(word, last, known) == [], word
+    assert username_features("jkowalski", frozenset(), known) == []

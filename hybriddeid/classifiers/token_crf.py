@@ -15,6 +15,7 @@ from hybriddeid.features.pos import NoteTags, note_tags
 from hybriddeid.features.token import TOKEN_EXTRACTORS, TokenSequence, extract_token_features
 from hybriddeid.features.token_ids import Dictionary, LineInput, TokenIds
 from hybriddeid.knowledge.dictionaries import known_words, proper_only_words
+from hybriddeid.knowledge.dictionaries import surnames as bundled_surnames
 from hybriddeid.text.tokenize import Token
 
 # Tokens scored per call of the fast engine's featurizer: its numpy sums run once per batch of lines.
@@ -74,6 +75,11 @@ class TokenCRF(CRFTagger):
         """The language pack's proper-noun-only words when the "proper" extractor is on, else None."""
         return proper_only_words(self.language) if "proper" in self.features else None
 
+    @property
+    def surnames(self) -> frozenset[str] | None:
+        """The language's bundled surnames when the "usernames" extractor is on, else None."""
+        return bundled_surnames(self.language) if "usernames" in self.features else None
+
     def token_sequences(
         self, note: AnalysedNote | Document, lexicon: Gazetteer | None = None
     ) -> Iterator[TokenSequence]:
@@ -100,6 +106,7 @@ class TokenCRF(CRFTagger):
                     clusters=self.clusters_,
                     vocabulary=self.vocabulary,
                     proper_nouns=self.proper_nouns,
+                    surnames=self.surnames,
                 )
                 seq.extra.update(self.resource_tags(tokens, seq.lowers, lexicon))
                 if tags is not None:
@@ -204,6 +211,7 @@ class TokenCRF(CRFTagger):
             own_tags,
             vocabulary=self.vocabulary,
             proper_nouns=self.proper_nouns,
+            surnames=self.surnames,
         )
 
 

@@ -29,6 +29,7 @@ class TokenSequence:
     clusters: ClusterFeatures | None = None  # word clusters, when the model has them
     vocabulary: frozenset[str] | None = None  # the language's known words, for the "vocabulary" extractor
     proper_nouns: frozenset[str] | None = None  # words the word list writes only capitalised, for "proper"
+    surnames: frozenset[str] | None = None  # case-folded surnames, for "usernames"
 
     def __post_init__(self) -> None:
         if not self.lowers:
@@ -262,6 +263,37 @@ def proper_noun_features(text: str, proper_nouns: frozenset[str]) -> list[str]:
 def _proper(seq: TokenSequence, feats: list[list[str]]) -> None:
     """Proper nouns of the word list (``proper_noun_features``); no-op without one."""
     _each_word(seq, feats, seq.proper_nouns, proper_noun_features)
+
+
+def username_features(text: str, surnames: frozenset[str], vocabulary: frozenset[str] | None) -> list[str]:
+    """Whether a word is shaped as the commonest log-in names are made, one or two initials before a
+    surname or one after it ("mrossi", "pmurphy", "smithj"), with the word's case: user names in
+    signatures, cc lines and audit trails, which no list holds. The surname must be one of the
+    dictionaries' (``surnames``, four letters or more: short ones make "pacer" of "p" + "Acer"), the word
+    itself no name, no known word ("aware" is "a" + "Ware") and not capitalised."""
+    if not 5 <= len(text) <= 16 or not text.isalpha() or text.istitle():
+        return []  # a capitalised word is a name or a word, not a log-in
+    folded = text.casefold()
+    if folded in surnames or (vocabulary is not None and folded in vocabulary):
+        return []
+    if folded[1:] in surnames:
+        kind = "i+last"
+    elif len(folded) > 5 and folded[2:] in surnames:
+        kind = "ii+last"
+    elif folded[:-1] in surnames:
+        kind = "last+i"
+    else:
+        return []
+    return ["user=" + kind, f"user={kind}|{word_case(text)}"]
+
+
+@token_extractor("usernames")
+def _usernames(seq: TokenSequence, feats: list[list[str]]) -> None:
+    """User-name shapes (``username_features``); no-op without the language's surnames."""
+    if seq.surnames:
+        surnames, vocabulary = seq.surnames, seq.vocabulary
+        for out, tok in zip(feats, seq.tokens):
+            out.extend(username_features(tok.text, surnames, vocabulary))
 
 
 @token_extractor("extra")

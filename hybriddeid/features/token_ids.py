@@ -43,6 +43,7 @@ from hybriddeid.features.token import (
     check_token_features,
     extract_token_features,
     proper_noun_features,
+    username_features,
     vocabulary_features,
 )
 from hybriddeid.text.tokenize import Token
@@ -70,6 +71,7 @@ ID_EXTRACTORS: dict[str, Callable[..., None]] = {
         "clusters",
         "vocabulary",
         "proper",
+        "usernames",
         "extra",
     )
 }
@@ -217,6 +219,7 @@ class TokenIds:
         cache_size: int = FORM_CACHE_SIZE,
         vocabulary: frozenset[str] | None = None,
         proper_nouns: frozenset[str] | None = None,
+        surnames: frozenset[str] | None = None,
     ) -> None:
         self.weights = weights
         self.features = list(features)
@@ -228,6 +231,7 @@ class TokenIds:
         self.cache_size = cache_size
         self.vocabulary = vocabulary
         self.proper_nouns = proper_nouns
+        self.surnames = surnames
         self.none = weights.none
         self._aid = weights.attribute_id
         self._aids = weights.attribute_ids_of
@@ -249,6 +253,8 @@ class TokenIds:
             on.discard("vocabulary")
         if not proper_nouns:
             on.discard("proper")
+        if not surnames:
+            on.discard("usernames")
         self.on = on
         self.pad = max(window, 1)
         self.reach = 2 * window if "context" in on else 0
@@ -355,6 +361,9 @@ class TokenIds:
         if "proper" in on and self.proper_nouns is not None:
             proper = self.proper_nouns
             families.append([proper_noun_features(text, proper) for text in texts])
+        if "usernames" in on and self.surnames is not None:
+            surnames, vocabulary = self.surnames, self.vocabulary
+            families.append([username_features(text, surnames, vocabulary) for text in texts])
         own = [list(itertools.chain.from_iterable(names)) for names in zip(*families)] if families else [[]] * count
         # the per-form columns' names: what a token's neighbours read of it, (column, names) in order
         base = 2 * self.window + 1
@@ -806,6 +815,7 @@ class TokenIds:
             clusters=self.clusters,
             vocabulary=self.vocabulary,
             proper_nouns=self.proper_nouns,
+            surnames=self.surnames,
         )
         seq.extra.update(self._line_tags(item))
         seq.pos = item.pos

@@ -117,6 +117,17 @@ def name_words(language: str) -> frozenset[str]:
 
 @register_cache
 @cache
+def surnames(language: str) -> frozenset[str]:
+    """The one-word entries of ``language``'s bundled last-name dictionaries, case-folded (empty for a
+    pack without them): what a user name built from a surname ("mrossi", "pmurphy") is read against."""
+    kinds = [kind for kind in LAST_NAME_KINDS if kind in bundled_kinds(language)]
+    return frozenset(
+        entry.casefold() for kind in kinds for entry in bundled_entries(language, kind) if " " not in entry
+    )
+
+
+@register_cache
+@cache
 def given_names(language: str) -> frozenset[str]:
     """The words of ``language``'s bundled first-name dictionaries that are no ordinary word of it
     (``lower_words``), case-folded: "eva", not "rosa" (a colour in Spanish). Empty without one."""
