@@ -218,3 +218,31 @@ def test_char_features_of_a_run_equal_those_of_the_whole_line():
         text, line, tokens[first:end], window, token_features=projected[first:end], bounds=(start, stop)
     )
     assert [list(f) for f in part] == [list(f) for f in whole[start - line.start : stop - line.start]]
+
+
+def test_trim_unsure_leaves_out_units_more_probably_outside_and_splits_the_span_there():
+    from hybriddeid.classifiers.crf import _without_unsure_units
+
+    window = ["B-PATIENT", "I-PATIENT", "I-PATIENT", "I-PATIENT", "I-PATIENT"]
+    own = [1.0, 0.99, 0.40, 0.38, 0.45]  # the tags' marginals: a name, then a comma and a label carried along
+    outside = [0.0, 0.01, 0.60, 0.62, 0.30]
+
+    def marginal(tag: str, i: int) -> float:
+        return outside[i - 3] if tag == "O" else own[i - 3]
+
+    tags = _without_unsure_units(window, own, marginal, 3)
+    assert tags == ["B-PATIENT", "I-PATIENT", "O", "O", "I-PATIENT"]  # the last unit is likelier in than out
+    units = [(0, 4), (5, 9), (9, 10), (11, 14), (15, 22)]
+    assert [(s.start, s.end, s.score) for s in decode_tags(units, tags, "token", own)] == [(0, 9, 0.99), (15, 22, 0.45)]
+    assert _without_unsure_units(window, [1.0] * 5, marginal, 3) == window
+
+
+@pytest.mark.parametrize("make", [TokenCRF, lambda **kw: CharCRF(label_level="phi", **kw)])
+def test_trim_unsure_keeps_sure_spans_and_is_saved_with_the_params(make, tmp_path):
+    docs = _tiny_corpus()
+    plain = make(language="es", max_iterations=50).fit(docs[:5])
+    trimmed = make(language="es", max_iterations=50, trim_unsure=True).fit(docs[:5])
+    assert trimmed.get_params()["trim_unsure"] is True and plain.get_params()["trim_unsure"] is False
+    assert trimmed.predict(docs[5]) == plain.predict(docs[5])  # every unit of these spans is sure
+    trimmed.to_disk(tmp_path / "m")
+    assert type(trimmed).from_disk(tmp_path / "m", trimmed.get_params()).trim_unsure is True

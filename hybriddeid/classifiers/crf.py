@@ -64,6 +64,10 @@ CRF_DEFAULTS: dict[str, Any] = {
     "segment_chars": SEGMENT_CHARS,
     "segment_overlap": SEGMENT_OVERLAP,
     "engine": "fast",
+    # Leave out of a span each unit whose tag is less probable than O ("Rosa Lindqvist, MRN" of a Viterbi
+    # path running on through a label: the name's units at 1.0, the comma and label at 0.4 against 0.6 for
+    # O); off keeps every unit of the Viterbi path, as models trained before it did.
+    "trim_unsure": False,
 }
 
 
@@ -106,6 +110,7 @@ class CRFTagger:
         segment_chars: int = SEGMENT_CHARS,
         segment_overlap: int = SEGMENT_OVERLAP,
         engine: str = "fast",
+        trim_unsure: bool = False,
         verbose: bool = False,
     ) -> None:
         self.algorithm = algorithm
@@ -128,6 +133,7 @@ class CRFTagger:
         self.segment_chars = segment_chars  # longer lines are read in overlapping segments
         self.segment_overlap = segment_overlap
         self.engine = engine  # "fast" or "crfsuite" (ENGINES)
+        self.trim_unsure = trim_unsure  # units less probable in their tag than outside leave spans
         self.verbose = verbose
         self.lexicon_: Gazetteer | None = None
         self.safe_words_: frozenset[str] = frozenset()
@@ -207,6 +213,7 @@ class CRFTagger:
             "segment_chars": self.segment_chars,
             "segment_overlap": self.segment_overlap,
             "engine": self.engine,
+            "trim_unsure": self.trim_unsure,
         }
 
     # -- training ---------------------------------------------------------------------------
@@ -336,7 +343,7 @@ class CRFTagger:
             sequences = self.emission_sequences(note, regions, skip)
         else:
             sequences = self._sequences_for(note, regions, skip)
-        need_outside = below is not None or keep_below is not None
+        need_outside = below is not None or keep_below is not None or self.trim_unsure
         for units, tags, marginal, parts in self._readings(sequences, need_outside, keep_below):
             found: list[Span] = []
             if tags.count(OUTSIDE) != len(tags):  # most lines hold no PHI: skip decoding them unit by unit
@@ -345,6 +352,8 @@ class CRFTagger:
                 last = len(tags) - next(i for i, tag in enumerate(reversed(tags)) if tag != OUTSIDE)
                 window = tags[first:last]
                 scores = marginal.span_scores(window, first)
+                if self.trim_unsure:
+                    window = _without_unsure_units(window, scores, marginal, first)
                 found = decode_tags(units[first:last], window, self.source, scores)
                 spans.extend(found)
             if keep_below is not None:  # P(O) of every unit, once: thresholds and focus (focus_stretches) share it
@@ -482,6 +491,18 @@ class CRFTagger:
                 file.stem: Gazetteer.from_disk(file) for file in sorted((path / GAZETTEERS_DIR).glob("*.json"))
             }
         return tagger
+
+
+def _without_unsure_units(window: list[str], scores: Sequence[float], marginal: Marginals, first: int) -> list[str]:
+    """``window``'s tags with O for each unit whose own tag's marginal (``scores``) is below its P(O): a
+    span the Viterbi path carried through such units falls into the pieces each unit more probably
+    belongs to, each scored by its own units. Units before and after a dropped one start new spans
+    (``decode_tags`` reads an I after O as a start)."""
+    out = list(window)
+    for i, (tag, score) in enumerate(zip(window, scores)):
+        if tag != OUTSIDE and score < 0.5 and score < marginal(OUTSIDE, first + i):
+            out[i] = OUTSIDE
+    return out
 
 
 class _Stitched:
