@@ -227,6 +227,15 @@ class Note:
             return self.rng.choice(bundled_entries(self.res.language, kind))
         return invented()
 
+    def _from_dictionary(self, kind: str, rate_key: str) -> str:
+        """An entry of the bundled dictionary ``kind`` as often as the layout's ``rate_key`` says (real
+        notes name real employers and trades, which the dictionaries list and the CRFs read as
+        features), else ""."""
+        rate = float(self.data["layout"].get(rate_key, 0))
+        if rate and self.rng.random() < rate:
+            return self.rng.choice(bundled_entries(self.res.language, kind))
+        return ""
+
     def _templates(self, kind: str) -> tuple[str, ...]:
         """The resource's ``[templates]`` of ``kind`` and those of the mix's ``extra_templates`` sets."""
         sets = self.mix.get("extra_templates", ())
@@ -340,13 +349,17 @@ class Note:
             "nurse_first": lambda: (nurse.first, "DOCTOR"),
             "room": lambda: (self._pattern("ROOM"), "ROOM"),
             "organization": lambda: (
-                fill_template(self.faker(), rng.choice(data["templates"]["organization"]), lang)
-                if rng.random() < 0.5
-                else self.faker().company(),
+                self._from_dictionary("employers", "real_employer_rate")
+                or (
+                    fill_template(self.faker(), rng.choice(data["templates"]["organization"]), lang)
+                    if rng.random() < 0.5
+                    else self.faker().company()
+                ),
                 "ORGANIZATION",
             ),
             "profession": lambda: (
-                rng.choice(data["vocab"]["profession"]) if rng.random() < 0.7 else self.faker().job(),
+                self._from_dictionary("professions", "real_profession_rate")
+                or (rng.choice(data["vocab"]["profession"]) if rng.random() < 0.7 else self.faker().job()),
                 "PROFESSION",
             ),
             "street": lambda: (self.faker().street_address(), "STREET"),
