@@ -362,8 +362,8 @@ class TokenIds:
             proper = self.proper_nouns
             families.append([proper_noun_features(text, proper) for text in texts])
         if "usernames" in on and self.surnames is not None:
-            surnames, vocabulary = self.surnames, self.vocabulary
-            families.append([username_features(text, surnames, vocabulary) for text in texts])
+            surnames, known = self.surnames, self.vocabulary
+            families.append([username_features(text, surnames, known) for text in texts])
         own = [list(itertools.chain.from_iterable(names)) for names in zip(*families)] if families else [[]] * count
         # the per-form columns' names: what a token's neighbours read of it, (column, names) in order
         base = 2 * self.window + 1
