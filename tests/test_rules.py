@@ -1241,3 +1241,16 @@ def test_one_line_is_checked_when_a_rule_file_is_read() -> None:
         parse_rule_file(head + "needs = '(?i)correo'\none_line = true\n", "mine.toml")
     (rule,) = parse_rule_file(head + "needs = '@'\none_line = true\n", "mine.toml").rules
     assert rule.spans("a\nx@y\nb") == [(2, 5)]
+
+
+def test_labels_follow_the_enabled_rules_and_the_label_map_when_they_change():
+    # the labels are kept between calls (asked once per note); a fit or load that changes what is enabled or how
+    # rules are labelled gives new ones
+    clf = RuleClassifier("en")
+    every = clf.labels
+    assert clf.labels is every and len(every) > 3
+    first = clf.rules[0]
+    clf.enabled_ = (first.name,)
+    assert clf.labels == (first.label,)
+    clf.label_map_ = {first.name: "SOMETHING_ELSE"}
+    assert clf.labels == ("SOMETHING_ELSE",)

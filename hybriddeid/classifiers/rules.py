@@ -907,7 +907,13 @@ class RuleClassifier:
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(self.label_of(rule) for rule in self.enabled_rules))
+        """The labels the enabled rules give, in order; kept while the enabled rules and the label map are
+        the same objects (the pipeline asks once per note for its PHI set)."""
+        rules, label_map = self.enabled_rules, getattr(self, "label_map_", None)
+        memo = self.__dict__.get("_labels_memo")
+        if memo is None or memo[0] is not rules or memo[1] is not label_map:
+            memo = self._labels_memo = (rules, label_map, tuple(dict.fromkeys(map(self.label_of, rules))))
+        return memo[2]
 
     def label_of(self, rule: Rule) -> str:
         """The label ``rule``'s spans get: its own, or the corpus label ``fit`` mapped it onto."""
