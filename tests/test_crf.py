@@ -246,3 +246,18 @@ def test_trim_unsure_keeps_sure_spans_and_is_saved_with_the_params(make, tmp_pat
     assert trimmed.predict(docs[5]) == plain.predict(docs[5])  # every unit of these spans is sure
     trimmed.to_disk(tmp_path / "m")
     assert type(trimmed).from_disk(tmp_path / "m", trimmed.get_params()).trim_unsure is True
+
+
+@pytest.mark.parametrize("make", [TokenCRF, lambda **kw: CharCRF(label_level="phi", **kw)])
+def test_trim_unsure_reads_a_long_line_in_stitched_segments(make):
+    # a line longer than segment_chars is read in segments whose P(O) the stitched chain must keep for trimming
+    docs = _tiny_corpus()
+    params = dict(language="es", max_iterations=50, segment_chars=120, segment_overlap=30)
+    plain = make(**params).fit(docs[:5])
+    trimmed = make(trim_unsure=True, **params).fit(docs[:5])
+    line = " ".join(doc.text.replace("\n", " ") for doc in docs)  # one line of ~400 characters
+    long_doc = Document("long", line)
+    spans = trimmed.predict(long_doc)
+    assert spans and all(0.0 < s.score <= 1.0 for s in spans)
+    covered = {i for s in plain.predict(long_doc) for i in range(s.start, s.end)}
+    assert all(i in covered for s in spans for i in range(s.start, s.end))  # trimming only takes units away

@@ -343,8 +343,11 @@ class CRFTagger:
             sequences = self.emission_sequences(note, regions, skip)
         else:
             sequences = self._sequences_for(note, regions, skip)
-        need_outside = below is not None or keep_below is not None or self.trim_unsure
-        for units, tags, marginal, parts in self._readings(sequences, need_outside, keep_below):
+        need_outside = below is not None or keep_below is not None
+        # trimming reads P(O) only inside spans: a whole line's marginals are read lazily there, a long
+        # line's stitched segments must keep the column
+        readings = self._readings(sequences, need_outside, keep_below, need_outside or self.trim_unsure)
+        for units, tags, marginal, parts in readings:
             found: list[Span] = []
             if tags.count(OUTSIDE) != len(tags):  # most lines hold no PHI: skip decoding them unit by unit
                 # units outside this stretch are all O
@@ -366,7 +369,11 @@ class CRFTagger:
         return spans, unsure, kept
 
     def _readings(
-        self, sequences: Iterable[UnitSequence], need_outside: bool, keep_below: float | None
+        self,
+        sequences: Iterable[UnitSequence],
+        need_outside: bool,
+        keep_below: float | None,
+        keep_outside: bool,
     ) -> Iterator[tuple[list[tuple[int, int]], list[str], Marginals, tuple[tuple[int, int], ...]]]:
         """Each sequence tagged: its units, Viterbi tags, its ``Marginals`` (valid until the
         next item), and the keys of the segments stitched into it (none for a whole sequence).
@@ -375,8 +382,8 @@ class CRFTagger:
         that both reach across the cut between their cores are stitched into one (what the whole
         line would have been, read with bounded memory): their tags are joined at the cut, so a
         span crossing it is decoded whole. Only the marginals the caller reads are kept: of each
-        unit's own tag, P(O) when ``need_outside`` and, for units whose P(O) is below
-        ``keep_below``, every tag's."""
+        unit's own tag, P(O) when ``keep_outside`` (``need_outside`` also has every unit's marginals
+        computed first) and, for units whose P(O) is below ``keep_below``, every tag's."""
         all_tags = [tag for tags_of in self.tags_by_label_.values() for tag in tags_of]
         per_tag_wanted = keep_below is not None and len(self.labels_) > 1
         chain: _Stitched | None = None
@@ -412,7 +419,7 @@ class CRFTagger:
                 tag = tags[i]
                 if tag != OUTSIDE:
                     chain.own[base + i - lo] = marginal(tag, i)
-            if need_outside:  # one column read, not a call per unit (a 20 MB line has millions)
+            if keep_outside:  # one column read, not a call per unit (a 20 MB line has millions)
                 outside = marginal.column(OUTSIDE)[lo:hi]
                 chain.outside.extend(outside)
                 if per_tag_wanted and keep_below is not None:
