@@ -220,21 +220,14 @@ class Note:
     def _shifted(self, low: int, high: int) -> date:
         return self.anchor + timedelta(days=self.rng.randint(low, high))
 
-    def _place(self, kind: str, invented: Callable[[], str]) -> str:
-        """A real name from the bundled dictionary ``kind`` (real notes name real places) or,
-        as often as the resource's ``real_place_rate`` says not, an invented one."""
-        if self.rng.random() < float(self.data["layout"]["real_place_rate"]):
-            return self.rng.choice(bundled_entries(self.res.language, kind))
-        return invented()
-
-    def _from_dictionary(self, kind: str, rate_key: str) -> str:
-        """An entry of the bundled dictionary ``kind`` as often as the layout's ``rate_key`` says (real
-        notes name real employers and trades, which the dictionaries list and the CRFs read as
-        features), else ""."""
+    def _place(self, kind: str, invented: Callable[[], str], rate_key: str = "real_place_rate") -> str:
+        """A real name from the bundled dictionary ``kind`` (real notes name real places, employers and
+        trades) as often as the layout's ``rate_key`` says, else an ``invented`` one. A rate the pack
+        does not set is 0 and draws nothing (the other packs' notes stay as they were)."""
         rate = float(self.data["layout"].get(rate_key, 0))
         if rate and self.rng.random() < rate:
             return self.rng.choice(bundled_entries(self.res.language, kind))
-        return ""
+        return invented()
 
     def _templates(self, kind: str) -> tuple[str, ...]:
         """The resource's ``[templates]`` of ``kind`` and those of the mix's ``extra_templates`` sets."""
@@ -349,17 +342,23 @@ class Note:
             "nurse_first": lambda: (nurse.first, "DOCTOR"),
             "room": lambda: (self._pattern("ROOM"), "ROOM"),
             "organization": lambda: (
-                self._from_dictionary("employers", "real_employer_rate")
-                or (
-                    fill_template(self.faker(), rng.choice(data["templates"]["organization"]), lang)
-                    if rng.random() < 0.5
-                    else self.faker().company()
+                self._place(
+                    "employers",
+                    lambda: (
+                        fill_template(self.faker(), rng.choice(data["templates"]["organization"]), lang)
+                        if rng.random() < 0.5
+                        else self.faker().company()
+                    ),
+                    "real_employer_rate",
                 ),
                 "ORGANIZATION",
             ),
             "profession": lambda: (
-                self._from_dictionary("professions", "real_profession_rate")
-                or (rng.choice(data["vocab"]["profession"]) if rng.random() < 0.7 else self.faker().job()),
+                self._place(
+                    "professions",
+                    lambda: rng.choice(data["vocab"]["profession"]) if rng.random() < 0.7 else self.faker().job(),
+                    "real_profession_rate",
+                ),
                 "PROFESSION",
             ),
             "street": lambda: (self.faker().street_address(), "STREET"),
