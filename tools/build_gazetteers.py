@@ -518,6 +518,7 @@ def employers(language: str) -> list[str]:
     from cleanco import basename
     from pytickersymbols import PyTickerSymbols
 
+    # the lists this build has just written (KINDS puts names and cities before employers)
     people_and_places = {
         line.lower()
         for kind in ("first_names", "last_names", "cities")
