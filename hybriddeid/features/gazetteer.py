@@ -132,16 +132,31 @@ class Gazetteer:
         ``word_keys`` (``keys_of_words(words)``, shared by every gazetteer tagging the same words)
         saves hashing them again; ``starts``, the positions whose key is a known prefix (in
         order), saves looking each word up (the fast engine knows them from its word cache)."""
-        n = len(words)
-        tags = [OUTSIDE] * n
+        tags = [OUTSIDE] * len(words)
+        for i, length, label in self.matches(words, word_keys, starts):
+            if length == 1:
+                tags[i] = "S-" + label
+            else:
+                tags[i] = "B-" + label
+                tags[i + 1 : i + length - 1] = ["I-" + label] * (length - 2)
+                tags[i + length - 1] = "E-" + label
+        return tags
+
+    def matches(
+        self, words: Sequence[str], word_keys: Sequence[str] | None = None, starts: Sequence[int] | None = None
+    ) -> list[tuple[int, int, str]]:
+        """The longest-match-first hits of ``tag`` as (first word, number of words, label), in order:
+        what a caller that needs only the hits reads instead of a tag per word."""
         table, prefixes = self.table, self.prefixes
         if word_keys is None:
             word_keys = keys_of_words(words)
         # only a word whose own key is a known prefix can start a match: one set lookup per word
         if starts is None:
             starts = [i for i, key in enumerate(word_keys) if key in prefixes]
+        found: list[tuple[int, int, str]] = []
         if not starts:
-            return tags
+            return found
+        n = len(words)
         phrase: tuple[str, ...] | None = None  # the words as a tuple, made for the first longer phrase
         longest = self.max_words
         free = 0  # the first word not inside a match already made
@@ -162,17 +177,10 @@ class Gazetteer:
                 label = table.get(key)
                 if label is not None:
                     best_length, best_label = length, label
-            if best_length == 0:
-                continue
-            if best_length == 1:
-                tags[i] = "S-" + best_label
-            else:
-                tags[i] = "B-" + best_label
-                for j in range(i + 1, i + best_length - 1):
-                    tags[j] = "I-" + best_label
-                tags[i + best_length - 1] = "E-" + best_label
-            free = i + best_length
-        return tags
+            if best_length:
+                found.append((i, best_length, best_label))
+                free = i + best_length
+        return found
 
     def to_disk(self, path: Path) -> None:
         path = Path(path)

@@ -664,9 +664,9 @@ class TokenIds:
                         item, start, n, base = lines[line], int(first_row[line]), sizes[line], line_base[line]
                         starts = [(row - start, mask) for _, row, mask in group]
                         word_keys = list(map(word_key, forms[base : base + n]))
-                        for name, tags in self._dictionary_tags(item, word_keys, starts):
+                        for name, positions, tags in self._dictionary_hits(item, word_keys, starts):
                             rows, values = found.setdefault(name, ([], []))
-                            rows += range(start, start + n)
+                            rows += [start + i for i in positions]
                             values += tags
                     for name, (rows, values) in found.items():
                         codes[name][rows] = self._codes(name, values)
@@ -722,18 +722,33 @@ class TokenIds:
             found += self.state[column]
         out[rows] += found
 
-    def _dictionary_tags(
+    def _dictionary_hits(
         self, item: LineInput, word_keys: list[str], starts: list[tuple[int, int]]
-    ) -> Iterator[tuple[str, list[str]]]:
-        """The tags that are not all "O" of the dictionaries that may match on a line: ``starts``
-        holds each word where some may start a phrase, with the bits of those that may."""
+    ) -> Iterator[tuple[str, list[int], list[str]]]:
+        """Per dictionary that matches on a line, the words inside its hits and their tags (case-marked
+        where the dictionary is): the tags that are not "O", which are all a line's codes need.
+        ``starts`` holds each word where some may start a phrase, with the bits of those that may."""
         tokens, lowers = item.line.tokens, item.line.lowers
         for bit, dictionary in enumerate(self.dictionaries):
             mine = [i for i, mask in starts if mask >> bit & 1]
-            if mine:
-                found = dictionary.gazetteer.tag(lowers, word_keys, mine)
-                if found.count(OUTSIDE) != len(found):
-                    yield dictionary.name, case_marked(found, tokens) if dictionary.case_marked else found
+            if not mine:
+                continue
+            hits = dictionary.gazetteer.matches(lowers, word_keys, mine)
+            if not hits:
+                continue
+            positions: list[int] = []
+            tags: list[str] = []
+            for i, length, label in hits:
+                # as resources.case_marked marks a hit whose first word is not capitalised
+                mark = ":lc" if dictionary.case_marked and not tokens[i].text[:1].isupper() else ""
+                positions += range(i, i + length)
+                if length == 1:
+                    tags.append(f"S-{label}{mark}")
+                else:
+                    tags.append(f"B-{label}{mark}")
+                    tags += [f"I-{label}{mark}"] * (length - 2)
+                    tags.append(f"E-{label}{mark}")
+            yield dictionary.name, positions, tags
 
     def _line_tags(self, item: LineInput) -> dict[str, list[str]]:
         """The line's ``extra`` tags by name, as the string path has them in ``seq.extra``."""
