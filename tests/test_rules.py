@@ -24,6 +24,7 @@ from hybriddeid.classifiers.rules import (
 from hybriddeid.classifiers.validators import get_validator, register_validator, validator_names
 from hybriddeid.core.document import Document, Span
 from hybriddeid.io import read_corpus
+from hybriddeid.synth import generate_corpus
 
 # Invented notes in the MEDDOCAN and i2b2 styles (no corpus text).
 NOTE_ES = """Datos del paciente.
@@ -1237,10 +1238,43 @@ def test_one_line_is_checked_when_a_rule_file_is_read() -> None:
         parse_rule_file(head + "needs = '@'\none_line = 'yes'\n", "mine.toml")
     with pytest.raises(RuleFileError, match="one_line needs needs"):
         parse_rule_file(head + "one_line = true\n", "mine.toml")
-    with pytest.raises(RuleFileError, match="plain words that match case"):
-        parse_rule_file(head + "needs = '(?i)correo'\none_line = true\n", "mine.toml")
     (rule,) = parse_rule_file(head + "needs = '@'\none_line = true\n", "mine.toml").rules
     assert rule.spans("a\nx@y\nb") == [(2, 5)]
+
+
+def test_a_one_line_rule_finds_its_lines_by_needs_that_ignore_case_or_are_patterns() -> None:
+    """Needs that are no plain word matching case are searched as patterns: the lines they match in are
+    searched, a run of lines one match spans as one stretch (each hit found once)."""
+    head = 'taxonomy = "meddocan"\n[[rule]]\nname = "r"\nlabel = "FECHAS"\npattern = "(?i)x@y"\none_line = true\n'
+    (rule,) = parse_rule_file(head + "needs = '(?i)x@'\n", "mine.toml").rules
+    assert rule.spans("a\nX@Y\nb x@y\nc") == [(2, 5), (8, 11)]
+    assert rule._needle_lines("a\nX@Y\nb x@y\nc") == [(2, 6), (6, 12)]
+    (rule,) = parse_rule_file(head + "needs = 'b\\s+x'\n", "mine.toml").rules
+    assert rule._needle_lines("a\nb\nx@y x@y\nb x@y") == [(2, 12), (12, 17)]
+    assert rule.spans("a\nb\nx@y x@y\nb x@y") == [(4, 7), (8, 11), (14, 17)]
+
+
+def _english_notes() -> list[Document]:
+    folder = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "physionet-deid" / "dev"
+    generated = list(generate_corpus(60, 7, "test"))
+    return generated + (read_corpus(folder)[:150] if folder.is_dir() else [])
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_every_bundled_one_line_rule_finds_what_a_search_of_the_whole_text_finds(language: str) -> None:
+    """``one_line`` is the rule writer's claim that no match crosses a line break: checked on each such
+    rule's examples and counter-examples, generated notes and real ones (the PhysioNet dev half's first
+    notes, MEDDOCAN dev's), each also with Windows line breaks and run together on one line."""
+    rules = [rule for rule in parse_rule_file(bundled_rules_text(language), "bundled").rules if rule.one_line]
+    assert rules
+    notes = _english_notes() if language == "en" else _meddocan_notes() + list(generate_corpus(60, 7, "test", "es"))
+    texts = [note.text for note in notes]
+    texts += [text.replace("\n", "\r\n") for text in texts[:40]] + [text.replace("\n", " ") for text in texts[:40]]
+    for rule in rules:
+        whole = dataclasses.replace(rule, one_line=False)
+        own = [example.text for example in rule.examples] + list(rule.counter_examples)
+        for text in own + texts:
+            assert rule.spans(text) == whole.spans(text), (rule.name, text[:40])
 
 
 def test_labels_follow_the_enabled_rules_and_the_label_map_when_they_change():

@@ -274,8 +274,9 @@ class Rule:
     # compile the patterns on first use (a bundled pack's rules, whose patterns its tests compile): a
     # process pays only for the rules its notes reach
     deferred: bool = False
-    # every match lies on one line that holds a match of ``needs`` (case-sensitive plain words), and
-    # its lookarounds read no further than the line breaks around it: only those lines are searched
+    # every match lies on one line that holds a match of ``needs``, and its lookarounds read no further
+    # than the line breaks around it: only those lines are searched (found by str.find where the needs
+    # are plain words that match case, else by the needs' own patterns)
     one_line: bool = False
     _regex: regex.Pattern[str] = field(init=False, repr=False)
     _needs: tuple[regex.Pattern[str], ...] = field(init=False, repr=False)
@@ -287,8 +288,6 @@ class Rule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_literals", tuple(_literal_needs(needs, self.flags) for needs in self.needs))
-        # a rule file's one_line rule is checked to have such needs (_parse_rule); one changed since
-        # (dataclasses.replace) without them is searched whole
         object.__setattr__(self, "_line_needles", _case_sensitive_words(self._literals) if self.one_line else ())
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         if not self.deferred:
@@ -413,8 +412,8 @@ class Rule:
         a bounded time per window rather than one search that must finish in ``timeout``. A text, or a
         window's reading, where ``needs`` does not match holds no match and is not searched."""
         if len(text) <= SEARCH_WINDOW + SEARCH_OVERLAP:
-            if self._line_needles:
-                for start, end in self._needle_lines(text):
+            if self.one_line and self.needs:  # a rule changed since (dataclasses.replace) without needs: whole
+                for start, end in self._needle_lines(text, timeout):
                     yield from self._regex.finditer(text, start, end, timeout=timeout)
             elif needs_met or self._may_match(text, 0, 0, len(text), timeout, needs_seen):
                 yield from self._regex.finditer(text, timeout=timeout)
@@ -438,18 +437,31 @@ class Rule:
                 resume = max(match.end(), match.start() + 1)
                 yield match
 
-    def _needle_lines(self, text: str) -> list[tuple[int, int]]:
-        """The lines of ``text`` (each with its line break, so a lookahead reads it) holding one of a
-        ``one_line`` rule's needs, in order: str.find, not a regex scan of the whole note."""
-        lines = set()
-        for word in self._line_needles:
-            at = text.find(word)
-            while at >= 0:
-                end = text.find("\n", at)
-                end = len(text) if end < 0 else end + 1
-                lines.add((text.rfind("\n", 0, at) + 1, end))
-                at = text.find(word, end)
-        return sorted(lines)
+    def _needle_lines(self, text: str, timeout: float | None = None) -> list[tuple[int, int]]:
+        """The lines of ``text`` (each with its line break, so a lookahead reads it) holding a match of one
+        of a ``one_line`` rule's needs, in order, a run of lines a match spans as one stretch: str.find
+        where the needs are plain words that match case, else their patterns."""
+        lines: set[tuple[int, int]] = set()
+        if self._line_needles:
+            for word in self._line_needles:
+                at = text.find(word)
+                while at >= 0:
+                    end = text.find("\n", at)
+                    end = len(text) if end < 0 else end + 1
+                    lines.add((text.rfind("\n", 0, at) + 1, end))
+                    at = text.find(word, end)
+            return sorted(lines)
+        for needs in self._needs:
+            for match in needs.finditer(text, timeout=timeout):
+                end = text.find("\n", match.end() - 1 if match.end() > match.start() else match.end())
+                lines.add((text.rfind("\n", 0, match.start()) + 1, len(text) if end < 0 else end + 1))
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(lines):  # a stretch searched twice would give its hits twice
+            if merged and start < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
 
     def _may_match(
         self, text: str, window_start: int, start: int, end: int, timeout: float | None, needs_seen: NeedsSeen | None
@@ -754,8 +766,6 @@ def _parse_rule(
             raise fail("one_line must be true or false")
         if one_line and not needs:
             raise fail("one_line needs needs: the words whose lines are searched")
-        if one_line and not _case_sensitive_words([_literal_needs(item, flags) for item in needs]):
-            raise fail("one_line needs its needs to be plain words that match case")
         return Rule(
             name,
             label,
