@@ -48,6 +48,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import hashlib
+import itertools
 import logging
 import tomllib
 from collections import Counter
@@ -281,14 +282,12 @@ class Rule:
     _regex: regex.Pattern[str] = field(init=False, repr=False)
     _needs: tuple[regex.Pattern[str], ...] = field(init=False, repr=False)
     _literals: tuple[tuple[str, bool] | None, ...] = field(init=False, repr=False)
-    _line_needles: tuple[str, ...] = field(init=False, repr=False)
     _context_regex: regex.Pattern[str] | None = field(init=False, repr=False)
     _validate: Validator | None = field(init=False, repr=False)
     _has_phi_group: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_literals", tuple(_literal_needs(needs, self.flags) for needs in self.needs))
-        object.__setattr__(self, "_line_needles", _case_sensitive_words(self._literals) if self.one_line else ())
         object.__setattr__(self, "_validate", get_validator(self.validator) if self.validator else None)
         if not self.deferred:
             self._compile()
@@ -439,22 +438,25 @@ class Rule:
 
     def _needle_lines(self, text: str, timeout: float | None = None) -> list[tuple[int, int]]:
         """The lines of ``text`` (each with its line break, so a lookahead reads it) holding a match of one
-        of a ``one_line`` rule's needs, in order, a run of lines a match spans as one stretch: str.find
-        where the needs are plain words that match case, else their patterns."""
+        of a ``one_line`` rule's needs, in order, a run of lines one match spans as one stretch: plain
+        words by str.find (in the case-folded text where they ignore case), other needs by their patterns."""
         lines: set[tuple[int, int]] = set()
-        if self._line_needles:
-            for word in self._line_needles:
-                at = text.find(word)
-                while at >= 0:
-                    end = text.find("\n", at)
-                    end = len(text) if end < 0 else end + 1
-                    lines.add((text.rfind("\n", 0, at) + 1, end))
-                    at = text.find(word, end)
-            return sorted(lines)
-        for needs in self._needs:
-            for match in needs.finditer(text, timeout=timeout):
-                end = text.find("\n", match.end() - 1 if match.end() > match.start() else match.end())
-                lines.add((text.rfind("\n", 0, match.start()) + 1, len(text) if end < 0 else end + 1))
+        for needs, literal in zip(self._needs, self._literals):
+            if literal is None:
+                for match in needs.finditer(text, timeout=timeout):
+                    last = match.end() - 1 if match.end() > match.start() else match.end()
+                    end = text.find("\n", last)
+                    lines.add((text.rfind("\n", 0, match.start()) + 1, len(text) if end < 0 else end + 1))
+                continue
+            word, ignore_case = literal
+            haystack = _case_folded(text) if ignore_case else text
+            at = haystack.find(word)
+            while at >= 0:  # a word holds no line break: the line it is on
+                end = haystack.find("\n", at)
+                lines.add(_line_around(text, haystack, at))
+                if end < 0:
+                    break
+                at = haystack.find(word, end + 1)
         merged: list[tuple[int, int]] = []
         for start, end in sorted(lines):  # a stretch searched twice would give its hits twice
             if merged and start < merged[-1][1]:
@@ -508,16 +510,37 @@ def _literal_needs(needs: str, flags: Sequence[str]) -> tuple[str, bool] | None:
     return (word.lower() if ignore_case else word), ignore_case
 
 
-def _case_sensitive_words(literals: Sequence[tuple[str, bool] | None]) -> tuple[str, ...]:
-    """The words of ``_literal_needs`` readings when every one is a plain word that matches case (what a
-    ``one_line`` rule finds its lines by), else ()."""
-    if not literals or any(literal is None or literal[1] for literal in literals):
-        return ()
-    return tuple(literal[0] for literal in literals if literal is not None)
-
-
 # The last text case-folded for _literal_found and its folding: the rules of one note share it.
 _folded: tuple[str, str] = ("", "")
+# The last text whose lines _line_around numbered, and where each of its lines starts.
+_line_starts: tuple[str, list[int]] = ("", [0])
+
+
+def _case_folded(text: str) -> str:
+    """``text`` case-folded as _literal_found reads it (kept for the next rule of the same note)."""
+    global _folded
+    last = _folded  # read once: another thread may fold another text meanwhile
+    if last[0] is text:
+        return last[1]
+    folded = text.lower() if text.isascii() else text.casefold().replace("\u0307", "")
+    _folded = (text, folded)
+    return folded
+
+
+def _line_around(text: str, haystack: str, at: int) -> tuple[int, int]:
+    """The line of ``text`` (with its line break) holding ``haystack[at]``, ``haystack`` being ``text`` or
+    its case-folding, which may be longer or shorter but holds the same line breaks: counted there."""
+    if haystack is text or len(haystack) == len(text) and text.isascii():
+        end = text.find("\n", at)
+        return text.rfind("\n", 0, at) + 1, len(text) if end < 0 else end + 1
+    global _line_starts
+    last = _line_starts
+    starts = last[1] if last[0] is text else None
+    if starts is None:
+        starts = [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))]
+        _line_starts = (text, starts)
+    line = haystack.count("\n", 0, at)
+    return starts[line], min(starts[line + 1], len(text))
 
 
 def _literal_found(literal: tuple[str, bool], text: str) -> bool:
@@ -527,16 +550,8 @@ def _literal_found(literal: tuple[str, bool], text: str) -> bool:
     sign case-folds to it: the Kelvin sign to "k", the long s to "s", and the dotted capital I to
     "i" once the combining dot it folds to is dropped), so a text it says lacks the word holds no
     match of it."""
-    global _folded
     word, ignore_case = literal
-    if not ignore_case:
-        return word in text
-    last = _folded  # read once: another thread may fold another text meanwhile
-    folded = last[1] if last[0] is text else None
-    if folded is None:
-        folded = text.lower() if text.isascii() else text.casefold().replace("\u0307", "")
-        _folded = (text, folded)
-    return word in folded
+    return word in (_case_folded(text) if ignore_case else text)
 
 
 def _found(
