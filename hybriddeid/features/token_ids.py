@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
 from hybriddeid.features import token as token_features
 from hybriddeid.features.analysis import AnalysedLine
-from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, keys_of_words
+from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, cached_phrase_key, keys_of_words
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
 from hybriddeid.features.resources import ClusterFeatures, case_marked
 from hybriddeid.features.token import (
@@ -266,6 +266,8 @@ class TokenIds:
         self._own = np.zeros((0, self.n_labels))
         self._new_known: list[tuple[np.ndarray, np.ndarray]] = []  # new forms and their own ids, for _sum_new
         self._ids = np.zeros((0, 2 * window + 1 + _N_COLUMNS), np.int32)  # ids and small codes
+        # per form and dictionary, the tag-table row of the form's hit as a phrase of one word ("O" if none)
+        self._single = np.zeros((0, len(self.dictionaries)), np.int64)
         self._clear()
 
     def _place_rows(self) -> np.ndarray:
@@ -305,6 +307,9 @@ class TokenIds:
         self._tag_table: np.ndarray | None = None
         self._line_rows: dict[tuple[tuple[str, ...], str], int] = {}  # line facts -> row of _line_table
         self._line_table = np.zeros((0, self.n_labels))
+        # two lower-case form ids (each + 2, the first << 32) -> bits of the dictionaries where the two words,
+        # one after the other, start a phrase
+        self._pairs: dict[int, int] = {}
         self._ensure(2)
         none, w, aid, on = self.none, self.window, self._aid, self.on
         base = 2 * w + 1
@@ -322,6 +327,7 @@ class TokenIds:
             row[base + _WORDV] = self.bigrams.vocabulary.get(pad, -1)
             row[base + _SHAPEV] = self.shape_trigrams.vocabulary.get(pad, -1)
             self._ids[form] = row
+            self._single[form] = [self._codes(dictionary.name, (OUTSIDE,))[0] for dictionary in self.dictionaries]
         self._count = 2
 
     def _ensure(self, rows: int) -> None:
@@ -332,7 +338,9 @@ class TokenIds:
             own[: len(self._own)] = self._own
             ids = np.zeros((size, self._ids.shape[1]), np.int32)
             ids[: len(self._ids)] = self._ids
-            self._own, self._ids = own, ids
+            single = np.zeros((size, self._single.shape[1]), np.int64)
+            single[: len(self._single)] = self._single
+            self._own, self._ids, self._single = own, ids, single
 
     def _intern_new(self, texts: list[str]) -> None:
         """Give each of ``texts`` (distinct forms not yet known) an id and its row: every feature
@@ -416,8 +424,15 @@ class TokenIds:
         keys = keys_of_words(lowers) if self.dictionaries else [""] * count
         masks = np.zeros(count, np.int64)
         for bit, dictionary in enumerate(self.dictionaries):
-            prefixes = dictionary.gazetteer.prefixes
+            prefixes, table = dictionary.gazetteer.prefixes, dictionary.gazetteer.table
             masks |= np.array([key in prefixes for key in keys], np.int64) << bit
+            tags = [OUTSIDE] * count
+            for i, key in enumerate(keys):
+                label = table.get(key)
+                if label is not None:  # marked as resources.case_marked marks a hit not capitalised
+                    lower_case = dictionary.case_marked and not texts[i][:1].isupper()
+                    tags[i] = f"S-{label}:lc" if lower_case else f"S-{label}"
+            self._single[first : first + count, bit] = self._codes(dictionary.name, tags)
         block[:, base + _MASK] = masks
         bigram_words, shape_words = self.bigrams.vocabulary, self.shape_trigrams.vocabulary
         block[:, base + _WORDV] = [bigram_words.get(lower, -1) for lower in lowers]
@@ -650,26 +665,7 @@ class TokenIds:
         else:
             if self.dictionaries:
                 in_places = [dictionary.name for dictionary in self.dictionaries]
-                for name in in_places:
-                    codes[name] = np.full(total, self._codes(name, (OUTSIDE,))[0], np.int64)
-                masks = table[at, 2 * self.window + 1 + _MASK]
-                hits = np.flatnonzero(masks)  # tokens where some dictionary's phrase may start
-                if len(hits):
-                    found: dict[str, tuple[list[int], list[str]]] = {}
-                    word_key = self._word_keys.__getitem__
-                    grouped = itertools.groupby(
-                        zip(line_of[hits].tolist(), hits.tolist(), masks[hits].tolist()), key=lambda hit: hit[0]
-                    )
-                    for line, group in grouped:
-                        item, start, n, base = lines[line], int(first_row[line]), sizes[line], line_base[line]
-                        starts = [(row - start, mask) for _, row, mask in group]
-                        word_keys = list(map(word_key, forms[base : base + n]))
-                        for name, positions, tags in self._dictionary_hits(item, word_keys, starts):
-                            rows, values = found.setdefault(name, ([], []))
-                            rows += [start + i for i in positions]
-                            values += tags
-                    for name, (rows, values) in found.items():
-                        codes[name][rows] = self._codes(name, values)
+                self._dictionary_codes(lines, sizes, line_base, forms, table, at, index, n_of, line_of, codes)
             if any(item.ner is not None for item in lines):
                 codes["ner"] = np.full(total, -1, np.int64)
                 for line, item in enumerate(lines):
@@ -722,33 +718,98 @@ class TokenIds:
             found += self.state[column]
         out[rows] += found
 
-    def _dictionary_hits(
-        self, item: LineInput, word_keys: list[str], starts: list[tuple[int, int]]
-    ) -> Iterator[tuple[str, list[int], list[str]]]:
-        """Per dictionary that matches on a line, the words inside its hits and their tags (case-marked
-        where the dictionary is): the tags that are not "O", which are all a line's codes need.
-        ``starts`` holds each word where some may start a phrase, with the bits of those that may."""
-        tokens, lowers = item.line.tokens, item.line.lowers
+    def _dictionary_codes(
+        self,
+        lines: Sequence[LineInput],
+        sizes: list[int],
+        line_base: list[int],
+        forms: list[int],
+        table: np.ndarray,
+        at: np.ndarray,
+        index: np.ndarray,
+        n_of: np.ndarray,
+        line_of: np.ndarray,
+        codes: dict[str, np.ndarray],
+    ) -> None:
+        """Each dictionary's tag-table rows per token into ``codes``. Where no word of a line and the
+        next one start a phrase of a dictionary, its hits there are its one-word phrases, none inside
+        another: the rows each form keeps (``_single``). Only the lines where two words may start a
+        longer phrase are matched word by word (``Gazetteer.matches``, longest first)."""
+        base = 2 * self.window + 1
+        token_forms = np.array(forms, np.int64)[at]
+        single = self._single[token_forms]  # tokens x dictionaries
         for bit, dictionary in enumerate(self.dictionaries):
-            mine = [i for i, mask in starts if mask >> bit & 1]
-            if not mine:
-                continue
-            hits = dictionary.gazetteer.matches(lowers, word_keys, mine)
-            if not hits:
-                continue
-            positions: list[int] = []
-            tags: list[str] = []
-            for i, length, label in hits:
-                # as resources.case_marked marks a hit whose first word is not capitalised
-                mark = ":lc" if dictionary.case_marked and not tokens[i].text[:1].isupper() else ""
-                positions += range(i, i + length)
-                if length == 1:
-                    tags.append(f"S-{label}{mark}")
-                else:
-                    tags.append(f"B-{label}{mark}")
-                    tags += [f"I-{label}{mark}"] * (length - 2)
-                    tags.append(f"E-{label}{mark}")
-            yield dictionary.name, positions, tags
+            codes[dictionary.name] = single[:, bit]
+        masks = table[at, base + _MASK]
+        longer = sum(1 << bit for bit, d in enumerate(self.dictionaries) if d.gazetteer.max_words > 1)
+        # a word that starts some phrase and is not its line's last: does it start a longer one with the next?
+        candidates = np.flatnonzero(((masks & longer) != 0) & (index < n_of[line_of] - 1))
+        if not len(candidates):
+            return
+        # each candidate's pair as one int (lower-case form ids from -2: pads), looked up once per kind
+        lower_ids = table[at, base + _LOW].astype(np.int64) + 2
+        keys = (lower_ids[candidates] << 32) | lower_ids[candidates + 1]
+        pairs = self._pairs
+        found = list(map(pairs.get, keys.tolist()))
+        if None in found:
+            for k, row in enumerate(candidates.tolist()):
+                if found[k] is None:
+                    lowers, i = lines[int(line_of[row])].line.lowers, int(index[row])
+                    pair = cached_phrase_key((lowers[i], lowers[i + 1]))
+                    found[k] = pairs[int(keys[k])] = sum(
+                        1 << bit for bit, d in enumerate(self.dictionaries) if pair in d.gazetteer.prefixes
+                    )
+        bits = np.array(found, np.int64) & masks[candidates]
+        walks: dict[int, int] = {}  # line -> bits of the dictionaries to match word by word there
+        for line, line_bits in zip(line_of[candidates].tolist(), bits.tolist()):
+            if line_bits:
+                walks[line] = walks.get(line, 0) | line_bits
+        if not walks:
+            return
+        first_row = np.cumsum(n_of) - n_of
+        word_key = self._word_keys.__getitem__
+        cleared: dict[str, list[int]] = {}  # per dictionary, the rows of the lines matched word by word
+        hit_rows: dict[str, tuple[list[int], list[str]]] = {}  # and the rows of their hits, with the tags
+        for line, line_bits in walks.items():
+            item, start, n, base_at = lines[line], int(first_row[line]), sizes[line], line_base[line]
+            word_keys = list(map(word_key, forms[base_at : base_at + n]))
+            line_masks = masks[start : start + n].tolist()
+            for bit, dictionary in enumerate(self.dictionaries):
+                if not line_bits >> bit & 1:
+                    continue
+                mine = [i for i, mask in enumerate(line_masks) if mask >> bit & 1]
+                positions, tags = self._hit_tags(
+                    item, dictionary, dictionary.gazetteer.matches(item.line.lowers, word_keys, mine)
+                )
+                cleared.setdefault(dictionary.name, []).extend(range(start, start + n))
+                rows, values = hit_rows.setdefault(dictionary.name, ([], []))
+                rows += [start + i for i in positions]
+                values += tags
+        for name, rows in cleared.items():
+            codes[name][rows] = self._codes(name, (OUTSIDE,))[0]
+            hits, values = hit_rows[name]
+            if hits:
+                codes[name][hits] = self._codes(name, values)
+
+    @staticmethod
+    def _hit_tags(
+        item: LineInput, dictionary: Dictionary, hits: list[tuple[int, int, str]]
+    ) -> tuple[list[int], list[str]]:
+        """The words inside a line's dictionary ``hits`` and their BIOES tags, case-marked where the
+        dictionary is (as ``resources.case_marked`` marks a hit whose first word is not capitalised)."""
+        tokens = item.line.tokens
+        positions: list[int] = []
+        tags: list[str] = []
+        for i, length, label in hits:
+            mark = ":lc" if dictionary.case_marked and not tokens[i].text[:1].isupper() else ""
+            positions += range(i, i + length)
+            if length == 1:
+                tags.append(f"S-{label}{mark}")
+            else:
+                tags.append(f"B-{label}{mark}")
+                tags += [f"I-{label}{mark}"] * (length - 2)
+                tags.append(f"E-{label}{mark}")
+        return positions, tags
 
     def _line_tags(self, item: LineInput) -> dict[str, list[str]]:
         """The line's ``extra`` tags by name, as the string path has them in ``seq.extra``."""
