@@ -97,6 +97,20 @@ class LineInput(NamedTuple):
     ner: list[str] | None = None
 
 
+class _Batch(NamedTuple):
+    """How ``emissions`` laid out a batch of lines: what the steps after the id columns read."""
+
+    lines: Sequence[LineInput]
+    sizes: list[int]  # tokens per line
+    line_base: list[int]  # where each line's first token is among the batch's forms (pads included)
+    forms: list[int]  # form ids of the pads and tokens, line after line
+    table: np.ndarray  # the per-form columns of each of those
+    at: np.ndarray  # per token: its place among ``forms``
+    place: np.ndarray  # per token: its place in its line
+    n_of: np.ndarray  # ``sizes`` as an array
+    line_of: np.ndarray  # per token: its line
+
+
 class Dictionary(NamedTuple):
     """A matcher whose BIOES tags are an ``extra`` feature (``name=S-CITY``, ``name[-1]=...``)."""
 
@@ -595,7 +609,7 @@ class TokenIds:
             _ALONE,
             np.where(index == 0, _FIRST, np.where(index == n_of[line_of] - 1, _LAST, _MIDDLE)),
         )
-        spelled = self._extra(lines, sizes, line_base, forms, table, at, index, n_of, line_of, out)
+        spelled = self._extra(_Batch(lines, sizes, line_base, forms, table, at, index, n_of, line_of), out)
         out += self.places[place * 6 + np.minimum(index, 5) + 24 * spelled]
         self._strings(lines, sizes, nul_lines, table, at, out)
         return out
@@ -632,23 +646,12 @@ class TokenIds:
             columns += list(np.where(keep, table[word_at[ranks], base + column], none).T)
         return columns
 
-    def _extra(
-        self,
-        lines: Sequence[LineInput],
-        sizes: list[int],
-        line_base: list[int],
-        forms: list[int],
-        table: np.ndarray,
-        at: np.ndarray,
-        index: np.ndarray,
-        n_of: np.ndarray,
-        line_of: np.ndarray,
-        out: np.ndarray,
-    ) -> np.ndarray:
+    def _extra(self, batch: _Batch, out: np.ndarray) -> np.ndarray:
         """Add the ``extra`` tags to ``out`` where the place rows do not hold them: the
         dictionaries' tags at and beside each tag that is not "O", and every tag of a tag source
         (``ner``) or of a subclass's own ``resource_tags``. Returns, per token, 1 where the
         dictionaries' tags were added so (its place row must leave them out), else 0."""
+        lines, at, index, n_of, line_of = batch.lines, batch.at, batch.place, batch.n_of, batch.line_of
         total = len(at)
         spelled = np.zeros(total, np.int64)
         if "extra" not in self.on:
@@ -665,7 +668,7 @@ class TokenIds:
         else:
             if self.dictionaries:
                 in_places = [dictionary.name for dictionary in self.dictionaries]
-                self._dictionary_codes(lines, sizes, line_base, forms, table, at, index, n_of, line_of, codes)
+                self._dictionary_codes(batch, codes)
             if any(item.ner is not None for item in lines):
                 codes["ner"] = np.full(total, -1, np.int64)
                 for line, item in enumerate(lines):
@@ -718,23 +721,13 @@ class TokenIds:
             found += self.state[column]
         out[rows] += found
 
-    def _dictionary_codes(
-        self,
-        lines: Sequence[LineInput],
-        sizes: list[int],
-        line_base: list[int],
-        forms: list[int],
-        table: np.ndarray,
-        at: np.ndarray,
-        index: np.ndarray,
-        n_of: np.ndarray,
-        line_of: np.ndarray,
-        codes: dict[str, np.ndarray],
-    ) -> None:
+    def _dictionary_codes(self, batch: _Batch, codes: dict[str, np.ndarray]) -> None:
         """Each dictionary's tag-table rows per token into ``codes``. Where no word of a line and the
         next one start a phrase of a dictionary, its hits there are its one-word phrases, none inside
         another: the rows each form keeps (``_single``). Only the lines where two words may start a
         longer phrase are matched word by word (``Gazetteer.matches``, longest first)."""
+        lines, sizes, line_base, forms, table = batch.lines, batch.sizes, batch.line_base, batch.forms, batch.table
+        at, index, n_of, line_of = batch.at, batch.place, batch.n_of, batch.line_of
         base = 2 * self.window + 1
         token_forms = np.array(forms, np.int64)[at]
         single = self._single[token_forms]  # tokens x dictionaries
