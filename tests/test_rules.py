@@ -1249,6 +1249,9 @@ def test_a_one_line_rule_finds_its_lines_by_needs_that_ignore_case_or_are_patter
     (rule,) = parse_rule_file(head + "needs = '(?i)x@'\n", "mine.toml").rules
     assert rule.spans("a\nX@Y\nb x@y\nc") == [(2, 5), (8, 11)]
     assert rule._needle_lines("a\nX@Y\nb x@y\nc") == [(2, 6), (6, 12)]
+    # case-folding "Straße" and "İ" changes the text's length before the line: the line is still found
+    folded = "Straße İ\nno\nsee X@Y\n"
+    assert rule._needle_lines(folded) == [(12, 20)] and rule.spans(folded) == [(16, 19)]
     (rule,) = parse_rule_file(head + "needs = 'b\\s+x'\n", "mine.toml").rules
     assert rule._needle_lines("a\nb\nx@y x@y\nb x@y") == [(2, 12), (12, 17)]
     assert rule.spans("a\nb\nx@y x@y\nb x@y") == [(4, 7), (8, 11), (14, 17)]

@@ -444,16 +444,16 @@ class Rule:
         for needs, literal in zip(self._needs, self._literals):
             if literal is None:
                 for match in needs.finditer(text, timeout=timeout):
-                    last = match.end() - 1 if match.end() > match.start() else match.end()
-                    end = text.find("\n", last)
-                    lines.add((text.rfind("\n", 0, match.start()) + 1, len(text) if end < 0 else end + 1))
+                    lines.add(_lines_around(text, match.start(), max(match.start(), match.end() - 1)))
                 continue
             word, ignore_case = literal
             haystack = _case_folded(text) if ignore_case else text
+            # ASCII lower-cases character for character; any other folding may move offsets, never line breaks
+            same_offsets = haystack is text or text.isascii()
             at = haystack.find(word)
             while at >= 0:  # a word holds no line break: the line it is on
+                lines.add(_lines_around(text, at, at) if same_offsets else _folded_line(text, haystack, at))
                 end = haystack.find("\n", at)
-                lines.add(_line_around(text, haystack, at))
                 if end < 0:
                     break
                 at = haystack.find(word, end + 1)
@@ -512,8 +512,8 @@ def _literal_needs(needs: str, flags: Sequence[str]) -> tuple[str, bool] | None:
 
 # The last text case-folded for _literal_found and its folding: the rules of one note share it.
 _folded: tuple[str, str] = ("", "")
-# The last text whose lines _line_around numbered, and where each of its lines starts.
-_line_starts: tuple[str, list[int]] = ("", [0])
+# The last folded text _folded_line read, and where each of its lines and of the text's starts.
+_line_starts: tuple[str, list[int], list[int]] = ("", [0], [0])
 
 
 def _case_folded(text: str) -> str:
@@ -527,19 +527,25 @@ def _case_folded(text: str) -> str:
     return folded
 
 
-def _line_around(text: str, haystack: str, at: int) -> tuple[int, int]:
-    """The line of ``text`` (with its line break) holding ``haystack[at]``, ``haystack`` being ``text`` or
-    its case-folding, which may be longer or shorter but holds the same line breaks: counted there."""
-    if haystack is text or len(haystack) == len(text) and text.isascii():
-        end = text.find("\n", at)
-        return text.rfind("\n", 0, at) + 1, len(text) if end < 0 else end + 1
+def _lines_around(text: str, first: int, last: int) -> tuple[int, int]:
+    """The run of ``text``'s lines holding ``text[first]`` to ``text[last]``, the last one's line break
+    included (a look-ahead reads it)."""
+    end = text.find("\n", last)
+    return text.rfind("\n", 0, first) + 1, len(text) if end < 0 else end + 1
+
+
+def _folded_line(text: str, folded: str, at: int) -> tuple[int, int]:
+    """The line of ``text`` (with its line break) holding ``folded[at]``, ``folded`` being ``text``
+    case-folded: the same line breaks, maybe not at the same offsets."""
     global _line_starts
     last = _line_starts
-    starts = last[1] if last[0] is text else None
-    if starts is None:
+    if last[0] is folded:
+        folded_starts, starts = last[1], last[2]
+    else:
+        folded_starts = [0, *itertools.accumulate(len(line) + 1 for line in folded.split("\n"))]
         starts = [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))]
-        _line_starts = (text, starts)
-    line = haystack.count("\n", 0, at)
+        _line_starts = (folded, folded_starts, starts)
+    line = bisect.bisect_right(folded_starts, at) - 1
     return starts[line], min(starts[line + 1], len(text))
 
 

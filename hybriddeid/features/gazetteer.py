@@ -65,6 +65,14 @@ def phrase_tokens(phrase: str) -> tuple[str, ...]:
     return tuple(tok.text.lower() for tok in tokenize(phrase))
 
 
+def hit_tags(label: str, length: int, suffix: str = "") -> list[str]:
+    """The BIOES tags of one hit of ``length`` words ("S-CITY"; "B-CITY", "I-CITY", "E-CITY"), each
+    followed by ``suffix`` (a case mark, ``resources.case_mark``)."""
+    if length == 1:
+        return [f"S-{label}{suffix}"]
+    return [f"B-{label}{suffix}", *[f"I-{label}{suffix}"] * (length - 2), f"E-{label}{suffix}"]
+
+
 class Gazetteer:
     """Longest-match BIOES tagging of token sequences from a phrase -> label table."""
 
@@ -134,12 +142,7 @@ class Gazetteer:
         order), saves looking each word up (the fast engine knows them from its word cache)."""
         tags = [OUTSIDE] * len(words)
         for i, length, label in self.matches(words, word_keys, starts):
-            if length == 1:
-                tags[i] = "S-" + label
-            else:
-                tags[i] = "B-" + label
-                tags[i + 1 : i + length - 1] = ["I-" + label] * (length - 2)
-                tags[i + length - 1] = "E-" + label
+            tags[i : i + length] = hit_tags(label, length)
         return tags
 
     def matches(

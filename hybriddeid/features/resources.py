@@ -83,18 +83,24 @@ class ClusterFeatures:
         return self._entry(word)[2]
 
 
+def case_mark(first_word: str) -> str:
+    """What marks a dictionary hit's tags when its first word is not capitalised (":lc"), else "":
+    matching ignores case, but "león" in running text is rarely the city that "León" is."""
+    return "" if first_word[:1].isupper() else ":lc"
+
+
 def case_marked(tags: list[str], tokens: Sequence[Token]) -> list[str]:
-    """Mark dictionary hits whose first token is lower-case ("S-CITY" -> "S-CITY:lc"): matching
-    ignores case, but "león" in running text is rarely the city that "León" is."""
+    """Dictionary tags with every hit ``case_mark`` marks marked ("S-CITY" -> "S-CITY:lc")."""
     out = tags
     for i, tag in enumerate(tags):
-        if tag[0] in "BS" and not tokens[i].text[:1].isupper():
+        mark = case_mark(tokens[i].text) if tag[0] in "BS" else ""
+        if mark:
             if out is tags:
                 out = list(tags)
-            out[i] = tag + ":lc"
+            out[i] = tag + mark
             j = i + 1
             while j < len(tags) and tags[j][0] in "IE":
-                out[j] = tags[j] + ":lc"
+                out[j] = tags[j] + mark
                 j += 1
     return out
 

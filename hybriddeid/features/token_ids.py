@@ -34,9 +34,9 @@ import numpy as np
 
 from hybriddeid.features import token as token_features
 from hybriddeid.features.analysis import AnalysedLine
-from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, cached_phrase_key, keys_of_words
+from hybriddeid.features.gazetteer import OUTSIDE, Gazetteer, cached_phrase_key, hit_tags, keys_of_words
 from hybriddeid.features.lexical import affixes, orthography, shape, short_shape
-from hybriddeid.features.resources import ClusterFeatures, case_marked
+from hybriddeid.features.resources import ClusterFeatures, case_mark, case_marked
 from hybriddeid.features.token import (
     TOKEN_EXTRACTORS,
     TokenSequence,
@@ -109,6 +109,7 @@ class _Batch(NamedTuple):
     place: np.ndarray  # per token: its place in its line
     n_of: np.ndarray  # ``sizes`` as an array
     line_of: np.ndarray  # per token: its line
+    first_row: np.ndarray  # per line: its first token's row among the batch's tokens
 
 
 class Dictionary(NamedTuple):
@@ -443,9 +444,8 @@ class TokenIds:
             tags = [OUTSIDE] * count
             for i, key in enumerate(keys):
                 label = table.get(key)
-                if label is not None:  # marked as resources.case_marked marks a hit not capitalised
-                    lower_case = dictionary.case_marked and not texts[i][:1].isupper()
-                    tags[i] = f"S-{label}:lc" if lower_case else f"S-{label}"
+                if label is not None:
+                    tags[i] = hit_tags(label, 1, case_mark(texts[i]) if dictionary.case_marked else "")[0]
             self._single[first : first + count, bit] = self._codes(dictionary.name, tags)
         block[:, base + _MASK] = masks
         bigram_words, shape_words = self.bigrams.vocabulary, self.shape_trigrams.vocabulary
@@ -562,7 +562,8 @@ class TokenIds:
         # per token: its line, place in the line and position in ``flat``
         n_of = np.array(sizes, np.int64)
         line_of = np.repeat(np.arange(len(lines)), n_of)
-        index = np.arange(total) - np.repeat(np.cumsum(n_of) - n_of, n_of)
+        first_row = np.cumsum(n_of) - n_of  # per line: its first token's row
+        index = np.arange(total) - np.repeat(first_row, n_of)
         at = np.repeat(np.array(line_base, np.int64), n_of) + index
         form_of = np.array(forms, np.int64)
         table = self._ids[form_of]  # every per-form column of every position
@@ -609,7 +610,7 @@ class TokenIds:
             _ALONE,
             np.where(index == 0, _FIRST, np.where(index == n_of[line_of] - 1, _LAST, _MIDDLE)),
         )
-        spelled = self._extra(_Batch(lines, sizes, line_base, forms, table, at, index, n_of, line_of), out)
+        spelled = self._extra(_Batch(lines, sizes, line_base, forms, table, at, index, n_of, line_of, first_row), out)
         out += self.places[place * 6 + np.minimum(index, 5) + 24 * spelled]
         self._strings(lines, sizes, nul_lines, table, at, out)
         return out
@@ -652,11 +653,11 @@ class TokenIds:
         (``ner``) or of a subclass's own ``resource_tags``. Returns, per token, 1 where the
         dictionaries' tags were added so (its place row must leave them out), else 0."""
         lines, at, index, n_of, line_of = batch.lines, batch.at, batch.place, batch.n_of, batch.line_of
+        first_row = batch.first_row
         total = len(at)
         spelled = np.zeros(total, np.int64)
         if "extra" not in self.on:
             return spelled
-        first_row = np.cumsum(n_of) - n_of
         codes: dict[str, np.ndarray] = {}  # tag table rows by extra name, per token (-1: none on that line)
         in_places: list[str] = []  # names whose "O"s the place rows hold
         if self.resource_tags is not None:
@@ -759,7 +760,7 @@ class TokenIds:
                 walks[line] = walks.get(line, 0) | line_bits
         if not walks:
             return
-        first_row = np.cumsum(n_of) - n_of
+        first_row = batch.first_row
         word_key = self._word_keys.__getitem__
         cleared: dict[str, list[int]] = {}  # per dictionary, the rows of the lines matched word by word
         hit_rows: dict[str, tuple[list[int], list[str]]] = {}  # and the rows of their hits, with the tags
@@ -789,19 +790,13 @@ class TokenIds:
         item: LineInput, dictionary: Dictionary, hits: list[tuple[int, int, str]]
     ) -> tuple[list[int], list[str]]:
         """The words inside a line's dictionary ``hits`` and their BIOES tags, case-marked where the
-        dictionary is (as ``resources.case_marked`` marks a hit whose first word is not capitalised)."""
+        dictionary is (``resources.case_mark``)."""
         tokens = item.line.tokens
         positions: list[int] = []
         tags: list[str] = []
         for i, length, label in hits:
-            mark = ":lc" if dictionary.case_marked and not tokens[i].text[:1].isupper() else ""
             positions += range(i, i + length)
-            if length == 1:
-                tags.append(f"S-{label}{mark}")
-            else:
-                tags.append(f"B-{label}{mark}")
-                tags += [f"I-{label}{mark}"] * (length - 2)
-                tags.append(f"E-{label}{mark}")
+            tags += hit_tags(label, length, case_mark(tokens[i].text) if dictionary.case_marked else "")
         return positions, tags
 
     def _line_tags(self, item: LineInput) -> dict[str, list[str]]:
